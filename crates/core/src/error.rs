@@ -1,0 +1,177 @@
+use crate::{CommonCounterSet, CounterSamplingPoint};
+use thiserror::Error;
+
+/// The three kinds of counter-sampling error Metal defines
+/// (`MTLCounterSampleBufferError`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CounterErrorKind {
+    /// The device could not allocate the memory (`MTLCounterSampleBufferErrorOutOfMemory`).
+    OutOfMemory,
+    /// The request was malformed or the device cannot do it (`...Invalid`).
+    Invalid,
+    /// The driver failed (`...Internal`).
+    Internal,
+}
+
+/// What exactly was wrong with a request; each variant names the field or
+/// limit at fault.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum InvalidInput {
+    /// A sample buffer's `sample_count` was 0.
+    #[error("sample_count of `{label}` is 0; a counter sample buffer needs at least one sample")]
+    SampleCountZero {
+        /// The descriptor's label.
+        label: String,
+    },
+    /// A sample buffer's `sample_count` is over what the device allows.
+    #[error("sample_count {requested} of `{label}` is over the device limit of {limit}")]
+    SampleCountTooLarge {
+        /// The descriptor's label.
+        label: String,
+        /// What was asked for.
+        requested: u32,
+        /// The device's limit.
+        limit: u32,
+    },
+    /// A heap's `count` was 0 or over the limit.
+    #[error("counter heap count {requested} is out of range 1..={limit}")]
+    HeapCountOutOfRange {
+        /// What was asked for.
+        requested: u32,
+        /// The device's limit.
+        limit: u32,
+    },
+    /// The device has no such counter set.
+    #[error("counter set `{set}` is not supported by device `{device}`")]
+    UnsupportedCounterSet {
+        /// The set asked for.
+        set: CommonCounterSet,
+        /// The device's name.
+        device: String,
+    },
+    /// The device cannot sample at that point.
+    #[error("device `{device}` cannot sample counters at the {point} boundary")]
+    UnsupportedSamplingPoint {
+        /// The sampling point asked for.
+        point: CounterSamplingPoint,
+        /// The device's name.
+        device: String,
+    },
+    /// A sample index past the buffer's or heap's end.
+    #[error("{what} index {index} is out of range for `{label}` with {count} entries")]
+    IndexOutOfRange {
+        /// What kind of index (`sample`, `heap entry`).
+        what: &'static str,
+        /// The buffer's or heap's label.
+        label: String,
+        /// The index given.
+        index: u32,
+        /// The number of entries.
+        count: u32,
+    },
+    /// A range that reaches past the end, or is empty.
+    #[error("range {start}..{end} is invalid for `{label}` with {count} entries")]
+    RangeOutOfBounds {
+        /// The buffer's or heap's label.
+        label: String,
+        /// The range's start.
+        start: u64,
+        /// The range's end (exclusive).
+        end: u64,
+        /// The number of entries.
+        count: u32,
+    },
+    /// A CPU resolve of a buffer with private storage.
+    #[error("`{label}` has private storage: only a GPU resolve may read it")]
+    CpuResolveOfPrivateBuffer {
+        /// The buffer's label.
+        label: String,
+    },
+    /// A destination offset that is not a multiple of the required alignment.
+    #[error("destination offset {offset} is not a multiple of {alignment}")]
+    DestinationOffsetUnaligned {
+        /// The offset given.
+        offset: u64,
+        /// The alignment required.
+        alignment: u64,
+    },
+    /// A destination buffer too small for the resolved range.
+    #[error(
+        "destination buffer holds {available} bytes from offset {offset}, {needed} are needed"
+    )]
+    DestinationTooSmall {
+        /// The offset given.
+        offset: u64,
+        /// Bytes the resolve writes.
+        needed: u64,
+        /// Bytes available after the offset.
+        available: u64,
+    },
+    /// A destination buffer the GPU cannot write with a resolve.
+    #[error("destination buffer lacks the usage {usage} that a GPU resolve needs")]
+    DestinationUsage {
+        /// The missing usage flag.
+        usage: &'static str,
+    },
+    /// An object that belongs to another device.
+    #[error("{what} belongs to another device")]
+    ForeignObject {
+        /// The object's kind.
+        what: &'static str,
+    },
+    /// The same sample index used twice in one pass or before it was reset.
+    #[error("sample index {index} of `{label}` {reason}")]
+    SampleIndexReuse {
+        /// The buffer's label.
+        label: String,
+        /// The index.
+        index: u32,
+        /// Why it cannot be written here.
+        reason: &'static str,
+    },
+    /// An encoder used in a way its state does not allow.
+    #[error("{0}")]
+    EncoderState(String),
+    /// A feature the device or driver lacks.
+    #[error("{0}")]
+    Unsupported(String),
+    /// Any other malformed argument, with a message naming it.
+    #[error("{0}")]
+    Argument(String),
+}
+
+/// The errors of gpu-counters, in Metal's three kinds.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Error {
+    /// The device ran out of memory; the message names what was being allocated.
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
+    /// The request was malformed or the device cannot do it.
+    #[error("invalid: {0}")]
+    Invalid(#[from] InvalidInput),
+    /// The driver or the library failed; the message names the call.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// Metal's error kind for this error.
+    pub fn kind(&self) -> CounterErrorKind {
+        match self {
+            Error::OutOfMemory(_) => CounterErrorKind::OutOfMemory,
+            Error::Invalid(_) => CounterErrorKind::Invalid,
+            Error::Internal(_) => CounterErrorKind::Internal,
+        }
+    }
+
+    /// The details of an [`Error::Invalid`], if this is one.
+    pub fn invalid(&self) -> Option<&InvalidInput> {
+        match self {
+            Error::Invalid(i) => Some(i),
+            _ => None,
+        }
+    }
+}
+
+/// The result type of gpu-counters.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

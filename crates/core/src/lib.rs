@@ -1,0 +1,41 @@
+//! The backend-neutral core of gpu-counters.
+//!
+//! This crate holds everything that a backend (Vulkan, later CUDA and wgpu)
+//! shares, and no GPU API: the counter sets a device can offer
+//! ([`CommonCounterSet`], [`CommonCounter`]), the sampling points
+//! ([`CounterSamplingPoint`]), the descriptors of counter sample buffers and
+//! Metal 4 counter heaps, the packed result structs with Metal's layout and the
+//! error sentinel [`COUNTER_ERROR_VALUE`], resolved data with a typed view per
+//! sample ([`ResolvedCounters`], [`SampleValue`]), the mapping of GPU ticks
+//! onto the CPU clock ([`Calibration`]), the timeline of labelled intervals that
+//! exporters draw ([`timeline`]), and the errors ([`Error`]).
+//!
+//! The names follow Apple's Metal counter-sampling API so that Metal code ports
+//! line for line; see `DESIGN.md` for the mapping.
+
+#![warn(missing_docs)]
+
+mod calibration;
+mod clock;
+mod counters;
+mod descriptors;
+mod device_info;
+mod error;
+mod results;
+pub mod timeline;
+
+pub use calibration::{
+    CalibratedTime, Calibration, CalibrationMethod, TimestampPair, REFIT_INTERVAL_NS,
+};
+pub use clock::cpu_monotonic_ns;
+pub use counters::{CommonCounter, CommonCounterSet, CounterSamplingPoint, CounterSet};
+pub use descriptors::{
+    CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor, StorageMode,
+    TimestampGranularity,
+};
+pub use device_info::{BackendKind, DeviceInfo, DeviceType};
+pub use error::{CounterErrorKind, Error, InvalidInput, Result};
+pub use results::{
+    CounterResultStageUtilization, CounterResultStatistic, CounterResultTimestamp,
+    ResolvedCounters, SampleStatus, SampleValue, COUNTER_ERROR_VALUE,
+};

@@ -1,0 +1,333 @@
+use crate::{CommonCounterSet, Error, InvalidInput, Result};
+use bytemuck::{Pod, Zeroable};
+use serde::{Deserialize, Serialize};
+
+/// The value a resolved sample holds when the GPU did not write it, had not
+/// finished it, or failed (Metal's `MTLCounterErrorValue`).
+pub const COUNTER_ERROR_VALUE: u64 = u64::MAX;
+
+/// A resolved timestamp sample (`MTLCounterResultTimestamp`).
+#[repr(C)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable, Serialize, Deserialize,
+)]
+pub struct CounterResultTimestamp {
+    /// GPU ticks, masked to the queue's valid bits; multiply by the device's
+    /// timestamp period for nanoseconds, or use [`crate::Calibration`].
+    pub timestamp: u64,
+}
+
+/// A resolved stage-utilization sample (`MTLCounterResultStageUtilization`).
+#[repr(C)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable, Serialize, Deserialize,
+)]
+pub struct CounterResultStageUtilization {
+    /// Total GPU cycles.
+    pub total_cycles: u64,
+    /// Cycles of vertex work.
+    pub vertex_cycles: u64,
+    /// Cycles of tessellation.
+    pub tessellation_cycles: u64,
+    /// Cycles of post-tessellation vertex work.
+    pub post_tessellation_vertex_cycles: u64,
+    /// Cycles of fragment work.
+    pub fragment_cycles: u64,
+    /// Cycles writing render targets.
+    pub render_target_cycles: u64,
+}
+
+/// A resolved statistic sample (`MTLCounterResultStatistic`), in Metal's
+/// field order. Each field is cumulative from the first statistic sample of
+/// the same encoder, so end minus start is what the GPU counted between them.
+#[repr(C)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable, Serialize, Deserialize,
+)]
+pub struct CounterResultStatistic {
+    /// Patches read by the tessellator.
+    pub tessellation_input_patches: u64,
+    /// Vertex shader invocations.
+    pub vertex_invocations: u64,
+    /// Post-tessellation vertex shader invocations.
+    pub post_tessellation_vertex_invocations: u64,
+    /// Primitives that reached the clipper.
+    pub clipper_invocations: u64,
+    /// Primitives that left the clipper.
+    pub clipper_primitives_out: u64,
+    /// Fragment shader invocations.
+    pub fragment_invocations: u64,
+    /// Samples that passed the depth and stencil tests.
+    pub fragments_passed: u64,
+    /// Compute kernel invocations.
+    pub compute_kernel_invocations: u64,
+}
+
+impl CounterResultStatistic {
+    /// Number of `u64` fields.
+    pub const FIELDS: usize = 8;
+
+    /// The fields as an array, in Metal's order.
+    pub fn to_array(self) -> [u64; 8] {
+        bytemuck::cast(self)
+    }
+
+    /// Field-wise `self - start`, saturating at 0: what was counted between
+    /// the two samples.
+    pub fn since(&self, start: &CounterResultStatistic) -> CounterResultStatistic {
+        let a = self.to_array();
+        let b = start.to_array();
+        let mut out = [0u64; 8];
+        for i in 0..8 {
+            out[i] = a[i].saturating_sub(b[i]);
+        }
+        bytemuck::cast(out)
+    }
+
+    /// `(name, value)` pairs with the snake-case counter names.
+    pub fn named(&self) -> [(&'static str, u64); 8] {
+        let values = self.to_array();
+        let mut out = [("", 0u64); 8];
+        for (i, counter) in crate::CommonCounter::STATISTICS.iter().enumerate() {
+            out[i] = (counter.name(), values[i]);
+        }
+        out
+    }
+}
+
+/// A result struct that resolved bytes can be cast to.
+pub trait CounterResult: Pod + std::fmt::Debug {
+    /// The counter set whose samples have this layout.
+    const SET: CommonCounterSet;
+}
+
+impl CounterResult for CounterResultTimestamp {
+    const SET: CommonCounterSet = CommonCounterSet::Timestamp;
+}
+impl CounterResult for CounterResultStatistic {
+    const SET: CommonCounterSet = CommonCounterSet::Statistic;
+}
+impl CounterResult for CounterResultStageUtilization {
+    const SET: CommonCounterSet = CommonCounterSet::StageUtilization;
+}
+
+/// Why a resolved sample has the value it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleStatus {
+    /// The GPU wrote the sample and it is complete.
+    Written,
+    /// No command ever wrote this index (since creation or the last reset).
+    NotWritten,
+    /// A command writes this index but the GPU has not finished it yet.
+    NotReady,
+    /// The GPU reported a failure for this sample.
+    Error,
+    /// A heap entry that was invalidated; its bytes are 0, as Metal 4 defines.
+    Invalidated,
+}
+
+/// The typed view of one resolved sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleValue<T> {
+    /// The sample's value.
+    Value(T),
+    /// Nothing was written to the index; its bytes are the error value.
+    NotWritten,
+    /// The GPU has not finished the sample; its bytes are the error value.
+    NotReady,
+    /// The GPU failed to sample; its bytes are the error value.
+    Error,
+    /// An invalidated heap entry; its bytes are 0.
+    Invalidated,
+}
+
+impl<T> SampleValue<T> {
+    /// The value, if the sample has one.
+    pub fn value(self) -> Option<T> {
+        match self {
+            SampleValue::Value(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// Counter data resolved into Metal's standard layout: packed result structs
+/// with [`COUNTER_ERROR_VALUE`] in every field of a sample that has no value,
+/// plus the reason for each sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedCounters {
+    counter_set: CommonCounterSet,
+    first_index: u32,
+    bytes: Vec<u8>,
+    status: Vec<SampleStatus>,
+}
+
+impl ResolvedCounters {
+    /// Builds resolved data from bytes in Metal's layout and one status per
+    /// sample. Fails if the lengths disagree.
+    pub fn new(
+        counter_set: CommonCounterSet,
+        first_index: u32,
+        bytes: Vec<u8>,
+        status: Vec<SampleStatus>,
+    ) -> Result<Self> {
+        if bytes.len() != status.len() * counter_set.result_size() {
+            return Err(Error::Internal(format!(
+                "resolved {} bytes for {} samples of {} ({} bytes each)",
+                bytes.len(),
+                status.len(),
+                counter_set,
+                counter_set.result_size()
+            )));
+        }
+        Ok(Self {
+            counter_set,
+            first_index,
+            bytes,
+            status,
+        })
+    }
+
+    /// The counter set the samples belong to.
+    pub fn counter_set(&self) -> CommonCounterSet {
+        self.counter_set
+    }
+
+    /// The buffer index of the first resolved sample.
+    pub fn first_index(&self) -> u32 {
+        self.first_index
+    }
+
+    /// Number of resolved samples.
+    pub fn len(&self) -> usize {
+        self.status.len()
+    }
+
+    /// Whether no sample was resolved.
+    pub fn is_empty(&self) -> bool {
+        self.status.is_empty()
+    }
+
+    /// The raw bytes, Metal's layout (what `resolveCounterRange` returns).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The status of every sample, in order.
+    pub fn statuses(&self) -> &[SampleStatus] {
+        &self.status
+    }
+
+    /// Casts the bytes to result structs of type `T`; fails if `T` is not the
+    /// buffer's set's result type.
+    pub fn results<T: CounterResult>(&self) -> Result<&[T]> {
+        if T::SET != self.counter_set {
+            return Err(InvalidInput::Argument(format!(
+                "resolved samples are of the {} set, not {}",
+                self.counter_set,
+                T::SET
+            ))
+            .into());
+        }
+        bytemuck::try_cast_slice(&self.bytes)
+            .map_err(|e| Error::Internal(format!("casting resolved bytes: {e}")))
+    }
+
+    /// The timestamps, if this is timestamp data.
+    pub fn timestamps(&self) -> Result<&[CounterResultTimestamp]> {
+        self.results()
+    }
+
+    /// The statistics, if this is statistic data.
+    pub fn statistics(&self) -> Result<&[CounterResultStatistic]> {
+        self.results()
+    }
+
+    /// The typed view of sample `i` (0-based within this resolve).
+    pub fn sample<T: CounterResult>(&self, i: usize) -> Result<SampleValue<T>> {
+        let results = self.results::<T>()?;
+        let value = results.get(i).ok_or_else(|| {
+            Error::from(InvalidInput::IndexOutOfRange {
+                what: "resolved sample",
+                label: format!("resolve of {}", self.counter_set),
+                index: i as u32,
+                count: results.len() as u32,
+            })
+        })?;
+        Ok(match self.status[i] {
+            SampleStatus::Written => SampleValue::Value(*value),
+            SampleStatus::NotWritten => SampleValue::NotWritten,
+            SampleStatus::NotReady => SampleValue::NotReady,
+            SampleStatus::Error => SampleValue::Error,
+            SampleStatus::Invalidated => SampleValue::Invalidated,
+        })
+    }
+
+    /// Whether every sample was written and is complete.
+    pub fn all_written(&self) -> bool {
+        self.status.iter().all(|s| *s == SampleStatus::Written)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_match_metal() {
+        assert_eq!(std::mem::size_of::<CounterResultTimestamp>(), 8);
+        assert_eq!(std::mem::size_of::<CounterResultStatistic>(), 64);
+        assert_eq!(std::mem::size_of::<CounterResultStageUtilization>(), 48);
+    }
+
+    #[test]
+    fn typed_view_follows_status() {
+        let bytes: Vec<u8> = [5u64, COUNTER_ERROR_VALUE, 0]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        let r = ResolvedCounters::new(
+            CommonCounterSet::Timestamp,
+            3,
+            bytes,
+            vec![
+                SampleStatus::Written,
+                SampleStatus::NotReady,
+                SampleStatus::Invalidated,
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            r.sample::<CounterResultTimestamp>(0).unwrap(),
+            SampleValue::Value(CounterResultTimestamp { timestamp: 5 })
+        );
+        assert_eq!(
+            r.sample::<CounterResultTimestamp>(1).unwrap(),
+            SampleValue::NotReady
+        );
+        assert_eq!(
+            r.sample::<CounterResultTimestamp>(2).unwrap(),
+            SampleValue::Invalidated
+        );
+        assert!(r.statistics().is_err());
+        assert!(r.sample::<CounterResultTimestamp>(3).is_err());
+    }
+
+    #[test]
+    fn statistic_difference() {
+        let a = CounterResultStatistic {
+            vertex_invocations: 3,
+            compute_kernel_invocations: 10,
+            ..Default::default()
+        };
+        let b = CounterResultStatistic {
+            vertex_invocations: 9,
+            compute_kernel_invocations: 110,
+            ..Default::default()
+        };
+        let d = b.since(&a);
+        assert_eq!(d.vertex_invocations, 6);
+        assert_eq!(d.compute_kernel_invocations, 100);
+    }
+}
