@@ -181,7 +181,7 @@ impl Calibration {
     /// Returns `None` when `end` precedes `start`.
     pub fn interval_ns(&self, start_ticks: u64, end_ticks: u64) -> Option<f64> {
         let d = self.tick_delta(start_ticks, end_ticks);
-        (d >= 0).then(|| d as f64 * self.rate_ns_per_tick)
+        (d >= 0).then_some(d as f64 * self.rate_ns_per_tick)
     }
 
     /// Adds an anchor and refits the rate. Anchors whose CPU time is not newer

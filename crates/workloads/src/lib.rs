@@ -1,1 +1,38 @@
-//! Workloads.
+//! Built-in Vulkan GPU workloads whose pipeline-statistic counts are known in
+//! advance.
+//!
+//! The workloads are used by the tests, the command line and the benchmarks of
+//! gpu-counters to check that counters are exact. Each workload owns the Vulkan
+//! objects it needs (pipelines, buffers, images) and records commands into a
+//! command buffer that the caller owns; it never creates devices, never submits
+//! and never waits.
+//!
+//! - [`ComputeWorkload`]: `D` dispatches of `W` workgroups of `S` invocations;
+//!   compute shader invocations are exactly `D * W * S`.
+//! - [`RenderWorkload`]: `T` non-overlapping triangles in a color target drawn
+//!   with dynamic rendering; vertex shader invocations are exactly `3 * T`,
+//!   clipping invocations `T`, and the covered pixels are known exactly.
+//! - [`CopyWorkload`]: a buffer-to-buffer copy of a known number of bytes.
+//!
+//! Shaders are written in WGSL and compiled to SPIR-V with naga
+//! ([`compile_wgsl`]).
+//!
+//! The device must be a Vulkan 1.3 device with the `synchronization2` and
+//! `dynamicRendering` features enabled (the workloads record
+//! `vkCmdPipelineBarrier2` and are drawn inside `vkCmdBeginRendering`).
+
+#![warn(missing_docs)]
+
+mod compute;
+mod context;
+mod copy;
+mod error;
+mod render;
+mod shader;
+
+pub use compute::ComputeWorkload;
+pub use context::{find_memory_type, GpuContext};
+pub use copy::CopyWorkload;
+pub use error::WorkloadError;
+pub use render::RenderWorkload;
+pub use shader::compile_wgsl;

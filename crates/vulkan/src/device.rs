@@ -1,0 +1,489 @@
+//! The logical device: opened by gpu-counters or wrapped from the caller's.
+
+use crate::instance::{Capabilities, Instance, InstanceOptions};
+use crate::resolve::ResolvePipeline;
+use crate::util::vk_err;
+use ash::vk;
+use gpu_counters_core::{
+    cpu_monotonic_ns, Calibration, CalibrationMethod, CommonCounterSet, CounterSamplingPoint,
+    DeviceInfo, Error, InvalidInput, Result, TimestampPair,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Calibration reads taken per [`Device::sample_timestamps`]; the one with the
+/// smallest max deviation wins.
+const CALIBRATION_BURST: usize = 8;
+
+/// Which optional features the caller enabled on a device they created
+/// themselves ([`Device::from_raw`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EnabledFeatures {
+    /// `hostQueryReset` (Vulkan 1.2): required for sample buffers and heaps.
+    pub host_query_reset: bool,
+    /// `pipelineStatisticsQuery`: required for the statistic set.
+    pub pipeline_statistics_query: bool,
+    /// `occlusionQueryPrecise`: required for `fragments_passed`.
+    pub occlusion_query_precise: bool,
+    /// `tessellationShader`: enables the tessellation counters.
+    pub tessellation_shader: bool,
+    /// `synchronization2` (Vulkan 1.3): required.
+    pub synchronization2: bool,
+    /// `dynamicRendering` (Vulkan 1.3): required for render encoders with
+    /// dynamic rendering targets.
+    pub dynamic_rendering: bool,
+    /// `VK_KHR_push_descriptor`: required for GPU resolves.
+    pub push_descriptor: bool,
+    /// `VK_KHR_calibrated_timestamps` or `VK_EXT_calibrated_timestamps`
+    /// enabled, whichever the device has.
+    pub calibrated_timestamps: bool,
+}
+
+pub(crate) enum CalibratedLoader {
+    Khr(ash::khr::calibrated_timestamps::Device),
+    Ext(ash::ext::calibrated_timestamps::Device),
+}
+
+/// A Vulkan device with one graphics+compute queue, ready for counter
+/// sampling. Cloning shares it.
+#[derive(Clone)]
+pub struct Device {
+    pub(crate) shared: Arc<DeviceShared>,
+}
+
+pub(crate) struct DeviceShared {
+    pub(crate) id: u64,
+    pub(crate) instance: Instance,
+    pub(crate) caps: Capabilities,
+    pub(crate) info: DeviceInfo,
+    pub(crate) features: EnabledFeatures,
+    pub(crate) device: ash::Device,
+    pub(crate) queue: Mutex<vk::Queue>,
+    pub(crate) memory: vk::PhysicalDeviceMemoryProperties,
+    pub(crate) calibrated: Option<CalibratedLoader>,
+    pub(crate) push_descriptor: Option<ash::khr::push_descriptor::Device>,
+    pub(crate) resolve: OnceLock<std::result::Result<ResolvePipeline, Error>>,
+    owned: bool,
+}
+
+impl Drop for DeviceShared {
+    fn drop(&mut self) {
+        // SAFETY: all objects made from this device hold an Arc to it, so none
+        // is alive; waiting for idle makes sure no GPU work still uses them.
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            if let Some(Ok(p)) = self.resolve.get() {
+                p.destroy(&self.device);
+            }
+            if self.owned {
+                self.device.destroy_device(None);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("name", &self.shared.info.name)
+            .field("id", &self.shared.id)
+            .finish()
+    }
+}
+
+impl Device {
+    /// Opens the default device (the first hardware GPU, else lavapipe) on a
+    /// new instance.
+    pub fn open_default(options: &InstanceOptions) -> Result<Self> {
+        let instance = Instance::new(options)?;
+        let index = instance.default_device_index()?;
+        Self::open(&instance, index)
+    }
+
+    /// Opens device `index` of [`Instance::devices`].
+    pub fn open(instance: &Instance, index: usize) -> Result<Self> {
+        let pds = instance.physical_devices()?;
+        let pd = *pds.get(index).ok_or_else(|| {
+            Error::from(InvalidInput::Argument(format!(
+                "device index {index} does not exist: there are {} devices (0..{})",
+                pds.len(),
+                pds.len()
+            )))
+        })?;
+        let caps = Capabilities::query(instance, pd)?;
+        let raw = instance.raw();
+        let priorities = [1.0f32];
+        let queue_info = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(caps.queue_family_index)
+            .queue_priorities(&priorities)];
+        let mut extensions = Vec::new();
+        if caps.push_descriptor {
+            extensions.push(ash::khr::push_descriptor::NAME.as_ptr());
+        }
+        match caps.calibration_ext {
+            Some(CalibrationMethod::CalibratedTimestampsKhr) => {
+                extensions.push(ash::khr::calibrated_timestamps::NAME.as_ptr())
+            }
+            Some(CalibrationMethod::CalibratedTimestampsExt) => {
+                extensions.push(ash::ext::calibrated_timestamps::NAME.as_ptr())
+            }
+            _ => {}
+        }
+        let features = vk::PhysicalDeviceFeatures::default()
+            .pipeline_statistics_query(caps.pipeline_statistics)
+            .occlusion_query_precise(caps.occlusion_precise)
+            .tessellation_shader(caps.tessellation);
+        let mut f12 = vk::PhysicalDeviceVulkan12Features::default().host_query_reset(true);
+        let mut f13 = vk::PhysicalDeviceVulkan13Features::default()
+            .synchronization2(true)
+            .dynamic_rendering(true);
+        let info = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&queue_info)
+            .enabled_extension_names(&extensions)
+            .enabled_features(&features)
+            .push_next(&mut f12)
+            .push_next(&mut f13);
+        if !caps.host_query_reset {
+            return Err(InvalidInput::Unsupported(format!(
+                "device `{}` lacks hostQueryReset, which counter sample buffers need",
+                caps.name
+            ))
+            .into());
+        }
+        // SAFETY: `info` only points at locals alive for the call; the features
+        // and extensions were checked to be supported above.
+        let device = unsafe { raw.create_device(pd, &info, None) }
+            .map_err(vk_err("vkCreateDevice"))?;
+        // SAFETY: the queue family and index 0 were requested in `info`.
+        let queue = unsafe { device.get_device_queue(caps.queue_family_index, 0) };
+        let enabled = EnabledFeatures {
+            host_query_reset: true,
+            pipeline_statistics_query: caps.pipeline_statistics,
+            occlusion_query_precise: caps.occlusion_precise,
+            tessellation_shader: caps.tessellation,
+            synchronization2: true,
+            dynamic_rendering: true,
+            push_descriptor: caps.push_descriptor,
+            calibrated_timestamps: caps.calibration_ext.is_some(),
+        };
+        Ok(Self::assemble(instance.clone(), caps, index, device, queue, enabled, true))
+    }
+
+    /// Wraps a device the caller created, so counter sampling fits into an
+    /// existing renderer. gpu-counters never destroys it.
+    ///
+    /// # Safety
+    /// `device` must have been created from `physical_device` of `instance`
+    /// with the features and extensions `features` claims, `queue` must be a
+    /// queue of `queue_family_index`, and all must outlive the returned value
+    /// and everything made from it. gpu-counters submits to `queue` only in
+    /// [`crate::CommandBuffer::commit`] and calibration by bracketing; the
+    /// caller must not use the queue from another thread at the same time.
+    pub unsafe fn from_raw(
+        instance: Instance,
+        physical_device: vk::PhysicalDevice,
+        device: ash::Device,
+        queue_family_index: u32,
+        queue: vk::Queue,
+        features: EnabledFeatures,
+    ) -> Result<Self> {
+        let mut caps = Capabilities::query(&instance, physical_device)?;
+        let families = unsafe {
+            instance
+                .raw()
+                .get_physical_device_queue_family_properties(physical_device)
+        };
+        let family = families.get(queue_family_index as usize).ok_or_else(|| {
+            Error::from(InvalidInput::Argument(format!(
+                "queue_family_index {queue_family_index} does not exist ({} families)",
+                families.len()
+            )))
+        })?;
+        caps.queue_family_index = queue_family_index;
+        caps.timestamp_valid_bits = family.timestamp_valid_bits;
+        caps.pipeline_statistics &= features.pipeline_statistics_query
+            && family.queue_flags.contains(vk::QueueFlags::GRAPHICS);
+        caps.occlusion_precise &= features.occlusion_query_precise;
+        caps.tessellation &= features.tessellation_shader;
+        caps.host_query_reset &= features.host_query_reset;
+        caps.push_descriptor &= features.push_descriptor;
+        if !features.calibrated_timestamps {
+            caps.calibration = CalibrationMethod::Bracketing;
+            caps.calibration_ext = None;
+        }
+        if !features.synchronization2 || !caps.host_query_reset {
+            return Err(InvalidInput::Unsupported(
+                "gpu-counters needs synchronization2 and hostQueryReset enabled on the device"
+                    .into(),
+            )
+            .into());
+        }
+        let index = instance
+            .physical_devices()?
+            .iter()
+            .position(|&p| p == physical_device)
+            .unwrap_or(0);
+        Ok(Self::assemble(instance, caps, index, device, queue, features, false))
+    }
+
+    fn assemble(
+        instance: Instance,
+        caps: Capabilities,
+        index: usize,
+        device: ash::Device,
+        queue: vk::Queue,
+        features: EnabledFeatures,
+        owned: bool,
+    ) -> Self {
+        let raw = instance.raw();
+        let calibrated = match (caps.calibration, caps.calibration_ext) {
+            (CalibrationMethod::Bracketing, _) | (_, None) => None,
+            (_, Some(CalibrationMethod::CalibratedTimestampsKhr)) => Some(CalibratedLoader::Khr(
+                ash::khr::calibrated_timestamps::Device::new(raw, &device),
+            )),
+            (_, Some(_)) => Some(CalibratedLoader::Ext(
+                ash::ext::calibrated_timestamps::Device::new(raw, &device),
+            )),
+        };
+        let push_descriptor = caps
+            .push_descriptor
+            .then(|| ash::khr::push_descriptor::Device::new(raw, &device));
+        // SAFETY: the physical device belongs to the instance.
+        let memory = unsafe { raw.get_physical_device_memory_properties(caps.physical_device) };
+        let info = caps.info(index);
+        Self {
+            shared: Arc::new(DeviceShared {
+                id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+                instance,
+                caps,
+                info,
+                features,
+                device,
+                queue: Mutex::new(queue),
+                memory,
+                calibrated,
+                push_descriptor,
+                resolve: OnceLock::new(),
+                owned,
+            }),
+        }
+    }
+
+    /// Everything gpu-counters reports about the device.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.shared.info
+    }
+
+    /// The instance the device belongs to.
+    pub fn instance(&self) -> &Instance {
+        &self.shared.instance
+    }
+
+    /// The ash device.
+    pub fn raw(&self) -> &ash::Device {
+        &self.shared.device
+    }
+
+    /// The physical device.
+    pub fn physical_device(&self) -> vk::PhysicalDevice {
+        self.shared.caps.physical_device
+    }
+
+    /// The queue family gpu-counters records for and submits to.
+    pub fn queue_family_index(&self) -> u32 {
+        self.shared.caps.queue_family_index
+    }
+
+    /// The queue. Lock it while submitting from several threads.
+    pub fn queue(&self) -> &Mutex<vk::Queue> {
+        &self.shared.queue
+    }
+
+    /// The features gpu-counters uses on this device.
+    pub fn enabled_features(&self) -> EnabledFeatures {
+        self.shared.features
+    }
+
+    /// Whether the device can sample at `point` (Metal's `supportsCounterSampling`).
+    pub fn supports_counter_sampling(&self, point: CounterSamplingPoint) -> bool {
+        self.shared.info.supports_counter_sampling(point)
+    }
+
+    /// The timestamp frequency in ticks per second
+    /// (`MTLDevice.queryTimestampFrequency`).
+    pub fn timestamp_frequency(&self) -> f64 {
+        1e9 / self.shared.caps.timestamp_period_ns
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    pub(crate) fn require_set(&self, set: CommonCounterSet) -> Result<()> {
+        if self.shared.info.counter_set(set).is_none() {
+            return Err(InvalidInput::UnsupportedCounterSet {
+                set,
+                device: self.shared.info.name.clone(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn require_point(&self, point: CounterSamplingPoint) -> Result<()> {
+        if !self.supports_counter_sampling(point) {
+            return Err(InvalidInput::UnsupportedSamplingPoint {
+                point,
+                device: self.shared.info.name.clone(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// A CPU `CLOCK_MONOTONIC` time and a GPU timestamp taken together, with
+    /// the most they may be apart (Metal's `sampleTimestamps()`).
+    ///
+    /// With calibrated timestamps this reads both clocks a few times and keeps
+    /// the read with the smallest max deviation; without them it brackets a
+    /// timestamp-only submission between two CPU clock reads.
+    pub fn sample_timestamps(&self) -> Result<TimestampPair> {
+        match &self.shared.calibrated {
+            Some(loader) => {
+                let mut best: Option<TimestampPair> = None;
+                for _ in 0..CALIBRATION_BURST {
+                    let pair = self.calibrated_read(loader)?;
+                    if best.is_none_or(|b| pair.max_deviation_ns < b.max_deviation_ns) {
+                        best = Some(pair);
+                    }
+                }
+                best.ok_or_else(|| Error::Internal("no calibration read".into()))
+            }
+            None => self.bracketed_read(),
+        }
+    }
+
+    /// One `vkGetCalibratedTimestamps` read (device and `CLOCK_MONOTONIC`).
+    pub fn calibrated_timestamp_read(&self) -> Result<Option<TimestampPair>> {
+        self.shared
+            .calibrated
+            .as_ref()
+            .map(|l| self.calibrated_read(l))
+            .transpose()
+    }
+
+    fn calibrated_read(&self, loader: &CalibratedLoader) -> Result<TimestampPair> {
+        let infos = [
+            vk::CalibratedTimestampInfoKHR::default().time_domain(vk::TimeDomainKHR::DEVICE),
+            vk::CalibratedTimestampInfoKHR::default()
+                .time_domain(vk::TimeDomainKHR::CLOCK_MONOTONIC),
+        ];
+        // SAFETY: the extension was enabled on this device (loader exists
+        // only then) and both domains were checked to be calibrateable.
+        let (values, deviation) = unsafe {
+            match loader {
+                CalibratedLoader::Khr(l) => l.get_calibrated_timestamps(&infos),
+                CalibratedLoader::Ext(l) => l.get_calibrated_timestamps(&infos),
+            }
+        }
+        .map_err(vk_err("vkGetCalibratedTimestamps"))?;
+        let mask = mask(self.shared.caps.timestamp_valid_bits);
+        Ok(TimestampPair {
+            cpu_ns: values[1],
+            gpu_ticks: values[0] & mask,
+            max_deviation_ns: deviation,
+        })
+    }
+
+    fn bracketed_read(&self) -> Result<TimestampPair> {
+        let cmd = crate::CommandBuffer::new(self)?;
+        let pool = crate::query::QueryPool::new(self, vk::QueryType::TIMESTAMP, 1, None)?;
+        // SAFETY: the pool was just reset on the host and the command buffer
+        // is recording; the pool outlives the wait below.
+        unsafe {
+            self.raw().cmd_write_timestamp2(
+                cmd.raw(),
+                vk::PipelineStageFlags2::ALL_COMMANDS,
+                pool.raw,
+                0,
+            );
+        }
+        let before = cpu_monotonic_ns();
+        let submission = cmd.commit()?;
+        submission.wait()?;
+        let after = cpu_monotonic_ns();
+        let (values, available) = pool.read(0, 1)?;
+        if !available[0] {
+            return Err(Error::Internal(
+                "bracketing timestamp not available after its submission completed".into(),
+            ));
+        }
+        let half = (after - before) / 2;
+        Ok(TimestampPair {
+            cpu_ns: before + half,
+            gpu_ticks: values[0] & mask(self.shared.caps.timestamp_valid_bits),
+            max_deviation_ns: half + (after - before) % 2,
+        })
+    }
+
+    /// A calibration of this device's timestamps onto the CPU clock, from a
+    /// fresh [`Device::sample_timestamps`].
+    pub fn calibration(&self) -> Result<Calibration> {
+        self.shared.require_timestamps()?;
+        let pair = self.sample_timestamps()?;
+        Ok(Calibration::new(
+            self.shared.caps.calibration,
+            self.shared.caps.timestamp_period_ns,
+            self.shared.caps.timestamp_valid_bits,
+            pair,
+        ))
+    }
+
+    /// Adds a fresh anchor to `calibration` if it is due for a refit.
+    pub fn refresh_calibration(&self, calibration: &mut Calibration) -> Result<()> {
+        if calibration.needs_refit(cpu_monotonic_ns()) {
+            calibration.add_anchor(self.sample_timestamps()?);
+        }
+        Ok(())
+    }
+
+    /// Waits until the device is idle.
+    pub fn wait_idle(&self) -> Result<()> {
+        // SAFETY: the device is valid; waiting has no other requirement.
+        unsafe { self.raw().device_wait_idle() }.map_err(vk_err("vkDeviceWaitIdle"))
+    }
+
+    pub(crate) fn memory_type(
+        &self,
+        bits: u32,
+        flags: vk::MemoryPropertyFlags,
+    ) -> Option<u32> {
+        let m = &self.shared.memory;
+        (0..m.memory_type_count).find(|&i| {
+            bits & (1 << i) != 0 && m.memory_types[i as usize].property_flags.contains(flags)
+        })
+    }
+}
+
+impl DeviceShared {
+    pub(crate) fn require_timestamps(&self) -> Result<()> {
+        if self.caps.timestamp_valid_bits == 0 {
+            return Err(InvalidInput::UnsupportedCounterSet {
+                set: CommonCounterSet::Timestamp,
+                device: self.info.name.clone(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}

@@ -1,0 +1,575 @@
+//! Compute, render and blit encoders with Metal's pass attachments and
+//! encoder-level sampling.
+
+use crate::buffer::BufferRef;
+use crate::command::{write_timestamp, CommandBuffer};
+use crate::samples::{Samples, SlotState, NONE};
+use crate::{CounterHeap, CounterSampleBuffer};
+use ash::vk;
+use gpu_counters_core::{
+    CommonCounterSet, CounterSamplingPoint, InvalidInput, Result, TimestampGranularity,
+};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// Where a compute or blit pass samples a buffer
+/// (`MTLComputePassSampleBufferAttachmentDescriptor`); `None` is Metal's
+/// `MTLCounterDontSample`.
+#[derive(Debug, Clone)]
+pub struct PassSampleBufferAttachment<'a> {
+    /// The buffer to sample into.
+    pub sample_buffer: &'a CounterSampleBuffer,
+    /// Index sampled when the pass starts.
+    pub start_of_encoder_sample_index: Option<u32>,
+    /// Index sampled when the pass's work has finished.
+    pub end_of_encoder_sample_index: Option<u32>,
+}
+
+/// Describes a compute pass (`MTLComputePassDescriptor`).
+#[derive(Debug, Clone, Default)]
+pub struct ComputePassDescriptor<'a> {
+    /// Buffers sampled at the pass's boundaries.
+    pub sample_buffer_attachments: Vec<PassSampleBufferAttachment<'a>>,
+}
+
+/// Describes a blit (transfer) pass (`MTLBlitPassDescriptor`).
+#[derive(Debug, Clone, Default)]
+pub struct BlitPassDescriptor<'a> {
+    /// Buffers sampled at the pass's boundaries.
+    pub sample_buffer_attachments: Vec<PassSampleBufferAttachment<'a>>,
+}
+
+/// Where a render pass samples a buffer
+/// (`MTLRenderPassSampleBufferAttachmentDescriptor`).
+///
+/// Vulkan has no event for "fragment work started": the start indices both
+/// sample when the pass begins, the end of vertex when all its
+/// pre-rasterization work is done, the end of fragment when all of it is.
+#[derive(Debug, Clone)]
+pub struct RenderPassSampleBufferAttachment<'a> {
+    /// The buffer to sample into.
+    pub sample_buffer: &'a CounterSampleBuffer,
+    /// Index sampled when vertex work starts.
+    pub start_of_vertex_sample_index: Option<u32>,
+    /// Index sampled when vertex work ends.
+    pub end_of_vertex_sample_index: Option<u32>,
+    /// Index sampled when fragment work starts.
+    pub start_of_fragment_sample_index: Option<u32>,
+    /// Index sampled when fragment work ends.
+    pub end_of_fragment_sample_index: Option<u32>,
+}
+
+/// How a render encoder begins its render pass instance.
+#[derive(Debug, Clone, Copy)]
+pub enum RenderTarget<'a> {
+    /// Dynamic rendering (`vkCmdBeginRendering`).
+    Dynamic(&'a vk::RenderingInfo<'a>),
+    /// A classic render pass (`vkCmdBeginRenderPass2`), inline contents.
+    RenderPass(&'a vk::RenderPassBeginInfo<'a>),
+}
+
+/// Describes a render pass (`MTLRenderPassDescriptor`).
+#[derive(Debug, Clone)]
+pub struct RenderPassDescriptor<'a> {
+    /// The attachments and area to render into.
+    pub target: RenderTarget<'a>,
+    /// Buffers sampled at the pass's stage boundaries.
+    pub sample_buffer_attachments: Vec<RenderPassSampleBufferAttachment<'a>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum EncoderKind {
+    Compute,
+    Render,
+    Blit,
+}
+
+impl EncoderKind {
+    fn point(self) -> CounterSamplingPoint {
+        match self {
+            EncoderKind::Compute => CounterSamplingPoint::AtDispatchBoundary,
+            EncoderKind::Render => CounterSamplingPoint::AtDrawBoundary,
+            EncoderKind::Blit => CounterSamplingPoint::AtBlitBoundary,
+        }
+    }
+}
+
+/// An end-of-pass sample to take when the encoder ends.
+struct EndSample {
+    samples: Arc<Samples>,
+    index: u32,
+    stage: vk::PipelineStageFlags2,
+}
+
+/// The state every encoder shares.
+struct EncoderCore<'c> {
+    cmd: &'c mut CommandBuffer,
+    kind: EncoderKind,
+    in_render_pass: bool,
+    uses_render_pass2: bool,
+    /// The statistic chain: the buffer and the index whose queries are active.
+    chain: Option<(Arc<Samples>, u32)>,
+    /// Relaxed heap writes waiting for the pass's end, per heap.
+    relaxed: Vec<(Arc<Samples>, Vec<u32>)>,
+    end_timestamps: Vec<EndSample>,
+    end_statistics: Vec<(Arc<Samples>, u32)>,
+    ended: bool,
+}
+
+impl<'c> EncoderCore<'c> {
+    fn new(cmd: &'c mut CommandBuffer, kind: EncoderKind) -> Self {
+        Self {
+            cmd,
+            kind,
+            in_render_pass: false,
+            uses_render_pass2: false,
+            chain: None,
+            relaxed: Vec::new(),
+            end_timestamps: Vec::new(),
+            end_statistics: Vec::new(),
+            ended: false,
+        }
+    }
+
+    fn device(&self) -> &crate::Device {
+        &self.cmd.device
+    }
+
+    /// Validates a pass's attachments, records the resets they need (outside
+    /// any render pass) and returns them as (buffer, index, is_start, stage).
+    #[allow(clippy::type_complexity)]
+    fn prepare_attachments(
+        &mut self,
+        list: &[(&CounterSampleBuffer, Option<u32>, bool, vk::PipelineStageFlags2)],
+    ) -> Result<()> {
+        if list.iter().any(|(_, i, _, _)| i.is_some()) {
+            self.device()
+                .require_point(CounterSamplingPoint::AtStageBoundary)?;
+        }
+        let mut seen: Vec<(u64, u32)> = Vec::new();
+        let mut statistic_buffers: Vec<*const Samples> = Vec::new();
+        for (buffer, index, _, _) in list {
+            let Some(index) = index else { continue };
+            self.cmd.check_device(&buffer.inner, "counter sample buffer")?;
+            buffer.inner.check_index(*index)?;
+            let key = (Arc::as_ptr(&buffer.inner) as u64, *index);
+            if seen.contains(&key) {
+                return Err(InvalidInput::SampleIndexReuse {
+                    label: buffer.label().to_string(),
+                    index: *index,
+                    reason: "is attached twice to the same pass",
+                }
+                .into());
+            }
+            seen.push(key);
+            if buffer.counter_set() == CommonCounterSet::Statistic {
+                let p = Arc::as_ptr(&buffer.inner);
+                if !statistic_buffers.contains(&p) {
+                    statistic_buffers.push(p);
+                }
+            }
+        }
+        if statistic_buffers.len() > 1 {
+            return Err(InvalidInput::Argument(
+                "a pass can attach at most one statistic sample buffer: Vulkan allows one active pipeline-statistics query".into(),
+            )
+            .into());
+        }
+        // Reset re-used indices now, while outside any render pass.
+        for (buffer, index, _, _) in list {
+            let Some(index) = index else { continue };
+            let mut slots = buffer.inner.lock()?;
+            if buffer.inner.prepare_write(&slots, *index, false)? {
+                buffer.inner.record_reset(self.cmd.raw, *index);
+                slots.state[*index as usize] = SlotState::Fresh;
+            }
+        }
+        Ok(())
+    }
+
+    fn sample_statistic(&mut self, samples: &Arc<Samples>, index: u32) -> Result<()> {
+        let d = self.cmd.device.raw().clone();
+        let cmd = self.cmd.raw;
+        let mut slots = samples.lock()?;
+        if samples.prepare_write(&slots, index, self.in_render_pass)? {
+            samples.record_reset(cmd, index);
+        }
+        let occlusion = samples
+            .occlusion
+            .as_ref()
+            .filter(|_| self.kind == EncoderKind::Render);
+        let mut link = NONE;
+        if let Some((open, open_index)) = self.chain.take() {
+            if Arc::ptr_eq(&open, samples) {
+                link = open_index;
+                end_queries(&d, cmd, samples, open_index, slots.occlusion[open_index as usize]);
+            } else {
+                let open_slots = open.lock()?;
+                end_queries(&d, cmd, &open, open_index, open_slots.occlusion[open_index as usize]);
+            }
+        }
+        // SAFETY: index < count and the query is reset (prepare_write);
+        // the only active queries of these pools were ended above.
+        unsafe {
+            d.cmd_begin_query(cmd, samples.main.raw, index, vk::QueryControlFlags::empty());
+            if let Some(o) = occlusion {
+                d.cmd_begin_query(cmd, o.raw, index, vk::QueryControlFlags::PRECISE);
+            }
+        }
+        Samples::mark_recorded(&mut slots, index, link, occlusion.is_some());
+        drop(slots);
+        self.chain = Some((samples.clone(), index));
+        Ok(())
+    }
+
+    fn close_chain(&mut self) -> Result<()> {
+        if let Some((open, index)) = self.chain.take() {
+            let slots = open.lock()?;
+            end_queries(self.cmd.device.raw(), self.cmd.raw, &open, index, slots.occlusion[index as usize]);
+        }
+        Ok(())
+    }
+
+    fn sample(&mut self, buffer: &CounterSampleBuffer, index: u32, stage: vk::PipelineStageFlags2) -> Result<()> {
+        match buffer.counter_set() {
+            CommonCounterSet::Timestamp => write_timestamp(
+                &self.cmd.device,
+                self.cmd.raw,
+                &buffer.inner,
+                index,
+                stage,
+                self.in_render_pass,
+            ),
+            CommonCounterSet::Statistic => self.sample_statistic(&buffer.inner, index),
+            set => Err(InvalidInput::UnsupportedCounterSet {
+                set,
+                device: self.device().info().name.clone(),
+            }
+            .into()),
+        }
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.ended {
+            return Err(InvalidInput::EncoderState("the encoder has already ended".into()).into());
+        }
+        Ok(())
+    }
+
+    fn sample_counters(&mut self, buffer: &CounterSampleBuffer, index: u32, barrier: bool) -> Result<()> {
+        self.check_open()?;
+        self.cmd.check_device(&buffer.inner, "counter sample buffer")?;
+        self.device().require_point(self.kind.point())?;
+        let stage = if barrier {
+            vk::PipelineStageFlags2::ALL_COMMANDS
+        } else {
+            vk::PipelineStageFlags2::TOP_OF_PIPE
+        };
+        self.sample(buffer, index, stage)
+    }
+
+    fn write_heap_timestamp(
+        &mut self,
+        granularity: TimestampGranularity,
+        heap: &CounterHeap,
+        index: u32,
+    ) -> Result<()> {
+        self.check_open()?;
+        self.cmd.check_device(&heap.inner, "counter heap")?;
+        match granularity {
+            TimestampGranularity::Precise => write_timestamp(
+                &self.cmd.device,
+                self.cmd.raw,
+                &heap.inner,
+                index,
+                vk::PipelineStageFlags2::ALL_COMMANDS,
+                self.in_render_pass,
+            ),
+            TimestampGranularity::Relaxed => {
+                // Coalesced: one timestamp at the pass's end serves every
+                // relaxed write of the pass. Checked now, written at the end
+                // (outside any render pass, where re-used entries can be reset).
+                heap.inner.check_index(index)?;
+                match self.relaxed.iter_mut().find(|(h, _)| Arc::ptr_eq(h, &heap.inner)) {
+                    Some((_, list)) => {
+                        if !list.contains(&index) {
+                            list.push(index)
+                        }
+                    }
+                    None => self.relaxed.push((heap.inner.clone(), vec![index])),
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Ends the pass: closes the statistic chain and the render pass, takes
+    /// the end-of-pass samples and the coalesced relaxed timestamps.
+    fn end(&mut self) -> Result<()> {
+        if self.ended {
+            return Ok(());
+        }
+        self.ended = true;
+        let mut first_error = None;
+        let mut keep = |r: Result<()>| {
+            if let Err(e) = r {
+                first_error.get_or_insert(e);
+            }
+        };
+        let end_statistics = std::mem::take(&mut self.end_statistics);
+        for (samples, index) in &end_statistics {
+            keep(self.sample_statistic(samples, *index));
+        }
+        keep(self.close_chain());
+        if self.in_render_pass {
+            let d = self.cmd.device.raw();
+            // SAFETY: a render pass instance begun by this encoder is open.
+            unsafe {
+                if self.uses_render_pass2 {
+                    d.cmd_end_render_pass2(self.cmd.raw, &vk::SubpassEndInfo::default());
+                } else {
+                    d.cmd_end_rendering(self.cmd.raw);
+                }
+            }
+            self.in_render_pass = false;
+        }
+        for end in std::mem::take(&mut self.end_timestamps) {
+            keep(write_timestamp(
+                &self.cmd.device,
+                self.cmd.raw,
+                &end.samples,
+                end.index,
+                end.stage,
+                false,
+            ));
+        }
+        for (heap, indices) in std::mem::take(&mut self.relaxed) {
+            let Some((&first, rest)) = indices.split_first() else { continue };
+            keep(write_timestamp(
+                &self.cmd.device,
+                self.cmd.raw,
+                &heap,
+                first,
+                vk::PipelineStageFlags2::ALL_COMMANDS,
+                false,
+            ));
+            if let Ok(mut slots) = heap.lock() {
+                for &i in rest {
+                    Samples::mark_alias(&mut slots, i, first);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for EncoderCore<'_> {
+    fn drop(&mut self) {
+        // An encoder dropped without end_encoding still leaves the command
+        // buffer valid: close what it opened.
+        let _ = self.end();
+    }
+}
+
+fn end_queries(d: &ash::Device, cmd: vk::CommandBuffer, samples: &Samples, index: u32, occlusion: bool) {
+    // SAFETY: the queries were begun by this encoder in this command buffer
+    // (and render pass instance, if any) and are still active.
+    unsafe {
+        d.cmd_end_query(cmd, samples.main.raw, index);
+        if occlusion {
+            if let Some(o) = &samples.occlusion {
+                d.cmd_end_query(cmd, o.raw, index);
+            }
+        }
+    }
+}
+
+macro_rules! common_encoder_methods {
+    () => {
+        /// The Vulkan command buffer, for the caller's own commands inside
+        /// the pass.
+        pub fn raw(&self) -> vk::CommandBuffer {
+            self.core.cmd.raw
+        }
+
+        /// The device.
+        pub fn device(&self) -> &crate::Device {
+            self.core.device()
+        }
+
+        /// Samples counters between commands
+        /// (`sampleCounters(sampleBuffer:sampleIndex:barrier:)`). With
+        /// `barrier` the sample follows all prior work; without, it is taken
+        /// when the GPU reaches it, which can be before earlier work finishes.
+        pub fn sample_counters(
+            &mut self,
+            buffer: &CounterSampleBuffer,
+            index: u32,
+            barrier: bool,
+        ) -> Result<()> {
+            self.core.sample_counters(buffer, index, barrier)
+        }
+
+        /// Ends the pass (`endEncoding`): takes the end-of-pass samples.
+        pub fn end_encoding(mut self) -> Result<()> {
+            self.core.end()
+        }
+    };
+}
+
+/// Records a compute pass (`MTLComputeCommandEncoder`).
+pub struct ComputeEncoder<'c> {
+    core: EncoderCore<'c>,
+}
+
+impl ComputeEncoder<'_> {
+    common_encoder_methods!();
+
+    /// Writes a timestamp into a heap after all prior work
+    /// (`writeTimestamp(granularity:counterHeap:index:)`). Relaxed writes of
+    /// one pass share one timestamp taken when the pass ends.
+    pub fn write_timestamp(
+        &mut self,
+        granularity: TimestampGranularity,
+        heap: &CounterHeap,
+        index: u32,
+    ) -> Result<()> {
+        self.core.write_heap_timestamp(granularity, heap, index)
+    }
+}
+
+/// Records a transfer pass (`MTLBlitCommandEncoder`).
+pub struct BlitEncoder<'c> {
+    core: EncoderCore<'c>,
+}
+
+impl BlitEncoder<'_> {
+    common_encoder_methods!();
+
+    /// Records a GPU resolve into `destination` (`resolveCounters`).
+    pub fn resolve_counters(
+        &mut self,
+        buffer: &CounterSampleBuffer,
+        range: Range<u64>,
+        destination: impl Into<BufferRef>,
+        destination_offset: u64,
+    ) -> Result<()> {
+        self.core.check_open()?;
+        self.core
+            .cmd
+            .resolve_counters(buffer, range, destination, destination_offset)
+    }
+}
+
+/// Records a render pass (`MTLRenderCommandEncoder`).
+pub struct RenderEncoder<'c> {
+    core: EncoderCore<'c>,
+}
+
+impl RenderEncoder<'_> {
+    common_encoder_methods!();
+
+    /// Writes a timestamp into a heap (`writeTimestamp(granularity:...)`).
+    /// Precise writes inside a render pass need an entry not written since it
+    /// was last invalidated; relaxed writes are taken when the pass ends.
+    pub fn write_timestamp(
+        &mut self,
+        granularity: TimestampGranularity,
+        heap: &CounterHeap,
+        index: u32,
+    ) -> Result<()> {
+        self.core.write_heap_timestamp(granularity, heap, index)
+    }
+}
+
+fn pass_encoder<'c>(
+    cmd: &'c mut CommandBuffer,
+    kind: EncoderKind,
+    attachments: &[PassSampleBufferAttachment<'_>],
+) -> Result<EncoderCore<'c>> {
+    let mut core = EncoderCore::new(cmd, kind);
+    let mut list = Vec::new();
+    for a in attachments {
+        list.push((a.sample_buffer, a.start_of_encoder_sample_index, true, vk::PipelineStageFlags2::TOP_OF_PIPE));
+        list.push((a.sample_buffer, a.end_of_encoder_sample_index, false, vk::PipelineStageFlags2::ALL_COMMANDS));
+    }
+    core.prepare_attachments(&list)?;
+    start_samples(&mut core, &list)?;
+    Ok(core)
+}
+
+fn start_samples(
+    core: &mut EncoderCore<'_>,
+    list: &[(&CounterSampleBuffer, Option<u32>, bool, vk::PipelineStageFlags2)],
+) -> Result<()> {
+    for (buffer, index, is_start, stage) in list {
+        let Some(index) = *index else { continue };
+        match (buffer.counter_set(), is_start) {
+            (CommonCounterSet::Statistic, true) => core.sample_statistic(&buffer.inner, index)?,
+            (CommonCounterSet::Statistic, false) => core.end_statistics.push((buffer.inner.clone(), index)),
+            (_, true) => core.sample(buffer, index, *stage)?,
+            (_, false) => core.end_timestamps.push(EndSample {
+                samples: buffer.inner.clone(),
+                index,
+                stage: *stage,
+            }),
+        }
+    }
+    Ok(())
+}
+
+impl CommandBuffer {
+    /// Begins a compute pass (`makeComputeCommandEncoder(descriptor:)`),
+    /// sampling its attachments.
+    pub fn compute_encoder(&mut self, descriptor: &ComputePassDescriptor<'_>) -> Result<ComputeEncoder<'_>> {
+        Ok(ComputeEncoder {
+            core: pass_encoder(self, EncoderKind::Compute, &descriptor.sample_buffer_attachments)?,
+        })
+    }
+
+    /// Begins a transfer pass (`makeBlitCommandEncoder(descriptor:)`).
+    pub fn blit_encoder(&mut self, descriptor: &BlitPassDescriptor<'_>) -> Result<BlitEncoder<'_>> {
+        Ok(BlitEncoder {
+            core: pass_encoder(self, EncoderKind::Blit, &descriptor.sample_buffer_attachments)?,
+        })
+    }
+
+    /// Begins a render pass instance (`makeRenderCommandEncoder(descriptor:)`),
+    /// sampling its attachments.
+    pub fn render_encoder(&mut self, descriptor: &RenderPassDescriptor<'_>) -> Result<RenderEncoder<'_>> {
+        let mut core = EncoderCore::new(self, EncoderKind::Render);
+        let mut list = Vec::new();
+        for a in &descriptor.sample_buffer_attachments {
+            list.push((a.sample_buffer, a.start_of_vertex_sample_index, true, vk::PipelineStageFlags2::TOP_OF_PIPE));
+            list.push((a.sample_buffer, a.start_of_fragment_sample_index, true, vk::PipelineStageFlags2::TOP_OF_PIPE));
+            list.push((
+                a.sample_buffer,
+                a.end_of_vertex_sample_index,
+                false,
+                vk::PipelineStageFlags2::PRE_RASTERIZATION_SHADERS,
+            ));
+            list.push((a.sample_buffer, a.end_of_fragment_sample_index, false, vk::PipelineStageFlags2::ALL_COMMANDS));
+        }
+        core.prepare_attachments(&list)?;
+        let d = core.cmd.device.raw().clone();
+        // SAFETY: the caller's begin-info describes valid attachments of this
+        // device (their responsibility, as in Vulkan); the command buffer is
+        // recording outside any render pass.
+        unsafe {
+            match descriptor.target {
+                RenderTarget::Dynamic(info) => d.cmd_begin_rendering(core.cmd.raw, info),
+                RenderTarget::RenderPass(info) => {
+                    core.uses_render_pass2 = true;
+                    d.cmd_begin_render_pass2(
+                        core.cmd.raw,
+                        info,
+                        &vk::SubpassBeginInfo::default().contents(vk::SubpassContents::INLINE),
+                    )
+                }
+            }
+        }
+        core.in_render_pass = true;
+        start_samples(&mut core, &list)?;
+        Ok(RenderEncoder { core })
+    }
+}

@@ -1,0 +1,220 @@
+//! Counter sample buffers (`MTLCounterSampleBuffer`) and Metal 4 counter heaps
+//! (`MTL4CounterHeap`).
+
+use crate::samples::{Samples, SlotState};
+use crate::Device;
+use gpu_counters_core::{
+    CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
+    InvalidInput, ResolvedCounters, Result, StorageMode,
+};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// A buffer the GPU saves counter samples into while it runs passes
+/// (Metal's `MTLCounterSampleBuffer`). Cloning shares the buffer.
+///
+/// Backed by a Vulkan query pool (two for statistics: pipeline statistics and
+/// a precise occlusion query for `fragments_passed`).
+#[derive(Clone)]
+pub struct CounterSampleBuffer {
+    pub(crate) inner: Arc<Samples>,
+}
+
+impl std::fmt::Debug for CounterSampleBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CounterSampleBuffer")
+            .field("label", &self.inner.label)
+            .field("counter_set", &self.inner.set)
+            .field("sample_count", &self.inner.count)
+            .finish()
+    }
+}
+
+impl Device {
+    /// Makes a counter sample buffer (Metal's `makeCounterSampleBuffer`).
+    ///
+    /// Fails with [`InvalidInput::SampleCountZero`],
+    /// [`InvalidInput::SampleCountTooLarge`] or
+    /// [`InvalidInput::UnsupportedCounterSet`] for a bad descriptor, and with
+    /// out-of-memory or internal errors from the driver.
+    pub fn make_counter_sample_buffer(
+        &self,
+        descriptor: &CounterSampleBufferDescriptor,
+    ) -> Result<CounterSampleBuffer> {
+        let limit = self.info().max_sample_count;
+        if descriptor.sample_count == 0 {
+            return Err(InvalidInput::SampleCountZero {
+                label: descriptor.label.clone(),
+            }
+            .into());
+        }
+        if descriptor.sample_count > limit {
+            return Err(InvalidInput::SampleCountTooLarge {
+                label: descriptor.label.clone(),
+                requested: descriptor.sample_count,
+                limit,
+            }
+            .into());
+        }
+        self.require_set(descriptor.counter_set)?;
+        Ok(CounterSampleBuffer {
+            inner: Arc::new(Samples::new(
+                self,
+                descriptor.counter_set,
+                descriptor.label.clone(),
+                descriptor.storage_mode,
+                descriptor.sample_count,
+                "sample",
+            )?),
+        })
+    }
+
+    /// Makes a Metal 4 counter heap (`MTLDevice.makeCounterHeap`).
+    pub fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CounterHeap> {
+        let limit = self.info().max_sample_count;
+        if descriptor.count == 0 || descriptor.count > limit {
+            return Err(InvalidInput::HeapCountOutOfRange {
+                requested: descriptor.count,
+                limit,
+            }
+            .into());
+        }
+        match descriptor.heap_type {
+            CounterHeapType::Timestamp => self.require_set(CommonCounterSet::Timestamp)?,
+        }
+        Ok(CounterHeap {
+            inner: Arc::new(Samples::new(
+                self,
+                CommonCounterSet::Timestamp,
+                format!("timestamp heap of {}", descriptor.count),
+                StorageMode::Shared,
+                descriptor.count,
+                "heap entry",
+            )?),
+            heap_type: descriptor.heap_type,
+        })
+    }
+
+    /// Bytes of one resolved heap entry of `heap_type`
+    /// (`sizeOfCounterHeapEntry`).
+    pub fn size_of_counter_heap_entry(&self, heap_type: CounterHeapType) -> usize {
+        match heap_type {
+            CounterHeapType::Timestamp => CommonCounterSet::Timestamp.result_size(),
+        }
+    }
+}
+
+impl CounterSampleBuffer {
+    /// The descriptor's label.
+    pub fn label(&self) -> &str {
+        &self.inner.label
+    }
+
+    /// The number of samples.
+    pub fn sample_count(&self) -> u32 {
+        self.inner.count
+    }
+
+    /// The counter set.
+    pub fn counter_set(&self) -> CommonCounterSet {
+        self.inner.set
+    }
+
+    /// The storage mode.
+    pub fn storage_mode(&self) -> StorageMode {
+        self.inner.storage
+    }
+
+    /// The device the buffer belongs to.
+    pub fn device(&self) -> &Device {
+        &self.inner.device
+    }
+
+    /// Resolves samples on the CPU into Metal's layout (`resolveCounterRange`).
+    ///
+    /// Never waits and never yields silent zeros: a sample never written, or
+    /// whose GPU work has not finished, holds the error value and its status
+    /// says which. Fails for private storage or a range past the end.
+    pub fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+        self.inner.resolve_cpu(range)
+    }
+
+    /// Resets every sample to "not written" on the host, so the buffer can be
+    /// sampled again. Fails while a sample is still pending on the GPU.
+    pub fn reset(&self) -> Result<()> {
+        self.inner.reset()
+    }
+}
+
+/// A Metal 4 counter heap of timestamps (`MTL4CounterHeap`). Cloning shares
+/// the heap.
+#[derive(Clone)]
+pub struct CounterHeap {
+    pub(crate) inner: Arc<Samples>,
+    heap_type: CounterHeapType,
+}
+
+impl std::fmt::Debug for CounterHeap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CounterHeap")
+            .field("type", &self.heap_type)
+            .field("count", &self.inner.count)
+            .finish()
+    }
+}
+
+impl CounterHeap {
+    /// What the heap holds.
+    pub fn heap_type(&self) -> CounterHeapType {
+        self.heap_type
+    }
+
+    /// Number of entries.
+    pub fn count(&self) -> u32 {
+        self.inner.count
+    }
+
+    /// Bytes of one resolved entry.
+    pub fn entry_size(&self) -> usize {
+        CommonCounterSet::Timestamp.result_size()
+    }
+
+    /// Timestamp ticks per second.
+    pub fn timestamp_frequency(&self) -> f64 {
+        self.inner.device.timestamp_frequency()
+    }
+
+    /// The device the heap belongs to.
+    pub fn device(&self) -> &Device {
+        &self.inner.device
+    }
+
+    /// Resolves entries on the CPU (`resolveCounterRange`): written entries
+    /// hold ticks, invalidated entries 0, entries never written or not yet
+    /// complete the error value.
+    pub fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+        self.inner.resolve_cpu(range)
+    }
+
+    /// Invalidates entries (`invalidateCounterRange`): they resolve to 0 until
+    /// written again. Fails while one of them is still pending on the GPU.
+    pub fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
+        let (first, count) = self.inner.check_range(&range)?;
+        let mut slots = self.inner.lock()?;
+        let (_, available) = self.inner.main.read(first, count)?;
+        for (k, ok) in available.iter().enumerate() {
+            let i = first as usize + k;
+            if slots.state[i] == SlotState::Recorded && !ok {
+                return Err(InvalidInput::SampleIndexReuse {
+                    label: self.inner.label.clone(),
+                    index: i as u32,
+                    reason: "is still pending on the GPU: wait for its submission before invalidating",
+                }
+                .into());
+            }
+        }
+        self.inner
+            .host_reset_locked(&mut slots, first, count, SlotState::Invalidated);
+        Ok(())
+    }
+}

@@ -1,0 +1,368 @@
+//! The compute workload.
+
+use ash::vk;
+
+use crate::context::{allocate_buffer_memory, create_shader_module, GpuContext};
+use crate::error::{vk_err, WorkloadError};
+use crate::shader::compile_wgsl;
+
+/// Size in bytes of one element of the storage buffer.
+const ELEMENT_BYTES: u64 = 4;
+
+/// A compute workload: each dispatch runs `W` workgroups (x dimension) of `S`
+/// invocations (`@workgroup_size(S)`); each invocation does `iterations` steps
+/// of cheap integer arithmetic on its own element of a storage buffer of
+/// `W * S` `u32`s and writes the result back, so the work cannot be optimized
+/// away.
+///
+/// `D` dispatches make exactly `D * W * S` compute shader invocations
+/// ([`ComputeWorkload::expected_invocations`]).
+///
+/// The workload owns its Vulkan objects; call [`ComputeWorkload::destroy`]
+/// before destroying the device.
+#[derive(Debug)]
+pub struct ComputeWorkload {
+    workgroup_size: u32,
+    workgroups: u32,
+    iterations: u32,
+    buffer_size: u64,
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    set_layout: vk::DescriptorSetLayout,
+    descriptor_pool: vk::DescriptorPool,
+    descriptor_set: vk::DescriptorSet,
+    pipeline_layout: vk::PipelineLayout,
+    pipeline: vk::Pipeline,
+}
+
+/// The WGSL source of the compute shader for a workgroup size and an iteration
+/// count.
+fn compute_source(workgroup_size: u32, iterations: u32) -> String {
+    format!(
+        "@group(0) @binding(0) var<storage, read_write> data: array<u32>;\n\
+         \n\
+         @compute @workgroup_size({workgroup_size})\n\
+         fn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n\
+         \x20   let i = gid.x;\n\
+         \x20   if (i >= arrayLength(&data)) {{\n\
+         \x20       return;\n\
+         \x20   }}\n\
+         \x20   var x = data[i] ^ i;\n\
+         \x20   for (var k = 0u; k < {iterations}u; k = k + 1u) {{\n\
+         \x20       x = x * 1664525u + 1013904223u;\n\
+         \x20   }}\n\
+         \x20   data[i] = x;\n\
+         }}\n"
+    )
+}
+
+impl ComputeWorkload {
+    /// Builds the workload: compiles the shader for `workgroup_size`, creates
+    /// the compute pipeline and a device-local storage buffer of
+    /// `workgroup_size * workgroups` `u32`s.
+    ///
+    /// # Errors
+    ///
+    /// - [`WorkloadError::InvalidSize`] when `workgroup_size` or `workgroups`
+    ///   is 0, `workgroup_size` is over `maxComputeWorkGroupSize[0]` or
+    ///   `maxComputeWorkGroupInvocations`, `workgroups` is over
+    ///   `maxComputeWorkGroupCount[0]`, or the buffer is over
+    ///   `maxStorageBufferRange`; the message names the size and the limit.
+    /// - [`WorkloadError::Shader`], [`WorkloadError::Vulkan`],
+    ///   [`WorkloadError::NoMemoryType`] when building fails.
+    pub fn new(
+        ctx: &GpuContext,
+        workgroup_size: u32,
+        workgroups: u32,
+        iterations: u32,
+    ) -> Result<Self, WorkloadError> {
+        let limits = ctx.properties().limits;
+        if workgroup_size == 0 {
+            return Err(WorkloadError::InvalidSize(
+                "workgroup_size is 0; it must be at least 1".into(),
+            ));
+        }
+        if workgroups == 0 {
+            return Err(WorkloadError::InvalidSize(
+                "workgroups is 0; it must be at least 1".into(),
+            ));
+        }
+        let max_size_x = limits.max_compute_work_group_size[0];
+        if workgroup_size > max_size_x {
+            return Err(WorkloadError::InvalidSize(format!(
+                "workgroup_size {workgroup_size} is over the device limit \
+                 maxComputeWorkGroupSize[0] = {max_size_x}"
+            )));
+        }
+        let max_invocations = limits.max_compute_work_group_invocations;
+        if workgroup_size > max_invocations {
+            return Err(WorkloadError::InvalidSize(format!(
+                "workgroup_size {workgroup_size} is over the device limit \
+                 maxComputeWorkGroupInvocations = {max_invocations}"
+            )));
+        }
+        let max_count_x = limits.max_compute_work_group_count[0];
+        if workgroups > max_count_x {
+            return Err(WorkloadError::InvalidSize(format!(
+                "workgroups {workgroups} is over the device limit \
+                 maxComputeWorkGroupCount[0] = {max_count_x}"
+            )));
+        }
+        let buffer_size = u64::from(workgroup_size) * u64::from(workgroups) * ELEMENT_BYTES;
+        let max_range = u64::from(limits.max_storage_buffer_range);
+        if buffer_size > max_range {
+            return Err(WorkloadError::InvalidSize(format!(
+                "storage buffer of workgroup_size {workgroup_size} * workgroups {workgroups} \
+                 * 4 bytes = {buffer_size} bytes is over the device limit \
+                 maxStorageBufferRange = {max_range}"
+            )));
+        }
+
+        let mut workload = Self {
+            workgroup_size,
+            workgroups,
+            iterations,
+            buffer_size,
+            buffer: vk::Buffer::null(),
+            memory: vk::DeviceMemory::null(),
+            set_layout: vk::DescriptorSetLayout::null(),
+            descriptor_pool: vk::DescriptorPool::null(),
+            descriptor_set: vk::DescriptorSet::null(),
+            pipeline_layout: vk::PipelineLayout::null(),
+            pipeline: vk::Pipeline::null(),
+        };
+        match workload.init(ctx) {
+            Ok(()) => Ok(workload),
+            Err(e) => {
+                // SAFETY: the objects were created just now from this device
+                // and nothing has been recorded with them; null handles are
+                // skipped by Vulkan's destroy functions.
+                unsafe { workload.destroy(ctx.device) };
+                Err(e)
+            }
+        }
+    }
+
+    /// Creates the Vulkan objects; on error, those already created are left in
+    /// `self` for `destroy`.
+    fn init(&mut self, ctx: &GpuContext) -> Result<(), WorkloadError> {
+        let device = ctx.device;
+        let words = compile_wgsl(&compute_source(self.workgroup_size, self.iterations))?;
+
+        let buffer_info = vk::BufferCreateInfo::default()
+            .size(self.buffer_size)
+            .usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+            )
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: valid create info with a non-zero size (checked in `new`).
+        self.buffer = unsafe { device.create_buffer(&buffer_info, None) }
+            .map_err(vk_err("vkCreateBuffer"))?;
+        self.memory = allocate_buffer_memory(
+            ctx,
+            self.buffer,
+            vk::MemoryPropertyFlags::DEVICE_LOCAL,
+            vk::MemoryPropertyFlags::empty(),
+            "the compute storage buffer",
+        )?;
+
+        let bindings = [vk::DescriptorSetLayoutBinding::default()
+            .binding(0)
+            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+            .descriptor_count(1)
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)];
+        let layout_info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings);
+        // SAFETY: valid create info; `bindings` outlives the call.
+        self.set_layout = unsafe { device.create_descriptor_set_layout(&layout_info, None) }
+            .map_err(vk_err("vkCreateDescriptorSetLayout"))?;
+
+        let pool_sizes = [vk::DescriptorPoolSize::default()
+            .ty(vk::DescriptorType::STORAGE_BUFFER)
+            .descriptor_count(1)];
+        let pool_info = vk::DescriptorPoolCreateInfo::default()
+            .max_sets(1)
+            .pool_sizes(&pool_sizes);
+        // SAFETY: valid create info; `pool_sizes` outlives the call.
+        self.descriptor_pool = unsafe { device.create_descriptor_pool(&pool_info, None) }
+            .map_err(vk_err("vkCreateDescriptorPool"))?;
+
+        let set_layouts = [self.set_layout];
+        let alloc_info = vk::DescriptorSetAllocateInfo::default()
+            .descriptor_pool(self.descriptor_pool)
+            .set_layouts(&set_layouts);
+        // SAFETY: the pool has room for exactly this one set of this layout.
+        let sets = unsafe { device.allocate_descriptor_sets(&alloc_info) }
+            .map_err(vk_err("vkAllocateDescriptorSets"))?;
+        self.descriptor_set = sets.first().copied().ok_or(WorkloadError::Vulkan {
+            call: "vkAllocateDescriptorSets",
+            result: vk::Result::ERROR_UNKNOWN,
+        })?;
+
+        let buffer_infos = [vk::DescriptorBufferInfo::default()
+            .buffer(self.buffer)
+            .offset(0)
+            .range(vk::WHOLE_SIZE)];
+        let writes = [vk::WriteDescriptorSet::default()
+            .dst_set(self.descriptor_set)
+            .dst_binding(0)
+            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+            .buffer_info(&buffer_infos)];
+        // SAFETY: the set, binding and buffer (with memory bound) are valid,
+        // and the set is not in use by any command buffer yet.
+        unsafe { device.update_descriptor_sets(&writes, &[]) };
+
+        let layout_info = vk::PipelineLayoutCreateInfo::default().set_layouts(&set_layouts);
+        // SAFETY: valid create info referencing a live set layout.
+        self.pipeline_layout = unsafe { device.create_pipeline_layout(&layout_info, None) }
+            .map_err(vk_err("vkCreatePipelineLayout"))?;
+
+        let module = create_shader_module(device, &words)?;
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(c"main");
+        let pipeline_info = vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(self.pipeline_layout);
+        // SAFETY: the module has a compute entry point `main` whose single
+        // binding matches the pipeline layout.
+        let result = unsafe {
+            device.create_compute_pipelines(vk::PipelineCache::null(), &[pipeline_info], None)
+        };
+        // SAFETY: the module is only needed while creating the pipeline.
+        unsafe { device.destroy_shader_module(module, None) };
+        let pipelines = result.map_err(|(_, e)| vk_err("vkCreateComputePipelines")(e))?;
+        self.pipeline = pipelines.first().copied().ok_or(WorkloadError::Vulkan {
+            call: "vkCreateComputePipelines",
+            result: vk::Result::ERROR_UNKNOWN,
+        })?;
+        Ok(())
+    }
+
+    /// The number of invocations in one workgroup (`S`).
+    pub fn workgroup_size(&self) -> u32 {
+        self.workgroup_size
+    }
+
+    /// The number of workgroups of one dispatch (`W`).
+    pub fn workgroups(&self) -> u32 {
+        self.workgroups
+    }
+
+    /// The arithmetic steps each invocation does.
+    pub fn iterations(&self) -> u32 {
+        self.iterations
+    }
+
+    /// The storage buffer the invocations write, `W * S` `u32`s.
+    pub fn buffer(&self) -> vk::Buffer {
+        self.buffer
+    }
+
+    /// The size of [`ComputeWorkload::buffer`] in bytes.
+    pub fn buffer_size(&self) -> u64 {
+        self.buffer_size
+    }
+
+    /// The exact number of compute shader invocations of `dispatches`
+    /// dispatches: `dispatches * W * S`.
+    pub fn expected_invocations(&self, dispatches: u32) -> u64 {
+        // W * S <= 2^30 (the buffer fits maxStorageBufferRange), so this
+        // cannot overflow; saturate anyway rather than panic.
+        u64::from(dispatches)
+            .saturating_mul(u64::from(self.workgroups))
+            .saturating_mul(u64::from(self.workgroup_size))
+    }
+
+    /// Binds the pipeline and descriptor set and records one dispatch,
+    /// `vkCmdDispatch(W, 1, 1)`. Call it `D` times for `D` dispatches, with
+    /// [`ComputeWorkload::record_barrier`] in between to serialize them.
+    ///
+    /// `cmd` must be in the recording state, outside a render pass instance,
+    /// on a queue family with compute support, and created from `device`.
+    pub fn record_dispatch(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
+        // SAFETY: `cmd` is recording (caller's contract); the pipeline,
+        // layout and set are live objects of `device` and compatible.
+        unsafe {
+            device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.pipeline);
+            device.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                self.pipeline_layout,
+                0,
+                &[self.descriptor_set],
+                &[],
+            );
+            device.cmd_dispatch(cmd, self.workgroups, 1, 1);
+        }
+    }
+
+    /// Records a compute-to-compute memory barrier on the storage buffer
+    /// (`vkCmdPipelineBarrier2`), so that the next dispatch starts after the
+    /// previous one's writes.
+    ///
+    /// `cmd` must be recording, outside a render pass instance, and the device
+    /// must have `synchronization2` enabled.
+    pub fn record_barrier(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
+        let barriers = [vk::BufferMemoryBarrier2::default()
+            .src_stage_mask(vk::PipelineStageFlags2::COMPUTE_SHADER)
+            .src_access_mask(
+                vk::AccessFlags2::SHADER_STORAGE_WRITE | vk::AccessFlags2::SHADER_STORAGE_READ,
+            )
+            .dst_stage_mask(vk::PipelineStageFlags2::COMPUTE_SHADER)
+            .dst_access_mask(
+                vk::AccessFlags2::SHADER_STORAGE_READ | vk::AccessFlags2::SHADER_STORAGE_WRITE,
+            )
+            .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+            .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+            .buffer(self.buffer)
+            .offset(0)
+            .size(vk::WHOLE_SIZE)];
+        let dependency = vk::DependencyInfo::default().buffer_memory_barriers(&barriers);
+        // SAFETY: `cmd` is recording (caller's contract); the barrier names a
+        // live buffer of `device` with no queue family transfer.
+        unsafe { device.cmd_pipeline_barrier2(cmd, &dependency) };
+    }
+
+    /// Destroys the workload's Vulkan objects. Calling it again does nothing.
+    ///
+    /// # Safety
+    ///
+    /// `device` must be the device the workload was created with, and no
+    /// pending command buffer may still use the workload (wait for their
+    /// fences or for the device to be idle first).
+    pub unsafe fn destroy(&mut self, device: &ash::Device) {
+        // SAFETY: the caller guarantees the objects are of `device` and no
+        // longer in use; null handles (already destroyed, or never created)
+        // are ignored by the destroy functions. The set is freed with its pool.
+        unsafe {
+            device.destroy_pipeline(self.pipeline, None);
+            device.destroy_pipeline_layout(self.pipeline_layout, None);
+            device.destroy_descriptor_pool(self.descriptor_pool, None);
+            device.destroy_descriptor_set_layout(self.set_layout, None);
+            device.destroy_buffer(self.buffer, None);
+            device.free_memory(self.memory, None);
+        }
+        self.pipeline = vk::Pipeline::null();
+        self.pipeline_layout = vk::PipelineLayout::null();
+        self.descriptor_pool = vk::DescriptorPool::null();
+        self.descriptor_set = vk::DescriptorSet::null();
+        self.set_layout = vk::DescriptorSetLayout::null();
+        self.buffer = vk::Buffer::null();
+        self.memory = vk::DeviceMemory::null();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_compiles_for_odd_sizes() {
+        for (s, it) in [(1, 0), (13, 7), (64, 1000)] {
+            compile_wgsl(&compute_source(s, it)).expect("generated compute WGSL compiles");
+        }
+    }
+}
