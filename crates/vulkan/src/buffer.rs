@@ -49,10 +49,9 @@ impl GpuBuffer {
         usage: vk::BufferUsageFlags,
     ) -> Result<Self> {
         if size == 0 {
-            return Err(gpu_counters_core::InvalidInput::Argument(
-                "buffer size is 0".into(),
-            )
-            .into());
+            return Err(
+                gpu_counters_core::InvalidInput::Argument("buffer size is 0".into()).into(),
+            );
         }
         let raw_dev = device.raw();
         let info = vk::BufferCreateInfo::default()
@@ -60,7 +59,8 @@ impl GpuBuffer {
             .usage(usage)
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         // SAFETY: valid create-info; destroyed in Drop.
-        let raw = unsafe { raw_dev.create_buffer(&info, None) }.map_err(vk_err("vkCreateBuffer"))?;
+        let raw =
+            unsafe { raw_dev.create_buffer(&info, None) }.map_err(vk_err("vkCreateBuffer"))?;
         // SAFETY: `raw` was just created on this device.
         let req = unsafe { raw_dev.get_buffer_memory_requirements(raw) };
         let flags = match location {
@@ -104,11 +104,15 @@ impl GpuBuffer {
             .map_err(|e| cleanup(vk_err("vkBindBufferMemory")(e)))?;
         let host_visible = device.shared.memory.memory_types[type_index as usize]
             .property_flags
-            .contains(vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT);
+            .contains(
+                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT,
+            );
         let mapped = if host_visible {
             // SAFETY: the whole allocation is mapped once and unmapped on free.
-            let p = unsafe { raw_dev.map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty()) }
-                .map_err(|e| cleanup(vk_err("vkMapMemory")(e)))?;
+            let p = unsafe {
+                raw_dev.map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            }
+            .map_err(|e| cleanup(vk_err("vkMapMemory")(e)))?;
             std::ptr::NonNull::new(p.cast::<u8>())
         } else {
             None
@@ -146,17 +150,24 @@ impl GpuBuffer {
                 "buffer is not host-visible".into(),
             ))
         })?;
-        let end = offset.checked_add(len).filter(|&e| e <= self.size).ok_or_else(|| {
-            Error::from(gpu_counters_core::InvalidInput::Argument(format!(
-                "read of {len} bytes at {offset} is past the buffer's {} bytes",
-                self.size
-            )))
-        })?;
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= self.size)
+            .ok_or_else(|| {
+                Error::from(gpu_counters_core::InvalidInput::Argument(format!(
+                    "read of {len} bytes at {offset} is past the buffer's {} bytes",
+                    self.size
+                )))
+            })?;
         let mut out = vec![0u8; (end - offset) as usize];
         // SAFETY: the mapping covers `size` bytes and offset..end is inside it;
         // memory is coherent, so no flush is needed.
         unsafe {
-            std::ptr::copy_nonoverlapping(ptr.as_ptr().add(offset as usize), out.as_mut_ptr(), out.len());
+            std::ptr::copy_nonoverlapping(
+                ptr.as_ptr().add(offset as usize),
+                out.as_mut_ptr(),
+                out.len(),
+            );
         }
         Ok(out)
     }
@@ -168,7 +179,10 @@ impl GpuBuffer {
                 "buffer is not host-visible".into(),
             ))
         })?;
-        if offset.checked_add(bytes.len() as u64).is_none_or(|e| e > self.size) {
+        if offset
+            .checked_add(bytes.len() as u64)
+            .is_none_or(|e| e > self.size)
+        {
             return Err(gpu_counters_core::InvalidInput::Argument(format!(
                 "write of {} bytes at {offset} is past the buffer's {} bytes",
                 bytes.len(),
@@ -178,7 +192,11 @@ impl GpuBuffer {
         }
         // SAFETY: bounds checked above; coherent mapping.
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.as_ptr().add(offset as usize), bytes.len());
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                ptr.as_ptr().add(offset as usize),
+                bytes.len(),
+            );
         }
         Ok(())
     }

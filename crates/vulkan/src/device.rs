@@ -154,8 +154,8 @@ impl Device {
         }
         // SAFETY: `info` only points at locals alive for the call; the features
         // and extensions were checked to be supported above.
-        let device = unsafe { raw.create_device(pd, &info, None) }
-            .map_err(vk_err("vkCreateDevice"))?;
+        let device =
+            unsafe { raw.create_device(pd, &info, None) }.map_err(vk_err("vkCreateDevice"))?;
         // SAFETY: the queue family and index 0 were requested in `info`.
         let queue = unsafe { device.get_device_queue(caps.queue_family_index, 0) };
         let enabled = EnabledFeatures {
@@ -168,7 +168,15 @@ impl Device {
             push_descriptor: caps.push_descriptor,
             calibrated_timestamps: caps.calibration_ext.is_some(),
         };
-        Ok(Self::assemble(instance.clone(), caps, index, device, queue, enabled, true))
+        Ok(Self::assemble(
+            instance.clone(),
+            caps,
+            index,
+            device,
+            queue,
+            enabled,
+            true,
+        ))
     }
 
     /// Wraps a device the caller created, so counter sampling fits into an
@@ -225,7 +233,9 @@ impl Device {
             .iter()
             .position(|&p| p == physical_device)
             .unwrap_or(0);
-        Ok(Self::assemble(instance, caps, index, device, queue, features, false))
+        Ok(Self::assemble(
+            instance, caps, index, device, queue, features, false,
+        ))
     }
 
     fn assemble(
@@ -455,11 +465,7 @@ impl Device {
         unsafe { self.raw().device_wait_idle() }.map_err(vk_err("vkDeviceWaitIdle"))
     }
 
-    pub(crate) fn memory_type(
-        &self,
-        bits: u32,
-        flags: vk::MemoryPropertyFlags,
-    ) -> Option<u32> {
+    pub(crate) fn memory_type(&self, bits: u32, flags: vk::MemoryPropertyFlags) -> Option<u32> {
         let m = &self.shared.memory;
         (0..m.memory_type_count).find(|&i| {
             bits & (1 << i) != 0 && m.memory_types[i as usize].property_flags.contains(flags)

@@ -140,7 +140,12 @@ impl<'c> EncoderCore<'c> {
     #[allow(clippy::type_complexity)]
     fn prepare_attachments(
         &mut self,
-        list: &[(&CounterSampleBuffer, Option<u32>, bool, vk::PipelineStageFlags2)],
+        list: &[(
+            &CounterSampleBuffer,
+            Option<u32>,
+            bool,
+            vk::PipelineStageFlags2,
+        )],
     ) -> Result<()> {
         if list.iter().any(|(_, i, _, _)| i.is_some()) {
             self.device()
@@ -150,7 +155,8 @@ impl<'c> EncoderCore<'c> {
         let mut statistic_buffers: Vec<*const Samples> = Vec::new();
         for (buffer, index, _, _) in list {
             let Some(index) = index else { continue };
-            self.cmd.check_device(&buffer.inner, "counter sample buffer")?;
+            self.cmd
+                .check_device(&buffer.inner, "counter sample buffer")?;
             buffer.inner.check_index(*index)?;
             let key = (Arc::as_ptr(&buffer.inner) as u64, *index);
             if seen.contains(&key) {
@@ -202,10 +208,22 @@ impl<'c> EncoderCore<'c> {
         if let Some((open, open_index)) = self.chain.take() {
             if Arc::ptr_eq(&open, samples) {
                 link = open_index;
-                end_queries(&d, cmd, samples, open_index, slots.occlusion[open_index as usize]);
+                end_queries(
+                    &d,
+                    cmd,
+                    samples,
+                    open_index,
+                    slots.occlusion[open_index as usize],
+                );
             } else {
                 let open_slots = open.lock()?;
-                end_queries(&d, cmd, &open, open_index, open_slots.occlusion[open_index as usize]);
+                end_queries(
+                    &d,
+                    cmd,
+                    &open,
+                    open_index,
+                    open_slots.occlusion[open_index as usize],
+                );
             }
         }
         // SAFETY: index < count and the query is reset (prepare_write);
@@ -225,12 +243,23 @@ impl<'c> EncoderCore<'c> {
     fn close_chain(&mut self) -> Result<()> {
         if let Some((open, index)) = self.chain.take() {
             let slots = open.lock()?;
-            end_queries(self.cmd.device.raw(), self.cmd.raw, &open, index, slots.occlusion[index as usize]);
+            end_queries(
+                self.cmd.device.raw(),
+                self.cmd.raw,
+                &open,
+                index,
+                slots.occlusion[index as usize],
+            );
         }
         Ok(())
     }
 
-    fn sample(&mut self, buffer: &CounterSampleBuffer, index: u32, stage: vk::PipelineStageFlags2) -> Result<()> {
+    fn sample(
+        &mut self,
+        buffer: &CounterSampleBuffer,
+        index: u32,
+        stage: vk::PipelineStageFlags2,
+    ) -> Result<()> {
         match buffer.counter_set() {
             CommonCounterSet::Timestamp => write_timestamp(
                 &self.cmd.device,
@@ -256,9 +285,15 @@ impl<'c> EncoderCore<'c> {
         Ok(())
     }
 
-    fn sample_counters(&mut self, buffer: &CounterSampleBuffer, index: u32, barrier: bool) -> Result<()> {
+    fn sample_counters(
+        &mut self,
+        buffer: &CounterSampleBuffer,
+        index: u32,
+        barrier: bool,
+    ) -> Result<()> {
         self.check_open()?;
-        self.cmd.check_device(&buffer.inner, "counter sample buffer")?;
+        self.cmd
+            .check_device(&buffer.inner, "counter sample buffer")?;
         self.device().require_point(self.kind.point())?;
         let stage = if barrier {
             vk::PipelineStageFlags2::ALL_COMMANDS
@@ -290,7 +325,11 @@ impl<'c> EncoderCore<'c> {
                 // relaxed write of the pass. Checked now, written at the end
                 // (outside any render pass, where re-used entries can be reset).
                 heap.inner.check_index(index)?;
-                match self.relaxed.iter_mut().find(|(h, _)| Arc::ptr_eq(h, &heap.inner)) {
+                match self
+                    .relaxed
+                    .iter_mut()
+                    .find(|(h, _)| Arc::ptr_eq(h, &heap.inner))
+                {
                     Some((_, list)) => {
                         if !list.contains(&index) {
                             list.push(index)
@@ -344,7 +383,9 @@ impl<'c> EncoderCore<'c> {
             ));
         }
         for (heap, indices) in std::mem::take(&mut self.relaxed) {
-            let Some((&first, rest)) = indices.split_first() else { continue };
+            let Some((&first, rest)) = indices.split_first() else {
+                continue;
+            };
             keep(write_timestamp(
                 &self.cmd.device,
                 self.cmd.raw,
@@ -371,7 +412,13 @@ impl Drop for EncoderCore<'_> {
     }
 }
 
-fn end_queries(d: &ash::Device, cmd: vk::CommandBuffer, samples: &Samples, index: u32, occlusion: bool) {
+fn end_queries(
+    d: &ash::Device,
+    cmd: vk::CommandBuffer,
+    samples: &Samples,
+    index: u32,
+    occlusion: bool,
+) {
     // SAFETY: the queries were begun by this encoder in this command buffer
     // (and render pass instance, if any) and are still active.
     unsafe {
@@ -490,8 +537,18 @@ fn pass_encoder<'c>(
     let mut core = EncoderCore::new(cmd, kind);
     let mut list = Vec::new();
     for a in attachments {
-        list.push((a.sample_buffer, a.start_of_encoder_sample_index, true, vk::PipelineStageFlags2::TOP_OF_PIPE));
-        list.push((a.sample_buffer, a.end_of_encoder_sample_index, false, vk::PipelineStageFlags2::ALL_COMMANDS));
+        list.push((
+            a.sample_buffer,
+            a.start_of_encoder_sample_index,
+            true,
+            vk::PipelineStageFlags2::TOP_OF_PIPE,
+        ));
+        list.push((
+            a.sample_buffer,
+            a.end_of_encoder_sample_index,
+            false,
+            vk::PipelineStageFlags2::ALL_COMMANDS,
+        ));
     }
     core.prepare_attachments(&list)?;
     start_samples(&mut core, &list)?;
@@ -500,13 +557,20 @@ fn pass_encoder<'c>(
 
 fn start_samples(
     core: &mut EncoderCore<'_>,
-    list: &[(&CounterSampleBuffer, Option<u32>, bool, vk::PipelineStageFlags2)],
+    list: &[(
+        &CounterSampleBuffer,
+        Option<u32>,
+        bool,
+        vk::PipelineStageFlags2,
+    )],
 ) -> Result<()> {
     for (buffer, index, is_start, stage) in list {
         let Some(index) = *index else { continue };
         match (buffer.counter_set(), is_start) {
             (CommonCounterSet::Statistic, true) => core.sample_statistic(&buffer.inner, index)?,
-            (CommonCounterSet::Statistic, false) => core.end_statistics.push((buffer.inner.clone(), index)),
+            (CommonCounterSet::Statistic, false) => {
+                core.end_statistics.push((buffer.inner.clone(), index))
+            }
             (_, true) => core.sample(buffer, index, *stage)?,
             (_, false) => core.end_timestamps.push(EndSample {
                 samples: buffer.inner.clone(),
@@ -521,34 +585,63 @@ fn start_samples(
 impl CommandBuffer {
     /// Begins a compute pass (`makeComputeCommandEncoder(descriptor:)`),
     /// sampling its attachments.
-    pub fn compute_encoder(&mut self, descriptor: &ComputePassDescriptor<'_>) -> Result<ComputeEncoder<'_>> {
+    pub fn compute_encoder(
+        &mut self,
+        descriptor: &ComputePassDescriptor<'_>,
+    ) -> Result<ComputeEncoder<'_>> {
         Ok(ComputeEncoder {
-            core: pass_encoder(self, EncoderKind::Compute, &descriptor.sample_buffer_attachments)?,
+            core: pass_encoder(
+                self,
+                EncoderKind::Compute,
+                &descriptor.sample_buffer_attachments,
+            )?,
         })
     }
 
     /// Begins a transfer pass (`makeBlitCommandEncoder(descriptor:)`).
     pub fn blit_encoder(&mut self, descriptor: &BlitPassDescriptor<'_>) -> Result<BlitEncoder<'_>> {
         Ok(BlitEncoder {
-            core: pass_encoder(self, EncoderKind::Blit, &descriptor.sample_buffer_attachments)?,
+            core: pass_encoder(
+                self,
+                EncoderKind::Blit,
+                &descriptor.sample_buffer_attachments,
+            )?,
         })
     }
 
     /// Begins a render pass instance (`makeRenderCommandEncoder(descriptor:)`),
     /// sampling its attachments.
-    pub fn render_encoder(&mut self, descriptor: &RenderPassDescriptor<'_>) -> Result<RenderEncoder<'_>> {
+    pub fn render_encoder(
+        &mut self,
+        descriptor: &RenderPassDescriptor<'_>,
+    ) -> Result<RenderEncoder<'_>> {
         let mut core = EncoderCore::new(self, EncoderKind::Render);
         let mut list = Vec::new();
         for a in &descriptor.sample_buffer_attachments {
-            list.push((a.sample_buffer, a.start_of_vertex_sample_index, true, vk::PipelineStageFlags2::TOP_OF_PIPE));
-            list.push((a.sample_buffer, a.start_of_fragment_sample_index, true, vk::PipelineStageFlags2::TOP_OF_PIPE));
+            list.push((
+                a.sample_buffer,
+                a.start_of_vertex_sample_index,
+                true,
+                vk::PipelineStageFlags2::TOP_OF_PIPE,
+            ));
+            list.push((
+                a.sample_buffer,
+                a.start_of_fragment_sample_index,
+                true,
+                vk::PipelineStageFlags2::TOP_OF_PIPE,
+            ));
             list.push((
                 a.sample_buffer,
                 a.end_of_vertex_sample_index,
                 false,
                 vk::PipelineStageFlags2::PRE_RASTERIZATION_SHADERS,
             ));
-            list.push((a.sample_buffer, a.end_of_fragment_sample_index, false, vk::PipelineStageFlags2::ALL_COMMANDS));
+            list.push((
+                a.sample_buffer,
+                a.end_of_fragment_sample_index,
+                false,
+                vk::PipelineStageFlags2::ALL_COMMANDS,
+            ));
         }
         core.prepare_attachments(&list)?;
         let d = core.cmd.device.raw().clone();

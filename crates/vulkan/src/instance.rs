@@ -79,7 +79,9 @@ unsafe extern "system" fn debug_callback(
         let message = if (*data).p_message.is_null() {
             String::from("(no message)")
         } else {
-            CStr::from_ptr((*data).p_message).to_string_lossy().into_owned()
+            CStr::from_ptr((*data).p_message)
+                .to_string_lossy()
+                .into_owned()
         };
         if let Ok(mut log) = log.lock() {
             log.push(format!("[{severity:?} {kind:?}] {message}"));
@@ -92,7 +94,9 @@ impl Instance {
     /// Loads the Vulkan loader and creates an instance.
     pub fn new(options: &InstanceOptions) -> Result<Self> {
         let validation = options.validation
-            || std::env::var(VALIDATION_ENV).map(|v| v == "1").unwrap_or(false);
+            || std::env::var(VALIDATION_ENV)
+                .map(|v| v == "1")
+                .unwrap_or(false);
         // SAFETY: loading the system Vulkan loader runs its initialisation code,
         // which is the documented way to reach Vulkan.
         let entry = unsafe { ash::Entry::load() }.map_err(|e| {
@@ -163,8 +167,8 @@ impl Instance {
             info = info.push_next(&mut messenger_info);
         }
         // SAFETY: every pointer in `info` points at locals that outlive the call.
-        let instance = unsafe { entry.create_instance(&info, None) }
-            .map_err(vk_err("vkCreateInstance"))?;
+        let instance =
+            unsafe { entry.create_instance(&info, None) }.map_err(vk_err("vkCreateInstance"))?;
         let debug = if messages.is_some() {
             let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
             // SAFETY: the user-data pointer is the boxed log kept in the
@@ -341,7 +345,10 @@ impl Capabilities {
             let exts = raw
                 .enumerate_device_extension_properties(pd)
                 .map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?;
-            let has = |name: &CStr| exts.iter().any(|e| e.extension_name_as_c_str().ok() == Some(name));
+            let has = |name: &CStr| {
+                exts.iter()
+                    .any(|e| e.extension_name_as_c_str().ok() == Some(name))
+            };
             let calibration_ext = if has(ash::khr::calibrated_timestamps::NAME) {
                 Some(CalibrationMethod::CalibratedTimestampsKhr)
             } else if has(ash::ext::calibrated_timestamps::NAME) {
@@ -355,11 +362,17 @@ impl Capabilities {
                 Some(m) => {
                     let domains = match m {
                         CalibrationMethod::CalibratedTimestampsKhr => {
-                            ash::khr::calibrated_timestamps::Instance::new(&instance.shared.entry, raw)
-                                .get_physical_device_calibrateable_time_domains(pd)
+                            ash::khr::calibrated_timestamps::Instance::new(
+                                &instance.shared.entry,
+                                raw,
+                            )
+                            .get_physical_device_calibrateable_time_domains(pd)
                         }
-                        _ => ash::ext::calibrated_timestamps::Instance::new(&instance.shared.entry, raw)
-                            .get_physical_device_calibrateable_time_domains(pd),
+                        _ => ash::ext::calibrated_timestamps::Instance::new(
+                            &instance.shared.entry,
+                            raw,
+                        )
+                        .get_physical_device_calibrateable_time_domains(pd),
                     }
                     .unwrap_or_default();
                     if domains.contains(&vk::TimeDomainKHR::DEVICE)

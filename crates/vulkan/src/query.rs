@@ -34,7 +34,7 @@ impl QueryPool {
         let pool = Self {
             device: device.clone(),
             raw,
-            
+
             values,
         };
         pool.host_reset(0, count);

@@ -208,7 +208,8 @@ impl CounterHeap {
                 return Err(InvalidInput::SampleIndexReuse {
                     label: self.inner.label.clone(),
                     index: i as u32,
-                    reason: "is still pending on the GPU: wait for its submission before invalidating",
+                    reason:
+                        "is still pending on the GPU: wait for its submission before invalidating",
                 }
                 .into());
             }

@@ -141,12 +141,22 @@ impl Samples {
                 }
                 let occlusion = if counters.contains(&CommonCounter::FragmentsPassed) {
                     field_map[field_index(CommonCounter::FragmentsPassed)] = OCCLUSION;
-                    Some(QueryPool::new(device, vk::QueryType::OCCLUSION, count, None)?)
+                    Some(QueryPool::new(
+                        device,
+                        vk::QueryType::OCCLUSION,
+                        count,
+                        None,
+                    )?)
                 } else {
                     None
                 };
                 (
-                    QueryPool::new(device, vk::QueryType::PIPELINE_STATISTICS, count, Some(flags))?,
+                    QueryPool::new(
+                        device,
+                        vk::QueryType::PIPELINE_STATISTICS,
+                        count,
+                        Some(flags),
+                    )?,
                     occlusion,
                 )
             }
@@ -215,7 +225,12 @@ impl Samples {
 
     /// Checks that `index` may be written now; returns whether it needs an
     /// inline reset first (it was recorded before and not reset since).
-    pub(crate) fn prepare_write(&self, slots: &Slots, index: u32, in_render_pass: bool) -> Result<bool> {
+    pub(crate) fn prepare_write(
+        &self,
+        slots: &Slots,
+        index: u32,
+        in_render_pass: bool,
+    ) -> Result<bool> {
         self.check_index(index)?;
         match slots.state[index as usize] {
             SlotState::Fresh | SlotState::Invalidated => Ok(false),
@@ -249,7 +264,11 @@ impl Samples {
         slots.gen[i] = slots.gen[i].wrapping_add(1);
         slots.state[i] = SlotState::Recorded;
         slots.link[i] = link;
-        slots.link_gen[i] = if link == NONE { 0 } else { slots.gen[link as usize] };
+        slots.link_gen[i] = if link == NONE {
+            0
+        } else {
+            slots.gen[link as usize]
+        };
         slots.occlusion[i] = occlusion;
     }
 
@@ -281,7 +300,13 @@ impl Samples {
         Ok(())
     }
 
-    pub(crate) fn host_reset_locked(&self, slots: &mut Slots, first: u32, count: u32, state: SlotState) {
+    pub(crate) fn host_reset_locked(
+        &self,
+        slots: &mut Slots,
+        first: u32,
+        count: u32,
+        state: SlotState,
+    ) {
         self.main.host_reset(first, count);
         if let Some(o) = &self.occlusion {
             o.host_reset(first, count);
@@ -345,7 +370,10 @@ impl Samples {
                     let (src, ok) = if state == SlotState::Alias {
                         let t = slots.link[i];
                         let same_gen = slots.gen[t as usize] == slots.link_gen[i];
-                        (t, same_gen && slots.state[t as usize] == SlotState::Recorded)
+                        (
+                            t,
+                            same_gen && slots.state[t as usize] == SlotState::Recorded,
+                        )
                     } else {
                         (s, true)
                     };
@@ -358,7 +386,16 @@ impl Samples {
                         SampleStatus::NotReady
                     }
                 }
-                (_, _) => self.sum_chain(&slots, s, lo, &values, &available, occlusion.as_ref(), per, &mut out),
+                (_, _) => self.sum_chain(
+                    &slots,
+                    s,
+                    lo,
+                    &values,
+                    &available,
+                    occlusion.as_ref(),
+                    per,
+                    &mut out,
+                ),
             };
             match st {
                 SampleStatus::Written => {}
@@ -396,7 +433,10 @@ impl Samples {
         let mut steps = 0;
         while cur != NONE {
             let c = cur as usize;
-            if steps > self.count || slots.gen[c] != cur_gen || slots.state[c] != SlotState::Recorded {
+            if steps > self.count
+                || slots.gen[c] != cur_gen
+                || slots.state[c] != SlotState::Recorded
+            {
                 // The chain was broken: an earlier sample was re-recorded.
                 return SampleStatus::Error;
             }
@@ -450,7 +490,11 @@ impl Samples {
             .into());
         }
         if offset % 8 != 0 {
-            return Err(InvalidInput::DestinationOffsetUnaligned { offset, alignment: 8 }.into());
+            return Err(InvalidInput::DestinationOffsetUnaligned {
+                offset,
+                alignment: 8,
+            }
+            .into());
         }
         let needed = count as u64 * self.set.result_size() as u64;
         let available = dst.size.saturating_sub(offset);
@@ -483,13 +527,24 @@ impl Samples {
         let main_stride = (self.main.values as u64 + 1) * 8;
         let occ_base = main_stride * self.count as u64;
         if gpu.is_none() {
-            let scratch_size = occ_base + if self.occlusion.is_some() { 16 * self.count as u64 } else { 0 };
+            let scratch_size = occ_base
+                + if self.occlusion.is_some() {
+                    16 * self.count as u64
+                } else {
+                    0
+                };
             *gpu = Some(GpuResolveState {
                 scratch: GpuBuffer::new(&self.device, scratch_size, MemoryLocation::DeviceLocal)?,
-                table: GpuBuffer::new(&self.device, 16 * self.count as u64, MemoryLocation::HostVisible)?,
+                table: GpuBuffer::new(
+                    &self.device,
+                    16 * self.count as u64,
+                    MemoryLocation::HostVisible,
+                )?,
             });
         }
-        let state = gpu.as_ref().ok_or_else(|| Error::Internal("no resolve state".into()))?;
+        let state = gpu
+            .as_ref()
+            .ok_or_else(|| Error::Internal("no resolve state".into()))?;
         // The shader reads the bookkeeping of the span at execution time.
         let mut table = Vec::with_capacity(((hi - lo) * 4) as usize);
         for i in lo as usize..hi as usize {
@@ -556,7 +611,9 @@ impl Samples {
                 [vk::DescriptorBufferInfo::default()
                     .buffer(state.table.raw())
                     .range(vk::WHOLE_SIZE)],
-                [vk::DescriptorBufferInfo::default().buffer(dst.raw).range(vk::WHOLE_SIZE)],
+                [vk::DescriptorBufferInfo::default()
+                    .buffer(dst.raw)
+                    .range(vk::WHOLE_SIZE)],
             ];
             let writes: Vec<_> = infos
                 .iter()
@@ -584,7 +641,11 @@ impl Samples {
                 first,
                 count,
                 dst_word: (offset / 4) as u32,
-                kind: if self.set == CommonCounterSet::Timestamp { 0 } else { 1 },
+                kind: if self.set == CommonCounterSet::Timestamp {
+                    0
+                } else {
+                    1
+                },
                 stride_words: (main_stride / 4) as u32,
                 occ_base_word: (occ_base / 4) as u32,
                 mask_lo: self.valid_mask as u32,
@@ -647,4 +708,3 @@ fn field_index(counter: CommonCounter) -> usize {
         .position(|&c| c == counter)
         .unwrap_or(0)
 }
-
