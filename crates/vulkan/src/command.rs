@@ -18,6 +18,8 @@ pub struct CommandBuffer {
     pub(crate) device: Device,
     pub(crate) raw: vk::CommandBuffer,
     owned: Option<Owned>,
+    /// The command-buffer-level statistic chain (see `sample_counters`).
+    pub(crate) chain: Option<(Arc<Samples>, u32)>,
 }
 
 struct Owned {
@@ -70,6 +72,7 @@ impl CommandBuffer {
                 device: device.clone(),
                 raw,
                 owned: Some(Owned { pool, fence }),
+                chain: None,
             };
             cmd.begin()?;
             Ok(cmd)
@@ -96,6 +99,7 @@ impl CommandBuffer {
             device: device.clone(),
             raw,
             owned: None,
+            chain: None,
         }
     }
 
@@ -114,6 +118,52 @@ impl CommandBuffer {
             return Err(InvalidInput::ForeignObject { what }.into());
         }
         Ok(())
+    }
+
+    /// Samples counters between passes, outside any encoder: the building
+    /// block of profiler scopes. Timestamps follow all prior work with
+    /// `barrier`, or are taken when the GPU reaches them without. Statistic
+    /// samples of one command buffer form one chain, so nested and sequential
+    /// scopes both resolve to exact end-minus-start counts, render passes in
+    /// between included. While such a chain is open, encoders cannot sample
+    /// statistics; [`CommandBuffer::end_statistics`] closes it (commit does too).
+    pub fn sample_counters(
+        &mut self,
+        buffer: &CounterSampleBuffer,
+        index: u32,
+        barrier: bool,
+    ) -> Result<()> {
+        self.check_device(&buffer.inner, "counter sample buffer")?;
+        match buffer.counter_set() {
+            gpu_counters_core::CommonCounterSet::Statistic => crate::encoder::chain_sample(
+                self.device.raw(),
+                self.raw,
+                &mut self.chain,
+                &buffer.inner,
+                index,
+                false,
+                true,
+            ),
+            _ => write_timestamp(
+                &self.device,
+                self.raw,
+                &buffer.inner,
+                index,
+                if barrier {
+                    vk::PipelineStageFlags2::ALL_COMMANDS
+                } else {
+                    vk::PipelineStageFlags2::TOP_OF_PIPE
+                },
+                false,
+            ),
+        }
+    }
+
+    /// Ends the open command-buffer-level statistic query, if any. Call it
+    /// before ending a caller's command buffer that used
+    /// [`CommandBuffer::sample_counters`] with statistics.
+    pub fn end_statistics(&mut self) -> Result<()> {
+        crate::encoder::chain_close(self.device.raw(), self.raw, &mut self.chain)
     }
 
     /// Writes a timestamp into a heap between passes
@@ -170,8 +220,9 @@ impl CommandBuffer {
 
     /// Ends recording and submits to the device's queue (`commit`).
     /// Only for command buffers gpu-counters allocated.
-    pub fn commit(self) -> Result<Submission> {
-        let Some(owned) = &self.owned else {
+    pub fn commit(mut self) -> Result<Submission> {
+        self.end_statistics()?;
+        let Some(owned) = self.owned.take() else {
             return Err(InvalidInput::EncoderState(
                 "commit of a caller's command buffer: end and submit it yourself".into(),
             )
@@ -180,25 +231,28 @@ impl CommandBuffer {
         let d = self.device.raw();
         // SAFETY: the buffer is recording (begun in new or reuse) and no
         // encoder borrows it (encoders hold &mut self).
-        unsafe { d.end_command_buffer(self.raw) }.map_err(vk_err("vkEndCommandBuffer"))?;
+        if let Err(e) = unsafe { d.end_command_buffer(self.raw) } {
+            self.owned = Some(owned);
+            return Err(vk_err("vkEndCommandBuffer")(e));
+        }
         let infos = [vk::CommandBufferSubmitInfo::default().command_buffer(self.raw)];
         let submit = [vk::SubmitInfo2::default().command_buffer_infos(&infos)];
-        let queue = self
-            .device
-            .queue()
-            .lock()
-            .map_err(|_| Error::Internal("queue lock poisoned".into()))?;
+        let Ok(queue) = self.device.queue().lock() else {
+            self.owned = Some(owned);
+            return Err(Error::Internal("queue lock poisoned".into()));
+        };
         let cpu_submit_ns = cpu_monotonic_ns();
         // SAFETY: the queue is externally synchronised by the lock; the
         // command buffer is executable and the fence unsignaled.
-        unsafe { d.queue_submit2(*queue, &submit, owned.fence) }
-            .map_err(vk_err("vkQueueSubmit2"))?;
+        if let Err(e) = unsafe { d.queue_submit2(*queue, &submit, owned.fence) } {
+            drop(queue);
+            self.owned = Some(owned);
+            return Err(vk_err("vkQueueSubmit2")(e));
+        }
         drop(queue);
-        let fence = owned.fence;
-        let pool = owned.pool;
+        let Owned { pool, fence } = owned;
         let device = self.device.clone();
         let raw = self.raw;
-        std::mem::forget(self);
         Ok(Submission {
             device,
             raw,
@@ -212,8 +266,9 @@ impl CommandBuffer {
 
 impl Drop for CommandBuffer {
     fn drop(&mut self) {
+        let _ = self.end_statistics();
         if let Some(owned) = self.owned.take() {
-            // SAFETY: never submitted (commit forgets self), so no GPU work
+            // SAFETY: never submitted (commit takes `owned`), so no GPU work
             // uses the pool or fence.
             unsafe {
                 self.device.raw().destroy_fence(owned.fence, None);
@@ -289,6 +344,7 @@ impl Submission {
                 pool: self.pool,
                 fence: self.fence,
             }),
+            chain: None,
         };
         self.complete_ns = Some(0);
         self.pool = vk::CommandPool::null();

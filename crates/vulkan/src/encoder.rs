@@ -194,64 +194,26 @@ impl<'c> EncoderCore<'c> {
     }
 
     fn sample_statistic(&mut self, samples: &Arc<Samples>, index: u32) -> Result<()> {
-        let d = self.cmd.device.raw().clone();
-        let cmd = self.cmd.raw;
-        let mut slots = samples.lock()?;
-        if samples.prepare_write(&slots, index, self.in_render_pass)? {
-            samples.record_reset(cmd, index);
+        if self.cmd.chain.is_some() {
+            return Err(InvalidInput::EncoderState(
+                "a command-buffer-level statistic sample is still open; call CommandBuffer::end_statistics before sampling statistics inside a pass".into(),
+            )
+            .into());
         }
-        let occlusion = samples
-            .occlusion
-            .as_ref()
-            .filter(|_| self.kind == EncoderKind::Render);
-        let mut link = NONE;
-        if let Some((open, open_index)) = self.chain.take() {
-            if Arc::ptr_eq(&open, samples) {
-                link = open_index;
-                end_queries(
-                    &d,
-                    cmd,
-                    samples,
-                    open_index,
-                    slots.occlusion[open_index as usize],
-                );
-            } else {
-                let open_slots = open.lock()?;
-                end_queries(
-                    &d,
-                    cmd,
-                    &open,
-                    open_index,
-                    open_slots.occlusion[open_index as usize],
-                );
-            }
-        }
-        // SAFETY: index < count and the query is reset (prepare_write);
-        // the only active queries of these pools were ended above.
-        unsafe {
-            d.cmd_begin_query(cmd, samples.main.raw, index, vk::QueryControlFlags::empty());
-            if let Some(o) = occlusion {
-                d.cmd_begin_query(cmd, o.raw, index, vk::QueryControlFlags::PRECISE);
-            }
-        }
-        Samples::mark_recorded(&mut slots, index, link, occlusion.is_some());
-        drop(slots);
-        self.chain = Some((samples.clone(), index));
-        Ok(())
+        let occlusion = self.kind == EncoderKind::Render;
+        chain_sample(
+            self.cmd.device.raw(),
+            self.cmd.raw,
+            &mut self.chain,
+            samples,
+            index,
+            self.in_render_pass,
+            occlusion,
+        )
     }
 
     fn close_chain(&mut self) -> Result<()> {
-        if let Some((open, index)) = self.chain.take() {
-            let slots = open.lock()?;
-            end_queries(
-                self.cmd.device.raw(),
-                self.cmd.raw,
-                &open,
-                index,
-                slots.occlusion[index as usize],
-            );
-        }
-        Ok(())
+        chain_close(self.cmd.device.raw(), self.cmd.raw, &mut self.chain)
     }
 
     fn sample(
@@ -410,6 +372,71 @@ impl Drop for EncoderCore<'_> {
         // buffer valid: close what it opened.
         let _ = self.end();
     }
+}
+
+/// Takes statistic sample `index` in a chain: ends the open query of the
+/// chain (its segment ends here) and begins query `index`.
+pub(crate) fn chain_sample(
+    d: &ash::Device,
+    cmd: vk::CommandBuffer,
+    chain: &mut Option<(Arc<Samples>, u32)>,
+    samples: &Arc<Samples>,
+    index: u32,
+    in_render_pass: bool,
+    with_occlusion: bool,
+) -> Result<()> {
+    let mut slots = samples.lock()?;
+    if samples.prepare_write(&slots, index, in_render_pass)? {
+        samples.record_reset(cmd, index);
+    }
+    let occlusion = samples.occlusion.as_ref().filter(|_| with_occlusion);
+    let mut link = NONE;
+    if let Some((open, open_index)) = chain.take() {
+        if Arc::ptr_eq(&open, samples) {
+            link = open_index;
+            end_queries(
+                d,
+                cmd,
+                samples,
+                open_index,
+                slots.occlusion[open_index as usize],
+            );
+        } else {
+            let open_slots = open.lock()?;
+            end_queries(
+                d,
+                cmd,
+                &open,
+                open_index,
+                open_slots.occlusion[open_index as usize],
+            );
+        }
+    }
+    // SAFETY: index < count and the query is reset (prepare_write); the only
+    // active queries of these pools were ended above.
+    unsafe {
+        d.cmd_begin_query(cmd, samples.main.raw, index, vk::QueryControlFlags::empty());
+        if let Some(o) = occlusion {
+            d.cmd_begin_query(cmd, o.raw, index, vk::QueryControlFlags::PRECISE);
+        }
+    }
+    Samples::mark_recorded(&mut slots, index, link, occlusion.is_some());
+    drop(slots);
+    *chain = Some((samples.clone(), index));
+    Ok(())
+}
+
+/// Ends the open query of a chain, if any.
+pub(crate) fn chain_close(
+    d: &ash::Device,
+    cmd: vk::CommandBuffer,
+    chain: &mut Option<(Arc<Samples>, u32)>,
+) -> Result<()> {
+    if let Some((open, index)) = chain.take() {
+        let slots = open.lock()?;
+        end_queries(d, cmd, &open, index, slots.occlusion[index as usize]);
+    }
+    Ok(())
 }
 
 fn end_queries(
