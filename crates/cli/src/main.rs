@@ -1,1 +1,39 @@
-fn main() {}
+//! `gpu-counters`: the command line of gpu-counters.
+//!
+//! - `gpu-counters devices [--json]`: every Vulkan device, its counter sets,
+//!   sampling points, timestamp period and calibration.
+//! - `gpu-counters run <compute|render|mixed> [...]`: a built-in workload for
+//!   some frames, every pass sampled (timestamps and statistics), the
+//!   statistics checked against the counts known in advance, with tables or
+//!   `--json` on stdout and optional Chrome trace, CSV and SVG exports.
+//!
+//! Exit codes: 0 success, 1 failure (a Vulkan error, a statistic that differs
+//! from its expected count, a validation-layer message), 2 bad input (one
+//! `error:` line on stderr; nothing run, no file written).
+
+mod cli;
+mod devices;
+mod error;
+mod output;
+mod report;
+mod run;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    // Usage errors (unknown subcommand, workload or option, a bad value)
+    // print clap's message, whose first line names the problem, and exit 2.
+    let cli = cli::Cli::parse();
+    let result = match &cli.command {
+        cli::Command::Devices(args) => devices::run(args),
+        cli::Command::Run(args) => run::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

@@ -2,5 +2,54 @@
 //! timeline, and exporters that turn a [`gpu_counters_core::timeline::Timeline`]
 //! into a Chrome trace (Perfetto UI, `chrome://tracing`), CSV, or an SVG
 //! picture.
+//!
+//! A [`Profiler`] keeps a ring of counter sample buffers, one slot per frame
+//! in flight. Each frame, wrap passes and command ranges in nested, labelled
+//! [`Scope`]s from any number of threads, submit your command buffers as
+//! usual, end the frame, and [`Profiler::collect`] the frames the GPU has
+//! finished: a tree of scopes per frame with calibrated CPU-clock
+//! (`CLOCK_MONOTONIC`) start and end nanoseconds, their error bound, and
+//! pipeline statistics. Slots are reset and reused, so a steady state
+//! allocates no GPU objects. When the ring is full, the profiler waits, grows
+//! or drops, as [`WhenFull`] says; a dropped scope is always counted
+//! ([`DropCounts`]), never lost silently.
+//!
+//! ```no_run
+//! use gpu_counters_core::timeline::PassKind;
+//! use gpu_counters_profiler::{export, Profiler, ProfilerOptions};
+//! use gpu_counters_vulkan::{CommandBuffer, Device, InstanceOptions};
+//!
+//! let device = Device::open_default(&InstanceOptions::default())?;
+//! let profiler = Profiler::new(&device, ProfilerOptions::default())?;
+//! let mut results = Vec::new();
+//! for _ in 0..10 {
+//!     let frame = profiler.begin_frame()?;
+//!     let mut cmd = CommandBuffer::new(&device)?;
+//!     let outer = frame.scope(&mut cmd, "frame", PassKind::Scope)?;
+//!     let pass = frame.scope(&mut cmd, "shadows", PassKind::Render)?;
+//!     // ... record the pass into cmd.raw() ...
+//!     pass.end(&mut cmd)?;
+//!     outer.end(&mut cmd)?;
+//!     let submission = cmd.commit()?;
+//!     profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+//!     submission.wait()?;
+//!     results.extend(profiler.collect()?);
+//! }
+//! results.extend(profiler.wait_collect_all(std::time::Duration::from_secs(1))?);
+//! let timeline = profiler.timeline(&results);
+//! export::write_chrome_trace(&timeline, &mut std::fs::File::create("trace.json")?)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
+#![warn(missing_docs)]
+
+mod error;
 pub mod export;
+mod frame;
+mod profiler;
+mod result;
+
+pub use error::{ProfilerError, Result};
+pub use frame::{Frame, Scope};
+pub use profiler::{Profiler, ProfilerOptions, WhenFull};
+pub use result::{to_timeline, DropCounts, FrameResult, ScopeResult};

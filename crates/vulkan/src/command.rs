@@ -1,7 +1,7 @@
 //! Command buffers: recorded by gpu-counters or the caller, and submissions.
 
 use crate::buffer::BufferRef;
-use crate::samples::Samples;
+use crate::samples::{Samples, SlotState, Ticket};
 use crate::util::vk_err;
 use crate::{CounterHeap, CounterSampleBuffer, Device};
 use ash::vk;
@@ -20,6 +20,20 @@ pub struct CommandBuffer {
     owned: Option<Owned>,
     /// The command-buffer-level statistic chain (see `sample_counters`).
     pub(crate) chain: Option<(Arc<Samples>, u32)>,
+    /// Set when the GPU finished this recording.
+    pub(crate) ticket: Ticket,
+}
+
+/// Tells gpu-counters that the GPU finished a caller's command buffer
+/// ([`CommandBuffer::completion`]).
+#[derive(Debug, Clone)]
+pub struct Completion(Ticket);
+
+impl Completion {
+    /// Call once the command buffer's fence (or timeline value) has signaled.
+    pub fn signal(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
 }
 
 struct Owned {
@@ -73,6 +87,7 @@ impl CommandBuffer {
                 raw,
                 owned: Some(Owned { pool, fence }),
                 chain: None,
+                ticket: Ticket::default(),
             };
             cmd.begin()?;
             Ok(cmd)
@@ -100,6 +115,7 @@ impl CommandBuffer {
             raw,
             owned: None,
             chain: None,
+            ticket: Ticket::default(),
         }
     }
 
@@ -143,6 +159,7 @@ impl CommandBuffer {
                 index,
                 false,
                 true,
+                &self.ticket,
             ),
             _ => write_timestamp(
                 &self.device,
@@ -155,8 +172,32 @@ impl CommandBuffer {
                     vk::PipelineStageFlags2::TOP_OF_PIPE
                 },
                 false,
+                &self.ticket,
             ),
         }
+    }
+
+    /// A handle to report that the GPU finished this command buffer. Only
+    /// needed for a caller's command buffer ([`CommandBuffer::from_raw`]) that
+    /// samples indices again without a reset: until it is signaled, those
+    /// samples resolve on the CPU as not ready, never as their old values.
+    pub fn completion(&self) -> Completion {
+        Completion(self.ticket.clone())
+    }
+
+    /// Records a reset of `range` (outside any pass), so its samples can be
+    /// written again in this command buffer without a host-side reset.
+    pub fn reset_samples(&mut self, buffer: &CounterSampleBuffer, range: Range<u64>) -> Result<()> {
+        self.check_device(&buffer.inner, "counter sample buffer")?;
+        let (first, count) = buffer.inner.check_range(&range)?;
+        let mut slots = buffer.inner.lock()?;
+        for i in first..first + count {
+            buffer
+                .inner
+                .record_reset(&mut slots, self.raw, &self.ticket, i);
+            slots.state[i as usize] = SlotState::Fresh;
+        }
+        Ok(())
     }
 
     /// Ends the open command-buffer-level statistic query, if any. Call it
@@ -185,6 +226,7 @@ impl CommandBuffer {
             index,
             vk::PipelineStageFlags2::ALL_COMMANDS,
             false,
+            &self.ticket,
         )
     }
 
@@ -251,6 +293,7 @@ impl CommandBuffer {
         }
         drop(queue);
         let Owned { pool, fence } = owned;
+        let ticket = self.ticket.clone();
         let device = self.device.clone();
         let raw = self.raw;
         Ok(Submission {
@@ -260,6 +303,7 @@ impl CommandBuffer {
             fence,
             cpu_submit_ns,
             complete_ns: None,
+            ticket,
         })
     }
 }
@@ -286,6 +330,7 @@ pub struct Submission {
     fence: vk::Fence,
     cpu_submit_ns: u64,
     complete_ns: Option<u64>,
+    ticket: Ticket,
 }
 
 impl std::fmt::Debug for Submission {
@@ -305,8 +350,13 @@ impl Submission {
     /// Whether the GPU finished.
     pub fn is_complete(&self) -> Result<bool> {
         // SAFETY: the fence belongs to this device.
-        unsafe { self.device.raw().get_fence_status(self.fence) }
-            .map_err(vk_err("vkGetFenceStatus"))
+        let done = unsafe { self.device.raw().get_fence_status(self.fence) }
+            .map_err(vk_err("vkGetFenceStatus"))?;
+        if done {
+            self.ticket
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
+        Ok(done)
     }
 
     /// Waits for the GPU to finish; returns `CLOCK_MONOTONIC` right after.
@@ -321,6 +371,8 @@ impl Submission {
                 .wait_for_fences(&[self.fence], true, u64::MAX)
         }
         .map_err(vk_err("vkWaitForFences"))?;
+        self.ticket
+            .store(true, std::sync::atomic::Ordering::Release);
         Ok(cpu_monotonic_ns())
     }
 
@@ -345,6 +397,7 @@ impl Submission {
                 fence: self.fence,
             }),
             chain: None,
+            ticket: Ticket::default(),
         };
         self.complete_ns = Some(0);
         self.pool = vk::CommandPool::null();
@@ -377,6 +430,7 @@ pub(crate) fn write_timestamp(
     index: u32,
     stage: vk::PipelineStageFlags2,
     in_render_pass: bool,
+    ticket: &Ticket,
 ) -> Result<()> {
     if samples.set != gpu_counters_core::CommonCounterSet::Timestamp {
         return Err(InvalidInput::Argument(format!(
@@ -387,7 +441,7 @@ pub(crate) fn write_timestamp(
     }
     let mut slots = samples.lock()?;
     if samples.prepare_write(&slots, index, in_render_pass)? {
-        samples.record_reset(cmd, index);
+        samples.record_reset(&mut slots, cmd, ticket, index);
     }
     // SAFETY: index < count (prepare_write), the query was reset (on the host
     // at creation/reset, or inline just above), and `cmd` is recording.

@@ -3,7 +3,7 @@
 
 use crate::buffer::BufferRef;
 use crate::command::{write_timestamp, CommandBuffer};
-use crate::samples::{Samples, SlotState, NONE};
+use crate::samples::{Samples, SlotState, Ticket, NONE};
 use crate::{CounterHeap, CounterSampleBuffer};
 use ash::vk;
 use gpu_counters_core::{
@@ -186,7 +186,9 @@ impl<'c> EncoderCore<'c> {
             let Some(index) = index else { continue };
             let mut slots = buffer.inner.lock()?;
             if buffer.inner.prepare_write(&slots, *index, false)? {
-                buffer.inner.record_reset(self.cmd.raw, *index);
+                buffer
+                    .inner
+                    .record_reset(&mut slots, self.cmd.raw, &self.cmd.ticket, *index);
                 slots.state[*index as usize] = SlotState::Fresh;
             }
         }
@@ -209,6 +211,7 @@ impl<'c> EncoderCore<'c> {
             index,
             self.in_render_pass,
             occlusion,
+            &self.cmd.ticket,
         )
     }
 
@@ -230,6 +233,7 @@ impl<'c> EncoderCore<'c> {
                 index,
                 stage,
                 self.in_render_pass,
+                &self.cmd.ticket,
             ),
             CommonCounterSet::Statistic => self.sample_statistic(&buffer.inner, index),
             set => Err(InvalidInput::UnsupportedCounterSet {
@@ -281,6 +285,7 @@ impl<'c> EncoderCore<'c> {
                 index,
                 vk::PipelineStageFlags2::ALL_COMMANDS,
                 self.in_render_pass,
+                &self.cmd.ticket,
             ),
             TimestampGranularity::Relaxed => {
                 // Coalesced: one timestamp at the pass's end serves every
@@ -342,6 +347,7 @@ impl<'c> EncoderCore<'c> {
                 end.index,
                 end.stage,
                 false,
+                &self.cmd.ticket,
             ));
         }
         for (heap, indices) in std::mem::take(&mut self.relaxed) {
@@ -355,6 +361,7 @@ impl<'c> EncoderCore<'c> {
                 first,
                 vk::PipelineStageFlags2::ALL_COMMANDS,
                 false,
+                &self.cmd.ticket,
             ));
             if let Ok(mut slots) = heap.lock() {
                 for &i in rest {
@@ -384,10 +391,11 @@ pub(crate) fn chain_sample(
     index: u32,
     in_render_pass: bool,
     with_occlusion: bool,
+    ticket: &Ticket,
 ) -> Result<()> {
     let mut slots = samples.lock()?;
     if samples.prepare_write(&slots, index, in_render_pass)? {
-        samples.record_reset(cmd, index);
+        samples.record_reset(&mut slots, cmd, ticket, index);
     }
     let occlusion = samples.occlusion.as_ref().filter(|_| with_occlusion);
     let mut link = NONE;

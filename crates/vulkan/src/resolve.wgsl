@@ -24,7 +24,7 @@ struct Params {
 @group(0) @binding(0) var<storage, read> scratch: array<u32>;
 @group(0) @binding(1) var<storage, read> table: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
-var<push_constant> p: Params;
+var<immediate> p: Params;
 
 const NONE: u32 = 0xffffffffu;
 const FRESH: u32 = 0u;

@@ -21,7 +21,13 @@ use gpu_counters_core::{
     StorageMode, COUNTER_ERROR_VALUE,
 };
 use std::ops::Range;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Set once the GPU finished a command buffer. A sample re-recorded after an
+/// inline reset keeps its command buffer's ticket: until the ticket is set the
+/// old value may still be visible, so the sample resolves as not ready.
+pub(crate) type Ticket = Arc<AtomicBool>;
 
 pub(crate) const NONE: u32 = u32::MAX;
 /// Field map entry: the device does not count this field.
@@ -44,6 +50,16 @@ pub(crate) struct Slots {
     pub(crate) link_gen: Vec<u32>,
     pub(crate) gen: Vec<u32>,
     pub(crate) occlusion: Vec<bool>,
+    pub(crate) ticket: Vec<Option<Ticket>>,
+}
+
+impl Slots {
+    /// Whether the GPU may still show an older value for `i`.
+    pub(crate) fn stale(&self, i: usize) -> bool {
+        self.ticket[i]
+            .as_ref()
+            .is_some_and(|t| !t.load(Ordering::Acquire))
+    }
 }
 
 struct GpuResolveState {
@@ -184,6 +200,7 @@ impl Samples {
                 link_gen: vec![0; n],
                 gen: vec![0; n],
                 occlusion: vec![false; n],
+                ticket: vec![None; n],
             }),
             gpu: Mutex::new(None),
             valid_mask: crate::device::mask(device.shared.caps.timestamp_valid_bits),
@@ -246,8 +263,16 @@ impl Samples {
         }
     }
 
-    /// Records the inline reset of `index` (outside any render pass).
-    pub(crate) fn record_reset(&self, cmd: vk::CommandBuffer, index: u32) {
+    /// Records the inline reset of `index` (outside any render pass). Until
+    /// `ticket` is set, the index resolves as not ready.
+    pub(crate) fn record_reset(
+        &self,
+        slots: &mut Slots,
+        cmd: vk::CommandBuffer,
+        ticket: &Ticket,
+        index: u32,
+    ) {
+        slots.ticket[index as usize] = Some(ticket.clone());
         let d = self.device.raw();
         // SAFETY: index < count (checked by prepare_write); the command buffer
         // is recording outside a render pass (callers guarantee).
@@ -316,6 +341,7 @@ impl Samples {
             slots.gen[i] = slots.gen[i].wrapping_add(1);
             slots.link[i] = NONE;
             slots.occlusion[i] = false;
+            slots.ticket[i] = None;
         }
     }
 
@@ -365,6 +391,7 @@ impl Samples {
             let i = s as usize;
             let st = match (self.set, slots.state[i]) {
                 (_, SlotState::Fresh) => SampleStatus::NotWritten,
+                (_, _) if slots.stale(i) => SampleStatus::NotReady,
                 (_, SlotState::Invalidated) => SampleStatus::Invalidated,
                 (CommonCounterSet::Timestamp, state) => {
                     let (src, ok) = if state == SlotState::Alias {
@@ -379,6 +406,8 @@ impl Samples {
                     };
                     if !ok {
                         SampleStatus::Error
+                    } else if slots.stale(src as usize) {
+                        SampleStatus::NotReady
                     } else if available[at(src)] {
                         out[0] = values[at(src)] & self.valid_mask;
                         SampleStatus::Written
@@ -440,7 +469,7 @@ impl Samples {
                 // The chain was broken: an earlier sample was re-recorded.
                 return SampleStatus::Error;
             }
-            if !available[at(cur)] {
+            if !available[at(cur)] || slots.stale(c) {
                 return SampleStatus::NotReady;
             }
             for (f, &pos) in self.field_map.iter().enumerate() {

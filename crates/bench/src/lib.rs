@@ -1,0 +1,822 @@
+//! `gpu-counters bench`: what counter sampling costs, measured against raw
+//! Vulkan (ash), wgpu and wgpu-profiler in one run, plus the CPU resolve
+//! throughput and the quality of the GPU-to-CPU clock calibration.
+//!
+//! The command line wires [`BenchArgs`] as `gpu-counters bench`, calls [`run`]
+//! and prints the [`BenchReport`] with [`print_human`] or as JSON
+//! (`serde_json::to_string_pretty`).
+//!
+//! # Methodology
+//!
+//! ## Workload
+//!
+//! `N` (`--samples`) tiny compute dispatches, serialized by barriers, in one
+//! submission: [`gpu_counters_workloads::ComputeWorkload`] with one workgroup
+//! of 64 invocations doing 16 steps of integer arithmetic on its own element of
+//! a 256-byte storage buffer, recorded as `record_dispatch` followed by
+//! `record_barrier` (a compute-to-compute buffer barrier). wgpu runs an
+//! equivalent WGSL shader of the same size on the same device through its
+//! own Vulkan instance (wgpu inserts the barriers itself: every dispatch of a
+//! compute pass is its own usage scope and the buffer is `read_write`).
+//!
+//! ## Variants
+//!
+//! Every variant records the same `N` dispatches; they differ only in how (and
+//! whether) they sample timestamps. One *round* runs every sampling variant
+//! once, each right after its own baseline (a *pair*; one submission each,
+//! waited for), in an order shuffled anew for every round, so that all tools
+//! and variants are interleaved. A warm-up round is run and thrown away, then
+//! `R` (`--reps`) rounds are measured. In a measured round the baseline and
+//! the variant each run 3 times back to back and each of their numbers keeps
+//! the smallest of the 3 (the run least disturbed by the rest of the machine:
+//! allocator, page faults, other processes). Overheads are taken per pair
+//! (variant minus the baseline run just before it), so a slow drift of the
+//! machine moves both; every number reported is the **median over the R
+//! rounds**.
+//!
+//! - `raw-ash`: no gpu-counters code at all. `baseline` (no timestamps);
+//!   `precise`: one `vkCmdWriteTimestamp2(ALL_COMMANDS)` after each dispatch;
+//!   `relaxed`: one `vkCmdWriteTimestamp2(TOP_OF_PIPE)` after each dispatch;
+//!   `pass`: `TOP_OF_PIPE` before and `ALL_COMMANDS` after each dispatch (the
+//!   raw equivalent of start/end-of-pass sampling). The query pool is reset on
+//!   the host before recording (not timed), as gpu-counters does.
+//! - `gpu-counters`: `ComputeEncoder::sample_counters` with `barrier = true`
+//!   (precise) and `barrier = false` (relaxed); `ComputeEncoder::write_timestamp`
+//!   into a `CounterHeap`, precise and relaxed. Relaxed heap writes are
+//!   coalesced to one timestamp at the end of the pass, so what they cost
+//!   depends on how many samples share a pass: the benchmark runs them with
+//!   all `N` in one pass (1 timestamp written for `N` samples) and with one pass
+//!   per dispatch (`N` timestamps). Compute-pass attachments: one compute pass
+//!   per dispatch with start and end of encoder sample indices (2 samples per
+//!   dispatch). Profiler scopes (`gpu-counters-profiler`): one
+//!   `Frame::scope`/`Scope::end` pair around each dispatch in one frame
+//!   (`Profiler::begin_frame`, `end_frame`; both ends are timestamps after all
+//!   prior work), resolved with `Profiler::collect` into calibrated scope
+//!   times; and the primitive scopes are built on, a pair of
+//!   `CommandBuffer::sample_counters` calls around each dispatch
+//!   (`barrier = false` to open, `barrier = true` to close).
+//!   Buffers and heaps are reset (`CounterSampleBuffer::reset`,
+//!   `CounterHeap::invalidate_counter_range`) before recording, not timed.
+//! - `wgpu` (30, Vulkan backend only): pass timestamp writes (one compute pass
+//!   per dispatch with `timestamp_writes`, 2 samples per dispatch) and
+//!   `ComputePass::write_timestamp` after each dispatch inside one pass (when
+//!   the adapter has `TIMESTAMP_QUERY_INSIDE_PASSES`). Query sets hold at most
+//!   4096 queries, so several are used for larger `N`.
+//! - `wgpu-profiler` (0.28, debug groups off): one pass scope per dispatch
+//!   (`begin_pass_query`/`end_query` around a compute pass with the scope's
+//!   `timestamp_writes`, what `Scope::scoped_compute_pass` does), and one
+//!   `GpuProfiler::scope` per dispatch inside a single pass (when the adapter
+//!   has `TIMESTAMP_QUERY_INSIDE_PASSES`).
+//!
+//! Each tool has a no-sampling baseline; where a variant changes the pass
+//! structure (one pass per dispatch), the baseline has the same structure, so
+//! the difference is the cost of sampling alone. The cost of splitting passes
+//! is visible in the baselines' absolute numbers ([`print_human`]).
+//!
+//! ## Numbers per variant
+//!
+//! - `gpu_ns_per_sample`: GPU time of the whole submission, measured by two
+//!   extra timestamps written at the very start (`TOP_OF_PIPE`) and the very
+//!   end (`ALL_COMMANDS`) of the command buffer (for wgpu:
+//!   `CommandEncoder::write_timestamp` at the start and end of the encoder;
+//!   where the adapter lacks `TIMESTAMP_QUERY_INSIDE_ENCODERS` the CPU time
+//!   from `Queue::submit` to the end of `Device::poll(Wait)` is used instead,
+//!   and the report's notes say so), minus the baseline's in the same pair,
+//!   divided by the variant's sample count. wgpu resolves its query sets on
+//!   the GPU (`resolve_query_set` and a copy into a mappable buffer): those
+//!   commands come before the end timestamp, so they count here.
+//! - `host_record_ns_per_sample`: CPU time of the recording calls (the loop
+//!   that records the dispatches, barriers and samples; for wgpu also
+//!   `resolve_query_set`/`copy_buffer_to_buffer`/`GpuProfiler::resolve_queries`
+//!   and `CommandEncoder::finish`, where wgpu does its encoding work), minus the
+//!   baseline's in the same pair, divided by the sample count.
+//! - `host_resolve_ns_per_sample`: CPU time, after the submission finished,
+//!   to get every sample as nanoseconds: raw ash: `vkGetQueryPoolResults` (64
+//!   bit, with availability) and conversion; gpu-counters:
+//!   `resolve_counter_range` (per-sample status included) and conversion with
+//!   `Calibration::interval_ns`; the profiler: `Profiler::collect` (after
+//!   `Device::wait_idle`, so that its frame marker has signalled and no
+//!   waiting is timed), which resolves and maps every scope onto the CPU
+//!   clock; wgpu: `map_async`, `Device::poll(Wait)`,
+//!   reading the mapped range, conversion and `unmap`; wgpu-profiler:
+//!   `end_frame`, `poll(Wait)` and `process_finished_frame`. Divided by the
+//!   sample count. Conversion is "ticks since the first sample, in ns" for all.
+//! - `host_ratio_to_raw`, `gpu_ratio_to_raw` (gpu-counters only): the
+//!   variant's (record + resolve) host ns per sample, and its GPU ns per
+//!   sample, divided by those of the raw ash variant of the same placement
+//!   (precise ↔ raw precise, relaxed ↔ raw relaxed, pass ↔ raw pass). `null`
+//!   where the raw number is 0 (below the noise), and for other tools.
+//!
+//! Differences below the noise can come out negative; they are reported as 0.
+//!
+//! ## Resolve throughput
+//!
+//! A `CounterSampleBuffer` of `--resolve-samples` timestamps (default 10^6) is
+//! written on the GPU (`CommandBuffer::sample_counters` for every index, no
+//! barrier), then `resolve_counter_range(0..M)` plus a walk over the per-sample
+//! statuses is timed (median of `R` runs, after one warm-up) and compared with
+//! a plain `copy_from_slice` of the same `8 * M` bytes into a buffer that was
+//! already written once. `ratio_to_copy` is resolve throughput over copy
+//! throughput. [`print_human`] also gives the driver's own share:
+//! `vkGetQueryPoolResults` of `M` timestamps of a raw query pool.
+//!
+//! ## Calibration
+//!
+//! A burst of 100 `Device::calibrated_timestamp_read` calls (bracketed reads
+//! through `Device::sample_timestamps` where the device has no calibrated
+//! timestamps) gives the smallest and the median max deviation; the error
+//! bound is `Calibration::error_bound_ns` of a fresh calibration. Drift: one
+//! calibration is taken at the start and kept as is, a second one is refitted
+//! (`Device::refresh_calibration`, every `REFIT_INTERVAL_NS`) as the run goes;
+//! every 50 ms for `--drift-seconds` a one-timestamp submission
+//! (`CommandBuffer::sample_counters` with barrier) is bracketed by two CPU
+//! clock reads around commit and wait. Its timestamp is converted with both
+//! calibrations. `bracket_violations` counts the refitted conversions that
+//! fall outside `[before - bound, after + bound]`, `bound` being the error
+//! bound that conversion reports: it must be 0, which makes the refitted
+//! conversion a trustworthy reference. `drift_ns` is how far the error of the
+//! fixed calibration (its conversion minus the refitted one) moved away from
+//! its value at the first probe, the largest over the window. (Against the
+//! CPU bracket directly, the drift would drown in the bracket's width, tens of
+//! microseconds of submission latency.)
+
+#![warn(missing_docs)]
+
+mod calibration;
+mod resolve;
+mod stats;
+mod vulkan;
+mod wgpu_bench;
+
+use gpu_counters_core::DeviceInfo;
+use gpu_counters_vulkan::{Device, Instance, InstanceOptions};
+use serde::Serialize;
+use std::time::Duration;
+
+/// Arguments of `gpu-counters bench`.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct BenchArgs {
+    /// Print the report as JSON instead of tables (and draw no progress bars).
+    #[arg(long)]
+    pub json: bool,
+    /// Dispatches in the workload (N); each variant samples once or twice per
+    /// dispatch.
+    #[arg(long, default_value_t = 4096, value_name = "N")]
+    pub samples: u32,
+    /// Measured repetitions of every variant (R); medians are reported.
+    #[arg(long, default_value_t = 5, value_name = "R")]
+    pub reps: u32,
+    /// Index of the Vulkan device (as `gpu-counters devices` lists them);
+    /// the default device when absent.
+    #[arg(long, value_name = "N")]
+    pub device: Option<usize>,
+    /// Length in seconds of the calibration drift run.
+    #[arg(long, default_value_t = 60.0, value_name = "S")]
+    pub drift_seconds: f64,
+    /// Timestamps in the CPU resolve throughput test.
+    #[arg(long, default_value_t = 1_000_000, value_name = "M")]
+    pub resolve_samples: u32,
+}
+
+impl Default for BenchArgs {
+    fn default() -> Self {
+        Self {
+            json: false,
+            samples: 4096,
+            reps: 5,
+            device: None,
+            drift_seconds: 60.0,
+            resolve_samples: 1_000_000,
+        }
+    }
+}
+
+/// What went wrong in a benchmark run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// An argument is out of range.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// gpu-counters reported an error.
+    #[error(transparent)]
+    Counters(#[from] gpu_counters_core::Error),
+    /// The profiler layer reported an error.
+    #[error("profiler: {0}")]
+    Profiler(#[from] gpu_counters_profiler::ProfilerError),
+    /// The built-in workload could not be built.
+    #[error("workload: {0}")]
+    Workload(#[from] gpu_counters_workloads::WorkloadError),
+    /// A raw Vulkan call failed.
+    #[error("{call} failed: {result}")]
+    Vulkan {
+        /// The Vulkan function.
+        call: &'static str,
+        /// What it returned.
+        result: ash::vk::Result,
+    },
+    /// wgpu or wgpu-profiler reported an error.
+    #[error("wgpu: {0}")]
+    Wgpu(String),
+    /// A measurement came out inconsistent (a sample was not written, a
+    /// timestamp went backwards).
+    #[error("measurement: {0}")]
+    Measurement(String),
+}
+
+pub(crate) fn vk_err(call: &'static str) -> impl Fn(ash::vk::Result) -> BenchError {
+    move |result| BenchError::Vulkan { call, result }
+}
+
+/// The tool a variant samples with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Tool {
+    /// Plain ash calls.
+    #[serde(rename = "raw-ash")]
+    RawAsh,
+    /// gpu-counters' Vulkan backend.
+    #[serde(rename = "gpu-counters")]
+    GpuCounters,
+    /// wgpu 30.
+    #[serde(rename = "wgpu")]
+    Wgpu,
+    /// wgpu-profiler 0.28 on wgpu 30.
+    #[serde(rename = "wgpu-profiler")]
+    WgpuProfiler,
+}
+
+impl Tool {
+    /// The name used in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::RawAsh => "raw-ash",
+            Tool::GpuCounters => "gpu-counters",
+            Tool::Wgpu => "wgpu",
+            Tool::WgpuProfiler => "wgpu-profiler",
+        }
+    }
+}
+
+/// Where a variant's timestamps are taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// No sampling: a baseline.
+    None,
+    /// After all prior work (`ALL_COMMANDS`, Metal's barrier / precise).
+    Precise,
+    /// When the GPU reaches the command (`TOP_OF_PIPE`), or coalesced (relaxed).
+    Relaxed,
+    /// Start and end of each dispatch's pass or scope: 2 samples per dispatch.
+    Pass,
+}
+
+impl Placement {
+    /// The name used in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::None => "none",
+            Placement::Precise => "precise",
+            Placement::Relaxed => "relaxed",
+            Placement::Pass => "pass",
+        }
+    }
+}
+
+/// One variant's results. Per-sample numbers are overheads against the
+/// variant's baseline; see the crate documentation for how each is measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantReport {
+    /// What the variant does.
+    pub name: String,
+    /// The tool it samples with.
+    pub tool: Tool,
+    /// Where it samples.
+    pub placement: Placement,
+    /// Added GPU nanoseconds per sample.
+    pub gpu_ns_per_sample: f64,
+    /// Added CPU nanoseconds per sample spent recording.
+    pub host_record_ns_per_sample: f64,
+    /// CPU nanoseconds per sample to read back and convert to nanoseconds.
+    pub host_resolve_ns_per_sample: f64,
+    /// gpu-counters only: host (record + resolve) ns per sample over raw ash's
+    /// at the same placement.
+    pub host_ratio_to_raw: Option<f64>,
+    /// gpu-counters only: GPU ns per sample over raw ash's at the same
+    /// placement.
+    pub gpu_ratio_to_raw: Option<f64>,
+    /// Samples the variant takes (0 for a baseline).
+    #[serde(skip)]
+    pub samples: u64,
+    /// Timestamps really written on the GPU (fewer than `samples` where
+    /// relaxed writes are coalesced).
+    #[serde(skip)]
+    pub timestamps_written: u64,
+    /// Median GPU nanoseconds of the whole submission.
+    #[serde(skip)]
+    pub gpu_total_ns: f64,
+    /// Median CPU nanoseconds of the recording calls.
+    #[serde(skip)]
+    pub record_total_ns: f64,
+    /// Median CPU nanoseconds of the resolve.
+    #[serde(skip)]
+    pub resolve_total_ns: f64,
+    /// The baseline subtracted.
+    #[serde(skip)]
+    pub baseline: Option<String>,
+}
+
+/// CPU resolve throughput of a large counter sample buffer.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResolveReport {
+    /// Timestamps resolved.
+    pub samples: u32,
+    /// gpu-counters' `resolve_counter_range` throughput.
+    pub samples_per_s: f64,
+    /// That throughput over a plain memory copy's of the same bytes.
+    pub ratio_to_copy: f64,
+    /// Median nanoseconds of one full resolve.
+    #[serde(skip)]
+    pub resolve_ns: f64,
+    /// Median nanoseconds of the plain copy.
+    #[serde(skip)]
+    pub copy_ns: f64,
+    /// Median nanoseconds of `vkGetQueryPoolResults` (with availability) of
+    /// the same number of timestamps from a raw query pool: the driver's share.
+    #[serde(skip)]
+    pub driver_read_ns: f64,
+}
+
+/// How well GPU timestamps map onto the CPU clock.
+#[derive(Debug, Clone, Serialize)]
+pub struct CalibrationReport {
+    /// Smallest max deviation the driver reported over the burst.
+    pub min_max_deviation_ns: u64,
+    /// Median max deviation over the burst.
+    pub median_max_deviation_ns: u64,
+    /// `Calibration::error_bound_ns` of a fresh calibration.
+    pub error_bound_ns: u64,
+    /// Growth of the conversion error over the window without refitting.
+    pub drift_ns: f64,
+    /// Length of the drift run in seconds.
+    pub drift_window_s: f64,
+    /// Converted times outside their CPU bracket ± bound, with refitting.
+    pub bracket_violations: u64,
+    /// How the device calibrates.
+    #[serde(skip)]
+    pub method: String,
+    /// Bracketed probes taken in the drift run.
+    #[serde(skip)]
+    pub probes: u64,
+    /// Largest error bound the refitted calibration reported for a probe.
+    #[serde(skip)]
+    pub max_refit_bound_ns: u64,
+}
+
+/// Everything one benchmark run measured. Its JSON form is what
+/// `gpu-counters bench --json` prints; the fields marked `serde(skip)` are
+/// for [`print_human`] and tests only.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    /// The device benchmarked.
+    pub device: DeviceInfo,
+    /// Dispatches per submission (N).
+    pub samples: u32,
+    /// Measured repetitions (R).
+    pub reps: u32,
+    /// Every variant, baselines included.
+    pub variants: Vec<VariantReport>,
+    /// CPU resolve throughput.
+    pub resolve: ResolveReport,
+    /// Calibration quality.
+    pub calibration: CalibrationReport,
+    /// Remarks on how this run measured (fallbacks, skipped variants).
+    #[serde(skip)]
+    pub notes: Vec<String>,
+    /// Validation-layer messages captured on gpu-counters' instance (empty
+    /// unless validation was on).
+    #[serde(skip)]
+    pub validation_messages: Vec<String>,
+    /// Whether gpu-counters' instance ran with the validation layer.
+    #[serde(skip)]
+    pub validation_enabled: bool,
+}
+
+/// Runs the benchmark on a new instance with default options
+/// (`GPU_COUNTERS_VALIDATION=1` turns validation on).
+pub fn run(args: &BenchArgs) -> Result<BenchReport, BenchError> {
+    run_with_options(args, &InstanceOptions::default())
+}
+
+/// Runs the benchmark on a new instance made with `options`.
+pub fn run_with_options(
+    args: &BenchArgs,
+    options: &InstanceOptions,
+) -> Result<BenchReport, BenchError> {
+    if args.samples == 0 {
+        return Err(BenchError::InvalidArgument(
+            "--samples must be at least 1".into(),
+        ));
+    }
+    if args.reps == 0 {
+        return Err(BenchError::InvalidArgument(
+            "--reps must be at least 1".into(),
+        ));
+    }
+    if args.resolve_samples == 0 {
+        return Err(BenchError::InvalidArgument(
+            "--resolve-samples must be at least 1".into(),
+        ));
+    }
+    if !(args.drift_seconds.is_finite() && args.drift_seconds >= 0.0) {
+        return Err(BenchError::InvalidArgument(format!(
+            "--drift-seconds must be a non-negative number of seconds, not {}",
+            args.drift_seconds
+        )));
+    }
+    let instance = Instance::new(options)?;
+    let index = match args.device {
+        Some(i) => i,
+        None => instance.default_device_index()?,
+    };
+    let device = Device::open(&instance, index)?;
+    let info = device.info().clone();
+    let limit = info.max_sample_count as u64;
+    for (what, needed) in [
+        (
+            "--samples (2 samples per dispatch)",
+            2 * args.samples as u64,
+        ),
+        ("--resolve-samples", args.resolve_samples as u64),
+    ] {
+        if needed > limit {
+            return Err(BenchError::InvalidArgument(format!(
+                "{what} needs {needed} samples in one buffer; the device allows {limit}"
+            )));
+        }
+    }
+    let progress = Progress::new(!args.json);
+    let mut notes = Vec::new();
+
+    let mut vk = vulkan::VulkanBench::new(&device, args.samples)?;
+    let mut wg = match wgpu_bench::WgpuBench::new(&info, args.samples) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            notes.push(format!("wgpu variants skipped: {e}"));
+            None
+        }
+    };
+    let mut specs: Vec<(Runner, VariantSpec)> = vk
+        .variants()
+        .into_iter()
+        .map(|v| (Runner::Vulkan, v))
+        .collect();
+    if let Some(w) = &wg {
+        specs.extend(w.variants().into_iter().map(|v| (Runner::Wgpu, v)));
+        notes.extend(w.notes());
+    }
+    let rounds = args.reps as usize + 1;
+    let sampling: Vec<usize> = (0..specs.len())
+        .filter(|&i| specs[i].1.baseline.is_some())
+        .collect();
+    let by_name = |name: &str| specs.iter().position(|(_, s)| s.name == name);
+    let bar = progress.bar((rounds * sampling.len()) as u64, "variants");
+    let mut measured: Vec<Vec<Paired>> = vec![Vec::new(); specs.len()];
+    for round in 0..rounds {
+        for &i in &shuffled(&sampling, round as u64) {
+            let (runner, spec) = &specs[i];
+            let b = spec.baseline.as_deref().and_then(by_name).ok_or_else(|| {
+                BenchError::Measurement(format!("no baseline for `{}`", spec.name))
+            })?;
+            bar.set_message(spec.name.clone());
+            let trials = if round == 0 { 1 } else { TRIALS };
+            let mut run = |id: usize| -> Result<Measurement, BenchError> {
+                let mut best: Option<Measurement> = None;
+                for _ in 0..trials {
+                    let m = match runner {
+                        Runner::Vulkan => vk.run(id)?,
+                        Runner::Wgpu => wg
+                            .as_mut()
+                            .ok_or_else(|| BenchError::Wgpu("wgpu harness missing".into()))?
+                            .run(id)?,
+                    };
+                    best = Some(best.map_or(m, |x| x.min(m)));
+                }
+                best.ok_or_else(|| BenchError::Measurement("no trial ran".into()))
+            };
+            let base = run(specs[b].1.id)?;
+            let variant = run(spec.id)?;
+            if round > 0 {
+                measured[i].push(Paired { variant, base });
+                measured[b].push(Paired {
+                    variant: base,
+                    base,
+                });
+            }
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let specs: Vec<VariantSpec> = specs.into_iter().map(|(_, s)| s).collect();
+    let variants = summarize(&specs, &measured);
+    drop(wg);
+    vk.destroy();
+
+    let spinner = progress.spinner("resolve throughput");
+    let resolve = resolve::measure(&device, args.resolve_samples, args.reps)?;
+    spinner.finish_and_clear();
+
+    let calibration = calibration::measure(&device, args.drift_seconds, &progress)?;
+    if calibration.method == "bracketing" {
+        notes.push(
+            "the device has no calibrated timestamps: the deviation burst uses bracketed reads"
+                .into(),
+        );
+    }
+    device.wait_idle()?;
+    Ok(BenchReport {
+        device: info,
+        samples: args.samples,
+        reps: args.reps,
+        variants,
+        resolve,
+        calibration,
+        notes,
+        validation_messages: instance.validation_messages(),
+        validation_enabled: instance.validation_enabled(),
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Runner {
+    Vulkan,
+    Wgpu,
+}
+
+/// A variant as a harness describes it.
+#[derive(Debug, Clone)]
+pub(crate) struct VariantSpec {
+    /// The harness's own identifier.
+    pub id: usize,
+    pub name: String,
+    pub tool: Tool,
+    pub placement: Placement,
+    pub samples: u64,
+    pub timestamps_written: u64,
+    /// Name of the baseline to subtract (`None` for a baseline).
+    pub baseline: Option<String>,
+}
+
+/// Runs of a variant back to back in one repetition; each number keeps its
+/// smallest value (the least disturbed run).
+const TRIALS: usize = 3;
+
+/// One submission's measurement, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Measurement {
+    pub gpu_ns: f64,
+    pub record_ns: f64,
+    pub resolve_ns: f64,
+}
+
+impl Measurement {
+    /// The smaller of each number.
+    fn min(self, other: Self) -> Self {
+        Self {
+            gpu_ns: self.gpu_ns.min(other.gpu_ns),
+            record_ns: self.record_ns.min(other.record_ns),
+            resolve_ns: self.resolve_ns.min(other.resolve_ns),
+        }
+    }
+}
+
+/// A variant's measurement and that of its baseline, taken right before it.
+#[derive(Debug, Clone, Copy)]
+struct Paired {
+    variant: Measurement,
+    base: Measurement,
+}
+
+/// `items` in an order of its own for each round (a fixed pseudo-random
+/// permutation), so that no variant always follows the same one.
+fn shuffled(items: &[usize], round: u64) -> Vec<usize> {
+    let mut v = items.to_vec();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ round.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+fn summarize(specs: &[VariantSpec], measured: &[Vec<Paired>]) -> Vec<VariantReport> {
+    let mut out: Vec<VariantReport> = specs
+        .iter()
+        .zip(measured)
+        .map(|(spec, pairs)| {
+            let samples = spec.samples.max(1) as f64;
+            // Per-pair differences, then the median: a slow drift of the
+            // machine moves a variant and its baseline together.
+            let per = |f: fn(&Measurement) -> f64| {
+                if spec.samples == 0 {
+                    0.0
+                } else {
+                    stats::median(pairs.iter().map(|p| (f(&p.variant) - f(&p.base)) / samples))
+                        .max(0.0)
+                }
+            };
+            let total =
+                |f: fn(&Measurement) -> f64| stats::median(pairs.iter().map(|p| f(&p.variant)));
+            VariantReport {
+                name: spec.name.clone(),
+                tool: spec.tool,
+                placement: spec.placement,
+                gpu_ns_per_sample: per(|m| m.gpu_ns),
+                host_record_ns_per_sample: per(|m| m.record_ns),
+                host_resolve_ns_per_sample: if spec.samples == 0 {
+                    0.0
+                } else {
+                    total(|m| m.resolve_ns) / samples
+                },
+                host_ratio_to_raw: None,
+                gpu_ratio_to_raw: None,
+                samples: spec.samples,
+                timestamps_written: spec.timestamps_written,
+                gpu_total_ns: total(|m| m.gpu_ns),
+                record_total_ns: total(|m| m.record_ns),
+                resolve_total_ns: total(|m| m.resolve_ns),
+                baseline: spec.baseline.clone(),
+            }
+        })
+        .collect();
+    let raw: Vec<VariantReport> = out
+        .iter()
+        .filter(|v| v.tool == Tool::RawAsh && v.placement != Placement::None)
+        .cloned()
+        .collect();
+    for v in out
+        .iter_mut()
+        .filter(|v| v.tool == Tool::GpuCounters && v.placement != Placement::None)
+    {
+        if let Some(r) = raw.iter().find(|r| r.placement == v.placement) {
+            let ratio = |a: f64, b: f64| (b > 0.0 && a.is_finite()).then(|| a / b);
+            v.host_ratio_to_raw = ratio(
+                v.host_record_ns_per_sample + v.host_resolve_ns_per_sample,
+                r.host_record_ns_per_sample + r.host_resolve_ns_per_sample,
+            );
+            v.gpu_ratio_to_raw = ratio(v.gpu_ns_per_sample, r.gpu_ns_per_sample);
+        }
+    }
+    out
+}
+
+/// Progress bars on the terminal, or nothing (`--json`, or not a terminal).
+pub(crate) struct Progress {
+    enabled: bool,
+}
+
+impl Progress {
+    fn new(enabled: bool) -> Self {
+        Self { enabled }
+    }
+
+    pub(crate) fn bar(&self, len: u64, what: &str) -> indicatif::ProgressBar {
+        if !self.enabled {
+            return indicatif::ProgressBar::hidden();
+        }
+        let bar = indicatif::ProgressBar::new(len);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{prefix:>12} [{bar:30}] {pos}/{len} {wide_msg}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(what.to_string());
+        bar
+    }
+
+    pub(crate) fn spinner(&self, what: &str) -> indicatif::ProgressBar {
+        if !self.enabled {
+            return indicatif::ProgressBar::hidden();
+        }
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_message(what.to_string());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    }
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
+}
+
+/// Prints the report as tables for a person.
+pub fn print_human(report: &BenchReport) {
+    let d = &report.device;
+    println!(
+        "device {}: {} ({}), timestamp period {} ns, {} valid bits, calibration {}",
+        d.index,
+        d.name,
+        d.driver,
+        d.timestamp_period_ns,
+        d.timestamp_valid_bits,
+        d.calibration.name()
+    );
+    println!(
+        "workload: {} tiny compute dispatches serialized by barriers in one submission; medians of {} reps",
+        report.samples, report.reps
+    );
+    println!();
+    let name_w = report
+        .variants
+        .iter()
+        .map(|v| v.name.len())
+        .max()
+        .unwrap_or(7)
+        .max(7);
+    println!(
+        "{:<name_w$}  {:<13}  {:<9}  {:>7}  {:>9}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}",
+        "variant",
+        "tool",
+        "placement",
+        "samples",
+        "written",
+        "GPU ns/s",
+        "record ns/s",
+        "resolve ns/s",
+        "host/raw",
+        "GPU/raw"
+    );
+    for v in &report.variants {
+        if v.placement == Placement::None {
+            continue;
+        }
+        println!(
+            "{:<name_w$}  {:<13}  {:<9}  {:>7}  {:>9}  {:>10.1}  {:>11.1}  {:>12.1}  {:>9}  {:>9}",
+            v.name,
+            v.tool.name(),
+            v.placement.name(),
+            v.samples,
+            v.timestamps_written,
+            v.gpu_ns_per_sample,
+            v.host_record_ns_per_sample,
+            v.host_resolve_ns_per_sample,
+            fmt_opt(v.host_ratio_to_raw),
+            fmt_opt(v.gpu_ratio_to_raw),
+        );
+    }
+    println!();
+    println!("baselines (absolute medians per submission):");
+    for v in report
+        .variants
+        .iter()
+        .filter(|v| v.placement == Placement::None)
+    {
+        println!(
+            "  {:<name_w$}  GPU {:>12.0} ns  record {:>10.0} ns",
+            v.name, v.gpu_total_ns, v.record_total_ns
+        );
+    }
+    let r = &report.resolve;
+    println!();
+    println!(
+        "resolve: {} timestamps in {:.2} ms = {:.1} M samples/s; plain copy of the same {} bytes {:.3} ms; ratio to copy {:.3}",
+        r.samples,
+        r.resolve_ns / 1e6,
+        r.samples_per_s / 1e6,
+        r.samples as u64 * 8,
+        r.copy_ns / 1e6,
+        r.ratio_to_copy
+    );
+    println!(
+        "         of which the driver's vkGetQueryPoolResults alone takes {:.2} ms ({:.0}%)",
+        r.driver_read_ns / 1e6,
+        if r.resolve_ns > 0.0 {
+            100.0 * r.driver_read_ns / r.resolve_ns
+        } else {
+            0.0
+        }
+    );
+    let c = &report.calibration;
+    println!();
+    println!(
+        "calibration ({}): max deviation min {} ns, median {} ns; error bound {} ns",
+        c.method, c.min_max_deviation_ns, c.median_max_deviation_ns, c.error_bound_ns
+    );
+    println!(
+        "  drift over {:.1} s without refit: {:.1} ns; with refit {} of {} probes outside bracket ± bound (largest bound {} ns)",
+        c.drift_window_s, c.drift_ns, c.bracket_violations, c.probes, c.max_refit_bound_ns
+    );
+    if !report.notes.is_empty() {
+        println!();
+        for n in &report.notes {
+            println!("note: {n}");
+        }
+    }
+    if report.validation_enabled {
+        println!(
+            "validation: {} message(s) on gpu-counters' instance",
+            report.validation_messages.len()
+        );
+    }
+}

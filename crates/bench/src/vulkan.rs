@@ -1,0 +1,685 @@
+//! The raw-ash and gpu-counters variants, on one gpu-counters [`Device`].
+//!
+//! Raw ash records into its own command pool and buffer, submits to the
+//! device's queue (under its lock) and reads its own query pool. gpu-counters
+//! records through [`CommandBuffer`], its encoders, sample buffers and heaps.
+//! Both write the same two bracket timestamps (raw ash calls, on a separate
+//! query pool) at the very start and end of the command buffer for the GPU
+//! time, outside the timed recording.
+
+use crate::{vk_err, BenchError, Measurement, Placement, Tool, VariantSpec};
+use ash::vk;
+use gpu_counters_core::timeline::PassKind;
+use gpu_counters_core::{
+    Calibration, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
+    CounterSampleBufferDescriptor, SampleStatus, TimestampGranularity,
+};
+use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
+use gpu_counters_vulkan::{
+    CommandBuffer, ComputePassDescriptor, CounterHeap, CounterSampleBuffer, Device,
+    PassSampleBufferAttachment,
+};
+use gpu_counters_workloads::{ComputeWorkload, GpuContext};
+use std::hint::black_box;
+use std::time::Instant;
+
+/// Workgroup size of the tiny dispatch (and of wgpu's equivalent shader).
+pub(crate) const WORKGROUP_SIZE: u32 = 64;
+/// Arithmetic steps per invocation.
+pub(crate) const ITERATIONS: u32 = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    RawBaseline,
+    RawPrecise,
+    RawRelaxed,
+    RawPass,
+    GcBaseline,
+    GcBaselinePassPerDispatch,
+    GcSampleBarrier,
+    GcSampleNoBarrier,
+    GcHeapPrecise,
+    GcHeapRelaxed,
+    GcHeapRelaxedPassPerDispatch,
+    GcPassAttachments,
+    GcScopePairs,
+    GcProfilerScopes,
+}
+
+const KINDS: [Kind; 14] = [
+    Kind::RawBaseline,
+    Kind::RawPrecise,
+    Kind::RawRelaxed,
+    Kind::RawPass,
+    Kind::GcBaseline,
+    Kind::GcBaselinePassPerDispatch,
+    Kind::GcSampleBarrier,
+    Kind::GcSampleNoBarrier,
+    Kind::GcHeapPrecise,
+    Kind::GcHeapRelaxed,
+    Kind::GcHeapRelaxedPassPerDispatch,
+    Kind::GcPassAttachments,
+    Kind::GcScopePairs,
+    Kind::GcProfilerScopes,
+];
+
+const RAW_BASELINE: &str = "raw-ash baseline";
+const GC_BASELINE: &str = "gpu-counters baseline (1 encoder)";
+const GC_BASELINE_PASSES: &str = "gpu-counters baseline (encoder per dispatch)";
+
+impl Kind {
+    /// (name, tool, placement, samples per dispatch, baseline)
+    fn describe(self) -> (&'static str, Tool, Placement, u64, Option<&'static str>) {
+        use Placement as P;
+        use Tool::{GpuCounters as G, RawAsh as R};
+        match self {
+            Kind::RawBaseline => (RAW_BASELINE, R, P::None, 0, None),
+            Kind::RawPrecise => (
+                "raw-ash write_timestamp2 ALL_COMMANDS",
+                R,
+                P::Precise,
+                1,
+                Some(RAW_BASELINE),
+            ),
+            Kind::RawRelaxed => (
+                "raw-ash write_timestamp2 TOP_OF_PIPE",
+                R,
+                P::Relaxed,
+                1,
+                Some(RAW_BASELINE),
+            ),
+            Kind::RawPass => (
+                "raw-ash TOP_OF_PIPE + ALL_COMMANDS around dispatch",
+                R,
+                P::Pass,
+                2,
+                Some(RAW_BASELINE),
+            ),
+            Kind::GcBaseline => (GC_BASELINE, G, P::None, 0, None),
+            Kind::GcBaselinePassPerDispatch => (GC_BASELINE_PASSES, G, P::None, 0, None),
+            Kind::GcSampleBarrier => (
+                "gpu-counters encoder sample_counters barrier=true",
+                G,
+                P::Precise,
+                1,
+                Some(GC_BASELINE),
+            ),
+            Kind::GcSampleNoBarrier => (
+                "gpu-counters encoder sample_counters barrier=false",
+                G,
+                P::Relaxed,
+                1,
+                Some(GC_BASELINE),
+            ),
+            Kind::GcHeapPrecise => (
+                "gpu-counters heap write_timestamp precise",
+                G,
+                P::Precise,
+                1,
+                Some(GC_BASELINE),
+            ),
+            Kind::GcHeapRelaxed => (
+                "gpu-counters heap write_timestamp relaxed (1 pass)",
+                G,
+                P::Relaxed,
+                1,
+                Some(GC_BASELINE),
+            ),
+            Kind::GcHeapRelaxedPassPerDispatch => (
+                "gpu-counters heap write_timestamp relaxed (pass per dispatch)",
+                G,
+                P::Relaxed,
+                1,
+                Some(GC_BASELINE_PASSES),
+            ),
+            Kind::GcPassAttachments => (
+                "gpu-counters compute pass start/end attachments",
+                G,
+                P::Pass,
+                2,
+                Some(GC_BASELINE_PASSES),
+            ),
+            Kind::GcScopePairs => (
+                "gpu-counters CommandBuffer::sample_counters scope pairs",
+                G,
+                P::Pass,
+                2,
+                Some(GC_BASELINE),
+            ),
+            Kind::GcProfilerScopes => (
+                "gpu-counters profiler Frame::scope per dispatch",
+                G,
+                P::Pass,
+                2,
+                Some(GC_BASELINE),
+            ),
+        }
+    }
+
+    /// Timestamps really written on the GPU for `n` dispatches.
+    fn written(self, n: u64) -> u64 {
+        match self {
+            Kind::GcHeapRelaxed => 1,
+            k => k.describe().3 * n,
+        }
+    }
+}
+
+/// Raw Vulkan objects of the raw-ash variants and the brackets.
+struct RawObjects {
+    pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
+    fence: vk::Fence,
+    samples: vk::QueryPool,
+    brackets: vk::QueryPool,
+}
+
+pub(crate) struct VulkanBench {
+    device: Device,
+    workload: ComputeWorkload,
+    raw: RawObjects,
+    buffer: CounterSampleBuffer,
+    heap: CounterHeap,
+    calibration: Calibration,
+    /// The last submission's command buffer, reset and recording again
+    /// (`Submission::reuse`), so gpu-counters, like raw ash, records into a
+    /// warm command pool.
+    spare: Option<CommandBuffer>,
+    /// The profiler of the profiler-scopes variant, one frame per run.
+    profiler: Profiler,
+    period_ns: f64,
+    mask: u64,
+    n: u32,
+    destroyed: bool,
+}
+
+impl VulkanBench {
+    pub(crate) fn new(device: &Device, n: u32) -> Result<Self, BenchError> {
+        let ctx = GpuContext {
+            instance: device.instance().raw(),
+            physical_device: device.physical_device(),
+            device: device.raw(),
+            queue_family_index: device.queue_family_index(),
+        };
+        let workload = ComputeWorkload::new(&ctx, WORKGROUP_SIZE, 1, ITERATIONS)?;
+        let mut this = Self {
+            device: device.clone(),
+            workload,
+            raw: RawObjects {
+                pool: vk::CommandPool::null(),
+                cmd: vk::CommandBuffer::null(),
+                fence: vk::Fence::null(),
+                samples: vk::QueryPool::null(),
+                brackets: vk::QueryPool::null(),
+            },
+            buffer: device.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+                CommonCounterSet::Timestamp,
+                "bench samples",
+                2 * n,
+            ))?,
+            heap: device.make_counter_heap(&CounterHeapDescriptor {
+                heap_type: CounterHeapType::Timestamp,
+                count: n,
+            })?,
+            calibration: device.calibration()?,
+            spare: None,
+            profiler: Profiler::new(
+                device,
+                ProfilerOptions {
+                    frames_in_flight: 2,
+                    max_scopes_per_frame: n,
+                    statistics: false,
+                    when_full: WhenFull::Wait {
+                        timeout: std::time::Duration::from_secs(30),
+                    },
+                    queue_name: None,
+                },
+            )?,
+            period_ns: device.info().timestamp_period_ns,
+            mask: mask(device.info().timestamp_valid_bits),
+            n,
+            destroyed: false,
+        };
+        this.create_raw()?;
+        Ok(this)
+    }
+
+    fn create_raw(&mut self) -> Result<(), BenchError> {
+        let d = self.device.raw();
+        // SAFETY: valid create-infos of this device; every object is stored
+        // in `self.raw` at once and destroyed in `destroy`.
+        unsafe {
+            self.raw.pool = d
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default()
+                        .queue_family_index(self.device.queue_family_index())
+                        .flags(vk::CommandPoolCreateFlags::TRANSIENT),
+                    None,
+                )
+                .map_err(vk_err("vkCreateCommandPool"))?;
+            self.raw.cmd = d
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(self.raw.pool)
+                        .level(vk::CommandBufferLevel::PRIMARY)
+                        .command_buffer_count(1),
+                )
+                .map_err(vk_err("vkAllocateCommandBuffers"))?[0];
+            self.raw.fence = d
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .map_err(vk_err("vkCreateFence"))?;
+            self.raw.samples = d
+                .create_query_pool(
+                    &vk::QueryPoolCreateInfo::default()
+                        .query_type(vk::QueryType::TIMESTAMP)
+                        .query_count(2 * self.n),
+                    None,
+                )
+                .map_err(vk_err("vkCreateQueryPool"))?;
+            self.raw.brackets = d
+                .create_query_pool(
+                    &vk::QueryPoolCreateInfo::default()
+                        .query_type(vk::QueryType::TIMESTAMP)
+                        .query_count(2),
+                    None,
+                )
+                .map_err(vk_err("vkCreateQueryPool"))?;
+        }
+        Ok(())
+    }
+
+    /// Destroys the raw objects and the workload; waits for the GPU first.
+    pub(crate) fn destroy(&mut self) {
+        if self.destroyed {
+            return;
+        }
+        self.destroyed = true;
+        self.spare = None;
+        let d = self.device.raw();
+        let _ = self.device.wait_idle();
+        // SAFETY: the device is idle, so nothing uses these objects; null
+        // handles are ignored by the destroy calls.
+        unsafe {
+            d.destroy_query_pool(self.raw.brackets, None);
+            d.destroy_query_pool(self.raw.samples, None);
+            d.destroy_fence(self.raw.fence, None);
+            d.destroy_command_pool(self.raw.pool, None);
+            self.workload.destroy(d);
+        }
+    }
+
+    pub(crate) fn variants(&self) -> Vec<VariantSpec> {
+        KINDS
+            .iter()
+            .enumerate()
+            .map(|(id, k)| {
+                let (name, tool, placement, per, baseline) = k.describe();
+                VariantSpec {
+                    id,
+                    name: name.into(),
+                    tool,
+                    placement,
+                    samples: per * self.n as u64,
+                    timestamps_written: k.written(self.n as u64),
+                    baseline: baseline.map(Into::into),
+                }
+            })
+            .collect()
+    }
+
+    pub(crate) fn run(&mut self, id: usize) -> Result<Measurement, BenchError> {
+        let kind = KINDS[id];
+        let samples = (kind.describe().3 * self.n as u64) as u32;
+        let m = match kind.describe().1 {
+            Tool::RawAsh => self.run_raw(kind, samples)?,
+            _ => self.run_gpu_counters(kind, samples)?,
+        };
+        Ok(m)
+    }
+
+    /// Writes bracket timestamp `index` into `cmd`.
+    fn bracket(&self, cmd: vk::CommandBuffer, index: u32) {
+        let stage = if index == 0 {
+            vk::PipelineStageFlags2::TOP_OF_PIPE
+        } else {
+            vk::PipelineStageFlags2::ALL_COMMANDS
+        };
+        // SAFETY: `cmd` is recording outside any render pass and the bracket
+        // pool was reset on the host before recording.
+        unsafe {
+            self.device
+                .raw()
+                .cmd_write_timestamp2(cmd, stage, self.raw.brackets, index)
+        };
+    }
+
+    /// GPU nanoseconds between the two brackets of a finished submission.
+    fn bracket_ns(&self) -> Result<f64, BenchError> {
+        let mut data = [[0u64; 2]; 2];
+        // SAFETY: the pool has 2 queries; `data` holds 2 (value, availability)
+        // pairs of u64, what the flags ask for.
+        unsafe {
+            self.device.raw().get_query_pool_results(
+                self.raw.brackets,
+                0,
+                &mut data,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY,
+            )
+        }
+        .map_err(vk_err("vkGetQueryPoolResults"))?;
+        if data[0][1] == 0 || data[1][1] == 0 {
+            return Err(BenchError::Measurement(
+                "bracket timestamps not available after the submission finished".into(),
+            ));
+        }
+        let d = (data[1][0].wrapping_sub(data[0][0])) & self.mask;
+        Ok(d as f64 * self.period_ns)
+    }
+
+    fn reset_brackets(&self) {
+        // SAFETY: hostQueryReset is enabled on gpu-counters' devices and no
+        // pending work uses the pool (every run waits for its submission).
+        unsafe { self.device.raw().reset_query_pool(self.raw.brackets, 0, 2) };
+    }
+
+    fn run_raw(&mut self, kind: Kind, samples: u32) -> Result<Measurement, BenchError> {
+        let d = self.device.raw().clone();
+        let cmd = self.raw.cmd;
+        let pool = self.raw.samples;
+        let wl = &self.workload;
+        let write = |stage: vk::PipelineStageFlags2, index: u32| {
+            // SAFETY: `cmd` is recording; the query was reset on the host
+            // below before recording and is written once.
+            unsafe { d.cmd_write_timestamp2(cmd, stage, pool, index) }
+        };
+        // SAFETY: the previous submission was waited for, so the pool, the
+        // queries and the fence are not in use.
+        unsafe {
+            d.reset_command_pool(self.raw.pool, vk::CommandPoolResetFlags::empty())
+                .map_err(vk_err("vkResetCommandPool"))?;
+            d.reset_query_pool(pool, 0, 2 * self.n);
+            d.begin_command_buffer(
+                cmd,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+            .map_err(vk_err("vkBeginCommandBuffer"))?;
+        }
+        self.reset_brackets();
+        self.bracket(cmd, 0);
+        let t = Instant::now();
+        for i in 0..self.n {
+            match kind {
+                Kind::RawBaseline => {
+                    wl.record_dispatch(&d, cmd);
+                    wl.record_barrier(&d, cmd);
+                }
+                Kind::RawPrecise => {
+                    wl.record_dispatch(&d, cmd);
+                    write(vk::PipelineStageFlags2::ALL_COMMANDS, i);
+                    wl.record_barrier(&d, cmd);
+                }
+                Kind::RawRelaxed => {
+                    wl.record_dispatch(&d, cmd);
+                    write(vk::PipelineStageFlags2::TOP_OF_PIPE, i);
+                    wl.record_barrier(&d, cmd);
+                }
+                _ => {
+                    write(vk::PipelineStageFlags2::TOP_OF_PIPE, 2 * i);
+                    wl.record_dispatch(&d, cmd);
+                    wl.record_barrier(&d, cmd);
+                    write(vk::PipelineStageFlags2::ALL_COMMANDS, 2 * i + 1);
+                }
+            }
+        }
+        let record_ns = t.elapsed().as_nanos() as f64;
+        self.bracket(cmd, 1);
+        // SAFETY: the command buffer is recording; the queue is externally
+        // synchronised by gpu-counters' queue lock; the fence is unsignaled.
+        unsafe {
+            d.end_command_buffer(cmd)
+                .map_err(vk_err("vkEndCommandBuffer"))?;
+            let infos = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
+            let submit = [vk::SubmitInfo2::default().command_buffer_infos(&infos)];
+            {
+                let queue = self
+                    .device
+                    .queue()
+                    .lock()
+                    .map_err(|_| BenchError::Measurement("queue lock poisoned".into()))?;
+                d.queue_submit2(*queue, &submit, self.raw.fence)
+                    .map_err(vk_err("vkQueueSubmit2"))?;
+            }
+            d.wait_for_fences(&[self.raw.fence], true, u64::MAX)
+                .map_err(vk_err("vkWaitForFences"))?;
+            d.reset_fences(&[self.raw.fence])
+                .map_err(vk_err("vkResetFences"))?;
+        }
+        let gpu_ns = self.bracket_ns()?;
+        let mut resolve_ns = 0.0;
+        if samples > 0 {
+            let t = Instant::now();
+            let ns = raw_resolve(&d, pool, samples, self.mask, self.period_ns)?;
+            resolve_ns = t.elapsed().as_nanos() as f64;
+            let missing = ns.iter().filter(|v| v.is_nan()).count();
+            if missing > 0 {
+                return Err(BenchError::Measurement(format!(
+                    "{:?}: {missing} of {samples} raw timestamps unavailable",
+                    kind
+                )));
+            }
+            black_box(ns);
+        }
+        Ok(Measurement {
+            gpu_ns,
+            record_ns,
+            resolve_ns,
+        })
+    }
+
+    fn run_gpu_counters(&mut self, kind: Kind, samples: u32) -> Result<Measurement, BenchError> {
+        let d = self.device.raw().clone();
+        let n = self.n;
+        let wl = &self.workload;
+        let buffer = &self.buffer;
+        let heap = &self.heap;
+        buffer.reset()?;
+        heap.invalidate_counter_range(0..n as u64)?;
+        let mut cmd = match self.spare.take() {
+            Some(c) => c,
+            None => CommandBuffer::new(&self.device)?,
+        };
+        self.reset_brackets();
+        self.bracket(cmd.raw(), 0);
+        let t = Instant::now();
+        let frame = match kind {
+            Kind::GcProfilerScopes => Some(self.profiler.begin_frame()?),
+            _ => None,
+        };
+        match kind {
+            Kind::GcBaseline
+            | Kind::GcSampleBarrier
+            | Kind::GcSampleNoBarrier
+            | Kind::GcHeapPrecise
+            | Kind::GcHeapRelaxed => {
+                let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
+                for i in 0..n {
+                    wl.record_dispatch(&d, enc.raw());
+                    match kind {
+                        Kind::GcSampleBarrier => enc.sample_counters(buffer, i, true)?,
+                        Kind::GcSampleNoBarrier => enc.sample_counters(buffer, i, false)?,
+                        Kind::GcHeapPrecise => {
+                            enc.write_timestamp(TimestampGranularity::Precise, heap, i)?
+                        }
+                        Kind::GcHeapRelaxed => {
+                            enc.write_timestamp(TimestampGranularity::Relaxed, heap, i)?
+                        }
+                        _ => {}
+                    }
+                    wl.record_barrier(&d, enc.raw());
+                }
+                enc.end_encoding()?;
+            }
+            Kind::GcBaselinePassPerDispatch | Kind::GcHeapRelaxedPassPerDispatch => {
+                for i in 0..n {
+                    let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
+                    wl.record_dispatch(&d, enc.raw());
+                    if kind == Kind::GcHeapRelaxedPassPerDispatch {
+                        enc.write_timestamp(TimestampGranularity::Relaxed, heap, i)?;
+                    }
+                    wl.record_barrier(&d, enc.raw());
+                    enc.end_encoding()?;
+                }
+            }
+            Kind::GcPassAttachments => {
+                for i in 0..n {
+                    let enc = cmd.compute_encoder(&ComputePassDescriptor {
+                        sample_buffer_attachments: vec![PassSampleBufferAttachment {
+                            sample_buffer: buffer,
+                            start_of_encoder_sample_index: Some(2 * i),
+                            end_of_encoder_sample_index: Some(2 * i + 1),
+                        }],
+                    })?;
+                    wl.record_dispatch(&d, enc.raw());
+                    wl.record_barrier(&d, enc.raw());
+                    enc.end_encoding()?;
+                }
+            }
+            Kind::GcScopePairs => {
+                for i in 0..n {
+                    cmd.sample_counters(buffer, 2 * i, false)?;
+                    wl.record_dispatch(&d, cmd.raw());
+                    wl.record_barrier(&d, cmd.raw());
+                    cmd.sample_counters(buffer, 2 * i + 1, true)?;
+                }
+            }
+            Kind::GcProfilerScopes => {
+                for _ in 0..n {
+                    let scope = frame
+                        .as_ref()
+                        .ok_or_else(|| BenchError::Measurement("no profiler frame".into()))?
+                        .scope(&mut cmd, "dispatch", PassKind::Compute)?;
+                    wl.record_dispatch(&d, cmd.raw());
+                    wl.record_barrier(&d, cmd.raw());
+                    scope.end(&mut cmd)?;
+                }
+            }
+            _ => unreachable!("raw-ash kinds run in run_raw"),
+        }
+        let record_ns = t.elapsed().as_nanos() as f64;
+        self.bracket(cmd.raw(), 1);
+        let submission = cmd.commit()?;
+        if let Some(frame) = frame {
+            self.profiler
+                .end_frame(frame, Some(submission.cpu_submit_ns()))?;
+        }
+        submission.wait()?;
+        let gpu_ns = self.bracket_ns()?;
+        let mut resolve_ns = 0.0;
+        if kind == Kind::GcProfilerScopes {
+            // The frame marker (an empty submission behind the frame) must
+            // have signalled for `collect` to return the frame: wait for it
+            // outside the timed resolve.
+            self.device.wait_idle()?;
+            let t = Instant::now();
+            let frames = self.profiler.collect()?;
+            resolve_ns = t.elapsed().as_nanos() as f64;
+            let scopes: usize = frames.iter().map(|f| f.scopes.len()).sum();
+            let dropped: u32 = frames.iter().map(|f| f.dropped_scopes).sum();
+            if frames.len() != 1 || scopes != n as usize || dropped != 0 {
+                return Err(BenchError::Measurement(format!(
+                    "profiler returned {} frame(s) with {scopes} scopes ({dropped} dropped) for {n} dispatches",
+                    frames.len()
+                )));
+            }
+            black_box(frames);
+        } else if samples > 0 {
+            let uses_heap = matches!(
+                kind,
+                Kind::GcHeapPrecise | Kind::GcHeapRelaxed | Kind::GcHeapRelaxedPassPerDispatch
+            );
+            let t = Instant::now();
+            let resolved = if uses_heap {
+                heap.resolve_counter_range(0..samples as u64)?
+            } else {
+                buffer.resolve_counter_range(0..samples as u64)?
+            };
+            let stamps = resolved.timestamps()?;
+            let first = stamps[0].timestamp;
+            let ns: Vec<f64> = stamps
+                .iter()
+                .zip(resolved.statuses())
+                .map(|(s, st)| match st {
+                    SampleStatus::Written => self
+                        .calibration
+                        .interval_ns(first, s.timestamp)
+                        .unwrap_or(f64::NEG_INFINITY),
+                    _ => f64::NAN,
+                })
+                .collect();
+            resolve_ns = t.elapsed().as_nanos() as f64;
+            let missing = ns.iter().filter(|v| v.is_nan()).count();
+            if missing > 0 {
+                return Err(BenchError::Measurement(format!(
+                    "{kind:?}: {missing} of {samples} samples did not resolve to a value"
+                )));
+            }
+            black_box(ns);
+        }
+        self.spare = Some(submission.reuse()?);
+        Ok(Measurement {
+            gpu_ns,
+            record_ns,
+            resolve_ns,
+        })
+    }
+}
+
+impl Drop for VulkanBench {
+    fn drop(&mut self) {
+        self.destroy();
+    }
+}
+
+/// Raw ash readback: `vkGetQueryPoolResults` (64-bit, with availability) of
+/// `count` timestamps and conversion to nanoseconds since the first one; an
+/// unavailable query becomes NaN.
+pub(crate) fn raw_resolve(
+    d: &ash::Device,
+    pool: vk::QueryPool,
+    count: u32,
+    mask: u64,
+    period_ns: f64,
+) -> Result<Vec<f64>, BenchError> {
+    let mut data = vec![[0u64; 2]; count as usize];
+    // SAFETY: the pool holds at least `count` queries; `data` holds one
+    // (value, availability) pair of u64 per query.
+    unsafe {
+        d.get_query_pool_results(
+            pool,
+            0,
+            &mut data,
+            vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY,
+        )
+    }
+    .map_err(vk_err("vkGetQueryPoolResults"))?;
+    let first = data[0][0] & mask;
+    Ok(data
+        .iter()
+        .map(|&[v, available]| {
+            if available != 0 {
+                ((v & mask).wrapping_sub(first) & mask) as f64 * period_ns
+            } else {
+                f64::NAN
+            }
+        })
+        .collect())
+}
+
+pub(crate) fn mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}

@@ -1,0 +1,536 @@
+//! The wgpu and wgpu-profiler variants, on wgpu's own Vulkan instance and the
+//! adapter with the same name as gpu-counters' device.
+
+use crate::vulkan::{ITERATIONS, WORKGROUP_SIZE};
+use crate::{BenchError, Measurement, Placement, Tool, VariantSpec};
+use gpu_counters_core::DeviceInfo;
+use std::hint::black_box;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use wgpu_profiler::{GpuProfiler, GpuProfilerSettings};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Baseline,
+    BaselinePassPerDispatch,
+    PassTimestampWrites,
+    WriteTimestampInPass,
+    ProfilerPassScopes,
+    ProfilerScopesInPass,
+}
+
+const BASELINE: &str = "wgpu baseline (1 pass)";
+const BASELINE_PASSES: &str = "wgpu baseline (pass per dispatch)";
+
+impl Kind {
+    /// (name, tool, placement, samples per dispatch, baseline)
+    fn describe(self) -> (&'static str, Tool, Placement, u64, Option<&'static str>) {
+        match self {
+            Kind::Baseline => (BASELINE, Tool::Wgpu, Placement::None, 0, None),
+            Kind::BaselinePassPerDispatch => {
+                (BASELINE_PASSES, Tool::Wgpu, Placement::None, 0, None)
+            }
+            Kind::PassTimestampWrites => (
+                "wgpu pass timestamp_writes",
+                Tool::Wgpu,
+                Placement::Pass,
+                2,
+                Some(BASELINE_PASSES),
+            ),
+            Kind::WriteTimestampInPass => (
+                "wgpu ComputePass::write_timestamp",
+                Tool::Wgpu,
+                Placement::Precise,
+                1,
+                Some(BASELINE),
+            ),
+            Kind::ProfilerPassScopes => (
+                "wgpu-profiler pass scope per dispatch",
+                Tool::WgpuProfiler,
+                Placement::Pass,
+                2,
+                Some(BASELINE_PASSES),
+            ),
+            Kind::ProfilerScopesInPass => (
+                "wgpu-profiler scope in pass per dispatch",
+                Tool::WgpuProfiler,
+                Placement::Pass,
+                2,
+                Some(BASELINE),
+            ),
+        }
+    }
+}
+
+const SHADER: &str = "@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i >= arrayLength(&data)) {
+        return;
+    }
+    var x = data[i] ^ i;
+    for (var k = 0u; k < ITERATIONSu; k = k + 1u) {
+        x = x * 1664525u + 1013904223u;
+    }
+    data[i] = x;
+}
+";
+
+/// Query sets (of at most `QUERY_SET_MAX_QUERIES`) plus their resolve and
+/// readback buffers.
+struct Queries {
+    sets: Vec<wgpu::QuerySet>,
+    resolve: wgpu::Buffer,
+    readback: wgpu::Buffer,
+    count: u32,
+}
+
+impl Queries {
+    fn new(device: &wgpu::Device, count: u32, label: &str) -> Self {
+        let max = wgpu::QUERY_SET_MAX_QUERIES;
+        let sets = (0..count.div_ceil(max))
+            .map(|k| {
+                device.create_query_set(&wgpu::QuerySetDescriptor {
+                    label: Some(label),
+                    ty: wgpu::QueryType::Timestamp,
+                    count: (count - k * max).min(max),
+                })
+            })
+            .collect();
+        let size = count as u64 * wgpu::QUERY_SIZE as u64;
+        Self {
+            sets,
+            resolve: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+            readback: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+            count,
+        }
+    }
+
+    /// The query set and index holding query `i`.
+    fn at(&self, i: u32) -> (&wgpu::QuerySet, u32) {
+        let max = wgpu::QUERY_SET_MAX_QUERIES;
+        (&self.sets[(i / max) as usize], i % max)
+    }
+
+    /// Records the resolve of the first `count` queries and the copy into the
+    /// readback buffer.
+    fn record_resolve(&self, encoder: &mut wgpu::CommandEncoder, count: u32) {
+        let max = wgpu::QUERY_SET_MAX_QUERIES;
+        let mut first = 0;
+        while first < count {
+            let (set, _) = self.at(first);
+            let n = (count - first).min(max);
+            encoder.resolve_query_set(
+                set,
+                0..n,
+                &self.resolve,
+                first as u64 * wgpu::QUERY_SIZE as u64,
+            );
+            first += n;
+        }
+        encoder.copy_buffer_to_buffer(
+            &self.resolve,
+            0,
+            &self.readback,
+            0,
+            count as u64 * wgpu::QUERY_SIZE as u64,
+        );
+    }
+
+    /// Maps the readback buffer and converts the first `count` timestamps to
+    /// nanoseconds since the first one.
+    fn read(
+        &self,
+        device: &wgpu::Device,
+        count: u32,
+        period_ns: f64,
+    ) -> Result<Vec<f64>, BenchError> {
+        let bytes = count as u64 * wgpu::QUERY_SIZE as u64;
+        debug_assert!(count <= self.count);
+        let slice = self.readback.slice(0..bytes);
+        let status = Arc::new(Mutex::new(None));
+        let s = status.clone();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            if let Ok(mut s) = s.lock() {
+                *s = Some(r);
+            }
+        });
+        device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| BenchError::Wgpu(format!("poll: {e}")))?;
+        match status.lock().ok().and_then(|mut s| s.take()) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(BenchError::Wgpu(format!("map_async: {e}"))),
+            None => return Err(BenchError::Wgpu("map_async did not complete".into())),
+        }
+        let ns = {
+            let view = slice
+                .get_mapped_range()
+                .map_err(|e| BenchError::Wgpu(format!("get_mapped_range: {e}")))?;
+            let ticks: &[u8] = &view;
+            let value = |k: usize| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&ticks[8 * k..8 * k + 8]);
+                u64::from_ne_bytes(b)
+            };
+            let first = value(0);
+            (0..count as usize)
+                .map(|k| value(k).wrapping_sub(first) as f64 * period_ns)
+                .collect()
+        };
+        self.readback.unmap();
+        Ok(ns)
+    }
+}
+
+pub(crate) struct WgpuBench {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    samples: Queries,
+    brackets: Option<Queries>,
+    profiler: GpuProfiler,
+    kinds: Vec<Kind>,
+    errors: Arc<Mutex<Vec<String>>>,
+    period_ns: f64,
+    adapter_name: String,
+    matched: bool,
+    n: u32,
+}
+
+impl WgpuBench {
+    /// Opens wgpu on the Vulkan adapter named like `info` (else the first
+    /// Vulkan adapter) and builds the pipeline and query sets for `n`
+    /// dispatches.
+    pub(crate) fn new(info: &DeviceInfo, n: u32) -> Result<Self, BenchError> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = wgpu::Backends::VULKAN;
+        // No validation layer and no debug labels: measure wgpu as shipped.
+        desc.flags = wgpu::InstanceFlags::empty();
+        let instance = wgpu::Instance::new(desc);
+        let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
+        let matched = adapters.iter().position(|a| a.get_info().name == info.name);
+        let adapter = match matched {
+            Some(i) => adapters[i].clone(),
+            None => adapters
+                .first()
+                .cloned()
+                .ok_or_else(|| BenchError::Wgpu("no wgpu Vulkan adapter".into()))?,
+        };
+        let adapter_name = adapter.get_info().name;
+        let wanted = wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        let features = adapter.features() & wanted;
+        if !features.contains(wgpu::Features::TIMESTAMP_QUERY) {
+            return Err(BenchError::Wgpu(format!(
+                "adapter `{adapter_name}` has no TIMESTAMP_QUERY"
+            )));
+        }
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("gpu-counters bench"),
+            required_features: features,
+            required_limits: wgpu::Limits::default(),
+            ..Default::default()
+        }))
+        .map_err(|e| BenchError::Wgpu(format!("request_device: {e}")))?;
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let sink = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut v) = sink.lock() {
+                v.push(e.to_string());
+            }
+        }));
+        let source = SHADER
+            .replace("WORKGROUP_SIZE", &WORKGROUP_SIZE.to_string())
+            .replace("ITERATIONS", &ITERATIONS.to_string());
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("tiny compute"),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("tiny compute"),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let storage = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("tiny compute data"),
+            size: WORKGROUP_SIZE as u64 * 4,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("tiny compute"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: storage.as_entire_binding(),
+            }],
+        });
+        let samples = Queries::new(&device, 2 * n, "bench samples");
+        let brackets = features
+            .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+            .then(|| Queries::new(&device, 2, "brackets"));
+        let profiler = GpuProfiler::new(
+            &device,
+            GpuProfilerSettings {
+                enable_timer_queries: true,
+                enable_debug_groups: false,
+                max_num_pending_frames: 3,
+            },
+        )
+        .map_err(|e| BenchError::Wgpu(format!("GpuProfiler::new: {e}")))?;
+        let mut kinds = vec![
+            Kind::Baseline,
+            Kind::BaselinePassPerDispatch,
+            Kind::PassTimestampWrites,
+        ];
+        let inside_passes = features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
+        if inside_passes {
+            kinds.push(Kind::WriteTimestampInPass);
+        }
+        kinds.push(Kind::ProfilerPassScopes);
+        if inside_passes {
+            kinds.push(Kind::ProfilerScopesInPass);
+        }
+        let period_ns = queue.get_timestamp_period() as f64;
+        let this = Self {
+            device,
+            queue,
+            pipeline,
+            bind_group,
+            samples,
+            brackets,
+            profiler,
+            kinds,
+            errors,
+            period_ns,
+            adapter_name,
+            matched: matched.is_some(),
+            n,
+        };
+        this.check_errors()?;
+        Ok(this)
+    }
+
+    pub(crate) fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if !self.matched {
+            notes.push(format!(
+                "wgpu has no adapter named like gpu-counters' device; it ran on `{}`",
+                self.adapter_name
+            ));
+        }
+        if self.brackets.is_none() {
+            notes.push(
+                "wgpu: no TIMESTAMP_QUERY_INSIDE_ENCODERS, so wgpu's GPU time is the CPU time from submit to the end of poll(Wait)".into(),
+            );
+        }
+        if !self.kinds.contains(&Kind::WriteTimestampInPass) {
+            notes.push(
+                "wgpu: no TIMESTAMP_QUERY_INSIDE_PASSES: write_timestamp in passes and wgpu-profiler scopes in passes skipped".into(),
+            );
+        }
+        notes
+    }
+
+    pub(crate) fn variants(&self) -> Vec<VariantSpec> {
+        self.kinds
+            .iter()
+            .enumerate()
+            .map(|(id, k)| {
+                let (name, tool, placement, per, baseline) = k.describe();
+                VariantSpec {
+                    id,
+                    name: name.into(),
+                    tool,
+                    placement,
+                    samples: per * self.n as u64,
+                    timestamps_written: per * self.n as u64,
+                    baseline: baseline.map(Into::into),
+                }
+            })
+            .collect()
+    }
+
+    fn check_errors(&self) -> Result<(), BenchError> {
+        let errors = self
+            .errors
+            .lock()
+            .map(|mut e| std::mem::take(&mut *e))
+            .unwrap_or_default();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(BenchError::Wgpu(errors.join("; ")))
+        }
+    }
+
+    fn dispatch(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(1, 1, 1);
+    }
+
+    pub(crate) fn run(&mut self, id: usize) -> Result<Measurement, BenchError> {
+        let kind = self.kinds[id];
+        let per = kind.describe().3;
+        let samples = (per * self.n as u64) as u32;
+        let n = self.n;
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        if let Some(b) = &self.brackets {
+            let (set, i) = b.at(0);
+            encoder.write_timestamp(set, i);
+        }
+        let t = Instant::now();
+        match kind {
+            Kind::Baseline | Kind::WriteTimestampInPass => {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                for i in 0..n {
+                    self.dispatch(&mut pass);
+                    if kind == Kind::WriteTimestampInPass {
+                        let (set, q) = self.samples.at(i);
+                        pass.write_timestamp(set, q);
+                    }
+                }
+            }
+            Kind::BaselinePassPerDispatch => {
+                for _ in 0..n {
+                    let mut pass =
+                        encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                    self.dispatch(&mut pass);
+                }
+            }
+            Kind::PassTimestampWrites => {
+                for i in 0..n {
+                    let (set, q) = self.samples.at(2 * i);
+                    let (_, q1) = self.samples.at(2 * i + 1);
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: None,
+                        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                            query_set: set,
+                            beginning_of_pass_write_index: Some(q),
+                            end_of_pass_write_index: Some(q1),
+                        }),
+                    });
+                    self.dispatch(&mut pass);
+                }
+            }
+            Kind::ProfilerPassScopes => {
+                for _ in 0..n {
+                    let query = self.profiler.begin_pass_query("dispatch", &mut encoder);
+                    {
+                        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                            label: None,
+                            timestamp_writes: query.compute_pass_timestamp_writes(),
+                        });
+                        self.dispatch(&mut pass);
+                    }
+                    self.profiler.end_query(&mut encoder, query);
+                }
+            }
+            Kind::ProfilerScopesInPass => {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                for _ in 0..n {
+                    let mut scope = self.profiler.scope("dispatch", &mut pass);
+                    scope.set_pipeline(&self.pipeline);
+                    scope.set_bind_group(0, &self.bind_group, &[]);
+                    scope.dispatch_workgroups(1, 1, 1);
+                }
+            }
+        }
+        let mut record_ns = t.elapsed().as_nanos() as f64;
+        // The query resolve and copy are GPU work that sampling adds: they
+        // go before the end bracket.
+        let t = Instant::now();
+        match kind {
+            Kind::PassTimestampWrites | Kind::WriteTimestampInPass => {
+                self.samples.record_resolve(&mut encoder, samples)
+            }
+            Kind::ProfilerPassScopes | Kind::ProfilerScopesInPass => {
+                self.profiler.resolve_queries(&mut encoder)
+            }
+            _ => {}
+        }
+        record_ns += t.elapsed().as_nanos() as f64;
+        if let Some(b) = &self.brackets {
+            let (set, i) = b.at(1);
+            encoder.write_timestamp(set, i);
+            b.record_resolve(&mut encoder, 2);
+        }
+        let t = Instant::now();
+        let commands = encoder.finish();
+        record_ns += t.elapsed().as_nanos() as f64;
+        let submitted = Instant::now();
+        self.queue.submit([commands]);
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| BenchError::Wgpu(format!("poll: {e}")))?;
+        let wall_ns = submitted.elapsed().as_nanos() as f64;
+        self.check_errors()?;
+        let gpu_ns = match &self.brackets {
+            Some(b) => {
+                let ns = b.read(&self.device, 2, self.period_ns)?;
+                ns[1]
+            }
+            None => wall_ns,
+        };
+        let t = Instant::now();
+        match kind {
+            Kind::PassTimestampWrites | Kind::WriteTimestampInPass => {
+                black_box(self.samples.read(&self.device, samples, self.period_ns)?);
+            }
+            Kind::ProfilerPassScopes | Kind::ProfilerScopesInPass => {
+                self.profiler
+                    .end_frame()
+                    .map_err(|e| BenchError::Wgpu(format!("end_frame: {e}")))?;
+                self.device
+                    .poll(wgpu::PollType::wait_indefinitely())
+                    .map_err(|e| BenchError::Wgpu(format!("poll: {e}")))?;
+                let results = self
+                    .profiler
+                    .process_finished_frame(self.queue.get_timestamp_period())
+                    .ok_or_else(|| {
+                        BenchError::Wgpu("wgpu-profiler returned no finished frame".into())
+                    })?;
+                let timed = results.iter().filter(|r| r.time.is_some()).count();
+                if timed != n as usize {
+                    return Err(BenchError::Measurement(format!(
+                        "wgpu-profiler returned {timed} timed scopes for {n} dispatches"
+                    )));
+                }
+                black_box(results);
+            }
+            _ => {}
+        }
+        let resolve_ns = if samples > 0 {
+            t.elapsed().as_nanos() as f64
+        } else {
+            0.0
+        };
+        self.check_errors()?;
+        Ok(Measurement {
+            gpu_ns,
+            record_ns,
+            resolve_ns,
+        })
+    }
+}

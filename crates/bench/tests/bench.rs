@@ -1,0 +1,195 @@
+//! Runs the whole benchmark with tiny sizes on the default device (lavapipe
+//! where there is no GPU) with the validation layer on, and checks the JSON
+//! shape, the numbers and that the validation layer stayed silent. wgpu makes
+//! its own instance; its validation is not captured here.
+
+use gpu_counters_bench::{run_with_options, BenchArgs};
+use gpu_counters_vulkan::InstanceOptions;
+use serde_json::Value;
+
+fn keys(v: &Value) -> Vec<&str> {
+    let mut k: Vec<&str> = v
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    k.sort_unstable();
+    k
+}
+
+fn finite_non_negative(v: &Value, what: &str) -> f64 {
+    let x = v
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what} is not a number: {v}"));
+    assert!(x.is_finite() && x >= 0.0, "{what} = {x}");
+    x
+}
+
+#[test]
+fn tiny_run_has_the_report_shape_and_no_validation_messages() {
+    let args = BenchArgs {
+        json: true,
+        samples: 16,
+        reps: 1,
+        device: None,
+        drift_seconds: 1.0,
+        resolve_samples: 4096,
+    };
+    let report =
+        run_with_options(&args, &InstanceOptions { validation: true }).expect("the benchmark runs");
+    assert!(report.validation_enabled);
+    assert!(
+        report.validation_messages.is_empty(),
+        "validation messages: {:#?}",
+        report.validation_messages
+    );
+
+    let json = serde_json::to_value(&report).expect("the report serializes");
+    assert_eq!(
+        keys(&json),
+        [
+            "calibration",
+            "device",
+            "reps",
+            "resolve",
+            "samples",
+            "variants"
+        ]
+    );
+    assert_eq!(json["samples"], 16);
+    assert_eq!(json["reps"], 1);
+    assert_eq!(
+        json["device"],
+        serde_json::to_value(&report.device).expect("device info serializes")
+    );
+    assert!(json["device"]["name"].is_string());
+
+    let variants = json["variants"].as_array().expect("variants is an array");
+    let mut tools = std::collections::BTreeSet::new();
+    for v in variants {
+        assert_eq!(
+            keys(v),
+            [
+                "gpu_ns_per_sample",
+                "gpu_ratio_to_raw",
+                "host_ratio_to_raw",
+                "host_record_ns_per_sample",
+                "host_resolve_ns_per_sample",
+                "name",
+                "placement",
+                "tool"
+            ]
+        );
+        let name = v["name"].as_str().expect("name is a string");
+        let tool = v["tool"].as_str().expect("tool is a string");
+        let placement = v["placement"].as_str().expect("placement is a string");
+        assert!(
+            ["raw-ash", "gpu-counters", "wgpu", "wgpu-profiler"].contains(&tool),
+            "{tool}"
+        );
+        assert!(
+            ["none", "precise", "relaxed", "pass"].contains(&placement),
+            "{placement}"
+        );
+        tools.insert(tool.to_string());
+        for field in [
+            "gpu_ns_per_sample",
+            "host_record_ns_per_sample",
+            "host_resolve_ns_per_sample",
+        ] {
+            finite_non_negative(&v[field], &format!("{name}: {field}"));
+        }
+        for field in ["host_ratio_to_raw", "gpu_ratio_to_raw"] {
+            if tool == "gpu-counters" && placement != "none" {
+                if !v[field].is_null() {
+                    finite_non_negative(&v[field], &format!("{name}: {field}"));
+                }
+            } else {
+                assert!(v[field].is_null(), "{name}: {field} must be null");
+            }
+        }
+    }
+    for tool in ["raw-ash", "gpu-counters"] {
+        assert!(tools.contains(tool), "no {tool} variant");
+        for placement in ["none", "precise", "relaxed", "pass"] {
+            assert!(
+                variants
+                    .iter()
+                    .any(|v| v["tool"] == tool && v["placement"] == placement),
+                "no {tool} variant at {placement}"
+            );
+        }
+    }
+    // Every raw placement that gpu-counters is compared with was measured, so
+    // the ratios exist unless the raw number was below the noise.
+    let gc_ratios = variants
+        .iter()
+        .filter(|v| v["tool"] == "gpu-counters" && v["placement"] != "none")
+        .filter(|v| !v["host_ratio_to_raw"].is_null())
+        .count();
+    assert!(gc_ratios > 0, "no gpu-counters host ratio at all");
+
+    let resolve = &json["resolve"];
+    assert_eq!(keys(resolve), ["ratio_to_copy", "samples", "samples_per_s"]);
+    assert_eq!(resolve["samples"], 4096);
+    assert!(finite_non_negative(&resolve["samples_per_s"], "samples_per_s") > 0.0);
+    assert!(finite_non_negative(&resolve["ratio_to_copy"], "ratio_to_copy") > 0.0);
+
+    let cal = &json["calibration"];
+    assert_eq!(
+        keys(cal),
+        [
+            "bracket_violations",
+            "drift_ns",
+            "drift_window_s",
+            "error_bound_ns",
+            "median_max_deviation_ns",
+            "min_max_deviation_ns"
+        ]
+    );
+    for field in [
+        "min_max_deviation_ns",
+        "median_max_deviation_ns",
+        "error_bound_ns",
+        "drift_ns",
+        "drift_window_s",
+    ] {
+        finite_non_negative(&cal[field], field);
+    }
+    assert!(cal["min_max_deviation_ns"].as_u64() <= cal["median_max_deviation_ns"].as_u64());
+    assert!(cal["drift_window_s"].as_f64().expect("a number") >= 1.0);
+    assert_eq!(
+        cal["bracket_violations"], 0,
+        "refitted times left their bracket"
+    );
+}
+
+#[test]
+fn bad_arguments_are_errors() {
+    for args in [
+        BenchArgs {
+            samples: 0,
+            ..BenchArgs::default()
+        },
+        BenchArgs {
+            reps: 0,
+            ..BenchArgs::default()
+        },
+        BenchArgs {
+            resolve_samples: 0,
+            ..BenchArgs::default()
+        },
+        BenchArgs {
+            drift_seconds: f64::NAN,
+            ..BenchArgs::default()
+        },
+        BenchArgs {
+            samples: 1 << 30,
+            ..BenchArgs::default()
+        },
+    ] {
+        let e = gpu_counters_bench::run(&args).expect_err("rejected");
+        assert!(e.to_string().contains("invalid argument"), "{e}");
+    }
+}

@@ -1,0 +1,237 @@
+//! The command line: subcommands, options and their defaults.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// GPU counter sampling (Metal's model) on every Vulkan device: list devices
+/// and their counters, run built-in workloads with exact expected counts, and
+/// export calibrated timelines.
+///
+/// Exit codes: 0 success; 1 the run failed or a check failed (a statistic
+/// that differs from the expected count, a validation-layer message); 2 bad
+/// input (nothing is run and no output file is written).
+/// Set GPU_COUNTERS_VALIDATION=1 to run under VK_LAYER_KHRONOS_validation;
+/// any message it reports then fails the command.
+#[derive(Debug, Parser)]
+#[command(name = "gpu-counters", version, max_term_width = 100)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List every Vulkan device with its counter sets, sampling points,
+    /// timestamp period and calibration.
+    Devices(DevicesArgs),
+    /// Run a built-in workload for some frames, sampling every pass's
+    /// timestamps and statistics, and check the statistics against the
+    /// counts known in advance.
+    Run(RunArgs),
+    // `bench` (gpu_counters_bench::BenchArgs, run with gpu_counters_bench::run)
+    // is added here by the lead once crates/bench lands:
+    //     /// Measure the cost of counter sampling.
+    //     Bench(gpu_counters_bench::BenchArgs),
+}
+
+/// Options of `devices`.
+#[derive(Debug, Args)]
+pub struct DevicesArgs {
+    /// Print one JSON object `{"devices": [...]}` instead of a listing.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The built-in workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WorkloadName {
+    /// One compute pass of D dispatches of W workgroups of S invocations.
+    Compute,
+    /// One render pass drawing T non-overlapping triangles.
+    Render,
+    /// A compute, a render and a copy (blit) pass per frame.
+    Mixed,
+}
+
+impl WorkloadName {
+    /// The name as typed on the command line and printed in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadName::Compute => "compute",
+            WorkloadName::Render => "render",
+            WorkloadName::Mixed => "mixed",
+        }
+    }
+}
+
+/// Default `--frames`.
+pub const DEFAULT_FRAMES: u32 = 3;
+/// Default `--dispatches`.
+pub const DEFAULT_DISPATCHES: u32 = 4;
+/// Default `--workgroups`.
+pub const DEFAULT_WORKGROUPS: u32 = 512;
+/// Default `--workgroup-size`.
+pub const DEFAULT_WORKGROUP_SIZE: u32 = 64;
+/// Default `--iterations`.
+pub const DEFAULT_ITERATIONS: u32 = 3000;
+/// Default `--triangles`.
+pub const DEFAULT_TRIANGLES: u32 = 200_000;
+/// Default `--width`.
+pub const DEFAULT_WIDTH: u32 = 2048;
+/// Default `--height`.
+pub const DEFAULT_HEIGHT: u32 = 2048;
+/// Default `--copy-bytes`: 128 MiB.
+pub const DEFAULT_COPY_BYTES: u64 = 128 << 20;
+
+/// Options of `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The workload.
+    #[arg(value_enum)]
+    pub workload: WorkloadName,
+
+    /// Device index, as `gpu-counters devices` lists them [default: the
+    /// first hardware GPU, else the first device].
+    #[arg(long, value_name = "N")]
+    pub device: Option<usize>,
+
+    /// Frames to run; each is recorded into one command buffer, submitted
+    /// and waited for.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_FRAMES)]
+    pub frames: u32,
+
+    /// Print one JSON object with the device, the workload, the calibration
+    /// and every pass of every frame, instead of tables.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Write a Chrome trace (Perfetto UI, chrome://tracing) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+
+    /// Write one CSV row per pass and frame to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+
+    /// Write an SVG timeline picture to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+
+    /// Workload sizes.
+    #[command(flatten)]
+    pub sizes: SizeArgs,
+}
+
+/// Workload sizes; each applies to the workloads named in its help.
+#[derive(Debug, Args, Default)]
+#[command(next_help_heading = "Workload sizes")]
+pub struct SizeArgs {
+    /// compute, mixed: dispatches per compute pass (D) [default: 4]
+    #[arg(long, value_name = "D")]
+    pub dispatches: Option<u32>,
+
+    /// compute, mixed: workgroups per dispatch (W) [default: 512]
+    #[arg(long, value_name = "W")]
+    pub workgroups: Option<u32>,
+
+    /// compute, mixed: invocations per workgroup (S); kernel invocations
+    /// per pass are D*W*S [default: 64]
+    #[arg(long, value_name = "S")]
+    pub workgroup_size: Option<u32>,
+
+    /// compute, mixed: arithmetic steps per invocation [default: 3000]
+    #[arg(long, value_name = "N")]
+    pub iterations: Option<u32>,
+
+    /// render, mixed: triangles drawn (T); vertex invocations are 3T,
+    /// clipper invocations T [default: 200000]
+    #[arg(long, value_name = "T")]
+    pub triangles: Option<u32>,
+
+    /// render, mixed: color target width in pixels [default: 2048]
+    #[arg(long, value_name = "PIXELS")]
+    pub width: Option<u32>,
+
+    /// render, mixed: color target height in pixels [default: 2048]
+    #[arg(long, value_name = "PIXELS")]
+    pub height: Option<u32>,
+
+    /// mixed: bytes filled and copied by the copy (blit) pass; K, M and G
+    /// suffixes are powers of 1024 [default: 128M]
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub copy_bytes: Option<u64>,
+}
+
+/// Parses a byte count with an optional `K`, `M` or `G` suffix (powers of
+/// 1024; `KiB`, `MiB`, `GiB` and `B` are accepted too).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let upper = t.to_ascii_uppercase();
+    let (digits, shift) = [
+        ("GIB", 30),
+        ("MIB", 20),
+        ("KIB", 10),
+        ("G", 30),
+        ("M", 20),
+        ("K", 10),
+        ("B", 0),
+    ]
+    .iter()
+    .find_map(|(suffix, shift)| upper.strip_suffix(suffix).map(|d| (d.trim(), *shift)))
+    .unwrap_or((upper.as_str(), 0));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}` is not a byte count (e.g. 4096, 64K, 16M, 1G)"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_states_the_defaults() {
+        let cmd = Cli::command();
+        let run = cmd.find_subcommand("run").expect("run");
+        let help = |id: &str| {
+            run.get_arguments()
+                .find(|a| a.get_id() == id)
+                .and_then(|a| a.get_help())
+                .map(|h| h.to_string())
+                .unwrap_or_default()
+        };
+        for (id, default) in [
+            ("dispatches", DEFAULT_DISPATCHES.to_string()),
+            ("workgroups", DEFAULT_WORKGROUPS.to_string()),
+            ("workgroup_size", DEFAULT_WORKGROUP_SIZE.to_string()),
+            ("iterations", DEFAULT_ITERATIONS.to_string()),
+            ("triangles", DEFAULT_TRIANGLES.to_string()),
+            ("width", DEFAULT_WIDTH.to_string()),
+            ("height", DEFAULT_HEIGHT.to_string()),
+            ("copy_bytes", format!("{}M", DEFAULT_COPY_BYTES >> 20)),
+        ] {
+            let h = help(id);
+            assert!(h.contains(&format!("[default: {default}]")), "{id}: {h}");
+        }
+    }
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("64K"), Ok(64 << 10));
+        assert_eq!(parse_bytes("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_bytes("1g"), Ok(1 << 30));
+        assert_eq!(parse_bytes("0"), Ok(0));
+        assert!(parse_bytes("x").is_err());
+        assert!(parse_bytes("99999999999999G").is_err());
+    }
+}

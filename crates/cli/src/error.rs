@@ -1,0 +1,44 @@
+//! The command's error type and its exit codes.
+
+use std::fmt;
+
+/// Why the command failed, and so which exit code it ends with.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad input: an option value, a size, a device index or an output path
+    /// (exit code 2). Nothing was run and no output file was written.
+    Usage(String),
+    /// The run itself failed, or its results did not pass the checks: a
+    /// Vulkan error, a statistic that differs from the expected count, a
+    /// validation-layer message (exit code 1).
+    Failure(String),
+}
+
+impl CliError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) => 2,
+            CliError::Failure(_) => 1,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Usage(m) | CliError::Failure(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+impl From<gpu_counters_core::Error> for CliError {
+    fn from(e: gpu_counters_core::Error) -> Self {
+        CliError::Failure(e.to_string())
+    }
+}
+
+/// Shorthand for results of the command's steps.
+pub type CliResult<T> = Result<T, CliError>;

@@ -1,0 +1,503 @@
+//! What `run` prints: the JSON object of `--json`, or tables for people.
+
+use crate::devices::device_json;
+use crate::error::{CliError, CliResult};
+use crate::run::{Measured, Plan};
+use gpu_counters_core::timeline::TimelineFrame;
+use gpu_counters_core::{
+    CommonCounter, CommonCounterSet, CounterResultStatistic, DeviceInfo, COUNTER_ERROR_VALUE,
+};
+use serde_json::{json, Map, Value};
+
+/// One pass's statistics in one frame, and what they should have been.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassCheck {
+    /// The counts known in advance, for the counters the device offers.
+    pub expected: Vec<(CommonCounter, u64)>,
+    /// What the GPU counted (end minus start), where both samples have values.
+    pub statistics: Option<CounterResultStatistic>,
+    /// Why there are no statistics although the device offers them.
+    pub problem: Option<String>,
+}
+
+/// The value of statistic `counter` in `s`.
+fn stat(s: &CounterResultStatistic, counter: CommonCounter) -> Option<u64> {
+    s.named()
+        .iter()
+        .find(|(name, _)| *name == counter.name())
+        .map(|(_, v)| *v)
+}
+
+impl PassCheck {
+    /// Every way the pass differs from what was expected, as messages.
+    pub fn mismatches(&self) -> Vec<String> {
+        if let Some(p) = &self.problem {
+            return vec![p.clone()];
+        }
+        let Some(s) = &self.statistics else {
+            return Vec::new();
+        };
+        self.expected
+            .iter()
+            .filter_map(|&(c, want)| {
+                let got = stat(s, c)?;
+                (got != want).then(|| format!("{} = {got}, expected {want}", c.name()))
+            })
+            .collect()
+    }
+
+    /// Whether the statistics match (`None` when there is nothing to check).
+    pub fn matches(&self) -> Option<bool> {
+        if self.problem.is_some() {
+            return Some(false);
+        }
+        self.statistics.as_ref()?;
+        Some(self.mismatches().is_empty())
+    }
+}
+
+/// Everything `run` reports.
+pub struct RunReport<'a> {
+    /// The device it ran on.
+    pub device: &'a DeviceInfo,
+    /// Whether that is the default device.
+    pub is_default: bool,
+    /// The workload and its sizes.
+    pub plan: &'a Plan,
+    /// The frames measured.
+    pub measured: &'a Measured,
+}
+
+impl RunReport<'_> {
+    /// The statistic counters the device offers.
+    fn offered(&self) -> Vec<CommonCounter> {
+        self.device
+            .counter_set(CommonCounterSet::Statistic)
+            .map(|s| s.counters.clone())
+            .unwrap_or_default()
+    }
+
+    /// Every mismatch of every pass, as `frame F, pass P: ...` lines.
+    pub fn mismatches(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (frame, checks) in self
+            .measured
+            .timeline
+            .frames
+            .iter()
+            .zip(&self.measured.checks)
+        {
+            for (interval, check) in frame.intervals.iter().zip(checks) {
+                for m in check.mismatches() {
+                    out.push(format!(
+                        "frame {}, pass {}: {m}",
+                        frame.index, interval.label
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// Statistics as a JSON object of the offered counters.
+    fn statistics_json(&self, s: &CounterResultStatistic) -> Value {
+        let offered = self.offered();
+        let mut map = Map::new();
+        for (name, value) in s.named() {
+            if offered.iter().any(|c| c.name() == name) {
+                let v = if value == COUNTER_ERROR_VALUE {
+                    Value::Null
+                } else {
+                    Value::from(value)
+                };
+                map.insert(name.to_string(), v);
+            }
+        }
+        Value::Object(map)
+    }
+
+    /// The workload and its sizes as JSON.
+    fn workload_json(&self) -> Value {
+        let p = self.plan;
+        let mut map = Map::new();
+        map.insert("name".into(), json!(p.workload.name()));
+        map.insert("frames".into(), json!(p.frames));
+        if let Some(c) = p.compute {
+            map.insert("dispatches".into(), json!(c.dispatches));
+            map.insert("workgroups".into(), json!(c.workgroups));
+            map.insert("workgroup_size".into(), json!(c.workgroup_size));
+            map.insert("iterations".into(), json!(c.iterations));
+        }
+        if let Some(r) = p.render {
+            map.insert("triangles".into(), json!(r.triangles));
+            map.insert("width".into(), json!(r.width));
+            map.insert("height".into(), json!(r.height));
+        }
+        if let Some(b) = p.copy_bytes {
+            map.insert("copy_bytes".into(), json!(b));
+        }
+        Value::Object(map)
+    }
+
+    /// The whole report as the JSON object `run --json` prints.
+    pub fn to_json(&self) -> Value {
+        let cal = &self.measured.calibration;
+        let frames: Vec<Value> = self
+            .measured
+            .timeline
+            .frames
+            .iter()
+            .zip(&self.measured.checks)
+            .map(|(frame, checks)| {
+                let passes: Vec<Value> = frame
+                    .intervals
+                    .iter()
+                    .zip(checks)
+                    .map(|(i, check)| {
+                        let expected: Map<String, Value> = check
+                            .expected
+                            .iter()
+                            .map(|(c, v)| (c.name().to_string(), json!(v)))
+                            .collect();
+                        json!({
+                            "label": i.label,
+                            "kind": i.kind.name(),
+                            "queue": i.queue,
+                            "start_ns": i.start_ns,
+                            "end_ns": i.end_ns,
+                            "duration_ns": i.duration_ns(),
+                            "start_ticks": i.start_ticks,
+                            "end_ticks": i.end_ticks,
+                            "error_bound_ns": i.error_bound_ns,
+                            "statistics": i.statistics.as_ref().map(|s| self.statistics_json(s)),
+                            "expected": expected,
+                            "matches": check.matches(),
+                        })
+                    })
+                    .collect();
+                json!({
+                    "index": frame.index,
+                    "cpu_submit_ns": frame.cpu_submit_ns,
+                    "cpu_complete_ns": frame.cpu_complete_ns,
+                    "passes": passes,
+                })
+            })
+            .collect();
+        json!({
+            "device": device_json(self.device, self.is_default),
+            "workload": self.workload_json(),
+            "calibration": {
+                "method": cal.method().name(),
+                "max_deviation_ns": cal.max_deviation_ns(),
+                "error_bound_ns": cal.error_bound_ns(),
+                "timestamp_period_ns": cal.period_ns(),
+                "rate_ns_per_tick": cal.rate_ns_per_tick(),
+            },
+            "frames": frames,
+            "mismatches": self.mismatches(),
+        })
+    }
+}
+
+/// The report as pretty JSON text.
+pub fn to_json_string(report: &RunReport<'_>) -> CliResult<String> {
+    serde_json::to_string_pretty(&report.to_json()).map_err(|e| CliError::Failure(e.to_string()))
+}
+
+/// A duration in the unit that suits it.
+pub fn fmt_ns(ns: u64) -> String {
+    let f = ns as f64;
+    if ns >= 1_000_000_000 {
+        format!("{:.3} s", f / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.3} ms", f / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.3} µs", f / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+/// A signed offset in the unit that suits it, with its sign.
+pub fn fmt_offset(ns: i128) -> String {
+    let sign = if ns < 0 { "-" } else { "+" };
+    format!(
+        "{sign}{}",
+        fmt_ns(ns.unsigned_abs().min(u64::MAX as u128) as u64)
+    )
+}
+
+/// A byte count in KiB, MiB or GiB where it is a whole number of them.
+fn fmt_bytes(b: u64) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if b >= 1 << shift && b % (1 << shift) == 0 {
+            return format!("{} {unit}", b >> shift);
+        }
+    }
+    format!("{b} bytes")
+}
+
+/// Prints rows as left-aligned columns, indented by two spaces.
+fn print_table(rows: &[Vec<String>]) {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let mut line = String::from(" ");
+        for (c, cell) in row.iter().enumerate() {
+            line.push(' ');
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let pad = widths[c] - cell.chars().count();
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad + 1));
+            }
+        }
+        println!("{}", line.trim_end());
+    }
+}
+
+/// The median of sorted values (mean of the two middle ones for an even count).
+fn median(sorted: &[u64]) -> u64 {
+    let n = sorted.len();
+    if n == 0 {
+        0
+    } else if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        ((u128::from(sorted[n / 2 - 1]) + u128::from(sorted[n / 2])) / 2) as u64
+    }
+}
+
+/// The statistics cell of a pass: nonzero and expected counters, with a
+/// check mark on the expected ones.
+fn statistics_cell(report: &RunReport<'_>, check: &PassCheck) -> String {
+    if let Some(p) = &check.problem {
+        return format!("✗ {p}");
+    }
+    let Some(s) = &check.statistics else {
+        return "-".into();
+    };
+    let offered = report.offered();
+    let mut parts = Vec::new();
+    for c in CommonCounter::STATISTICS {
+        if !offered.contains(&c) {
+            continue;
+        }
+        let Some(v) = stat(s, c) else { continue };
+        match check.expected.iter().find(|(e, _)| *e == c) {
+            Some(&(_, want)) if want == v => parts.push(format!("{}={v} ✓", c.name())),
+            Some(&(_, want)) => parts.push(format!("{}={v} ✗ expected {want}", c.name())),
+            None if v != 0 => parts.push(format!("{}={v}", c.name())),
+            None => {}
+        }
+    }
+    if parts.is_empty() {
+        "all zero".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn frame_rows(report: &RunReport<'_>, frame: &TimelineFrame, checks: &[PassCheck]) {
+    let mut rows = vec![vec![
+        "pass".to_string(),
+        "kind".into(),
+        "start".into(),
+        "duration".into(),
+        "statistics".into(),
+    ]];
+    for (i, check) in frame.intervals.iter().zip(checks) {
+        rows.push(vec![
+            i.label.clone(),
+            i.kind.name().into(),
+            fmt_offset(i128::from(i.start_ns) - i128::from(frame.cpu_submit_ns)),
+            fmt_ns(i.duration_ns()),
+            statistics_cell(report, check),
+        ]);
+    }
+    print_table(&rows);
+}
+
+/// Prints the report as tables: the run, each frame's passes, and over
+/// several frames the min, median and max duration of each pass.
+pub fn print_human(report: &RunReport<'_>) {
+    let d = report.device;
+    let p = report.plan;
+    let frames = &report.measured.timeline.frames;
+    println!(
+        "gpu-counters run {}: {} frame{} on [{}] {}{}",
+        p.workload.name(),
+        p.frames,
+        if p.frames == 1 { "" } else { "s" },
+        d.index,
+        d.name,
+        if report.is_default { " (default)" } else { "" }
+    );
+    if let Some(c) = p.compute {
+        println!(
+            "  compute: {} dispatch{} x {} workgroup{} x {} invocation{}, {} iteration{} each",
+            c.dispatches,
+            if c.dispatches == 1 { "" } else { "es" },
+            c.workgroups,
+            if c.workgroups == 1 { "" } else { "s" },
+            c.workgroup_size,
+            if c.workgroup_size == 1 { "" } else { "s" },
+            c.iterations,
+            if c.iterations == 1 { "" } else { "s" }
+        );
+    }
+    if let Some(r) = p.render {
+        println!(
+            "  render:  {} triangle{} in a {}x{} target",
+            r.triangles,
+            if r.triangles == 1 { "" } else { "s" },
+            r.width,
+            r.height
+        );
+    }
+    if let Some(b) = p.copy_bytes {
+        println!("  copy:    {} filled and copied", fmt_bytes(b));
+    }
+    let cal = &report.measured.calibration;
+    println!(
+        "  calibration: {}, max deviation {} (start: offset of the pass's start from the CPU submit)",
+        cal.method().name(),
+        fmt_ns(cal.max_deviation_ns())
+    );
+    for (frame, checks) in frames.iter().zip(&report.measured.checks) {
+        println!();
+        let bound = frame
+            .intervals
+            .iter()
+            .map(|i| i.error_bound_ns)
+            .max()
+            .unwrap_or(0);
+        println!(
+            "frame {}: submit to complete {}, times ± {}",
+            frame.index,
+            fmt_ns(frame.cpu_complete_ns.saturating_sub(frame.cpu_submit_ns)),
+            fmt_ns(bound)
+        );
+        frame_rows(report, frame, checks);
+    }
+    if frames.len() > 1 {
+        println!();
+        println!("duration over {} frames:", frames.len());
+        let mut rows = vec![vec![
+            "pass".to_string(),
+            "min".into(),
+            "median".into(),
+            "max".into(),
+        ]];
+        let labels: Vec<&str> = frames[0]
+            .intervals
+            .iter()
+            .map(|i| i.label.as_str())
+            .collect();
+        let mut summary = |label: &str, mut v: Vec<u64>| {
+            v.sort_unstable();
+            rows.push(vec![
+                label.to_string(),
+                fmt_ns(v.first().copied().unwrap_or(0)),
+                fmt_ns(median(&v)),
+                fmt_ns(v.last().copied().unwrap_or(0)),
+            ]);
+        };
+        for (k, label) in labels.iter().enumerate() {
+            summary(
+                label,
+                frames
+                    .iter()
+                    .filter_map(|f| f.intervals.get(k).map(|i| i.duration_ns()))
+                    .collect(),
+            );
+        }
+        summary(
+            "(frame)",
+            frames
+                .iter()
+                .map(|f| f.cpu_complete_ns.saturating_sub(f.cpu_submit_ns))
+                .collect(),
+        );
+        print_table(&rows);
+    }
+    println!();
+    let checked: usize = report
+        .measured
+        .checks
+        .iter()
+        .flatten()
+        .filter(|c| c.statistics.is_some())
+        .map(|c| c.expected.len())
+        .sum();
+    let mismatches = report.mismatches().len();
+    if report.offered().is_empty() {
+        println!("statistics: the device offers none; nothing checked");
+    } else if mismatches == 0 {
+        println!("statistics: all {checked} expected counts match");
+    } else {
+        println!(
+            "statistics: {mismatches} MISMATCH(ES) against the expected counts (listed on stderr)"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(fmt_ns(12), "12 ns");
+        assert_eq!(fmt_ns(1_500), "1.500 µs");
+        assert_eq!(fmt_ns(2_345_678), "2.346 ms");
+        assert_eq!(fmt_ns(3_000_000_000), "3.000 s");
+        assert_eq!(fmt_offset(-1_500), "-1.500 µs");
+        assert_eq!(fmt_offset(20), "+20 ns");
+        assert_eq!(fmt_bytes(64 << 20), "64 MiB");
+        assert_eq!(fmt_bytes(1000), "1000 bytes");
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[1, 2, 9]), 2);
+        assert_eq!(median(&[1, 3]), 2);
+        assert_eq!(median(&[]), 0);
+    }
+
+    #[test]
+    fn checks() {
+        let ok = PassCheck {
+            expected: vec![(CommonCounter::ComputeKernelInvocations, 5)],
+            statistics: Some(CounterResultStatistic {
+                compute_kernel_invocations: 5,
+                ..Default::default()
+            }),
+            problem: None,
+        };
+        assert_eq!(ok.matches(), Some(true));
+        let bad = PassCheck {
+            statistics: Some(CounterResultStatistic::default()),
+            ..ok.clone()
+        };
+        assert_eq!(bad.matches(), Some(false));
+        assert_eq!(
+            bad.mismatches(),
+            vec!["compute_kernel_invocations = 0, expected 5".to_string()]
+        );
+        let none = PassCheck {
+            statistics: None,
+            ..ok
+        };
+        assert_eq!(none.matches(), None);
+    }
+}

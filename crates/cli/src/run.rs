@@ -1,0 +1,727 @@
+//! `gpu-counters run`: a built-in workload, every pass sampled, for some
+//! frames.
+//!
+//! Per frame, every pass is recorded into one command buffer, each with a
+//! pass attachment of the timestamp buffer (start and end of the encoder; for
+//! render passes start of vertex and end of fragment) and, where the device
+//! offers statistics, of the statistic buffer (one buffer, two indices per
+//! pass: Vulkan allows one statistic buffer per pass). A full barrier
+//! separates the passes so each one's interval covers its own work. The
+//! buffer is committed and waited for, the samples are resolved on the CPU
+//! and mapped onto `CLOCK_MONOTONIC` with the device's calibration (refreshed
+//! per frame), and the frame becomes a [`TimelineFrame`].
+
+use crate::cli::{self, RunArgs, SizeArgs, WorkloadName};
+use crate::devices;
+use crate::error::{CliError, CliResult};
+use crate::output::PendingOutput;
+use crate::report::{self, PassCheck, RunReport};
+use gpu_counters_core::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
+use gpu_counters_core::{
+    Calibration, CommonCounter, CommonCounterSet, CounterResultStatistic, CounterResultTimestamp,
+    CounterSampleBufferDescriptor, SampleValue,
+};
+use gpu_counters_profiler::export;
+use gpu_counters_vulkan::ash::vk;
+use gpu_counters_vulkan::{
+    BlitPassDescriptor, CommandBuffer, ComputePassDescriptor, CounterSampleBuffer, Device,
+    Instance, InstanceOptions, PassSampleBufferAttachment, RenderPassDescriptor,
+    RenderPassSampleBufferAttachment, RenderTarget,
+};
+use gpu_counters_workloads::{
+    ComputeWorkload, CopyWorkload, GpuContext, RenderWorkload, WorkloadError,
+};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// The queue every pass runs on, as named in timelines.
+pub const QUEUE: &str = "graphics";
+
+/// Sizes of the compute pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ComputeSizes {
+    /// Dispatches per pass (D).
+    pub dispatches: u32,
+    /// Workgroups per dispatch (W).
+    pub workgroups: u32,
+    /// Invocations per workgroup (S).
+    pub workgroup_size: u32,
+    /// Arithmetic steps per invocation.
+    pub iterations: u32,
+}
+
+/// Sizes of the render pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RenderSizes {
+    /// Triangles (T).
+    pub triangles: u32,
+    /// Target width in pixels.
+    pub width: u32,
+    /// Target height in pixels.
+    pub height: u32,
+}
+
+/// What `run` does, with every default applied and every size checked to be
+/// at least 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The workload.
+    pub workload: WorkloadName,
+    /// Frames to run.
+    pub frames: u32,
+    /// The compute pass's sizes, if the workload has one.
+    pub compute: Option<ComputeSizes>,
+    /// The render pass's sizes, if the workload has one.
+    pub render: Option<RenderSizes>,
+    /// Bytes of the copy pass, if the workload has one.
+    pub copy_bytes: Option<u64>,
+}
+
+/// Fails with `--flag 0: must be at least 1` for a zero size.
+fn at_least_one<T: Into<u64> + Copy + std::fmt::Display>(flag: &str, v: T) -> CliResult<T> {
+    if v.into() == 0 {
+        return Err(CliError::Usage(format!("{flag} {v}: must be at least 1")));
+    }
+    Ok(v)
+}
+
+impl Plan {
+    /// Applies the defaults of the workload's sizes; fails for a size of 0
+    /// and for a size option the workload has no use for.
+    pub fn from_args(args: &RunArgs) -> CliResult<Self> {
+        let s: &SizeArgs = &args.sizes;
+        let w = args.workload;
+        let has_compute = matches!(w, WorkloadName::Compute | WorkloadName::Mixed);
+        let has_render = matches!(w, WorkloadName::Render | WorkloadName::Mixed);
+        let has_copy = w == WorkloadName::Mixed;
+        let given = [
+            ("--dispatches", s.dispatches.is_some(), has_compute),
+            ("--workgroups", s.workgroups.is_some(), has_compute),
+            ("--workgroup-size", s.workgroup_size.is_some(), has_compute),
+            ("--iterations", s.iterations.is_some(), has_compute),
+            ("--triangles", s.triangles.is_some(), has_render),
+            ("--width", s.width.is_some(), has_render),
+            ("--height", s.height.is_some(), has_render),
+            ("--copy-bytes", s.copy_bytes.is_some(), has_copy),
+        ];
+        for (flag, is_given, applies) in given {
+            if is_given && !applies {
+                return Err(CliError::Usage(format!(
+                    "{flag}: does not apply to the {} workload",
+                    w.name()
+                )));
+            }
+        }
+        let frames = at_least_one("--frames", args.frames)?;
+        let compute = if has_compute {
+            Some(ComputeSizes {
+                dispatches: at_least_one(
+                    "--dispatches",
+                    s.dispatches.unwrap_or(cli::DEFAULT_DISPATCHES),
+                )?,
+                workgroups: at_least_one(
+                    "--workgroups",
+                    s.workgroups.unwrap_or(cli::DEFAULT_WORKGROUPS),
+                )?,
+                workgroup_size: at_least_one(
+                    "--workgroup-size",
+                    s.workgroup_size.unwrap_or(cli::DEFAULT_WORKGROUP_SIZE),
+                )?,
+                iterations: s.iterations.unwrap_or(cli::DEFAULT_ITERATIONS),
+            })
+        } else {
+            None
+        };
+        let render = if has_render {
+            Some(RenderSizes {
+                triangles: at_least_one(
+                    "--triangles",
+                    s.triangles.unwrap_or(cli::DEFAULT_TRIANGLES),
+                )?,
+                width: at_least_one("--width", s.width.unwrap_or(cli::DEFAULT_WIDTH))?,
+                height: at_least_one("--height", s.height.unwrap_or(cli::DEFAULT_HEIGHT))?,
+            })
+        } else {
+            None
+        };
+        let copy_bytes = if has_copy {
+            Some(at_least_one(
+                "--copy-bytes",
+                s.copy_bytes.unwrap_or(cli::DEFAULT_COPY_BYTES),
+            )?)
+        } else {
+            None
+        };
+        Ok(Self {
+            workload: w,
+            frames,
+            compute,
+            render,
+            copy_bytes,
+        })
+    }
+}
+
+/// Turns a workload's error into the command's: a size the device cannot
+/// take is a usage error naming the option (`fields` maps the workload's
+/// field names to options and values), anything else a failure.
+fn workload_error(what: &str, e: WorkloadError, fields: &[(&str, &str, String)]) -> CliError {
+    match e {
+        WorkloadError::InvalidSize(msg) => {
+            let words: Vec<&str> = msg
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .collect();
+            let named: Vec<String> = fields
+                .iter()
+                .filter(|(field, _, _)| words.contains(field))
+                .map(|(_, flag, value)| format!("{flag} {value}"))
+                .collect();
+            if named.is_empty() {
+                CliError::Usage(format!("invalid {what} size: {msg}"))
+            } else {
+                CliError::Usage(format!("{}: {msg}", named.join(", ")))
+            }
+        }
+        other => CliError::Failure(format!("building the {what} workload: {other}")),
+    }
+}
+
+/// One pass's work.
+enum Work {
+    Compute(ComputeWorkload, u32),
+    Render(RenderWorkload),
+    Copy(CopyWorkload),
+}
+
+/// One pass of a frame: its work, label, kind and the statistics it must
+/// produce.
+struct Pass {
+    label: &'static str,
+    kind: PassKind,
+    work: Work,
+    expected: Vec<(CommonCounter, u64)>,
+}
+
+/// The passes of a frame; destroys their Vulkan objects when dropped, after
+/// the device is idle.
+struct Passes {
+    device: Device,
+    list: Vec<Pass>,
+}
+
+impl Drop for Passes {
+    fn drop(&mut self) {
+        let _ = self.device.wait_idle();
+        let d = self.device.raw();
+        for pass in &mut self.list {
+            // SAFETY: the workloads were created on this device, and it is idle
+            // (waited above), so no pending command buffer uses them.
+            unsafe {
+                match &mut pass.work {
+                    Work::Compute(w, _) => w.destroy(d),
+                    Work::Render(w) => w.destroy(d),
+                    Work::Copy(w) => w.destroy(d),
+                }
+            }
+        }
+    }
+}
+
+/// Builds the plan's workloads on `device`.
+fn build_passes(device: &Device, plan: &Plan) -> CliResult<Passes> {
+    let ctx = GpuContext {
+        instance: device.instance().raw(),
+        physical_device: device.physical_device(),
+        device: device.raw(),
+        queue_family_index: device.queue_family_index(),
+    };
+    let offered: Vec<CommonCounter> = device
+        .info()
+        .counter_set(CommonCounterSet::Statistic)
+        .map(|s| s.counters.clone())
+        .unwrap_or_default();
+    let keep = |list: Vec<(CommonCounter, u64)>| -> Vec<(CommonCounter, u64)> {
+        list.into_iter()
+            .filter(|(c, _)| offered.contains(c))
+            .collect()
+    };
+    let mut passes = Passes {
+        device: device.clone(),
+        list: Vec::new(),
+    };
+    if let Some(c) = plan.compute {
+        let work = ComputeWorkload::new(&ctx, c.workgroup_size, c.workgroups, c.iterations)
+            .map_err(|e| {
+                workload_error(
+                    "compute",
+                    e,
+                    &[
+                        (
+                            "workgroup_size",
+                            "--workgroup-size",
+                            c.workgroup_size.to_string(),
+                        ),
+                        ("workgroups", "--workgroups", c.workgroups.to_string()),
+                    ],
+                )
+            })?;
+        let expected = keep(vec![(
+            CommonCounter::ComputeKernelInvocations,
+            work.expected_invocations(c.dispatches),
+        )]);
+        passes.list.push(Pass {
+            label: "compute",
+            kind: PassKind::Compute,
+            work: Work::Compute(work, c.dispatches),
+            expected,
+        });
+    }
+    if let Some(r) = plan.render {
+        let work = RenderWorkload::new(&ctx, r.triangles, r.width, r.height).map_err(|e| {
+            workload_error(
+                "render",
+                e,
+                &[
+                    ("triangles", "--triangles", r.triangles.to_string()),
+                    ("width", "--width", r.width.to_string()),
+                    ("height", "--height", r.height.to_string()),
+                ],
+            )
+        })?;
+        let expected = keep(vec![
+            (
+                CommonCounter::VertexInvocations,
+                work.expected_vertex_invocations(),
+            ),
+            (
+                CommonCounter::ClipperInvocations,
+                work.expected_clipper_invocations(),
+            ),
+            (CommonCounter::FragmentsPassed, work.covered_pixels()),
+        ]);
+        passes.list.push(Pass {
+            label: "render",
+            kind: PassKind::Render,
+            work: Work::Render(work),
+            expected,
+        });
+    }
+    if let Some(bytes) = plan.copy_bytes {
+        let work = CopyWorkload::new(&ctx, bytes).map_err(|e| {
+            workload_error("copy", e, &[("bytes", "--copy-bytes", bytes.to_string())])
+        })?;
+        passes.list.push(Pass {
+            label: "copy",
+            kind: PassKind::Blit,
+            work: Work::Copy(work),
+            expected: Vec::new(),
+        });
+    }
+    Ok(passes)
+}
+
+/// A full execution barrier between passes, so that each pass's interval
+/// covers its own work only.
+fn record_pass_barrier(device: &Device, cmd: vk::CommandBuffer) {
+    let barriers = [vk::MemoryBarrier2::default()
+        .src_stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
+        .src_access_mask(vk::AccessFlags2::MEMORY_WRITE)
+        .dst_stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
+        .dst_access_mask(vk::AccessFlags2::MEMORY_READ | vk::AccessFlags2::MEMORY_WRITE)];
+    let dependency = vk::DependencyInfo::default().memory_barriers(&barriers);
+    // SAFETY: `cmd` is a recording command buffer of `device`, outside any
+    // render pass (encoders have ended); synchronization2 is enabled on
+    // every device gpu-counters opens.
+    unsafe { device.raw().cmd_pipeline_barrier2(cmd, &dependency) };
+}
+
+/// Records the frame's passes into `cmd`.
+fn record_frame(
+    device: &Device,
+    cmd: &mut CommandBuffer,
+    passes: &Passes,
+    frame: u32,
+    times: &CounterSampleBuffer,
+    stats: Option<&CounterSampleBuffer>,
+) -> CliResult<()> {
+    let d = device.raw();
+    for (p, pass) in passes.list.iter().enumerate() {
+        let (start, end) = (2 * p as u32, 2 * p as u32 + 1);
+        if p > 0 {
+            record_pass_barrier(device, cmd.raw());
+        }
+        let attach = |b| PassSampleBufferAttachment {
+            sample_buffer: b,
+            start_of_encoder_sample_index: Some(start),
+            end_of_encoder_sample_index: Some(end),
+        };
+        let mut attachments = vec![attach(times)];
+        attachments.extend(stats.map(attach));
+        match &pass.work {
+            Work::Compute(work, dispatches) => {
+                let enc = cmd.compute_encoder(&ComputePassDescriptor {
+                    sample_buffer_attachments: attachments,
+                })?;
+                // A barrier before every dispatch, the first included: it
+                // orders the dispatch after the previous frame's writes of
+                // the buffer, and on lavapipe it also makes the start
+                // timestamp be written before the dispatch runs rather than
+                // at the next flush.
+                for _ in 0..*dispatches {
+                    work.record_barrier(d, enc.raw());
+                    work.record_dispatch(d, enc.raw());
+                }
+                enc.end_encoding()?;
+            }
+            Work::Render(work) => {
+                work.record_prepare(d, cmd.raw());
+                let colors = [work.color_attachment()];
+                let info = vk::RenderingInfo::default()
+                    .render_area(work.render_area())
+                    .layer_count(1)
+                    .color_attachments(&colors);
+                let attach = |b| RenderPassSampleBufferAttachment {
+                    sample_buffer: b,
+                    start_of_vertex_sample_index: Some(start),
+                    end_of_vertex_sample_index: None,
+                    start_of_fragment_sample_index: None,
+                    end_of_fragment_sample_index: Some(end),
+                };
+                let mut attachments = vec![attach(times)];
+                attachments.extend(stats.map(attach));
+                let enc = cmd.render_encoder(&RenderPassDescriptor {
+                    target: RenderTarget::Dynamic(&info),
+                    sample_buffer_attachments: attachments,
+                })?;
+                work.record_draw(d, enc.raw());
+                enc.end_encoding()?;
+            }
+            Work::Copy(work) => {
+                let enc = cmd.blit_encoder(&BlitPassDescriptor {
+                    sample_buffer_attachments: attachments,
+                })?;
+                work.record_fill(d, enc.raw(), frame);
+                work.record_copy(d, enc.raw());
+                enc.end_encoding()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a status without a value is called in messages.
+fn missing<T>(v: &SampleValue<T>) -> &'static str {
+    match v {
+        SampleValue::Value(_) => "written",
+        SampleValue::NotWritten => "not written",
+        SampleValue::NotReady => "not ready",
+        SampleValue::Error => "an error",
+        SampleValue::Invalidated => "invalidated",
+    }
+}
+
+/// Everything a run measured.
+pub struct Measured {
+    /// The frames, as a timeline.
+    pub timeline: Timeline,
+    /// Per frame and pass, the statistics check.
+    pub checks: Vec<Vec<PassCheck>>,
+    /// The calibration after the last frame.
+    pub calibration: Calibration,
+}
+
+/// Opens the device, builds the workloads and runs the frames.
+fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResult<Measured> {
+    let device = Device::open(instance, index)?;
+    let info = device.info().clone();
+    if info.counter_set(CommonCounterSet::Timestamp).is_none() {
+        return Err(CliError::Failure(format!(
+            "device [{index}] `{}` offers no timestamps, which `run` needs",
+            info.name
+        )));
+    }
+    let has_stats = info.counter_set(CommonCounterSet::Statistic).is_some();
+    let passes = build_passes(&device, plan)?;
+    let samples = 2 * passes.list.len() as u32;
+    let times = device.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+        CommonCounterSet::Timestamp,
+        "pass timestamps",
+        samples,
+    ))?;
+    let stats = if has_stats {
+        Some(
+            device.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+                CommonCounterSet::Statistic,
+                "pass statistics",
+                samples,
+            ))?,
+        )
+    } else {
+        None
+    };
+    let mut calibration = device.calibration()?;
+    let mut timeline = Timeline {
+        device: info.name.clone(),
+        frames: Vec::new(),
+    };
+    let mut checks = Vec::new();
+    for frame in 0..plan.frames {
+        let mut cmd = CommandBuffer::new(&device)?;
+        record_frame(&device, &mut cmd, &passes, frame, &times, stats.as_ref())?;
+        let submission = cmd.commit()?;
+        let cpu_complete_ns = submission.wait()?;
+        let cpu_submit_ns = submission.cpu_submit_ns();
+        drop(submission);
+        device.refresh_calibration(&mut calibration)?;
+
+        let resolved_times = times.resolve_counter_range(0..u64::from(samples))?;
+        let resolved_stats = stats
+            .as_ref()
+            .map(|s| s.resolve_counter_range(0..u64::from(samples)))
+            .transpose()?;
+        let mut intervals = Vec::new();
+        let mut frame_checks = Vec::new();
+        for (p, pass) in passes.list.iter().enumerate() {
+            let (i0, i1) = (2 * p, 2 * p + 1);
+            let t0 = resolved_times.sample::<CounterResultTimestamp>(i0)?;
+            let t1 = resolved_times.sample::<CounterResultTimestamp>(i1)?;
+            let (SampleValue::Value(t0v), SampleValue::Value(t1v)) = (t0, t1) else {
+                return Err(CliError::Failure(format!(
+                    "frame {frame}, pass {}: timestamps missing after the frame completed (start: {}, end: {})",
+                    pass.label,
+                    missing(&t0),
+                    missing(&t1)
+                )));
+            };
+            let (start_ticks, end_ticks) = (t0v.timestamp, t1v.timestamp);
+            let interval = calibration
+                .interval_ns(start_ticks, end_ticks)
+                .ok_or_else(|| {
+                    CliError::Failure(format!(
+                        "frame {frame}, pass {}: end timestamp {end_ticks} precedes start {start_ticks}",
+                        pass.label
+                    ))
+                })?;
+            let start = calibration.to_cpu_ns(start_ticks);
+            let end = calibration.to_cpu_ns(end_ticks);
+            let start_ns = start.ns;
+            let end_ns = start_ns + interval.round() as u64;
+            let error_bound_ns = start.error_bound_ns.max(end.error_bound_ns);
+
+            let mut check = PassCheck {
+                expected: pass.expected.clone(),
+                statistics: None,
+                problem: None,
+            };
+            if let Some(rs) = &resolved_stats {
+                let s0 = rs.sample::<CounterResultStatistic>(i0)?;
+                let s1 = rs.sample::<CounterResultStatistic>(i1)?;
+                match (s0, s1) {
+                    (SampleValue::Value(a), SampleValue::Value(b)) => {
+                        check.statistics = Some(b.since(&a));
+                    }
+                    _ => {
+                        check.problem = Some(format!(
+                            "statistics missing (start sample {}, end sample {})",
+                            missing(&s0),
+                            missing(&s1)
+                        ));
+                    }
+                }
+            }
+            intervals.push(TimelineInterval {
+                label: pass.label.to_string(),
+                kind: pass.kind,
+                queue: QUEUE.to_string(),
+                depth: 0,
+                parent: None,
+                thread: None,
+                start_ns,
+                end_ns,
+                start_ticks,
+                end_ticks,
+                error_bound_ns,
+                statistics: check.statistics,
+            });
+            frame_checks.push(check);
+        }
+        times.reset()?;
+        if let Some(s) = &stats {
+            s.reset()?;
+        }
+        timeline.frames.push(TimelineFrame {
+            index: u64::from(frame),
+            cpu_submit_ns,
+            cpu_complete_ns,
+            intervals,
+        });
+        checks.push(frame_checks);
+        bar.frame_done();
+    }
+    drop(passes);
+    drop(times);
+    drop(stats);
+    drop(device);
+    Ok(Measured {
+        timeline,
+        checks,
+        calibration,
+    })
+}
+
+/// The progress bar: hidden for `--json`, for a single frame and when stderr
+/// is not a terminal; otherwise shown once the run has taken a second.
+struct Bar {
+    bar: Option<ProgressBar>,
+    started: Instant,
+    shown: std::cell::Cell<bool>,
+}
+
+impl Bar {
+    fn new(enabled: bool, frames: u32) -> Self {
+        let bar = enabled.then(|| {
+            let bar =
+                ProgressBar::with_draw_target(Some(frames.into()), ProgressDrawTarget::hidden());
+            if let Ok(style) = ProgressStyle::with_template(
+                "{spinner} frame {pos}/{len} {wide_bar} {elapsed} (eta {eta})",
+            ) {
+                bar.set_style(style);
+            }
+            bar
+        });
+        Self {
+            bar,
+            started: Instant::now(),
+            shown: std::cell::Cell::new(false),
+        }
+    }
+
+    fn frame_done(&self) {
+        let Some(bar) = &self.bar else { return };
+        bar.inc(1);
+        if !self.shown.get() && self.started.elapsed() >= Duration::from_secs(1) {
+            self.shown.set(true);
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+            bar.enable_steady_tick(Duration::from_millis(100));
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// The outputs asked for, prepared before any GPU work.
+struct Outputs {
+    trace: Option<PendingOutput>,
+    csv: Option<PendingOutput>,
+    svg: Option<PendingOutput>,
+}
+
+impl Outputs {
+    fn prepare(args: &RunArgs) -> CliResult<Self> {
+        let prep = |flag, p: &Option<std::path::PathBuf>| {
+            p.as_deref()
+                .map(|p| PendingOutput::prepare(flag, p))
+                .transpose()
+        };
+        Ok(Self {
+            trace: prep("--trace", &args.trace)?,
+            csv: prep("--csv", &args.csv)?,
+            svg: prep("--svg", &args.svg)?,
+        })
+    }
+
+    fn write(self, timeline: &Timeline, title: String) -> CliResult<()> {
+        if let Some(o) = self.trace {
+            o.commit(|w| export::write_chrome_trace(timeline, w))?;
+        }
+        if let Some(o) = self.csv {
+            o.commit(|w| export::write_csv(timeline, w))?;
+        }
+        if let Some(o) = self.svg {
+            let opts = export::SvgOptions {
+                title: Some(title),
+                ..Default::default()
+            };
+            o.commit(|w| export::write_svg(timeline, &opts, w))?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `gpu-counters run`.
+pub fn run(args: &RunArgs) -> CliResult<()> {
+    let plan = Plan::from_args(args)?;
+    let outputs = Outputs::prepare(args)?;
+    let instance = Instance::new(&InstanceOptions::default())?;
+    let (devices, default) = devices::list(&instance)?;
+    let index = match args.device {
+        Some(i) if i < devices.len() => i,
+        Some(i) => {
+            let there = match devices.len() {
+                0 => "there are no Vulkan 1.3 devices".to_string(),
+                1 => "there is 1 device (index 0)".to_string(),
+                n => format!("there are {n} devices (indices 0 to {})", n - 1),
+            };
+            return Err(CliError::Usage(format!(
+                "--device {i}: no such device; {there}, see `gpu-counters devices`"
+            )));
+        }
+        None => default.ok_or_else(|| {
+            CliError::Failure(
+                "no Vulkan 1.3 device found; install a driver (apt-get install mesa-vulkan-drivers for lavapipe)"
+                    .into(),
+            )
+        })?,
+    };
+    let info = devices[index].clone();
+    let bar = Bar::new(
+        !args.json && plan.frames > 1 && std::io::stderr().is_terminal(),
+        plan.frames,
+    );
+    let measured = execute(&instance, index, &plan, &bar);
+    bar.finish();
+    let measured = match measured {
+        Ok(m) => m,
+        Err(e) => {
+            devices::print_validation(&instance);
+            return Err(e);
+        }
+    };
+    let report = RunReport {
+        device: &info,
+        is_default: Some(index) == default,
+        plan: &plan,
+        measured: &measured,
+    };
+    let mismatches = report.mismatches();
+    if args.json {
+        println!("{}", report::to_json_string(&report)?);
+    } else {
+        report::print_human(&report);
+    }
+    let title = format!(
+        "gpu-counters run {} on {} ({} frame{})",
+        plan.workload.name(),
+        info.name,
+        plan.frames,
+        if plan.frames == 1 { "" } else { "s" }
+    );
+    outputs.write(&measured.timeline, title)?;
+    devices::check_validation(&instance)?;
+    if !mismatches.is_empty() {
+        for m in &mismatches {
+            eprintln!("mismatch: {m}");
+        }
+        return Err(CliError::Failure(format!(
+            "{} statistic{} differ from the expected counts (listed above)",
+            mismatches.len(),
+            if mismatches.len() == 1 { "" } else { "s" }
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,525 @@
+//! The `gpu-counters` command end to end, on the default Vulkan device
+//! (lavapipe in CI) under the Khronos validation layer: any validation
+//! message fails the command, and so the test.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+use std::path::Path;
+
+/// The command with validation on.
+fn gpu_counters() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpu-counters"));
+    cmd.env("GPU_COUNTERS_VALIDATION", "1");
+    cmd
+}
+
+/// Runs the command, expects success and no validation message, and returns
+/// its stdout.
+fn ok(args: &[&str]) -> String {
+    let out = gpu_counters()
+        .args(args)
+        .output()
+        .expect("run gpu-counters");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "gpu-counters {args:?} failed with {:?}:\n{stderr}",
+        out.status.code()
+    );
+    assert!(
+        !stderr.contains("validation"),
+        "validation messages:\n{stderr}"
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 stdout")
+}
+
+/// Runs the command with `--json` added and parses stdout as one JSON value.
+fn json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let text = ok(&all);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{text}"))
+}
+
+/// Runs the command expecting exit code 2 with exactly one stderr line that
+/// starts with `error:` and contains `needle`; returns that line.
+fn bad_input(args: &[&str], needle: &str) -> String {
+    let out = gpu_counters()
+        .args(args)
+        .output()
+        .expect("run gpu-counters");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "gpu-counters {args:?}: stderr:\n{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "stdout on bad input: {:?}",
+        out.stdout
+    );
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one stderr line expected:\n{stderr}");
+    assert!(lines[0].starts_with("error: "), "{stderr}");
+    assert!(
+        lines[0].contains(needle),
+        "`{needle}` not in the error:\n{stderr}"
+    );
+    lines[0].to_string()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64()
+        .unwrap_or_else(|| panic!("{v} is not an unsigned integer"))
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Pixels covered by `t` triangles in a `w` x `h` target, computed here
+/// independently of the workload: the largest square cell of at least 4
+/// pixels such that `t` cells fit, one right triangle with legs `2L` and
+/// `L` (`L` = cell / 2) per cell; such a triangle covers exactly `L * L`
+/// pixel centers.
+fn covered_pixels(t: u64, w: u64, h: u64) -> u64 {
+    let cell = (4..=w.min(h))
+        .rev()
+        .find(|c| (w / c) * (h / c) >= t)
+        .expect("the triangles fit");
+    let leg = cell / 2;
+    t * leg * leg
+}
+
+/// Checks the frames of a `run --json` report: times ordered and inside
+/// the frame's CPU window widened by each pass's error bound; returns the
+/// passes of every frame.
+fn check_frames(report: &Value, frames: usize) -> Vec<Vec<Value>> {
+    let list = report["frames"].as_array().expect("frames");
+    assert_eq!(list.len(), frames);
+    let mut out = Vec::new();
+    for frame in list {
+        let submit = u(&frame["cpu_submit_ns"]);
+        let complete = u(&frame["cpu_complete_ns"]);
+        assert!(submit <= complete);
+        let passes = frame["passes"].as_array().expect("passes").clone();
+        for p in &passes {
+            let (start, end) = (u(&p["start_ns"]), u(&p["end_ns"]));
+            let bound = u(&p["error_bound_ns"]);
+            assert!(start <= end, "{p}");
+            assert_eq!(u(&p["duration_ns"]), end - start);
+            assert!(start + bound >= submit, "start before submit: {p}");
+            assert!(end <= complete + bound, "end after complete: {p}");
+            assert!(p["label"].is_string() && p["kind"].is_string());
+            assert_eq!(p["matches"], Value::Bool(true), "{p}");
+            // Never the error sentinel as a number.
+            for v in p["statistics"].as_object().expect("statistics").values() {
+                assert!(v.as_u64() != Some(u64::MAX), "{p}");
+            }
+        }
+        out.push(passes);
+    }
+    assert_eq!(report["mismatches"], Value::Array(vec![]));
+    out
+}
+
+#[test]
+fn devices_lists_every_device_and_marks_the_default() {
+    let text = ok(&["devices"]);
+    assert!(text.contains("* [0]") || text.contains("* ["), "{text}");
+    assert!(text.contains("counter sets"), "{text}");
+    assert!(text.contains("sampling points"), "{text}");
+}
+
+#[test]
+fn devices_json_structure() {
+    let v = json(&["devices"]);
+    let devices = v["devices"].as_array().expect("devices array");
+    assert!(!devices.is_empty());
+    let mut defaults = 0;
+    for (i, d) in devices.iter().enumerate() {
+        assert_eq!(u(&d["index"]), i as u64);
+        assert!(d["name"].as_str().is_some_and(|s| !s.is_empty()));
+        assert_eq!(d["backend"], "vulkan");
+        assert!(d["device_type"].is_string());
+        assert!(d["timestamp_period_ns"].as_f64().is_some_and(|p| p > 0.0));
+        assert!(d["timestamp_valid_bits"].is_u64());
+        assert!(d["calibration"].is_string());
+        if d["default"] == Value::Bool(true) {
+            defaults += 1;
+        }
+        let sets = d["counter_sets"].as_array().expect("counter_sets");
+        for s in sets {
+            let name = s["name"].as_str().expect("set name");
+            assert!(
+                ["timestamp", "statistic", "stage_utilization"].contains(&name),
+                "{name}"
+            );
+            for c in s["counters"].as_array().expect("counters") {
+                let c = c.as_str().expect("counter name");
+                assert!(
+                    c.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_'),
+                    "{c}"
+                );
+            }
+        }
+        let timestamp = sets
+            .iter()
+            .find(|s| s["name"] == "timestamp")
+            .expect("timestamp set");
+        assert_eq!(timestamp["counters"], serde_json::json!(["timestamp"]));
+        for p in d["sampling_points"].as_array().expect("sampling_points") {
+            assert!(
+                ["stage", "draw", "dispatch", "blit"].contains(&p.as_str().expect("point")),
+                "{p}"
+            );
+        }
+    }
+    assert_eq!(defaults, 1);
+}
+
+#[test]
+fn run_compute_counts_exact_invocations() {
+    let (d, w, s) = (3u64, 7u64, 13u64);
+    let v = json(&[
+        "run",
+        "compute",
+        "--frames",
+        "2",
+        "--dispatches",
+        "3",
+        "--workgroups",
+        "7",
+        "--workgroup-size",
+        "13",
+        "--iterations",
+        "5",
+    ]);
+    assert_eq!(v["workload"]["name"], "compute");
+    assert_eq!(u(&v["workload"]["dispatches"]), d);
+    assert_eq!(u(&v["workload"]["workgroups"]), w);
+    assert_eq!(u(&v["workload"]["workgroup_size"]), s);
+    assert_eq!(u(&v["workload"]["iterations"]), 5);
+    assert!(v["device"]["name"].is_string());
+    assert!(v["device"]["counter_sets"].is_array());
+    assert!(v["calibration"]["method"].is_string());
+    assert!(v["calibration"]["max_deviation_ns"].is_u64());
+    assert!(v["calibration"]["error_bound_ns"].is_u64());
+    for passes in check_frames(&v, 2) {
+        assert_eq!(passes.len(), 1);
+        let p = &passes[0];
+        assert_eq!(p["label"], "compute");
+        assert_eq!(p["kind"], "compute");
+        assert_eq!(u(&p["statistics"]["compute_kernel_invocations"]), d * w * s);
+        assert_eq!(u(&p["expected"]["compute_kernel_invocations"]), d * w * s);
+    }
+}
+
+fn check_render(t: u64, w: u64, h: u64) {
+    let v = json(&[
+        "run",
+        "render",
+        "--frames",
+        "1",
+        "--triangles",
+        &t.to_string(),
+        "--width",
+        &w.to_string(),
+        "--height",
+        &h.to_string(),
+    ]);
+    let covered = covered_pixels(t, w, h);
+    for passes in check_frames(&v, 1) {
+        assert_eq!(passes.len(), 1);
+        let p = &passes[0];
+        assert_eq!(p["kind"], "render");
+        let st = &p["statistics"];
+        assert_eq!(u(&st["vertex_invocations"]), 3 * t);
+        assert_eq!(u(&st["clipper_invocations"]), t);
+        assert_eq!(u(&st["fragments_passed"]), covered, "T={t} {w}x{h}");
+        assert_eq!(u(&p["expected"]["fragments_passed"]), covered);
+        assert_eq!(u(&p["expected"]["vertex_invocations"]), 3 * t);
+    }
+}
+
+#[test]
+fn run_render_counts_vertices_primitives_and_covered_pixels() {
+    // By hand: 37 cells of 25 pixels fit in 256x128 (10x5), legs 12 and 24,
+    // 12 * 12 = 144 pixels per triangle.
+    assert_eq!(covered_pixels(37, 256, 128), 37 * 144);
+    check_render(37, 256, 128);
+    check_render(5, 17, 9);
+}
+
+#[test]
+fn run_mixed_exports_trace_csv_and_svg() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("run.trace.json");
+    let csv = dir.path().join("run.csv");
+    let svg = dir.path().join("run.svg");
+    let v = json(&[
+        "run",
+        "mixed",
+        "--frames",
+        "2",
+        "--dispatches",
+        "2",
+        "--workgroups",
+        "5",
+        "--workgroup-size",
+        "3",
+        "--iterations",
+        "4",
+        "--triangles",
+        "3",
+        "--width",
+        "32",
+        "--height",
+        "16",
+        "--copy-bytes",
+        "4K",
+        "--trace",
+        trace.to_str().expect("path"),
+        "--csv",
+        csv.to_str().expect("path"),
+        "--svg",
+        svg.to_str().expect("path"),
+    ]);
+    assert_eq!(u(&v["workload"]["copy_bytes"]), 4096);
+    let frames = check_frames(&v, 2);
+    for passes in &frames {
+        let kinds: Vec<&str> = passes.iter().map(|p| p["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["compute", "render", "blit"]);
+        let labels: Vec<&str> = passes
+            .iter()
+            .map(|p| p["label"].as_str().unwrap())
+            .collect();
+        assert_eq!(labels, ["compute", "render", "copy"]);
+        assert_eq!(
+            u(&passes[0]["statistics"]["compute_kernel_invocations"]),
+            30
+        );
+        assert_eq!(u(&passes[1]["statistics"]["vertex_invocations"]), 9);
+        // Passes are serialized by barriers.
+        for pair in passes.windows(2) {
+            assert!(u(&pair[0]["start_ns"]) <= u(&pair[1]["start_ns"]));
+        }
+    }
+    // No temporary file is left beside the outputs.
+    let mut names = files_in(dir.path());
+    names.sort();
+    assert_eq!(names, ["run.csv", "run.svg", "run.trace.json"]);
+
+    // Chrome trace: one complete event per pass, in microseconds.
+    let t: Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).expect("trace")).expect("JSON");
+    let events = t["traceEvents"].as_array().expect("traceEvents");
+    for (f, passes) in frames.iter().enumerate() {
+        for p in passes {
+            let label = p["label"].as_str().unwrap();
+            let matching: Vec<&Value> = events
+                .iter()
+                .filter(|e| e["ph"] == "X" && e["name"] == label && e["args"]["frame"] == f)
+                .collect();
+            assert_eq!(matching.len(), 1, "frame {f} pass {label}");
+            let e = matching[0];
+            let ts = e["ts"].as_f64().expect("ts");
+            let dur = e["dur"].as_f64().expect("dur");
+            assert!((ts - u(&p["start_ns"]) as f64 / 1000.0).abs() < 0.01, "{e}");
+            assert!(
+                (dur - u(&p["duration_ns"]) as f64 / 1000.0).abs() < 0.01,
+                "{e}"
+            );
+        }
+    }
+
+    // CSV: the header and one row per pass and frame.
+    let text = std::fs::read_to_string(&csv).expect("csv");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    assert_eq!(header[..3], ["frame", "label", "kind"]);
+    for col in [
+        "start_ns",
+        "end_ns",
+        "duration_ns",
+        "compute_kernel_invocations",
+    ] {
+        assert!(header.contains(&col), "{col}");
+    }
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 6);
+    for row in &rows {
+        assert_eq!(row.len(), header.len());
+    }
+    let start = header.iter().position(|c| *c == "start_ns").unwrap();
+    assert_eq!(rows[0][1], "compute");
+    assert_eq!(rows[0][start], frames[0][0]["start_ns"].to_string());
+    assert_eq!(rows[5][2], "blit");
+
+    // SVG: well-formed, one bar per pass.
+    let text = std::fs::read_to_string(&svg).expect("svg");
+    let doc = roxmltree::Document::parse(&text).expect("the SVG parses");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let bars = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("bar"))
+        .count();
+    assert_eq!(bars, 6);
+}
+
+#[test]
+fn run_prints_tables_and_a_summary() {
+    let text = ok(&[
+        "run",
+        "mixed",
+        "--frames",
+        "3",
+        "--dispatches",
+        "1",
+        "--workgroups",
+        "2",
+        "--workgroup-size",
+        "3",
+        "--iterations",
+        "1",
+        "--triangles",
+        "2",
+        "--width",
+        "16",
+        "--height",
+        "16",
+        "--copy-bytes",
+        "256",
+    ]);
+    for needle in [
+        "frame 0",
+        "frame 2",
+        "compute_kernel_invocations=6 ✓",
+        "vertex_invocations=6 ✓",
+        "duration over 3 frames",
+        "median",
+        "expected counts match",
+    ] {
+        assert!(text.contains(needle), "`{needle}` missing:\n{text}");
+    }
+}
+
+#[test]
+fn bad_workload_option_and_sizes_exit_2() {
+    // clap's own usage errors: first line names the problem, exit 2.
+    gpu_counters()
+        .args(["run", "bogus"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::starts_with("error: invalid value 'bogus'"));
+    gpu_counters()
+        .args(["run", "compute", "--no-such-option"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::starts_with(
+            "error: unexpected argument '--no-such-option'",
+        ));
+    gpu_counters()
+        .args(["run", "compute", "--workgroups", "-3"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::starts_with("error:"));
+    bad_input(
+        &["run", "compute", "--workgroups", "0"],
+        "--workgroups 0: must be at least 1",
+    );
+    bad_input(
+        &["run", "compute", "--frames", "0"],
+        "--frames 0: must be at least 1",
+    );
+    bad_input(
+        &["run", "render", "--triangles", "0"],
+        "--triangles 0: must be at least 1",
+    );
+    bad_input(
+        &["run", "mixed", "--copy-bytes", "0"],
+        "--copy-bytes 0: must be at least 1",
+    );
+    bad_input(
+        &["run", "compute", "--triangles", "3"],
+        "--triangles: does not apply to the compute workload",
+    );
+    // Past the device's limits: the workload names the limit.
+    bad_input(
+        &["run", "compute", "--workgroup-size", "4294967295"],
+        "--workgroup-size 4294967295: workgroup_size 4294967295 is over the device limit",
+    );
+    bad_input(
+        &[
+            "run",
+            "render",
+            "--triangles",
+            "5",
+            "--width",
+            "8",
+            "--height",
+            "8",
+        ],
+        "--triangles 5: triangles 5 do not fit",
+    );
+}
+
+#[test]
+fn missing_device_exits_2() {
+    bad_input(
+        &["run", "compute", "--device", "4096"],
+        "--device 4096: no such device",
+    );
+}
+
+#[test]
+fn unwritable_outputs_exit_2_and_leave_no_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("no-such-dir").join("t.json");
+    bad_input(
+        &["run", "compute", "--trace", missing.to_str().unwrap()],
+        "does not exist",
+    );
+    bad_input(
+        &["run", "compute", "--csv", dir.path().to_str().unwrap()],
+        "--csv",
+    );
+    // A size error found before the device is opened, and one found by the
+    // workload after the output's temporary file exists: neither leaves a
+    // file.
+    let svg = dir.path().join("out.svg");
+    bad_input(
+        &[
+            "run",
+            "render",
+            "--triangles",
+            "0",
+            "--svg",
+            svg.to_str().unwrap(),
+        ],
+        "--triangles 0",
+    );
+    bad_input(
+        &[
+            "run",
+            "mixed",
+            "--workgroup-size",
+            "4294967295",
+            "--svg",
+            svg.to_str().unwrap(),
+            "--trace",
+            dir.path().join("t.json").to_str().unwrap(),
+        ],
+        "--workgroup-size 4294967295",
+    );
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
+}

@@ -1,0 +1,793 @@
+//! The profiler: options, the ring of sample buffers, and collection.
+
+use crate::error::{ProfilerError, Result};
+use crate::frame::{Frame, FrameStore, RecordState};
+use crate::result::{to_timeline, DropCounts, FrameResult, ScopeResult};
+use gpu_counters_core::timeline::Timeline;
+use gpu_counters_core::{
+    cpu_monotonic_ns, Calibration, CommonCounterSet, CounterResultStatistic,
+    CounterSampleBufferDescriptor, SampleStatus, COUNTER_ERROR_VALUE,
+};
+use gpu_counters_vulkan::ash::vk;
+use gpu_counters_vulkan::{CounterSampleBuffer, Device};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// What [`Profiler::begin_frame`] does when the next ring slot still holds a
+/// frame the GPU has not finished, and what [`Frame::scope`] does when a
+/// frame's slot has no room for another scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenFull {
+    /// Poll the oldest frame until it finishes, for at most `timeout`; then
+    /// fail with [`ProfilerError::RingFull`]. Scopes past a frame's capacity
+    /// are dropped and counted (waiting cannot free room in a live frame).
+    Wait {
+        /// The longest `begin_frame` waits.
+        timeout: Duration,
+    },
+    /// Allocate another ring slot (the ring grows for good, see
+    /// [`Profiler::ring_size`]); a frame past its capacity gets another set
+    /// of sample buffers, which its slot keeps for later frames.
+    Grow,
+    /// Begin the frame without a slot: its scopes record nothing and are
+    /// reported in [`DropCounts::no_slot`]. Scopes past a frame's capacity
+    /// are dropped and counted in [`DropCounts::over_capacity`].
+    Drop,
+}
+
+/// How a [`Profiler`] is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfilerOptions {
+    /// Ring slots: how many frames may be in flight (recorded and not yet
+    /// finished on the GPU) before [`ProfilerOptions::when_full`] applies. At
+    /// least 1.
+    pub frames_in_flight: usize,
+    /// Scopes one ring slot holds; each takes two samples per counter set.
+    /// At least 1, and twice it at most the device's sample count limit.
+    pub max_scopes_per_frame: u32,
+    /// Sample pipeline statistics as well as timestamps; fails at
+    /// [`Profiler::new`] on a device without the statistic counter set.
+    pub statistics: bool,
+    /// What to do when the ring or a frame is full.
+    pub when_full: WhenFull,
+    /// The queue's name in results and timelines; `None` names it after the
+    /// device's queue family.
+    pub queue_name: Option<String>,
+}
+
+impl Default for ProfilerOptions {
+    /// Three frames in flight, 256 scopes per frame, timestamps only, wait
+    /// up to one second when the ring is full.
+    fn default() -> Self {
+        Self {
+            frames_in_flight: 3,
+            max_scopes_per_frame: 256,
+            statistics: false,
+            when_full: WhenFull::Wait {
+                timeout: Duration::from_secs(1),
+            },
+            queue_name: None,
+        }
+    }
+}
+
+/// One set of sample buffers: `2 * max_scopes_per_frame` samples each.
+pub(crate) struct Page {
+    pub(crate) timestamps: CounterSampleBuffer,
+    pub(crate) statistics: Option<CounterSampleBuffer>,
+}
+
+struct RingSlot {
+    /// The buffers and bookkeeping; empty while lent to a live [`Frame`].
+    store: FrameStore,
+    /// The frame using the slot (recording, in flight, or finished but not
+    /// yet reset).
+    frame: Option<u64>,
+    /// Signalled by an empty submission queued behind the frame's work (the
+    /// frame marker): tells the profiler, and the validation layer's
+    /// tracking, that everything up to it has finished, so the slot's queries
+    /// may be reset on the host.
+    fence: vk::Fence,
+    /// Whether the marker was submitted and the fence not reset since.
+    marker: bool,
+}
+
+enum Stage {
+    Recording,
+    InFlight { cpu_submit_ns: Option<u64> },
+    Done(FrameResult),
+}
+
+struct Pending {
+    index: u64,
+    slot: Option<usize>,
+    stage: Stage,
+}
+
+struct State {
+    slots: Vec<RingSlot>,
+    /// Slot ids in ring order.
+    order: Vec<usize>,
+    /// Position in `order` of the slot the next frame takes.
+    cursor: usize,
+    next_frame: u64,
+    /// Every frame begun and not yet collected, oldest first.
+    pending: VecDeque<Pending>,
+}
+
+/// GPU scope profiler: nested, labelled scopes around passes and command
+/// ranges, from several threads, over a ring of counter sample buffers for
+/// frames in flight.
+///
+/// Per frame: [`Profiler::begin_frame`], [`Frame::scope`] /
+/// [`Scope::end`](crate::Scope::end) around work recorded into command
+/// buffers (from any thread; a [`Frame`] is shared by reference), submit the
+/// command buffers yourself, [`Profiler::end_frame`], and now and then
+/// [`Profiler::collect`] the frames the GPU finished. Sample buffers are
+/// reset and reused, so a steady state allocates nothing on the GPU.
+///
+/// Nothing is lost silently: every scope begun comes back in a
+/// [`FrameResult`] or is counted in its [`DropCounts`].
+pub struct Profiler {
+    pub(crate) device: Device,
+    pub(crate) options: ProfilerOptions,
+    queue_name: String,
+    state: Mutex<State>,
+    calibration: Mutex<Calibration>,
+    pub(crate) dropped_total: AtomicU64,
+    pub(crate) buffers: AtomicUsize,
+}
+
+impl std::fmt::Debug for Profiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profiler")
+            .field("device", &self.device)
+            .field("options", &self.options)
+            .field("ring_size", &self.ring_size())
+            .finish()
+    }
+}
+
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Profiler>();
+    send_sync::<Frame<'static>>();
+    send_sync::<crate::Scope<'static>>();
+};
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The profiler's critical sections run no user code; state stays
+    // consistent even if a panic interrupted one.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Profiler {
+    /// A profiler on `device`: allocates `frames_in_flight` slots of sample
+    /// buffers and calibrates the device's timestamps.
+    pub fn new(device: &Device, options: ProfilerOptions) -> Result<Self> {
+        if options.frames_in_flight == 0 {
+            return Err(ProfilerError::InvalidOptions(
+                "frames_in_flight is 0; the ring needs at least one slot".into(),
+            ));
+        }
+        if options.max_scopes_per_frame == 0 {
+            return Err(ProfilerError::InvalidOptions(
+                "max_scopes_per_frame is 0; a frame needs room for at least one scope".into(),
+            ));
+        }
+        let limit = device.info().max_sample_count;
+        if options.max_scopes_per_frame > limit / 2 {
+            return Err(ProfilerError::InvalidOptions(format!(
+                "max_scopes_per_frame {} needs {} samples per buffer, over the device limit of {limit}",
+                options.max_scopes_per_frame,
+                options.max_scopes_per_frame as u64 * 2,
+            )));
+        }
+        let calibration = device.calibration()?;
+        let queue_name = options
+            .queue_name
+            .clone()
+            .unwrap_or_else(|| format!("queue family {}", device.queue_family_index()));
+        let profiler = Self {
+            device: device.clone(),
+            options,
+            queue_name,
+            state: Mutex::new(State {
+                slots: Vec::new(),
+                order: Vec::new(),
+                cursor: 0,
+                next_frame: 0,
+                pending: VecDeque::new(),
+            }),
+            calibration: Mutex::new(calibration),
+            dropped_total: AtomicU64::new(0),
+            buffers: AtomicUsize::new(0),
+        };
+        {
+            let mut st = lock(&profiler.state);
+            for _ in 0..profiler.options.frames_in_flight {
+                let s = profiler.new_slot(&mut st)?;
+                st.order.push(s);
+            }
+        }
+        Ok(profiler)
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The options the profiler was made with.
+    pub fn options(&self) -> &ProfilerOptions {
+        &self.options
+    }
+
+    /// The queue's name in results.
+    pub fn queue_name(&self) -> &str {
+        &self.queue_name
+    }
+
+    /// Ring slots now: `frames_in_flight`, plus one per growth under
+    /// [`WhenFull::Grow`].
+    pub fn ring_size(&self) -> usize {
+        lock(&self.state).order.len()
+    }
+
+    /// Counter sample buffers the profiler has allocated in all; constant in
+    /// a steady state.
+    pub fn sample_buffer_count(&self) -> usize {
+        self.buffers.load(Ordering::Relaxed)
+    }
+
+    /// Scopes dropped so far over all frames, collected or not (see
+    /// [`DropCounts`]).
+    pub fn dropped_scopes_total(&self) -> u64 {
+        self.dropped_total.load(Ordering::Relaxed)
+    }
+
+    /// The current calibration of GPU timestamps onto the CPU clock.
+    pub fn calibration(&self) -> Calibration {
+        lock(&self.calibration).clone()
+    }
+
+    /// Begins the next frame on the next ring slot. When that slot still
+    /// holds an unfinished frame, [`ProfilerOptions::when_full`] decides:
+    /// wait for it, grow the ring, or begin the frame without a slot.
+    pub fn begin_frame(&self) -> Result<Frame<'_>> {
+        let started = Instant::now();
+        let mut nap = Duration::from_micros(50);
+        loop {
+            let mut st = lock(&self.state);
+            let s = st.order[st.cursor];
+            if self.try_free_slot(&mut st, s)? {
+                return Ok(self.lend(&mut st, Some(s)));
+            }
+            match self.options.when_full {
+                WhenFull::Grow => {
+                    let new = self.new_slot(&mut st)?;
+                    let at = st.cursor;
+                    st.order.insert(at, new);
+                    return Ok(self.lend(&mut st, Some(new)));
+                }
+                WhenFull::Drop => return Ok(self.lend(&mut st, None)),
+                WhenFull::Wait { timeout } => {
+                    let waited = started.elapsed();
+                    if waited >= timeout {
+                        return Err(ProfilerError::RingFull {
+                            busy_frame: st.slots[s].frame.unwrap_or_default(),
+                            ring_size: st.order.len(),
+                            waited,
+                        });
+                    }
+                    drop(st);
+                    std::thread::sleep(nap.min(timeout - waited));
+                    nap = (nap * 2).min(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+
+    /// Ends `frame`'s recording. Scopes begun and not ended are counted in
+    /// [`DropCounts::not_ended`].
+    ///
+    /// `Some(cpu_submit_ns)` says the frame's command buffers were submitted
+    /// to the device's queue ([`Device::queue`]), `cpu_submit_ns` being the
+    /// CPU time just before
+    /// ([`Submission::cpu_submit_ns`](gpu_counters_vulkan::Submission::cpu_submit_ns)
+    /// for gpu-counters' own command buffers): the profiler then queues an
+    /// empty submission with a fence behind them, the frame marker, whose
+    /// signal says the frame's work is done. With `None` (not submitted yet,
+    /// or no time known) the marker is queued once all the frame's samples
+    /// are seen available. Dropping a frame ends it with `None`.
+    pub fn end_frame(&self, mut frame: Frame<'_>, cpu_submit_ns: Option<u64>) -> Result<()> {
+        if !std::ptr::eq(frame.profiler, self) {
+            return Err(ProfilerError::ForeignFrame);
+        }
+        frame.finish(cpu_submit_ns)
+    }
+
+    /// The frames the GPU has finished, oldest first, never waiting. A frame
+    /// is finished when all its samples are available and its frame marker
+    /// (see [`Profiler::end_frame`]) has signalled, which can be a moment
+    /// after the caller's own fence. A frame is returned once every frame
+    /// begun before it has been; each frame is returned exactly once. Their
+    /// slots are reset for reuse.
+    pub fn collect(&self) -> Result<Vec<FrameResult>> {
+        let mut st = lock(&self.state);
+        self.finish_all(&mut st)?;
+        let mut out = Vec::new();
+        while matches!(st.pending.front(), Some(p) if matches!(p.stage, Stage::Done(_))) {
+            if let Some(Pending {
+                stage: Stage::Done(r),
+                ..
+            }) = st.pending.pop_front()
+            {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Waits until every ended frame has finished, then collects them all
+    /// (for shutdown). Frames still being recorded, and those after them,
+    /// stay for a later `collect`. On timeout nothing is consumed.
+    pub fn wait_collect_all(&self, timeout: Duration) -> Result<Vec<FrameResult>> {
+        let started = Instant::now();
+        let mut nap = Duration::from_micros(50);
+        loop {
+            {
+                let mut st = lock(&self.state);
+                self.finish_all(&mut st)?;
+                let unfinished = st
+                    .pending
+                    .iter()
+                    .take_while(|p| !matches!(p.stage, Stage::Recording))
+                    .find(|p| !matches!(p.stage, Stage::Done(_)))
+                    .map(|p| p.index);
+                match unfinished {
+                    None => break,
+                    Some(frame) => {
+                        let waited = started.elapsed();
+                        if waited >= timeout {
+                            return Err(ProfilerError::CollectTimeout { frame, waited });
+                        }
+                    }
+                }
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(1));
+        }
+        self.collect()
+    }
+
+    /// A timeline of `frames` on this profiler's device, for the exporters.
+    pub fn timeline(&self, frames: &[FrameResult]) -> Timeline {
+        to_timeline(&self.device.info().name, frames)
+    }
+
+    /// Hands the next slot (or none) to a new frame.
+    fn lend(&self, st: &mut State, slot: Option<usize>) -> Frame<'_> {
+        let index = st.next_frame;
+        st.next_frame += 1;
+        let store = match slot {
+            Some(s) => {
+                st.slots[s].frame = Some(index);
+                st.cursor = (st.cursor + 1) % st.order.len();
+                std::mem::take(&mut st.slots[s].store)
+            }
+            None => FrameStore::default(),
+        };
+        st.pending.push_back(Pending {
+            index,
+            slot,
+            stage: Stage::Recording,
+        });
+        Frame::new(self, index, slot, store)
+    }
+
+    /// Takes a frame's store back when it ends.
+    pub(crate) fn frame_ended(
+        &self,
+        index: u64,
+        slot: Option<usize>,
+        store: FrameStore,
+        cpu_submit_ns: Option<u64>,
+    ) -> Result<()> {
+        let mut st = lock(&self.state);
+        let mut marked = Ok(());
+        let stage = match slot {
+            Some(s) => {
+                if let Some(rs) = st.slots.get_mut(s) {
+                    rs.store = store;
+                    if cpu_submit_ns.is_some() && !rs.store.records.is_empty() && !rs.marker {
+                        marked = self.submit_marker(rs);
+                    }
+                }
+                Stage::InFlight { cpu_submit_ns }
+            }
+            None => Stage::Done(FrameResult {
+                index,
+                queue: self.queue_name.clone(),
+                cpu_submit_ns,
+                cpu_complete_ns: cpu_monotonic_ns(),
+                scopes: Vec::new(),
+                dropped_scopes: store.drops.total(),
+                drops: store.drops,
+            }),
+        };
+        if let Some(p) = st.pending.iter_mut().find(|p| p.index == index) {
+            p.stage = stage;
+        }
+        marked
+    }
+
+    /// Queues the frame marker: an empty submission that signals the slot's
+    /// fence once all work submitted before it has finished.
+    fn submit_marker(&self, slot: &mut RingSlot) -> Result<()> {
+        let queue = lock(self.device.queue());
+        // SAFETY: the queue is externally synchronised by its lock; the fence
+        // belongs to this device and is unsignalled (`marker` is false: it was
+        // created unsignalled or reset since its last submission).
+        unsafe { self.device.raw().queue_submit2(*queue, &[], slot.fence) }
+            .map_err(|e| vk_error("vkQueueSubmit2 (profiler frame marker)", e))?;
+        slot.marker = true;
+        Ok(())
+    }
+
+    fn new_slot(&self, st: &mut State) -> Result<usize> {
+        let id = st.slots.len();
+        let page = self.new_page(id, 0)?;
+        // SAFETY: a valid device and create-info; destroyed in Drop.
+        let fence = unsafe {
+            self.device
+                .raw()
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+        }
+        .map_err(|e| vk_error("vkCreateFence (profiler frame marker)", e))?;
+        st.slots.push(RingSlot {
+            store: FrameStore {
+                pages: vec![page],
+                ..FrameStore::default()
+            },
+            frame: None,
+            fence,
+            marker: false,
+        });
+        Ok(id)
+    }
+
+    /// Allocates one set of sample buffers.
+    pub(crate) fn new_page(&self, slot: usize, page: usize) -> Result<Page> {
+        let samples = self.options.max_scopes_per_frame * 2;
+        let make = |set: CommonCounterSet, what: &str| {
+            self.device
+                .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+                    set,
+                    format!("profiler {what} slot {slot} page {page}"),
+                    samples,
+                ))
+                .inspect(|_| {
+                    self.buffers.fetch_add(1, Ordering::Relaxed);
+                })
+        };
+        let timestamps = make(CommonCounterSet::Timestamp, "timestamps")?;
+        let statistics = if self.options.statistics {
+            Some(make(CommonCounterSet::Statistic, "statistics")?)
+        } else {
+            None
+        };
+        Ok(Page {
+            timestamps,
+            statistics,
+        })
+    }
+
+    /// Resolves every in-flight frame whose samples are all available, and
+    /// resets the slots of finished frames.
+    fn finish_all(&self, st: &mut State) -> Result<()> {
+        for i in 0..st.pending.len() {
+            self.try_finish(st, i)?;
+        }
+        for s in 0..st.slots.len() {
+            let done = st.slots[s].frame.is_some_and(|f| {
+                !st.pending
+                    .iter()
+                    .any(|p| p.index == f && !matches!(p.stage, Stage::Done(_)))
+            });
+            if done {
+                self.reset_slot(st, s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether slot `s` is free, finishing and resetting it if its frame is
+    /// done.
+    fn try_free_slot(&self, st: &mut State, s: usize) -> Result<bool> {
+        let Some(f) = st.slots[s].frame else {
+            return Ok(true);
+        };
+        if let Some(i) = st.pending.iter().position(|p| p.index == f) {
+            match st.pending[i].stage {
+                Stage::Recording => return Ok(false),
+                Stage::InFlight { .. } => {
+                    if !self.try_finish(st, i)? {
+                        return Ok(false);
+                    }
+                }
+                Stage::Done(_) => {}
+            }
+        }
+        self.reset_slot(st, s)?;
+        Ok(true)
+    }
+
+    fn reset_slot(&self, st: &mut State, s: usize) -> Result<()> {
+        let slot = &mut st.slots[s];
+        if slot.marker {
+            // SAFETY: the fence was seen signalled (the frame is done), so no
+            // queue operation still uses it.
+            unsafe { self.device.raw().reset_fences(&[slot.fence]) }
+                .map_err(|e| vk_error("vkResetFences (profiler frame marker)", e))?;
+            slot.marker = false;
+        }
+        let used = slot.store.records.len();
+        let per = self.options.max_scopes_per_frame as usize;
+        for page in slot.store.pages.iter().take(used.div_ceil(per)) {
+            page.timestamps.reset()?;
+            if let Some(stats) = &page.statistics {
+                stats.reset()?;
+            }
+        }
+        slot.store.clear();
+        slot.frame = None;
+        Ok(())
+    }
+
+    /// Turns pending frame `i` into its result if it is in flight and all
+    /// its samples are available. Returns whether it is done.
+    fn try_finish(&self, st: &mut State, i: usize) -> Result<bool> {
+        let (cpu_submit_ns, s) = match (&st.pending[i].stage, st.pending[i].slot) {
+            (Stage::Done(_), _) => return Ok(true),
+            (Stage::Recording, _) => return Ok(false),
+            (Stage::InFlight { cpu_submit_ns }, Some(s)) => (*cpu_submit_ns, s),
+            (Stage::InFlight { .. }, None) => {
+                return Err(ProfilerError::Counters(gpu_counters_core::Error::Internal(
+                    "profiler: frame in flight without a slot".into(),
+                )))
+            }
+        };
+        let index = st.pending[i].index;
+        let slot = &mut st.slots[s];
+        let gpu_work = !slot.store.records.is_empty();
+        if gpu_work && slot.marker {
+            // SAFETY: the fence belongs to this device.
+            let signalled = unsafe { self.device.raw().get_fence_status(slot.fence) }
+                .map_err(|e| vk_error("vkGetFenceStatus (profiler frame marker)", e))?;
+            if !signalled {
+                return Ok(false);
+            }
+        }
+        let result = self.resolve(&slot.store, index, cpu_submit_ns)?;
+        match result {
+            Some(result) if slot.marker || !gpu_work => {
+                st.pending[i].stage = Stage::Done(result);
+                Ok(true)
+            }
+            Some(_) => {
+                // All samples are in, but nothing says the work submitted
+                // with them has retired: queue the marker and wait for it
+                // before the slot's queries are reset.
+                self.submit_marker(slot)?;
+                Ok(false)
+            }
+            None => {
+                if slot.marker {
+                    // The marker signalled before the frame's work was
+                    // submitted: re-arm it once the samples are in.
+                    // SAFETY: the fence is signalled, so no queue uses it.
+                    unsafe { self.device.raw().reset_fences(&[slot.fence]) }
+                        .map_err(|e| vk_error("vkResetFences (profiler frame marker)", e))?;
+                    slot.marker = false;
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// Resolves a frame's samples; `None` while any is not available yet.
+    fn resolve(
+        &self,
+        store: &FrameStore,
+        index: u64,
+        cpu_submit_ns: Option<u64>,
+    ) -> Result<Option<FrameResult>> {
+        let n = store.records.len();
+        let per = self.options.max_scopes_per_frame as usize;
+        let mut times: Vec<Option<u64>> = Vec::with_capacity(2 * n);
+        let mut stats: Vec<Option<CounterResultStatistic>> = Vec::new();
+        for (p, page) in store.pages.iter().enumerate() {
+            let first = p * per;
+            if first >= n {
+                break;
+            }
+            let range = 0..2 * (n - first).min(per) as u64;
+            let r = page.timestamps.resolve_counter_range(range.clone())?;
+            if r.statuses().contains(&SampleStatus::NotReady) {
+                return Ok(None);
+            }
+            times.extend(
+                r.timestamps()?
+                    .iter()
+                    .zip(r.statuses())
+                    .map(|(t, st)| (*st == SampleStatus::Written).then_some(t.timestamp)),
+            );
+            if let Some(sb) = &page.statistics {
+                let r = sb.resolve_counter_range(range)?;
+                if r.statuses().contains(&SampleStatus::NotReady) {
+                    return Ok(None);
+                }
+                stats.extend(
+                    r.statistics()?
+                        .iter()
+                        .zip(r.statuses())
+                        .map(|(v, st)| (*st == SampleStatus::Written).then_some(*v)),
+                );
+            }
+        }
+        let cpu_complete_ns = cpu_monotonic_ns();
+        let mut calibration = lock(&self.calibration);
+        self.device.refresh_calibration(&mut calibration)?;
+
+        let mut drops: DropCounts = store.drops;
+        let mut gpu_failed = 0u32;
+        let mut position: Vec<Option<usize>> = vec![None; n];
+        let mut scopes: Vec<ScopeResult> = Vec::with_capacity(n);
+        for (id, rec) in store.records.iter().enumerate() {
+            // Open and Failed scopes were counted when the frame ended or the
+            // recording failed.
+            if rec.state != RecordState::Ended {
+                continue;
+            }
+            let (Some(Some(t0)), Some(Some(t1))) = (times.get(2 * id), times.get(2 * id + 1))
+            else {
+                gpu_failed += 1;
+                continue;
+            };
+            let statistics = if self.options.statistics {
+                match (stats.get(2 * id), stats.get(2 * id + 1)) {
+                    (Some(Some(s0)), Some(Some(s1))) => Some(counted(s1, s0)),
+                    _ => {
+                        gpu_failed += 1;
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            let mut parent = None;
+            let mut up = rec.parent;
+            while let Some(u) = up {
+                if let Some(pos) = position.get(u as usize).copied().flatten() {
+                    parent = Some(pos);
+                    break;
+                }
+                up = store.records.get(u as usize).and_then(|r| r.parent);
+            }
+            let depth = parent.map_or(0, |p| scopes[p].depth + 1);
+            let start = calibration.to_cpu_ns(*t0);
+            let end = calibration.to_cpu_ns(*t1);
+            position[id] = Some(scopes.len());
+            scopes.push(ScopeResult {
+                label: rec.label.clone(),
+                kind: rec.kind,
+                thread: rec.thread.clone(),
+                depth,
+                parent,
+                start_ns: start.ns,
+                end_ns: end.ns,
+                duration_ns: end.ns.saturating_sub(start.ns),
+                start_ticks: *t0,
+                end_ticks: *t1,
+                error_bound_ns: start.error_bound_ns.max(end.error_bound_ns),
+                statistics,
+            });
+        }
+        drops.failed += gpu_failed;
+        self.dropped_total
+            .fetch_add(gpu_failed as u64, Ordering::Relaxed);
+        Ok(Some(FrameResult {
+            index,
+            queue: self.queue_name.clone(),
+            cpu_submit_ns,
+            cpu_complete_ns,
+            scopes,
+            dropped_scopes: drops.total(),
+            drops,
+        }))
+    }
+}
+
+impl Drop for Profiler {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if st.slots.iter().any(|s| s.frame.is_some() || s.marker) {
+            // Frames and markers may still be on the GPU: their query pools
+            // and fences must outlive them. vkDeviceWaitIdle needs every
+            // queue externally synchronised.
+            let _queue = lock(self.device.queue());
+            let _ = self.device.wait_idle();
+        }
+        for slot in &st.slots {
+            // SAFETY: the device is idle (or the fence was never submitted).
+            unsafe { self.device.raw().destroy_fence(slot.fence, None) };
+        }
+    }
+}
+
+fn vk_error(call: &str, e: vk::Result) -> ProfilerError {
+    let message = format!("{call} failed: {e}");
+    ProfilerError::Counters(match e {
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => {
+            gpu_counters_core::Error::OutOfMemory(message)
+        }
+        _ => gpu_counters_core::Error::Internal(message),
+    })
+}
+
+/// End minus start per field; a field either side lacks (the error value)
+/// stays the error value rather than becoming 0.
+fn counted(end: &CounterResultStatistic, start: &CounterResultStatistic) -> CounterResultStatistic {
+    let d = |e: u64, s: u64| {
+        if e == COUNTER_ERROR_VALUE || s == COUNTER_ERROR_VALUE {
+            COUNTER_ERROR_VALUE
+        } else {
+            e.saturating_sub(s)
+        }
+    };
+    CounterResultStatistic {
+        tessellation_input_patches: d(
+            end.tessellation_input_patches,
+            start.tessellation_input_patches,
+        ),
+        vertex_invocations: d(end.vertex_invocations, start.vertex_invocations),
+        post_tessellation_vertex_invocations: d(
+            end.post_tessellation_vertex_invocations,
+            start.post_tessellation_vertex_invocations,
+        ),
+        clipper_invocations: d(end.clipper_invocations, start.clipper_invocations),
+        clipper_primitives_out: d(end.clipper_primitives_out, start.clipper_primitives_out),
+        fragment_invocations: d(end.fragment_invocations, start.fragment_invocations),
+        fragments_passed: d(end.fragments_passed, start.fragments_passed),
+        compute_kernel_invocations: d(
+            end.compute_kernel_invocations,
+            start.compute_kernel_invocations,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counted_keeps_error_value() {
+        let start = CounterResultStatistic {
+            compute_kernel_invocations: 10,
+            fragments_passed: COUNTER_ERROR_VALUE,
+            ..Default::default()
+        };
+        let end = CounterResultStatistic {
+            compute_kernel_invocations: 110,
+            fragments_passed: COUNTER_ERROR_VALUE,
+            ..Default::default()
+        };
+        let d = counted(&end, &start);
+        assert_eq!(d.compute_kernel_invocations, 100);
+        assert_eq!(d.fragments_passed, COUNTER_ERROR_VALUE);
+        assert_eq!(d.vertex_invocations, 0);
+    }
+}
