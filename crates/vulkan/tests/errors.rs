@@ -1,0 +1,472 @@
+//! Every bad input of DESIGN.md's list gets its own typed error: no panic,
+//! no validation-layer message.
+mod common;
+
+use gpu_counters_core::{
+    CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterSampleBufferDescriptor,
+    Error, InvalidInput, StorageMode, TimestampGranularity,
+};
+use gpu_counters_vulkan::ash::vk;
+use gpu_counters_vulkan::{
+    CommandBuffer, ComputePassDescriptor, CounterSampleBuffer, Device, GpuBuffer, MemoryLocation,
+    PassSampleBufferAttachment, RenderPassDescriptor, RenderPassSampleBufferAttachment,
+    RenderTarget, MAX_SAMPLE_COUNT,
+};
+use gpu_counters_workloads::RenderWorkload;
+
+fn invalid(e: Error) -> InvalidInput {
+    assert_eq!(e.kind(), CounterErrorKind::Invalid, "{e}");
+    e.invalid().cloned().unwrap()
+}
+
+fn timestamps(device: &Device, label: &str, count: u32) -> CounterSampleBuffer {
+    device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Timestamp,
+            label,
+            count,
+        ))
+        .unwrap()
+}
+
+fn attach(
+    b: &CounterSampleBuffer,
+    start: Option<u32>,
+    end: Option<u32>,
+) -> PassSampleBufferAttachment<'_> {
+    PassSampleBufferAttachment {
+        sample_buffer: b,
+        start_of_encoder_sample_index: start,
+        end_of_encoder_sample_index: end,
+    }
+}
+
+#[test]
+fn sample_count_zero() {
+    let device = common::device();
+    let e = device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Timestamp,
+            "empty",
+            0,
+        ))
+        .unwrap_err();
+    assert_eq!(
+        invalid(e.clone()),
+        InvalidInput::SampleCountZero {
+            label: "empty".into()
+        }
+    );
+    assert!(e.to_string().contains("sample_count"), "{e}");
+    common::assert_no_validation_messages(&device);
+}
+
+#[test]
+fn sample_count_over_the_limit() {
+    let device = common::device();
+    let e = device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Statistic,
+            "huge",
+            MAX_SAMPLE_COUNT + 1,
+        ))
+        .unwrap_err();
+    assert_eq!(
+        invalid(e),
+        InvalidInput::SampleCountTooLarge {
+            label: "huge".into(),
+            requested: MAX_SAMPLE_COUNT + 1,
+            limit: MAX_SAMPLE_COUNT,
+        }
+    );
+    let e = device
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(0))
+        .unwrap_err();
+    assert!(matches!(
+        invalid(e),
+        InvalidInput::HeapCountOutOfRange { requested: 0, .. }
+    ));
+    common::assert_no_validation_messages(&device);
+}
+
+#[test]
+fn counter_set_the_device_lacks() {
+    let device = common::device();
+    let e = device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::StageUtilization,
+            "cycles",
+            4,
+        ))
+        .unwrap_err();
+    assert_eq!(
+        invalid(e),
+        InvalidInput::UnsupportedCounterSet {
+            set: CommonCounterSet::StageUtilization,
+            device: device.info().name.clone(),
+        }
+    );
+    common::assert_no_validation_messages(&device);
+}
+
+#[test]
+fn index_out_of_range() {
+    let device = common::device();
+    let b = timestamps(&device, "two", 2);
+    let heap = device
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(2))
+        .unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    // Pass attachment.
+    let e = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: vec![attach(&b, Some(0), Some(2))],
+        })
+        .err()
+        .unwrap();
+    let expected = InvalidInput::IndexOutOfRange {
+        what: "sample",
+        label: "two".into(),
+        index: 2,
+        count: 2,
+    };
+    assert_eq!(invalid(e), expected);
+    // Encoder-level sample and heap write.
+    {
+        let mut pass = cmd
+            .compute_encoder(&ComputePassDescriptor::default())
+            .unwrap();
+        assert_eq!(
+            invalid(pass.sample_counters(&b, 2, true).unwrap_err()),
+            expected
+        );
+        let e = pass
+            .write_timestamp(TimestampGranularity::Precise, &heap, 5)
+            .unwrap_err();
+        assert!(matches!(
+            invalid(e),
+            InvalidInput::IndexOutOfRange {
+                what: "heap entry",
+                index: 5,
+                count: 2,
+                ..
+            }
+        ));
+        let e = pass
+            .write_timestamp(TimestampGranularity::Relaxed, &heap, 2)
+            .unwrap_err();
+        assert!(matches!(
+            invalid(e),
+            InvalidInput::IndexOutOfRange { index: 2, .. }
+        ));
+        pass.end_encoding().unwrap();
+    }
+    assert_eq!(
+        invalid(cmd.sample_counters(&b, 7, true).unwrap_err()),
+        InvalidInput::IndexOutOfRange {
+            what: "sample",
+            label: "two".into(),
+            index: 7,
+            count: 2,
+        }
+    );
+    common::run(cmd);
+    common::assert_no_validation_messages(&device);
+}
+
+#[test]
+fn range_past_the_end() {
+    let device = common::device();
+    let b = timestamps(&device, "three", 3);
+    for range in [0..4, 2..5, 3..3, 2..1] {
+        let e = b.resolve_counter_range(range.clone()).unwrap_err();
+        assert_eq!(
+            invalid(e),
+            InvalidInput::RangeOutOfBounds {
+                label: "three".into(),
+                start: range.start,
+                end: range.end,
+                count: 3,
+            }
+        );
+    }
+    let dst = GpuBuffer::new(&device, 64, MemoryLocation::HostVisible).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    let e = cmd.resolve_counters(&b, 1..4, &dst, 0).unwrap_err();
+    assert!(matches!(
+        invalid(e),
+        InvalidInput::RangeOutOfBounds {
+            start: 1,
+            end: 4,
+            ..
+        }
+    ));
+    let heap = device
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(2))
+        .unwrap();
+    assert!(matches!(
+        invalid(heap.invalidate_counter_range(1..3).unwrap_err()),
+        InvalidInput::RangeOutOfBounds {
+            start: 1,
+            end: 3,
+            count: 2,
+            ..
+        }
+    ));
+    assert!(matches!(
+        invalid(heap.resolve_counter_range(0..9).unwrap_err()),
+        InvalidInput::RangeOutOfBounds { .. }
+    ));
+    drop(cmd);
+    common::assert_no_validation_messages(&device);
+}
+
+#[test]
+fn cpu_resolve_of_a_private_buffer() {
+    let device = common::device();
+    let b = device
+        .make_counter_sample_buffer(
+            &CounterSampleBufferDescriptor::new(CommonCounterSet::Statistic, "gpu only", 2)
+                .with_storage_mode(StorageMode::Private),
+        )
+        .unwrap();
+    assert_eq!(
+        invalid(b.resolve_counter_range(0..2).unwrap_err()),
+        InvalidInput::CpuResolveOfPrivateBuffer {
+            label: "gpu only".into()
+        }
+    );
+    common::assert_no_validation_messages(&device);
+}
+
+#[test]
+fn destination_offset_unaligned() {
+    let device = common::device();
+    let b = timestamps(&device, "t", 2);
+    let dst = GpuBuffer::new(&device, 64, MemoryLocation::HostVisible).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    assert_eq!(
+        invalid(cmd.resolve_counters(&b, 0..2, &dst, 4).unwrap_err()),
+        InvalidInput::DestinationOffsetUnaligned {
+            offset: 4,
+            alignment: 8
+        }
+    );
+    drop(cmd);
+    common::assert_no_validation_messages(&device);
+}
+
+#[test]
+fn destination_too_small() {
+    let device = common::device();
+    let b = device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Statistic,
+            "s",
+            2,
+        ))
+        .unwrap();
+    let dst = GpuBuffer::new(&device, 100, MemoryLocation::HostVisible).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    assert_eq!(
+        invalid(cmd.resolve_counters(&b, 0..2, &dst, 0).unwrap_err()),
+        InvalidInput::DestinationTooSmall {
+            offset: 0,
+            needed: 128,
+            available: 100
+        }
+    );
+    assert_eq!(
+        invalid(cmd.resolve_counters(&b, 0..1, &dst, 64).unwrap_err()),
+        InvalidInput::DestinationTooSmall {
+            offset: 64,
+            needed: 64,
+            available: 36
+        }
+    );
+    assert_eq!(
+        invalid(cmd.resolve_counters(&b, 0..1, &dst, 200).unwrap_err()),
+        InvalidInput::DestinationTooSmall {
+            offset: 200,
+            needed: 64,
+            available: 0
+        }
+    );
+    drop(cmd);
+    common::assert_no_validation_messages(&device);
+}
+
+#[test]
+fn objects_of_another_device() {
+    let a = common::device();
+    let b = common::device();
+    let buffer_a = timestamps(&a, "a", 2);
+    let heap_a = a
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(2))
+        .unwrap();
+    let dst_a = GpuBuffer::new(&a, 16, MemoryLocation::HostVisible).unwrap();
+    let buffer_b = timestamps(&b, "b", 2);
+    let mut cmd = CommandBuffer::new(&b).unwrap();
+    let foreign = |e: Error| match invalid(e) {
+        InvalidInput::ForeignObject { what } => what,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        foreign(cmd.sample_counters(&buffer_a, 0, true).unwrap_err()),
+        "counter sample buffer"
+    );
+    assert_eq!(
+        foreign(
+            cmd.write_timestamp(TimestampGranularity::Precise, &heap_a, 0)
+                .unwrap_err()
+        ),
+        "counter heap"
+    );
+    assert_eq!(
+        foreign(
+            cmd.compute_encoder(&ComputePassDescriptor {
+                sample_buffer_attachments: vec![attach(&buffer_a, Some(0), None)],
+            })
+            .err()
+            .unwrap()
+        ),
+        "counter sample buffer"
+    );
+    assert_eq!(
+        foreign(
+            cmd.resolve_counters(&buffer_b, 0..2, &dst_a, 0)
+                .unwrap_err()
+        ),
+        "destination buffer"
+    );
+    assert_eq!(
+        foreign(
+            cmd.resolve_counters(&buffer_a, 0..2, &dst_a, 0)
+                .unwrap_err()
+        ),
+        "counter sample buffer"
+    );
+    drop(cmd);
+    common::assert_no_validation_messages(&a);
+    common::assert_no_validation_messages(&b);
+}
+
+#[test]
+fn index_reuse_inside_a_render_pass_and_attached_twice() {
+    let device = common::device();
+    let b = timestamps(&device, "frame", 4);
+    let stats1 = device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Statistic,
+            "s1",
+            2,
+        ))
+        .unwrap();
+    let stats2 = device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Statistic,
+            "s2",
+            2,
+        ))
+        .unwrap();
+    let mut work = RenderWorkload::new(&common::ctx(&device), 1, 16, 16).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    // The same index twice in one pass.
+    let e = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: vec![attach(&b, Some(1), Some(1))],
+        })
+        .err()
+        .unwrap();
+    assert!(matches!(
+        invalid(e),
+        InvalidInput::SampleIndexReuse { index: 1, .. }
+    ));
+    // Two statistic buffers in one pass.
+    let e = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: vec![
+                attach(&stats1, Some(0), None),
+                attach(&stats2, Some(0), None),
+            ],
+        })
+        .err()
+        .unwrap();
+    assert!(matches!(invalid(e), InvalidInput::Argument(m) if m.contains("at most one statistic")));
+
+    work.record_prepare(device.raw(), cmd.raw());
+    let colors = [work.color_attachment()];
+    let info = vk::RenderingInfo::default()
+        .render_area(work.render_area())
+        .layer_count(1)
+        .color_attachments(&colors);
+    let mut pass = cmd
+        .render_encoder(&RenderPassDescriptor {
+            target: RenderTarget::Dynamic(&info),
+            sample_buffer_attachments: vec![RenderPassSampleBufferAttachment {
+                sample_buffer: &b,
+                start_of_vertex_sample_index: Some(0),
+                end_of_vertex_sample_index: None,
+                start_of_fragment_sample_index: None,
+                end_of_fragment_sample_index: Some(3),
+            }],
+        })
+        .unwrap();
+    work.record_draw(device.raw(), pass.raw());
+    pass.sample_counters(&b, 1, true).unwrap();
+    // Index 0 was written at the pass's start; Vulkan cannot reset it here.
+    let e = pass.sample_counters(&b, 0, true).unwrap_err();
+    assert!(matches!(
+        invalid(e),
+        InvalidInput::SampleIndexReuse { index: 0, .. }
+    ));
+    pass.end_encoding().unwrap();
+    common::run(cmd);
+    assert!(b.resolve_counter_range(0..2).unwrap().all_written());
+    unsafe { work.destroy(device.raw()) };
+    common::assert_no_validation_messages(&device);
+}
+
+#[test]
+fn commit_of_a_callers_command_buffer() {
+    let device = common::device();
+    let d = device.raw();
+    let pool = unsafe {
+        d.create_command_pool(
+            &vk::CommandPoolCreateInfo::default().queue_family_index(device.queue_family_index()),
+            None,
+        )
+    }
+    .unwrap();
+    let raw = unsafe {
+        d.allocate_command_buffers(
+            &vk::CommandBufferAllocateInfo::default()
+                .command_pool(pool)
+                .command_buffer_count(1),
+        )
+    }
+    .unwrap()[0];
+    unsafe { d.begin_command_buffer(raw, &vk::CommandBufferBeginInfo::default()) }.unwrap();
+    let b = timestamps(&device, "caller's", 2);
+    let mut cmd = unsafe { CommandBuffer::from_raw(&device, raw) };
+    cmd.sample_counters(&b, 0, true).unwrap();
+    cmd.sample_counters(&b, 1, true).unwrap();
+    let completion = cmd.completion();
+    assert!(matches!(
+        invalid(cmd.commit().unwrap_err()),
+        InvalidInput::EncoderState(_)
+    ));
+    // The caller submits their own command buffer.
+    unsafe {
+        d.end_command_buffer(raw).unwrap();
+        let infos = [vk::CommandBufferSubmitInfo::default().command_buffer(raw)];
+        let submit = [vk::SubmitInfo2::default().command_buffer_infos(&infos)];
+        let queue = device.queue().lock().unwrap();
+        d.queue_submit2(*queue, &submit, vk::Fence::null()).unwrap();
+        d.queue_wait_idle(*queue).unwrap();
+    }
+    completion.signal();
+    assert!(b.resolve_counter_range(0..2).unwrap().all_written());
+    unsafe { d.destroy_command_pool(pool, None) };
+    common::assert_no_validation_messages(&device);
+}
