@@ -30,10 +30,10 @@ pub enum Command {
     /// timestamps and statistics, and check the statistics against the
     /// counts known in advance.
     Run(RunArgs),
-    // `bench` (gpu_counters_bench::BenchArgs, run with gpu_counters_bench::run)
-    // is added here by the lead once crates/bench lands:
-    //     /// Measure the cost of counter sampling.
-    //     Bench(gpu_counters_bench::BenchArgs),
+    /// Measure what counter sampling costs against raw Vulkan (ash), wgpu
+    /// and wgpu-profiler, side by side in one run; CPU resolve throughput;
+    /// calibration quality and drift.
+    Bench(gpu_counters_bench::BenchArgs),
 }
 
 /// Options of `devices`.

@@ -6,6 +6,8 @@
 //!   some frames, every pass sampled (timestamps and statistics), the
 //!   statistics checked against the counts known in advance, with tables or
 //!   `--json` on stdout and optional Chrome trace, CSV and SVG exports.
+//! - `gpu-counters bench [--json] [--samples N] [--reps R]`: the cost of
+//!   sampling against raw Vulkan, wgpu and wgpu-profiler in one run.
 //!
 //! Exit codes: 0 success, 1 failure (a Vulkan error, a statistic that differs
 //! from its expected count, a validation-layer message), 2 bad input (one
@@ -18,6 +20,25 @@ mod output;
 mod report;
 mod run;
 
+use error::CliError;
+
+/// `gpu-counters bench`: runs the benchmark and prints its table, or one JSON
+/// object with `--json`.
+fn bench(args: &gpu_counters_bench::BenchArgs) -> Result<(), CliError> {
+    let report = gpu_counters_bench::run(args).map_err(|e| match e {
+        gpu_counters_bench::BenchError::InvalidArgument(m) => CliError::Usage(m),
+        e => CliError::Failure(e.to_string()),
+    })?;
+    if args.json {
+        let json = serde_json::to_string_pretty(&report)
+            .map_err(|e| CliError::Failure(format!("serializing the report: {e}")))?;
+        println!("{json}");
+    } else {
+        gpu_counters_bench::print_human(&report);
+    }
+    Ok(())
+}
+
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -28,6 +49,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         cli::Command::Devices(args) => devices::run(args),
         cli::Command::Run(args) => run::run(args),
+        cli::Command::Bench(args) => bench(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
