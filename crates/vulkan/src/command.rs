@@ -234,6 +234,11 @@ impl CommandBuffer {
     /// `destination_offset` (Metal's blit `resolveCounters`). Either storage
     /// mode may be resolved this way. The offset must be a multiple of 8 and
     /// the destination must hold the range's result structs.
+    ///
+    /// The resolve waits on the GPU for every sample of the range that was
+    /// recorded: submit it after the command buffers that write them (in the
+    /// same command buffer, after the passes, is the usual place). Samples
+    /// never written resolve to the error value without waiting.
     pub fn resolve_counters(
         &mut self,
         buffer: &CounterSampleBuffer,

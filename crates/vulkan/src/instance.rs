@@ -349,10 +349,13 @@ impl Capabilities {
                 exts.iter()
                     .any(|e| e.extension_name_as_c_str().ok() == Some(name))
             };
-            let calibration_ext = if has(ash::khr::calibrated_timestamps::NAME) {
-                Some(CalibrationMethod::CalibratedTimestampsKhr)
-            } else if has(ash::ext::calibrated_timestamps::NAME) {
+            // The EXT and KHR extensions are the same; where a driver has both,
+            // EXT is taken because older validation layers (Debian 12's
+            // 1.3.239) know only EXT and warn about KHR.
+            let calibration_ext = if has(ash::ext::calibrated_timestamps::NAME) {
                 Some(CalibrationMethod::CalibratedTimestampsExt)
+            } else if has(ash::khr::calibrated_timestamps::NAME) {
+                Some(CalibrationMethod::CalibratedTimestampsKhr)
             } else {
                 None
             };

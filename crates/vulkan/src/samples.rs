@@ -603,27 +603,66 @@ impl Samples {
                 vk::PipelineStageFlags2::COPY,
                 vk::AccessFlags2::TRANSFER_WRITE,
             );
-            d.cmd_copy_query_pool_results(
+            // Scratch starts as "unavailable" everywhere; then only recorded
+            // queries are copied, with WAIT: without it some drivers (NVIDIA
+            // 580) report availability 0 even after the barrier above, and
+            // waiting on a query nothing writes would hang the GPU.
+            let main_span = (hi - lo) as u64 * main_stride;
+            d.cmd_fill_buffer(
                 cmd,
-                self.main.raw,
-                lo,
-                hi - lo,
                 state.scratch.raw(),
                 lo as u64 * main_stride,
-                main_stride,
-                flags,
+                main_span,
+                0,
             );
-            if let Some(o) = &self.occlusion {
-                d.cmd_copy_query_pool_results(
+            if self.occlusion.is_some() {
+                d.cmd_fill_buffer(
                     cmd,
-                    o.raw,
-                    lo,
-                    hi - lo,
                     state.scratch.raw(),
                     occ_base + lo as u64 * 16,
-                    16,
-                    flags,
+                    (hi - lo) as u64 * 16,
+                    0,
                 );
+            }
+            barrier(
+                d,
+                cmd,
+                vk::PipelineStageFlags2::CLEAR,
+                vk::AccessFlags2::TRANSFER_WRITE,
+                vk::PipelineStageFlags2::COPY,
+                vk::AccessFlags2::TRANSFER_WRITE,
+            );
+            let wait = flags | vk::QueryResultFlags::WAIT;
+            for (first_run, count_run) in
+                runs(lo, hi, |i| slots.state[i as usize] == SlotState::Recorded)
+            {
+                d.cmd_copy_query_pool_results(
+                    cmd,
+                    self.main.raw,
+                    first_run,
+                    count_run,
+                    state.scratch.raw(),
+                    first_run as u64 * main_stride,
+                    main_stride,
+                    wait,
+                );
+            }
+            if let Some(o) = &self.occlusion {
+                let with_occlusion = |i: u32| {
+                    slots.state[i as usize] == SlotState::Recorded && slots.occlusion[i as usize]
+                };
+                for (first_run, count_run) in runs(lo, hi, with_occlusion) {
+                    d.cmd_copy_query_pool_results(
+                        cmd,
+                        o.raw,
+                        first_run,
+                        count_run,
+                        state.scratch.raw(),
+                        occ_base + first_run as u64 * 16,
+                        16,
+                        wait,
+                    );
+                }
             }
             barrier(
                 d,
@@ -729,6 +768,24 @@ pub(crate) unsafe fn barrier(
     let dep = vk::DependencyInfo::default().memory_barriers(&barriers);
     // SAFETY: forwarded from the caller.
     unsafe { d.cmd_pipeline_barrier2(cmd, &dep) };
+}
+
+/// Maximal runs `(first, count)` of indices in `lo..hi` for which `keep` holds.
+fn runs(lo: u32, hi: u32, keep: impl Fn(u32) -> bool) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut i = lo;
+    while i < hi {
+        if !keep(i) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < hi && keep(i) {
+            i += 1;
+        }
+        out.push((start, i - start));
+    }
+    out
 }
 
 fn field_index(counter: CommonCounter) -> usize {

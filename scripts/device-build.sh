@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds release binaries for a run on the GPU machine (which has no Rust
+# toolchain) into .bin/: the gpu-counters command and the GPU test binaries.
+# Pair with scripts/device-run.sh there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .bin
+cargo build --release -p gpu-counters-cli
+cp target/release/gpu-counters .bin/
+rm -f .bin/test-*
+cargo test --release --no-run -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-workloads \
+  --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys, shutil
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] != ["bin"]:
+        name = m["target"]["name"]; crate = m["package_id"].split("#")[0].rsplit("/", 1)[-1]
+        shutil.copy(m["executable"], f".bin/test-{crate}-{name}")
+'
+strip .bin/* 2>/dev/null || true
+du -sh .bin; ls .bin
