@@ -230,7 +230,7 @@ pub fn fmt_offset(ns: i128) -> String {
 /// A byte count in KiB, MiB or GiB where it is a whole number of them.
 fn fmt_bytes(b: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if b >= 1 << shift && b % (1 << shift) == 0 {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
             return format!("{} {unit}", b >> shift);
         }
     }

@@ -383,6 +383,7 @@ impl Drop for EncoderCore<'_> {
 
 /// Takes statistic sample `index` in a chain: ends the open query of the
 /// chain (its segment ends here) and begins query `index`.
+#[allow(clippy::too_many_arguments)] // the recording context, the chain and the sample
 pub(crate) fn chain_sample(
     d: &ash::Device,
     cmd: vk::CommandBuffer,

@@ -518,7 +518,7 @@ impl Samples {
             }
             .into());
         }
-        if offset % 8 != 0 {
+        if !offset.is_multiple_of(8) {
             return Err(InvalidInput::DestinationOffsetUnaligned {
                 offset,
                 alignment: 8,
