@@ -129,8 +129,9 @@ impl CommandBuffer {
         &self.device
     }
 
+    #[inline]
     pub(crate) fn check_device(&self, samples: &Samples, what: &'static str) -> Result<()> {
-        if samples.device.id() != self.device.id() {
+        if !Arc::ptr_eq(&samples.device.shared, &self.device.shared) {
             return Err(InvalidInput::ForeignObject { what }.into());
         }
         Ok(())
@@ -427,7 +428,17 @@ impl Drop for Submission {
     }
 }
 
+#[cold]
+fn not_timestamps(samples: &Samples) -> Error {
+    InvalidInput::Argument(format!(
+        "`{}` holds {} samples, not timestamps",
+        samples.label, samples.set
+    ))
+    .into()
+}
+
 /// Records one timestamp into `samples[index]` at `stage`.
+#[inline]
 pub(crate) fn write_timestamp(
     device: &Device,
     cmd: vk::CommandBuffer,
@@ -438,11 +449,7 @@ pub(crate) fn write_timestamp(
     ticket: &Ticket,
 ) -> Result<()> {
     if samples.set != gpu_counters_core::CommonCounterSet::Timestamp {
-        return Err(InvalidInput::Argument(format!(
-            "`{}` holds {} samples, not timestamps",
-            samples.label, samples.set
-        ))
-        .into());
+        return Err(not_timestamps(samples));
     }
     let mut slots = samples.lock()?;
     if samples.prepare_write(&slots, index, in_render_pass)? {

@@ -65,6 +65,9 @@ pub(crate) struct DeviceShared {
     pub(crate) calibrated: Option<CalibratedLoader>,
     pub(crate) push_descriptor: Option<ash::khr::push_descriptor::Device>,
     pub(crate) resolve: OnceLock<std::result::Result<ResolvePipeline, Error>>,
+    /// `info.sampling_points` as flags indexed by `CounterSamplingPoint as
+    /// usize`, so the per-sample check is one load.
+    points: [bool; 5],
     owned: bool,
 }
 
@@ -263,6 +266,10 @@ impl Device {
         // SAFETY: the physical device belongs to the instance.
         let memory = unsafe { raw.get_physical_device_memory_properties(caps.physical_device) };
         let info = caps.info(index);
+        let mut points = [false; 5];
+        for p in CounterSamplingPoint::ALL {
+            points[p as usize] = info.supports_counter_sampling(p);
+        }
         Self {
             shared: Arc::new(DeviceShared {
                 id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
@@ -276,6 +283,7 @@ impl Device {
                 calibrated,
                 push_descriptor,
                 resolve: OnceLock::new(),
+                points,
                 owned,
             }),
         }
@@ -318,7 +326,7 @@ impl Device {
 
     /// Whether the device can sample at `point` (Metal's `supportsCounterSampling`).
     pub fn supports_counter_sampling(&self, point: CounterSamplingPoint) -> bool {
-        self.shared.info.supports_counter_sampling(point)
+        self.shared.points[point as usize]
     }
 
     /// The timestamp frequency in ticks per second
@@ -424,8 +432,9 @@ impl Device {
         let submission = cmd.commit()?;
         submission.wait()?;
         let after = cpu_monotonic_ns();
-        let (values, available) = pool.read(0, 1)?;
-        if !available[0] {
+        let mut data = Vec::new();
+        pool.read_into(0, 1, &mut data)?;
+        if data[1] == 0 {
             return Err(Error::Internal(
                 "bracketing timestamp not available after its submission completed".into(),
             ));
@@ -433,7 +442,7 @@ impl Device {
         let half = (after - before) / 2;
         Ok(TimestampPair {
             cpu_ns: before + half,
-            gpu_ticks: values[0] & mask(self.shared.caps.timestamp_valid_bits),
+            gpu_ticks: data[0] & mask(self.shared.caps.timestamp_valid_bits),
             max_deviation_ns: half + (after - before) % 2,
         })
     }

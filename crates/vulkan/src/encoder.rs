@@ -101,32 +101,108 @@ struct EndSample {
     stage: vk::PipelineStageFlags2,
 }
 
+/// A list that keeps its first `N` items inline: a pass has a few
+/// attachments, so its end-of-pass samples need no allocation.
+struct Few<T, const N: usize> {
+    inline: [Option<T>; N],
+    len: usize,
+    more: Vec<T>,
+}
+
+impl<T, const N: usize> Few<T, N> {
+    fn new() -> Self {
+        Self {
+            inline: std::array::from_fn(|_| None),
+            len: 0,
+            more: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, item: T) {
+        if self.len < N {
+            self.inline[self.len] = Some(item);
+            self.len += 1;
+        } else {
+            self.more.push(item);
+        }
+    }
+
+    /// Empties the list, returning its items in the order they were pushed.
+    fn take(&mut self) -> impl Iterator<Item = T> {
+        let inline = std::mem::replace(&mut self.inline, std::array::from_fn(|_| None));
+        self.len = 0;
+        inline
+            .into_iter()
+            .flatten()
+            .chain(std::mem::take(&mut self.more))
+    }
+}
+
+/// One heap's relaxed writes waiting for the pass's end.
+struct RelaxedWrites {
+    heap: Arc<Samples>,
+    /// The indices in the order first written.
+    indices: Vec<u32>,
+    /// Which indices are in `indices`, one bit each, once there are enough
+    /// of them that searching the list would cost more.
+    seen: Vec<u64>,
+}
+
+impl RelaxedWrites {
+    /// Searched linearly up to this many indices.
+    const LINEAR: usize = 16;
+
+    /// Adds `index` (checked against the heap) unless it is already there.
+    fn insert(&mut self, index: u32) {
+        if self.seen.is_empty() {
+            if self.indices.len() < Self::LINEAR {
+                if !self.indices.contains(&index) {
+                    self.indices.push(index);
+                }
+                return;
+            }
+            self.seen = vec![0; (self.heap.count as usize).div_ceil(64)];
+            for &i in &self.indices {
+                self.seen[i as usize / 64] |= 1 << (i % 64);
+            }
+        }
+        let (word, bit) = (index as usize / 64, 1u64 << (index % 64));
+        if self.seen[word] & bit == 0 {
+            self.seen[word] |= bit;
+            self.indices.push(index);
+        }
+    }
+}
+
 /// The state every encoder shares.
 struct EncoderCore<'c> {
     cmd: &'c mut CommandBuffer,
     kind: EncoderKind,
+    /// Whether the device samples at `kind.point()`.
+    point_supported: bool,
     in_render_pass: bool,
     uses_render_pass2: bool,
     /// The statistic chain: the buffer and the index whose queries are active.
     chain: Option<(Arc<Samples>, u32)>,
     /// Relaxed heap writes waiting for the pass's end, per heap.
-    relaxed: Vec<(Arc<Samples>, Vec<u32>)>,
-    end_timestamps: Vec<EndSample>,
-    end_statistics: Vec<(Arc<Samples>, u32)>,
+    relaxed: Vec<RelaxedWrites>,
+    end_timestamps: Few<EndSample, 4>,
+    end_statistics: Few<(Arc<Samples>, u32), 2>,
     ended: bool,
 }
 
 impl<'c> EncoderCore<'c> {
     fn new(cmd: &'c mut CommandBuffer, kind: EncoderKind) -> Self {
         Self {
+            point_supported: cmd.device.supports_counter_sampling(kind.point()),
             cmd,
             kind,
             in_render_pass: false,
             uses_render_pass2: false,
             chain: None,
             relaxed: Vec::new(),
-            end_timestamps: Vec::new(),
-            end_statistics: Vec::new(),
+            end_timestamps: Few::new(),
+            end_statistics: Few::new(),
             ended: false,
         }
     }
@@ -136,60 +212,66 @@ impl<'c> EncoderCore<'c> {
     }
 
     /// Validates a pass's attachments, records the resets they need (outside
-    /// any render pass) and returns them as (buffer, index, is_start, stage).
-    #[allow(clippy::type_complexity)]
-    fn prepare_attachments(
+    /// any render pass).
+    fn prepare_attachments<'a>(
         &mut self,
-        list: &[(
-            &CounterSampleBuffer,
-            Option<u32>,
-            bool,
-            vk::PipelineStageFlags2,
-        )],
+        list: impl Iterator<Item = Attachment<'a>> + Clone,
     ) -> Result<()> {
-        if list.iter().any(|(_, i, _, _)| i.is_some()) {
+        if list.clone().any(|a| a.index.is_some()) {
             self.device()
                 .require_point(CounterSamplingPoint::AtStageBoundary)?;
         }
-        let mut seen: Vec<(u64, u32)> = Vec::new();
-        let mut statistic_buffers: Vec<*const Samples> = Vec::new();
-        for (buffer, index, _, _) in list {
-            let Some(index) = index else { continue };
+        // The first statistic buffer, and how often another came after one.
+        let mut statistic: Option<*const Samples> = None;
+        let mut statistic_buffers = 0;
+        for (k, a) in list.clone().enumerate() {
+            let Some(index) = a.index else { continue };
             self.cmd
-                .check_device(&buffer.inner, "counter sample buffer")?;
-            buffer.inner.check_index(*index)?;
-            let key = (Arc::as_ptr(&buffer.inner) as u64, *index);
-            if seen.contains(&key) {
+                .check_device(&a.buffer.inner, "counter sample buffer")?;
+            a.buffer.inner.check_index(index)?;
+            // Attachments are few: look back instead of keeping a set.
+            if list
+                .clone()
+                .take(k)
+                .any(|b| b.index == Some(index) && Arc::ptr_eq(&b.buffer.inner, &a.buffer.inner))
+            {
                 return Err(InvalidInput::SampleIndexReuse {
-                    label: buffer.label().to_string(),
-                    index: *index,
+                    label: a.buffer.label().to_string(),
+                    index,
                     reason: "is attached twice to the same pass",
                 }
                 .into());
             }
-            seen.push(key);
-            if buffer.counter_set() == CommonCounterSet::Statistic {
-                let p = Arc::as_ptr(&buffer.inner);
-                if !statistic_buffers.contains(&p) {
-                    statistic_buffers.push(p);
+            if a.buffer.counter_set() == CommonCounterSet::Statistic {
+                let p = Arc::as_ptr(&a.buffer.inner);
+                if statistic != Some(p) {
+                    statistic_buffers += 1;
+                    statistic.get_or_insert(p);
                 }
             }
         }
-        if statistic_buffers.len() > 1 {
+        if statistic_buffers > 1 {
             return Err(InvalidInput::Argument(
                 "a pass can attach at most one statistic sample buffer: Vulkan allows one active pipeline-statistics query".into(),
             )
             .into());
         }
-        // Reset re-used indices now, while outside any render pass.
-        for (buffer, index, _, _) in list {
-            let Some(index) = index else { continue };
-            let mut slots = buffer.inner.lock()?;
-            if buffer.inner.prepare_write(&slots, *index, false)? {
-                buffer
+        // Reset re-used indices now, while outside any render pass. Outside
+        // render passes, start timestamps (taken at once, and nothing before
+        // them can fail when no statistic buffer is attached) reset their
+        // indices themselves, under the same lock as the write.
+        let starts_reset_themselves = self.kind != EncoderKind::Render && statistic.is_none();
+        for a in list {
+            let Some(index) = a.index else { continue };
+            if a.is_start && starts_reset_themselves {
+                continue;
+            }
+            let mut slots = a.buffer.inner.lock()?;
+            if a.buffer.inner.prepare_write(&slots, index, false)? {
+                a.buffer
                     .inner
-                    .record_reset(&mut slots, self.cmd.raw, &self.cmd.ticket, *index);
-                slots.state[*index as usize] = SlotState::Fresh;
+                    .record_reset(&mut slots, self.cmd.raw, &self.cmd.ticket, index);
+                slots.state[index as usize] = SlotState::Fresh;
             }
         }
         Ok(())
@@ -260,7 +342,9 @@ impl<'c> EncoderCore<'c> {
         self.check_open()?;
         self.cmd
             .check_device(&buffer.inner, "counter sample buffer")?;
-        self.device().require_point(self.kind.point())?;
+        if !self.point_supported {
+            self.device().require_point(self.kind.point())?;
+        }
         let stage = if barrier {
             vk::PipelineStageFlags2::ALL_COMMANDS
         } else {
@@ -295,14 +379,14 @@ impl<'c> EncoderCore<'c> {
                 match self
                     .relaxed
                     .iter_mut()
-                    .find(|(h, _)| Arc::ptr_eq(h, &heap.inner))
+                    .find(|r| Arc::ptr_eq(&r.heap, &heap.inner))
                 {
-                    Some((_, list)) => {
-                        if !list.contains(&index) {
-                            list.push(index)
-                        }
-                    }
-                    None => self.relaxed.push((heap.inner.clone(), vec![index])),
+                    Some(r) => r.insert(index),
+                    None => self.relaxed.push(RelaxedWrites {
+                        heap: heap.inner.clone(),
+                        indices: vec![index],
+                        seen: Vec::new(),
+                    }),
                 }
                 Ok(())
             }
@@ -322,9 +406,8 @@ impl<'c> EncoderCore<'c> {
                 first_error.get_or_insert(e);
             }
         };
-        let end_statistics = std::mem::take(&mut self.end_statistics);
-        for (samples, index) in &end_statistics {
-            keep(self.sample_statistic(samples, *index));
+        for (samples, index) in self.end_statistics.take() {
+            keep(self.sample_statistic(&samples, index));
         }
         keep(self.close_chain());
         if self.in_render_pass {
@@ -339,7 +422,7 @@ impl<'c> EncoderCore<'c> {
             }
             self.in_render_pass = false;
         }
-        for end in std::mem::take(&mut self.end_timestamps) {
+        for end in self.end_timestamps.take() {
             keep(write_timestamp(
                 &self.cmd.device,
                 self.cmd.raw,
@@ -350,7 +433,7 @@ impl<'c> EncoderCore<'c> {
                 &self.cmd.ticket,
             ));
         }
-        for (heap, indices) in std::mem::take(&mut self.relaxed) {
+        for RelaxedWrites { heap, indices, .. } in std::mem::take(&mut self.relaxed) {
             let Some((&first, rest)) = indices.split_first() else {
                 continue;
             };
@@ -400,6 +483,8 @@ pub(crate) fn chain_sample(
     }
     let occlusion = samples.occlusion.as_ref().filter(|_| with_occlusion);
     let mut link = NONE;
+    // The chain's reference to `samples`, when it already holds one.
+    let mut held = None;
     if let Some((open, open_index)) = chain.take() {
         if Arc::ptr_eq(&open, samples) {
             link = open_index;
@@ -410,6 +495,7 @@ pub(crate) fn chain_sample(
                 open_index,
                 slots.occlusion[open_index as usize],
             );
+            held = Some(open);
         } else {
             let open_slots = open.lock()?;
             end_queries(
@@ -431,7 +517,7 @@ pub(crate) fn chain_sample(
     }
     Samples::mark_recorded(&mut slots, index, link, occlusion.is_some());
     drop(slots);
-    *chain = Some((samples.clone(), index));
+    *chain = Some((held.unwrap_or_else(|| samples.clone()), index));
     Ok(())
 }
 
@@ -565,53 +651,99 @@ impl RenderEncoder<'_> {
     }
 }
 
+/// One sampling point of a pass attachment.
+#[derive(Clone, Copy)]
+struct Attachment<'a> {
+    buffer: &'a CounterSampleBuffer,
+    index: Option<u32>,
+    is_start: bool,
+    stage: vk::PipelineStageFlags2,
+}
+
+/// The sampling points of compute and blit attachments, without collecting
+/// them.
+fn pass_attachments<'a>(
+    attachments: &'a [PassSampleBufferAttachment<'a>],
+) -> impl Iterator<Item = Attachment<'a>> + Clone {
+    attachments.iter().flat_map(|a| {
+        [
+            Attachment {
+                buffer: a.sample_buffer,
+                index: a.start_of_encoder_sample_index,
+                is_start: true,
+                stage: vk::PipelineStageFlags2::TOP_OF_PIPE,
+            },
+            Attachment {
+                buffer: a.sample_buffer,
+                index: a.end_of_encoder_sample_index,
+                is_start: false,
+                stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+            },
+        ]
+    })
+}
+
+/// The sampling points of render attachments, without collecting them.
+fn render_attachments<'a>(
+    attachments: &'a [RenderPassSampleBufferAttachment<'a>],
+) -> impl Iterator<Item = Attachment<'a>> + Clone {
+    attachments.iter().flat_map(|a| {
+        [
+            Attachment {
+                buffer: a.sample_buffer,
+                index: a.start_of_vertex_sample_index,
+                is_start: true,
+                stage: vk::PipelineStageFlags2::TOP_OF_PIPE,
+            },
+            Attachment {
+                buffer: a.sample_buffer,
+                index: a.start_of_fragment_sample_index,
+                is_start: true,
+                stage: vk::PipelineStageFlags2::TOP_OF_PIPE,
+            },
+            Attachment {
+                buffer: a.sample_buffer,
+                index: a.end_of_vertex_sample_index,
+                is_start: false,
+                stage: vk::PipelineStageFlags2::PRE_RASTERIZATION_SHADERS,
+            },
+            Attachment {
+                buffer: a.sample_buffer,
+                index: a.end_of_fragment_sample_index,
+                is_start: false,
+                stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+            },
+        ]
+    })
+}
+
 fn pass_encoder<'c>(
     cmd: &'c mut CommandBuffer,
     kind: EncoderKind,
     attachments: &[PassSampleBufferAttachment<'_>],
 ) -> Result<EncoderCore<'c>> {
     let mut core = EncoderCore::new(cmd, kind);
-    let mut list = Vec::new();
-    for a in attachments {
-        list.push((
-            a.sample_buffer,
-            a.start_of_encoder_sample_index,
-            true,
-            vk::PipelineStageFlags2::TOP_OF_PIPE,
-        ));
-        list.push((
-            a.sample_buffer,
-            a.end_of_encoder_sample_index,
-            false,
-            vk::PipelineStageFlags2::ALL_COMMANDS,
-        ));
-    }
-    core.prepare_attachments(&list)?;
-    start_samples(&mut core, &list)?;
+    core.prepare_attachments(pass_attachments(attachments))?;
+    start_samples(&mut core, pass_attachments(attachments))?;
     Ok(core)
 }
 
-fn start_samples(
+fn start_samples<'a>(
     core: &mut EncoderCore<'_>,
-    list: &[(
-        &CounterSampleBuffer,
-        Option<u32>,
-        bool,
-        vk::PipelineStageFlags2,
-    )],
+    list: impl Iterator<Item = Attachment<'a>>,
 ) -> Result<()> {
-    for (buffer, index, is_start, stage) in list {
-        let Some(index) = *index else { continue };
-        match (buffer.counter_set(), is_start) {
-            (CommonCounterSet::Statistic, true) => core.sample_statistic(&buffer.inner, index)?,
+    for a in list {
+        let Some(index) = a.index else { continue };
+        match (a.buffer.counter_set(), a.is_start) {
+            (CommonCounterSet::Statistic, true) => core.sample_statistic(&a.buffer.inner, index)?,
             (CommonCounterSet::Statistic, false) => {
-                core.end_statistics.push((buffer.inner.clone(), index))
+                core.end_statistics.push((a.buffer.inner.clone(), index))
             }
-            (_, true) => core.sample(buffer, index, *stage)?,
+            (_, true) => core.sample(a.buffer, index, a.stage)?,
             (_, false) => core.end_timestamps.push(EndSample {
-                samples: buffer.inner.clone(),
+                samples: a.buffer.inner.clone(),
                 index,
-                stage: *stage,
+                stage: a.stage,
             }),
         }
     }
@@ -652,53 +784,32 @@ impl CommandBuffer {
         descriptor: &RenderPassDescriptor<'_>,
     ) -> Result<RenderEncoder<'_>> {
         let mut core = EncoderCore::new(self, EncoderKind::Render);
-        let mut list = Vec::new();
-        for a in &descriptor.sample_buffer_attachments {
-            list.push((
-                a.sample_buffer,
-                a.start_of_vertex_sample_index,
-                true,
-                vk::PipelineStageFlags2::TOP_OF_PIPE,
-            ));
-            list.push((
-                a.sample_buffer,
-                a.start_of_fragment_sample_index,
-                true,
-                vk::PipelineStageFlags2::TOP_OF_PIPE,
-            ));
-            list.push((
-                a.sample_buffer,
-                a.end_of_vertex_sample_index,
-                false,
-                vk::PipelineStageFlags2::PRE_RASTERIZATION_SHADERS,
-            ));
-            list.push((
-                a.sample_buffer,
-                a.end_of_fragment_sample_index,
-                false,
-                vk::PipelineStageFlags2::ALL_COMMANDS,
-            ));
-        }
-        core.prepare_attachments(&list)?;
-        let d = core.cmd.device.raw().clone();
+        let attachments = &descriptor.sample_buffer_attachments;
+        core.prepare_attachments(render_attachments(attachments))?;
+        let cmd = core.cmd.raw;
+        let d = core.cmd.device.raw();
         // SAFETY: the caller's begin-info describes valid attachments of this
         // device (their responsibility, as in Vulkan); the command buffer is
         // recording outside any render pass.
-        unsafe {
+        let uses_render_pass2 = unsafe {
             match descriptor.target {
-                RenderTarget::Dynamic(info) => d.cmd_begin_rendering(core.cmd.raw, info),
+                RenderTarget::Dynamic(info) => {
+                    d.cmd_begin_rendering(cmd, info);
+                    false
+                }
                 RenderTarget::RenderPass(info) => {
-                    core.uses_render_pass2 = true;
                     d.cmd_begin_render_pass2(
-                        core.cmd.raw,
+                        cmd,
                         info,
                         &vk::SubpassBeginInfo::default().contents(vk::SubpassContents::INLINE),
-                    )
+                    );
+                    true
                 }
             }
-        }
+        };
+        core.uses_render_pass2 = uses_render_pass2;
         core.in_render_pass = true;
-        start_samples(&mut core, &list)?;
+        start_samples(&mut core, render_attachments(attachments))?;
         Ok(RenderEncoder { core })
     }
 }

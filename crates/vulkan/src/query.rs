@@ -3,7 +3,7 @@
 use crate::util::vk_err;
 use crate::Device;
 use ash::vk;
-use gpu_counters_core::Result;
+use gpu_counters_core::{Error, Result};
 
 pub(crate) struct QueryPool {
     pub(crate) device: Device,
@@ -34,7 +34,6 @@ impl QueryPool {
         let pool = Self {
             device: device.clone(),
             raw,
-
             values,
         };
         pool.host_reset(0, count);
@@ -53,36 +52,59 @@ impl QueryPool {
         unsafe { self.device.raw().reset_query_pool(self.raw, first, count) };
     }
 
-    /// Reads `count` queries from `first` without waiting: the values (64-bit,
-    /// `values` per query) and whether each is available.
-    pub(crate) fn read(&self, first: u32, count: u32) -> Result<(Vec<u64>, Vec<bool>)> {
-        let per = self.values as usize + 1;
-        let mut data = vec![0u64; count as usize * per];
+    /// `u64` words per query in what [`QueryPool::read_into`] writes: the
+    /// values, then the availability word.
+    pub(crate) fn stride(&self) -> usize {
+        self.values as usize + 1
+    }
+
+    /// Reads `count` queries from `first` without waiting into `data`, as
+    /// `count` strides of [`QueryPool::stride`] words: the values (64-bit)
+    /// then the availability word, non-zero when the query is available.
+    /// The values of an unavailable query are unspecified (a previous read's,
+    /// or 0), never uninitialised memory.
+    ///
+    /// `data` is scratch the caller keeps between reads: it only grows (and
+    /// only what it grows by is zero-filled), so steady-state reads allocate
+    /// and fault in nothing and the driver writes straight into warm memory.
+    pub(crate) fn read_into(&self, first: u32, count: u32, data: &mut Vec<u64>) -> Result<()> {
+        let len = count as usize * self.stride();
+        if data.len() < len {
+            data.resize(len, 0);
+        }
+        self.read_slice(first, count, &mut data[..len])
+    }
+
+    /// [`QueryPool::read_into`] into `data`, which must hold exactly `count`
+    /// strides.
+    pub(crate) fn read_slice(&self, first: u32, count: u32, data: &mut [u64]) -> Result<()> {
+        if data.len() != count as usize * self.stride() {
+            return Err(Error::Internal(format!(
+                "query read of {count} queries into {} words",
+                data.len()
+            )));
+        }
         // SAFETY: `data` holds `count` strides of (values + availability)
-        // u64s, exactly what the flags ask the driver to write.
+        // initialised u64s (checked above), exactly what the flags ask the
+        // driver to write; the range is inside the pool (callers check). The
+        // pool needs no external synchronisation here, so reads of disjoint
+        // ranges may run on several threads at once.
         let r = unsafe {
             (self.device.raw().fp_v1_0().get_query_pool_results)(
                 self.device.raw().handle(),
                 self.raw,
                 first,
                 count,
-                std::mem::size_of_val(data.as_slice()),
+                std::mem::size_of_val(data),
                 data.as_mut_ptr().cast(),
-                (per * 8) as u64,
+                (self.stride() * 8) as u64,
                 vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY,
             )
         };
         match r {
-            vk::Result::SUCCESS | vk::Result::NOT_READY => {}
-            e => return Err(vk_err("vkGetQueryPoolResults")(e)),
+            vk::Result::SUCCESS | vk::Result::NOT_READY => Ok(()),
+            e => Err(vk_err("vkGetQueryPoolResults")(e)),
         }
-        let mut values = Vec::with_capacity(count as usize * self.values as usize);
-        let mut available = Vec::with_capacity(count as usize);
-        for q in data.chunks_exact(per) {
-            values.extend_from_slice(&q[..per - 1]);
-            available.push(q[per - 1] != 0);
-        }
-        Ok((values, available))
     }
 }
 

@@ -135,6 +135,9 @@ impl CounterSampleBuffer {
     /// Never waits and never yields silent zeros: a sample never written, or
     /// whose GPU work has not finished, holds the error value and its status
     /// says which. Fails for private storage or a range past the end.
+    ///
+    /// Ranges of timestamps of 2^17 samples or more are read from the driver
+    /// on several threads (at most 8, one per 2^16 samples).
     pub fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
         self.inner.resolve_cpu(range)
     }
@@ -191,7 +194,8 @@ impl CounterHeap {
 
     /// Resolves entries on the CPU (`resolveCounterRange`): written entries
     /// hold ticks, invalidated entries 0, entries never written or not yet
-    /// complete the error value.
+    /// complete the error value. Large ranges are read on several threads, as
+    /// [`CounterSampleBuffer::resolve_counter_range`] says.
     pub fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
         self.inner.resolve_cpu(range)
     }
@@ -201,18 +205,13 @@ impl CounterHeap {
     pub fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
         let (first, count) = self.inner.check_range(&range)?;
         let mut slots = self.inner.lock()?;
-        let (_, available) = self.inner.main.read(first, count)?;
-        for (k, ok) in available.iter().enumerate() {
-            let i = first as usize + k;
-            if slots.state[i] == SlotState::Recorded && !ok {
-                return Err(InvalidInput::SampleIndexReuse {
-                    label: self.inner.label.clone(),
-                    index: i as u32,
-                    reason:
-                        "is still pending on the GPU: wait for its submission before invalidating",
-                }
-                .into());
+        if let Some(index) = self.inner.first_pending(&mut slots, first, count)? {
+            return Err(InvalidInput::SampleIndexReuse {
+                label: self.inner.label.clone(),
+                index,
+                reason: "is still pending on the GPU: wait for its submission before invalidating",
             }
+            .into());
         }
         self.inner
             .host_reset_locked(&mut slots, first, count, SlotState::Invalidated);

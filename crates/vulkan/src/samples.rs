@@ -20,9 +20,10 @@ use gpu_counters_core::{
     CommonCounter, CommonCounterSet, Error, InvalidInput, ResolvedCounters, Result, SampleStatus,
     StorageMode, COUNTER_ERROR_VALUE,
 };
+use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Set once the GPU finished a command buffer. A sample re-recorded after an
 /// inline reset keeps its command buffer's ticket: until the ticket is set the
@@ -36,7 +37,7 @@ pub(crate) const ABSENT: u8 = 0xFF;
 pub(crate) const OCCLUSION: u8 = 0xFE;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
+#[repr(u8)]
 pub(crate) enum SlotState {
     Fresh = 0,
     Recorded = 1,
@@ -50,15 +51,58 @@ pub(crate) struct Slots {
     pub(crate) link_gen: Vec<u32>,
     pub(crate) gen: Vec<u32>,
     pub(crate) occlusion: Vec<bool>,
-    pub(crate) ticket: Vec<Option<Ticket>>,
+    /// Set through [`Slots::set_ticket`] and [`Slots::clear_ticket`] only, so
+    /// that `tickets` stays right.
+    ticket: Vec<Option<Ticket>>,
+    /// How many entries of `ticket` are `Some`: while 0, no index can be
+    /// stale and resolves skip the ticket checks.
+    tickets: usize,
+    /// Whether an index may be an alias (set by `mark_alias`, cleared by a
+    /// host reset of every index): while not, timestamp indices link nowhere.
+    aliases: bool,
+    /// Reused `vkGetQueryPoolResults` destinations of the main and the
+    /// occlusion pool (see `QueryPool::read_into`).
+    scratch: Vec<u64>,
+    occlusion_scratch: Vec<u64>,
 }
 
 impl Slots {
     /// Whether the GPU may still show an older value for `i`.
     pub(crate) fn stale(&self, i: usize) -> bool {
-        self.ticket[i]
-            .as_ref()
-            .is_some_and(|t| !t.load(Ordering::Acquire))
+        self.tickets != 0
+            && self.ticket[i]
+                .as_ref()
+                .is_some_and(|t| !t.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn set_ticket(&mut self, i: usize, ticket: &Ticket) {
+        if self.ticket[i].is_none() {
+            self.tickets += 1;
+        }
+        self.ticket[i] = Some(ticket.clone());
+    }
+
+    pub(crate) fn clear_ticket(&mut self, i: usize) {
+        if self.ticket[i].take().is_some() {
+            self.tickets -= 1;
+        }
+    }
+
+    /// Drops the tickets of `range` that are already set: a set ticket is
+    /// never unset, so such an index can no longer be stale, and later
+    /// resolves need not look at it (nor at any ticket once none is left).
+    fn prune_tickets(&mut self, range: Range<usize>) {
+        if self.tickets == 0 {
+            return;
+        }
+        for i in range {
+            if self.ticket[i]
+                .as_ref()
+                .is_some_and(|t| t.load(Ordering::Acquire))
+            {
+                self.clear_ticket(i);
+            }
+        }
     }
 }
 
@@ -201,6 +245,10 @@ impl Samples {
                 gen: vec![0; n],
                 occlusion: vec![false; n],
                 ticket: vec![None; n],
+                tickets: 0,
+                aliases: false,
+                scratch: Vec::new(),
+                occlusion_scratch: Vec::new(),
             }),
             gpu: Mutex::new(None),
             valid_mask: crate::device::mask(device.shared.caps.timestamp_valid_bits),
@@ -208,23 +256,36 @@ impl Samples {
         })
     }
 
+    #[inline]
     pub(crate) fn lock(&self) -> Result<std::sync::MutexGuard<'_, Slots>> {
-        self.slots
-            .lock()
-            .map_err(|_| Error::Internal(format!("`{}` state lock poisoned", self.label)))
+        match self.slots.lock() {
+            Ok(slots) => Ok(slots),
+            Err(_) => Err(self.poisoned()),
+        }
     }
 
+    #[cold]
+    fn poisoned(&self) -> Error {
+        Error::Internal(format!("`{}` state lock poisoned", self.label))
+    }
+
+    #[inline]
     pub(crate) fn check_index(&self, index: u32) -> Result<()> {
         if index >= self.count {
-            return Err(InvalidInput::IndexOutOfRange {
-                what: self.what,
-                label: self.label.clone(),
-                index,
-                count: self.count,
-            }
-            .into());
+            return Err(self.index_out_of_range(index));
         }
         Ok(())
+    }
+
+    #[cold]
+    fn index_out_of_range(&self, index: u32) -> Error {
+        InvalidInput::IndexOutOfRange {
+            what: self.what,
+            label: self.label.clone(),
+            index,
+            count: self.count,
+        }
+        .into()
     }
 
     pub(crate) fn check_range(&self, range: &Range<u64>) -> Result<(u32, u32)> {
@@ -242,6 +303,7 @@ impl Samples {
 
     /// Checks that `index` may be written now; returns whether it needs an
     /// inline reset first (it was recorded before and not reset since).
+    #[inline]
     pub(crate) fn prepare_write(
         &self,
         slots: &Slots,
@@ -252,15 +314,20 @@ impl Samples {
         match slots.state[index as usize] {
             SlotState::Fresh | SlotState::Invalidated => Ok(false),
             SlotState::Recorded | SlotState::Alias if in_render_pass => {
-                Err(InvalidInput::SampleIndexReuse {
-                    label: self.label.clone(),
-                    index,
-                    reason: "was already written since the last reset, and Vulkan cannot reset it inside a render pass; reset the buffer or use another index",
-                }
-                .into())
+                Err(self.reuse_in_render_pass(index))
             }
             _ => Ok(true),
         }
+    }
+
+    #[cold]
+    fn reuse_in_render_pass(&self, index: u32) -> Error {
+        InvalidInput::SampleIndexReuse {
+            label: self.label.clone(),
+            index,
+            reason: "was already written since the last reset, and Vulkan cannot reset it inside a render pass; reset the buffer or use another index",
+        }
+        .into()
     }
 
     /// Records the inline reset of `index` (outside any render pass). Until
@@ -272,7 +339,7 @@ impl Samples {
         ticket: &Ticket,
         index: u32,
     ) {
-        slots.ticket[index as usize] = Some(ticket.clone());
+        slots.set_ticket(index as usize, ticket);
         let d = self.device.raw();
         // SAFETY: index < count (checked by prepare_write); the command buffer
         // is recording outside a render pass (callers guarantee).
@@ -284,6 +351,7 @@ impl Samples {
         }
     }
 
+    #[inline]
     pub(crate) fn mark_recorded(slots: &mut Slots, index: u32, link: u32, occlusion: bool) {
         let i = index as usize;
         slots.gen[i] = slots.gen[i].wrapping_add(1);
@@ -299,6 +367,7 @@ impl Samples {
 
     pub(crate) fn mark_alias(slots: &mut Slots, index: u32, target: u32) {
         let i = index as usize;
+        slots.aliases = true;
         slots.gen[i] = slots.gen[i].wrapping_add(1);
         slots.state[i] = SlotState::Alias;
         slots.link[i] = target;
@@ -310,19 +379,39 @@ impl Samples {
     /// pending on the GPU.
     pub(crate) fn reset(&self) -> Result<()> {
         let mut slots = self.lock()?;
-        let (_, available) = self.main.read(0, self.count)?;
-        if let Some(i) = (0..self.count as usize)
-            .find(|&i| slots.state[i] == SlotState::Recorded && !available[i])
-        {
+        if let Some(i) = self.first_pending(&mut slots, 0, self.count)? {
             return Err(InvalidInput::SampleIndexReuse {
                 label: self.label.clone(),
-                index: i as u32,
+                index: i,
                 reason: "is still pending on the GPU: wait for its submission before reset",
             }
             .into());
         }
         self.host_reset_locked(&mut slots, 0, self.count, SlotState::Fresh);
         Ok(())
+    }
+
+    /// The first index of `first..first+count` that is recorded but whose
+    /// query is not available yet.
+    pub(crate) fn first_pending(
+        &self,
+        slots: &mut Slots,
+        first: u32,
+        count: u32,
+    ) -> Result<Option<u32>> {
+        let mut data = std::mem::take(&mut slots.scratch);
+        let read = self.main.read_into(first, count, &mut data);
+        let stride = self.main.stride();
+        let found = read.map(|()| {
+            let states = &slots.state[first as usize..(first + count) as usize];
+            states
+                .iter()
+                .zip(data.chunks_exact(stride))
+                .position(|(&state, q)| state == SlotState::Recorded && q[stride - 1] == 0)
+                .map(|k| first + k as u32)
+        });
+        slots.scratch = data;
+        found
     }
 
     pub(crate) fn host_reset_locked(
@@ -341,7 +430,10 @@ impl Samples {
             slots.gen[i] = slots.gen[i].wrapping_add(1);
             slots.link[i] = NONE;
             slots.occlusion[i] = false;
-            slots.ticket[i] = None;
+            slots.clear_ticket(i);
+        }
+        if first == 0 && count == self.count {
+            slots.aliases = false;
         }
     }
 
@@ -349,15 +441,33 @@ impl Samples {
     /// index its chains or aliases lead to, as one span.
     fn span(&self, slots: &Slots, first: u32, count: u32) -> (u32, u32) {
         let (mut lo, mut hi) = (first, first + count);
+        if self.set == CommonCounterSet::Timestamp && !slots.aliases {
+            // Timestamps link only as aliases.
+            return (lo, hi);
+        }
+        // Elements whose chain onwards is already in the span: chains share
+        // their tails, so each element is followed once, not once per sample
+        // after it.
+        let mut followed = vec![0u64; (self.count as usize).div_ceil(64)];
         for s in first..first + count {
             let mut cur = slots.link[s as usize];
-            let mut steps = 0;
-            while cur != NONE && steps <= self.count {
+            if cur == NONE {
+                continue;
+            }
+            if slots.state[s as usize] == SlotState::Alias {
                 lo = lo.min(cur);
                 hi = hi.max(cur + 1);
-                if slots.state[s as usize] == SlotState::Alias {
+                continue;
+            }
+            let mut steps = 0;
+            while cur != NONE && steps <= self.count {
+                let (word, bit) = (cur as usize / 64, 1u64 << (cur % 64));
+                if followed[word] & bit != 0 {
                     break;
                 }
+                followed[word] |= bit;
+                lo = lo.min(cur);
+                hi = hi.max(cur + 1);
                 cur = slots.link[cur as usize];
                 steps += 1;
             }
@@ -374,89 +484,365 @@ impl Samples {
             .into());
         }
         let (first, count) = self.check_range(&range)?;
-        let slots = self.lock()?;
+        let mut slots = self.lock()?;
         let (lo, hi) = self.span(&slots, first, count);
-        let (values, available) = self.main.read(lo, hi - lo)?;
-        let occlusion = match &self.occlusion {
-            Some(o) => Some(o.read(lo, hi - lo)?),
-            None => None,
-        };
-        let per = self.main.values as usize;
-        let at = |s: u32| (s - lo) as usize;
-        let fields = self.set.result_size() / 8;
-        let mut bytes = Vec::with_capacity(count as usize * fields * 8);
-        let mut status = Vec::with_capacity(count as usize);
-        let mut out = vec![0u64; fields];
-        for s in first..first + count {
-            let i = s as usize;
-            let st = match (self.set, slots.state[i]) {
-                (_, SlotState::Fresh) => SampleStatus::NotWritten,
-                (_, _) if slots.stale(i) => SampleStatus::NotReady,
-                (_, SlotState::Invalidated) => SampleStatus::Invalidated,
-                (CommonCounterSet::Timestamp, state) => {
-                    let (src, ok) = if state == SlotState::Alias {
-                        let t = slots.link[i];
-                        let same_gen = slots.gen[t as usize] == slots.link_gen[i];
-                        (
-                            t,
-                            same_gen && slots.state[t as usize] == SlotState::Recorded,
-                        )
-                    } else {
-                        (s, true)
-                    };
-                    if !ok {
-                        SampleStatus::Error
-                    } else if slots.stale(src as usize) {
-                        SampleStatus::NotReady
-                    } else if available[at(src)] {
-                        out[0] = values[at(src)] & self.valid_mask;
-                        SampleStatus::Written
-                    } else {
-                        SampleStatus::NotReady
-                    }
-                }
-                (_, _) => self.sum_chain(
-                    &slots,
-                    s,
-                    lo,
-                    &values,
-                    &available,
-                    occlusion.as_ref(),
-                    per,
-                    &mut out,
-                ),
-            };
-            match st {
-                SampleStatus::Written => {}
-                SampleStatus::Invalidated => out.iter_mut().for_each(|v| *v = 0),
-                _ => out.iter_mut().for_each(|v| *v = COUNTER_ERROR_VALUE),
+        slots.prune_tickets(lo as usize..hi as usize);
+        // The driver writes into scratch kept between resolves; it goes back
+        // into `slots` whatever happens.
+        let mut main = std::mem::take(&mut slots.scratch);
+        let resolved = if self.set == CommonCounterSet::Timestamp {
+            let threads = resolve_threads(hi - lo);
+            self.resolve_timestamps(&slots, first, count, lo, hi, &mut main, threads)
+        } else {
+            let mut occlusion = std::mem::take(&mut slots.occlusion_scratch);
+            let mut read = self.main.read_into(lo, hi - lo, &mut main);
+            if let (Ok(()), Some(o)) = (&read, &self.occlusion) {
+                read = o.read_into(lo, hi - lo, &mut occlusion);
             }
-            bytes.extend(out.iter().flat_map(|v| v.to_ne_bytes()));
-            status.push(st);
-        }
+            let resolved = read.map(|()| {
+                self.resolve_statistics(
+                    &slots,
+                    first,
+                    count,
+                    lo,
+                    hi,
+                    &main,
+                    self.occlusion.as_ref().map(|_| occlusion.as_slice()),
+                )
+            });
+            slots.occlusion_scratch = occlusion;
+            resolved
+        };
+        slots.scratch = main;
+        let (bytes, status) = resolved?;
         ResolvedCounters::new(self.set, first, bytes, status)
     }
 
+    /// The timestamp resolve of `first..first+count`, reading the span
+    /// `lo..hi` into `scratch` (on `threads` threads, each reading a part and
+    /// laying out what of the range is in it while it is still in cache):
+    /// first every value as if written and complete, then a pass over the
+    /// exceptions (and every index while a ticket may be pending), which are
+    /// rare in the common case of a range the GPU has finished.
     #[allow(clippy::too_many_arguments)]
+    fn resolve_timestamps(
+        &self,
+        slots: &Slots,
+        first: u32,
+        count: u32,
+        lo: u32,
+        hi: u32,
+        scratch: &mut Vec<u64>,
+        threads: usize,
+    ) -> Result<(Vec<u8>, Vec<SampleStatus>)> {
+        let (n, f, l) = (count as usize, first as usize, lo as usize);
+        let span = (hi - lo) as usize;
+        if scratch.len() < 2 * span {
+            scratch.resize(2 * span, 0);
+        }
+        let data = &mut scratch[..2 * span];
+        let states = &slots.state[f..f + n];
+        let mask = self.valid_mask;
+        // Reads queries `a..` into `chunk`, then lays out the range's part of
+        // them into `out`.
+        let job = |a: usize, chunk: &mut [u64], out: &mut [MaybeUninit<u8>]| -> Result<bool> {
+            let b = a + chunk.len() / 2;
+            self.main.read_slice(a as u32, (b - a) as u32, chunk)?;
+            let ia = a.clamp(f, f + n);
+            let ib = b.clamp(ia, f + n);
+            Ok(layout_timestamps(
+                &chunk[2 * (ia - a)..2 * (ib - a)],
+                &states[ia - f..ib - f],
+                mask,
+                out,
+            ))
+        };
+        // Written without zero-filling first: a large output would otherwise
+        // be written twice.
+        let mut bytes: Vec<u8> = Vec::with_capacity(n * 8);
+        let out = &mut bytes.spare_capacity_mut()[..n * 8];
+        let all_written = if threads <= 1 {
+            job(l, data, out)?
+        } else {
+            // Chunks of the span in order; the range's parts of them
+            // partition the output in the same order.
+            let per = span.div_ceil(threads);
+            let mut jobs = Vec::with_capacity(threads);
+            let mut rest = out;
+            for (k, chunk) in data.chunks_mut(2 * per).enumerate() {
+                let a = l + k * per;
+                let b = a + chunk.len() / 2;
+                let ia = a.clamp(f, f + n);
+                let ib = b.clamp(ia, f + n);
+                let (out, tail) = std::mem::take(&mut rest).split_at_mut(8 * (ib - ia));
+                rest = tail;
+                jobs.push((a, chunk, out));
+            }
+            run_jobs(jobs, threads, |(a, chunk, out)| job(a, chunk, out))?
+        };
+        // SAFETY: the jobs (all of them ran and succeeded, or we returned
+        // above) called `layout_timestamps` on parts that partition the first
+        // `n * 8` bytes of spare capacity, and it initialised every byte.
+        unsafe { bytes.set_len(n * 8) };
+        let mut status = vec![SampleStatus::Written; n];
+        if all_written && slots.tickets == 0 {
+            return Ok((bytes, status));
+        }
+        let data = &scratch[..2 * span];
+        let pairs = &data[2 * (f - l)..2 * (f - l + n)];
+        for (k, (out, st)) in bytes.chunks_exact_mut(8).zip(&mut status).enumerate() {
+            let i = f + k;
+            let q = &pairs[2 * k..2 * k + 2];
+            if slots.state[i] == SlotState::Recorded && q[1] != 0 && !slots.stale(i) {
+                continue;
+            }
+            let (v, s) = self.timestamp_exception(slots, i as u32, lo, data);
+            out.copy_from_slice(&v.to_ne_bytes());
+            *st = s;
+        }
+        Ok((bytes, status))
+    }
+
+    /// What timestamp index `s` resolves to when it is not simply recorded,
+    /// complete and current.
+    #[cold]
+    fn timestamp_exception(
+        &self,
+        slots: &Slots,
+        s: u32,
+        lo: u32,
+        data: &[u64],
+    ) -> (u64, SampleStatus) {
+        let i = s as usize;
+        let at = |s: u32| 2 * (s - lo) as usize;
+        let mut value = COUNTER_ERROR_VALUE;
+        let status = match slots.state[i] {
+            SlotState::Fresh => SampleStatus::NotWritten,
+            _ if slots.stale(i) => SampleStatus::NotReady,
+            SlotState::Invalidated => SampleStatus::Invalidated,
+            state => {
+                let (src, ok) = if state == SlotState::Alias {
+                    let t = slots.link[i];
+                    let same_gen = slots.gen[t as usize] == slots.link_gen[i];
+                    (
+                        t,
+                        same_gen && slots.state[t as usize] == SlotState::Recorded,
+                    )
+                } else {
+                    (s, true)
+                };
+                if !ok {
+                    SampleStatus::Error
+                } else if slots.stale(src as usize) {
+                    SampleStatus::NotReady
+                } else if data[at(src) + 1] != 0 {
+                    value = data[at(src)] & self.valid_mask;
+                    SampleStatus::Written
+                } else {
+                    SampleStatus::NotReady
+                }
+            }
+        };
+        if status == SampleStatus::Invalidated {
+            value = 0;
+        }
+        (value, status)
+    }
+
+    /// The statistic resolve of `first..first+count`, whose chains lie in
+    /// `lo..hi`: each sample is the sum of its chain.
+    #[allow(clippy::too_many_arguments)]
+    fn resolve_statistics(
+        &self,
+        slots: &Slots,
+        first: u32,
+        count: u32,
+        lo: u32,
+        hi: u32,
+        main: &[u64],
+        occlusion: Option<&[u64]>,
+    ) -> (Vec<u8>, Vec<SampleStatus>) {
+        let fields = self.set.result_size() / 8;
+        let mut bytes = vec![0u8; count as usize * fields * 8];
+        let mut status = Vec::with_capacity(count as usize);
+        let mut out = [0u64; 8];
+        let out = &mut out[..fields];
+        let mut sums = ChainSums::new((hi - lo) as usize);
+        for (s, chunk) in (first..first + count).zip(bytes.chunks_exact_mut(fields * 8)) {
+            let i = s as usize;
+            let st = match slots.state[i] {
+                SlotState::Fresh => SampleStatus::NotWritten,
+                _ if slots.stale(i) => SampleStatus::NotReady,
+                SlotState::Invalidated => SampleStatus::Invalidated,
+                _ => self.chain_value(slots, s, lo, main, occlusion, &mut sums, out),
+            };
+            match st {
+                SampleStatus::Written => {}
+                SampleStatus::Invalidated => out.fill(0),
+                _ => out.fill(COUNTER_ERROR_VALUE),
+            }
+            for (dst, v) in chunk.chunks_exact_mut(8).zip(out.iter()) {
+                dst.copy_from_slice(&v.to_ne_bytes());
+            }
+            status.push(st);
+        }
+        (bytes, status)
+    }
+
+    /// Sums the chain before statistic sample `s` into `out`, as walking the
+    /// whole chain does, but walking each chain element once per resolve
+    /// (`sums` remembers the walks from every element reached).
+    #[allow(clippy::too_many_arguments)]
+    fn chain_value(
+        &self,
+        slots: &Slots,
+        s: u32,
+        lo: u32,
+        main: &[u64],
+        occlusion: Option<&[u64]>,
+        sums: &mut ChainSums,
+        out: &mut [u64],
+    ) -> SampleStatus {
+        let stride = self.main.stride();
+        let at = |s: u32| (s - lo) as usize;
+        let available = |s: u32| main[at(s) * stride + stride - 1] != 0;
+        if slots.state[s as usize] != SlotState::Recorded {
+            return SampleStatus::Error;
+        }
+        if !available(s) {
+            return SampleStatus::NotReady;
+        }
+        out.fill(0);
+        let p = slots.link[s as usize];
+        if p != NONE {
+            let c = p as usize;
+            if slots.gen[c] != slots.link_gen[s as usize] || slots.state[c] != SlotState::Recorded {
+                // The chain was broken: an earlier sample was re-recorded.
+                return SampleStatus::Error;
+            }
+            let st = self.walk(slots, p, lo, main, occlusion, sums);
+            if st != SampleStatus::Written {
+                return st;
+            }
+            out.copy_from_slice(&sums.sums[at(p) * 8..at(p) * 8 + out.len()]);
+        }
+        for (f, &pos) in self.field_map.iter().enumerate() {
+            if pos == ABSENT {
+                out[f] = COUNTER_ERROR_VALUE;
+            }
+        }
+        SampleStatus::Written
+    }
+
+    /// The walk of a chain from element `c0` (whose generation its successor
+    /// expects): its status and, when written, the sums of the queries of `c0`
+    /// and every element before it, in `sums`. Each element is walked once:
+    /// a walk stops at the first element already known and fills in the ones
+    /// it passed on the way back.
+    fn walk(
+        &self,
+        slots: &Slots,
+        c0: u32,
+        lo: u32,
+        main: &[u64],
+        occlusion: Option<&[u64]>,
+        sums: &mut ChainSums,
+    ) -> SampleStatus {
+        let stride = self.main.stride();
+        let at = |s: u32| (s - lo) as usize;
+        let uses_occlusion = self.field_map.contains(&OCCLUSION);
+        // Adds the query of element `c` to `out`.
+        let add_query = |c: u32, out: &mut [u64]| {
+            let values = &main[at(c) * stride..at(c) * stride + stride - 1];
+            for (f, &pos) in self.field_map.iter().enumerate() {
+                match pos {
+                    ABSENT => {}
+                    OCCLUSION => {
+                        if let (true, Some(o)) = (slots.occlusion[c as usize], occlusion) {
+                            out[f] = out[f].wrapping_add(o[at(c) * 2]);
+                        }
+                    }
+                    p => out[f] = out[f].wrapping_add(values[p as usize]),
+                }
+            }
+        };
+        let mut path = std::mem::take(&mut sums.path);
+        let mut c = c0;
+        let status = loop {
+            let k = at(c);
+            if let Some(st) = sums.known(k) {
+                break st;
+            }
+            let i = c as usize;
+            let occlusion_pending = uses_occlusion
+                && slots.occlusion[i]
+                && occlusion.is_some_and(|o| o[k * 2 + 1] == 0);
+            if main[k * stride + stride - 1] == 0 || slots.stale(i) || occlusion_pending {
+                sums.set(k, SampleStatus::NotReady);
+                break SampleStatus::NotReady;
+            }
+            let next = slots.link[i];
+            if next == NONE {
+                let mut own = [0u64; 8];
+                add_query(c, &mut own);
+                sums.sums[k * 8..k * 8 + 8].copy_from_slice(&own);
+                sums.set(k, SampleStatus::Written);
+                break SampleStatus::Written;
+            }
+            let n = next as usize;
+            if path.len() > self.count as usize
+                || slots.gen[n] != slots.link_gen[i]
+                || slots.state[n] != SlotState::Recorded
+            {
+                // The chain was broken: an earlier sample was re-recorded.
+                sums.set(k, SampleStatus::Error);
+                break SampleStatus::Error;
+            }
+            path.push(c);
+            c = next;
+        };
+        // Back along the path: each element's walk is its successor's plus
+        // its own query.
+        let mut after = c;
+        while let Some(p) = path.pop() {
+            let k = at(p);
+            if status == SampleStatus::Written {
+                let mut own = [0u64; 8];
+                own.copy_from_slice(&sums.sums[at(after) * 8..at(after) * 8 + 8]);
+                add_query(p, &mut own);
+                sums.sums[k * 8..k * 8 + 8].copy_from_slice(&own);
+            }
+            sums.set(k, status);
+            after = p;
+        }
+        sums.path = path;
+        sums.known(at(c0)).unwrap_or(SampleStatus::Error)
+    }
+
+    /// Sums the chain before statistic sample `s` into `out`, walking the
+    /// whole chain: the reference the memoised `chain_value` is tested
+    /// against. `main` and `occlusion` are the pools' reads from `lo`
+    /// (see `QueryPool::read_into`).
+    #[cfg(test)]
     fn sum_chain(
         &self,
         slots: &Slots,
         s: u32,
         lo: u32,
-        values: &[u64],
-        available: &[bool],
-        occlusion: Option<&(Vec<u64>, Vec<bool>)>,
-        per: usize,
+        main: &[u64],
+        occlusion: Option<&[u64]>,
         out: &mut [u64],
     ) -> SampleStatus {
+        let stride = self.main.stride();
         let at = |s: u32| (s - lo) as usize;
+        let available = |s: u32| main[at(s) * stride + stride - 1] != 0;
         if slots.state[s as usize] != SlotState::Recorded {
             return SampleStatus::Error;
         }
-        if !available[at(s)] {
+        if !available(s) {
             return SampleStatus::NotReady;
         }
-        out.iter_mut().for_each(|v| *v = 0);
+        out.fill(0);
         let mut cur = slots.link[s as usize];
         let mut cur_gen = slots.link_gen[s as usize];
         let mut steps = 0;
@@ -469,23 +855,24 @@ impl Samples {
                 // The chain was broken: an earlier sample was re-recorded.
                 return SampleStatus::Error;
             }
-            if !available[at(cur)] || slots.stale(c) {
+            if !available(cur) || slots.stale(c) {
                 return SampleStatus::NotReady;
             }
+            let values = &main[at(cur) * stride..at(cur) * stride + stride - 1];
             for (f, &pos) in self.field_map.iter().enumerate() {
                 match pos {
                     ABSENT => {}
                     OCCLUSION => {
                         if slots.occlusion[c] {
-                            if let Some((ov, oa)) = occlusion {
-                                if !oa[at(cur)] {
+                            if let Some(o) = occlusion {
+                                if o[at(cur) * 2 + 1] == 0 {
                                     return SampleStatus::NotReady;
                                 }
-                                out[f] = out[f].wrapping_add(ov[at(cur)]);
+                                out[f] = out[f].wrapping_add(o[at(cur) * 2]);
                             }
                         }
                     }
-                    p => out[f] = out[f].wrapping_add(values[at(cur) * per + p as usize]),
+                    p => out[f] = out[f].wrapping_add(values[p as usize]),
                 }
             }
             cur_gen = slots.link_gen[c];
@@ -748,6 +1135,136 @@ impl Samples {
     }
 }
 
+/// The chain walks of one statistic resolve, per index of its span.
+struct ChainSums {
+    /// 0: not walked yet; else 1 + the walk's status code.
+    known: Vec<u8>,
+    /// 8 sums (Metal's field order) per index, valid once walked as written.
+    sums: Vec<u64>,
+    /// The elements of the walk under way.
+    path: Vec<u32>,
+}
+
+impl ChainSums {
+    fn new(span: usize) -> Self {
+        Self {
+            known: vec![0; span],
+            sums: vec![0; span * 8],
+            path: Vec::new(),
+        }
+    }
+
+    fn known(&self, k: usize) -> Option<SampleStatus> {
+        match self.known[k] {
+            0 => None,
+            1 => Some(SampleStatus::Written),
+            2 => Some(SampleStatus::NotReady),
+            _ => Some(SampleStatus::Error),
+        }
+    }
+
+    fn set(&mut self, k: usize, status: SampleStatus) {
+        self.known[k] = match status {
+            SampleStatus::Written => 1,
+            SampleStatus::NotReady => 2,
+            _ => 3,
+        };
+    }
+}
+
+/// Queries a thread of a parallel CPU resolve reads at least.
+const RESOLVE_CHUNK: u32 = 1 << 16;
+/// Threads a CPU resolve uses at most.
+const RESOLVE_THREADS: usize = 8;
+
+/// Threads for a CPU resolve reading `span` queries: 1 below two chunks'
+/// worth (thread start-up would cost more than it saves).
+fn resolve_threads(span: u32) -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    cores
+        .min(RESOLVE_THREADS)
+        .min((span / RESOLVE_CHUNK) as usize)
+        .max(1)
+}
+
+/// Runs `work` on every job, on up to `threads` threads (this one included;
+/// where a thread cannot be started, the others take its share). Returns
+/// whether every job returned `true`, or the first error. Fails unless every
+/// job ran.
+fn run_jobs<J: Send>(
+    jobs: Vec<J>,
+    threads: usize,
+    work: impl Fn(J) -> Result<bool> + Sync,
+) -> Result<bool> {
+    let total = jobs.len();
+    let queue = Mutex::new(jobs);
+    // (jobs finished, combined result)
+    let done = Mutex::new((0usize, Ok(true)));
+    let worker = || loop {
+        let Some(job) = queue.lock().ok().and_then(|mut q| q.pop()) else {
+            break;
+        };
+        let r = work(job);
+        let Ok(mut d) = done.lock() else { break };
+        d.0 += 1;
+        d.1 = match (std::mem::replace(&mut d.1, Ok(true)), r) {
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+            (Ok(a), Ok(b)) => Ok(a & b),
+        };
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads.min(total) {
+            if std::thread::Builder::new()
+                .name("gpu-counters resolve".into())
+                .spawn_scoped(scope, worker)
+                .is_err()
+            {
+                break;
+            }
+        }
+        worker();
+    });
+    let (finished, result) = done
+        .into_inner()
+        .map_err(|_| Error::Internal("resolve worker lock poisoned".into()))?;
+    if finished != total {
+        return Err(Error::Internal(format!(
+            "resolve ran {finished} of {total} parts"
+        )));
+    }
+    result
+}
+
+/// Writes `out` (8 bytes per sample) from the (value, availability) `pairs`
+/// of timestamp samples in `states`: the masked value where the sample is
+/// recorded and available, the error value elsewhere. Returns whether every
+/// sample was. Initialises every byte of `out`. Branch-free, so it vectorises.
+#[inline(never)]
+fn layout_timestamps(
+    pairs: &[u64],
+    states: &[SlotState],
+    mask: u64,
+    out: &mut [MaybeUninit<u8>],
+) -> bool {
+    // The error value is all ones: `(!ok as u64).wrapping_neg()` selects it.
+    const _: () = assert!(COUNTER_ERROR_VALUE == u64::MAX);
+    let n = states.len();
+    assert!(pairs.len() == 2 * n && out.len() == 8 * n);
+    let mut all = true;
+    for ((dst, q), &state) in out
+        .chunks_exact_mut(8)
+        .zip(pairs.chunks_exact(2))
+        .zip(states)
+    {
+        let ok = (state == SlotState::Recorded) & (q[1] != 0);
+        all &= ok;
+        let v = (q[0] & mask) | (!ok as u64).wrapping_neg();
+        dst.copy_from_slice(&v.to_ne_bytes().map(MaybeUninit::new));
+    }
+    all
+}
+
 /// Records one global memory barrier (synchronization2).
 ///
 /// # Safety
@@ -793,4 +1310,247 @@ fn field_index(counter: CommonCounter) -> usize {
         .iter()
         .position(|&c| c == counter)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SlotState;
+    use crate::{CommandBuffer, CounterSampleBuffer, Device, InstanceOptions};
+    use gpu_counters_core::{CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus};
+    use std::hint::black_box;
+    use std::time::Instant;
+
+    fn median(mut v: Vec<f64>) -> f64 {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    }
+
+    /// A timestamp buffer of `n` whose indices in `written` the GPU wrote.
+    fn written(device: &Device, n: u32, written: impl Iterator<Item = u32>) -> CounterSampleBuffer {
+        let buffer = device
+            .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+                CommonCounterSet::Timestamp,
+                "resolve",
+                n,
+            ))
+            .expect("buffer");
+        let mut cmd = CommandBuffer::new(device).expect("command buffer");
+        for i in written {
+            cmd.sample_counters(&buffer, i, false).expect("sample");
+        }
+        cmd.commit().expect("commit").wait().expect("wait");
+        buffer
+    }
+
+    /// The parallel timestamp resolve gives what the single-threaded one
+    /// does, with gaps and parts that do not divide evenly, and the validation
+    /// layer has nothing to say about reading one pool on several threads.
+    #[test]
+    fn parallel_timestamp_resolve_matches() {
+        let device = Device::open_default(&InstanceOptions { validation: true }).expect("device");
+        let n = 3 * super::RESOLVE_CHUNK + 123;
+        let buffer = written(&device, n, (0..n).filter(|i| i % 1000 != 7));
+        let samples = &buffer.inner;
+        for (first, count) in [(0, n), (5, n - 11), (super::RESOLVE_CHUNK - 1, 2)] {
+            let slots = samples.lock().expect("lock");
+            let (lo, hi) = samples.span(&slots, first, count);
+            let mut scratch = Vec::new();
+            let one = samples
+                .resolve_timestamps(&slots, first, count, lo, hi, &mut scratch, 1)
+                .expect("resolve on one thread");
+            for threads in [2, 3, 4] {
+                let many = samples
+                    .resolve_timestamps(&slots, first, count, lo, hi, &mut scratch, threads)
+                    .expect("resolve on threads");
+                assert!(one == many, "{threads} threads differ");
+            }
+            for (k, st) in one.1.iter().enumerate() {
+                let i = first + k as u32;
+                let expected = if i % 1000 == 7 {
+                    SampleStatus::NotWritten
+                } else {
+                    SampleStatus::Written
+                };
+                assert_eq!(*st, expected, "sample {i}");
+            }
+        }
+        let whole = buffer.resolve_counter_range(0..n as u64).expect("resolve");
+        assert_eq!(whole.statuses().len(), n as usize);
+        let messages = device.instance().validation_messages();
+        assert!(messages.is_empty(), "{}", messages.join("\n"));
+    }
+
+    /// The memoised chain sums resolve to what walking every chain whole
+    /// does: long chains, a chain broken by a re-recorded sample, a second
+    /// chain, samples never written and samples not yet executed.
+    #[test]
+    fn chain_sums_match_whole_walks() {
+        use gpu_counters_workloads::{ComputeWorkload, GpuContext};
+        let device = Device::open_default(&InstanceOptions { validation: true }).expect("device");
+        let ctx = GpuContext {
+            instance: device.instance().raw(),
+            physical_device: device.physical_device(),
+            device: device.raw(),
+            queue_family_index: device.queue_family_index(),
+        };
+        let work = ComputeWorkload::new(&ctx, 64, 2, 1).expect("workload");
+        let n = 600;
+        let buffer = device
+            .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+                CommonCounterSet::Statistic,
+                "chains",
+                n,
+            ))
+            .expect("buffer");
+        let mut cmd = CommandBuffer::new(&device).expect("command buffer");
+        for i in 0..300 {
+            cmd.sample_counters(&buffer, i, false).expect("sample");
+            if i % 3 == 0 {
+                work.record_dispatch(device.raw(), cmd.raw());
+                work.record_barrier(device.raw(), cmd.raw());
+            }
+        }
+        cmd.commit().expect("commit").wait().expect("wait");
+        let mut cmd = CommandBuffer::new(&device).expect("command buffer");
+        for i in [400, 150, 401, 402] {
+            cmd.sample_counters(&buffer, i, false).expect("sample");
+            work.record_dispatch(device.raw(), cmd.raw());
+            work.record_barrier(device.raw(), cmd.raw());
+        }
+        cmd.commit().expect("commit").wait().expect("wait");
+        // Recorded, never submitted: not ready.
+        let mut pending = CommandBuffer::new(&device).expect("command buffer");
+        for i in 500..505 {
+            pending.sample_counters(&buffer, i, false).expect("sample");
+        }
+        pending.end_statistics().expect("end");
+
+        let samples = &buffer.inner;
+        for (first, count) in [(0, n), (100, 220), (401, 2), (299, 1)] {
+            let mut slots = samples.lock().expect("lock");
+            let (lo, hi) = samples.span(&slots, first, count);
+            // The span as every chain walked whole gives it.
+            let (mut lo_whole, mut hi_whole) = (first, first + count);
+            for s in first..first + count {
+                let mut cur = slots.link[s as usize];
+                while cur != super::NONE {
+                    lo_whole = lo_whole.min(cur);
+                    hi_whole = hi_whole.max(cur + 1);
+                    cur = slots.link[cur as usize];
+                }
+            }
+            assert_eq!((lo, hi), (lo_whole, hi_whole));
+            let mut main = Vec::new();
+            samples
+                .main
+                .read_into(lo, hi - lo, &mut main)
+                .expect("read");
+            let mut occlusion = Vec::new();
+            if let Some(o) = &samples.occlusion {
+                o.read_into(lo, hi - lo, &mut occlusion).expect("read");
+            }
+            let occlusion = samples.occlusion.as_ref().map(|_| occlusion.as_slice());
+            slots.prune_tickets(lo as usize..hi as usize);
+            let (bytes, status) =
+                samples.resolve_statistics(&slots, first, count, lo, hi, &main, occlusion);
+            let mut out = [0u64; 8];
+            for (k, s) in (first..first + count).enumerate() {
+                let expected = match slots.state[s as usize] {
+                    SlotState::Fresh => SampleStatus::NotWritten,
+                    _ if slots.stale(s as usize) => SampleStatus::NotReady,
+                    SlotState::Invalidated => SampleStatus::Invalidated,
+                    _ => samples.sum_chain(&slots, s, lo, &main, occlusion, &mut out),
+                };
+                assert_eq!(status[k], expected, "sample {s}");
+                if expected == SampleStatus::Written {
+                    let got: Vec<u64> = bytes[k * 64..k * 64 + 64]
+                        .chunks_exact(8)
+                        .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+                        .collect();
+                    assert_eq!(got, out, "sample {s}");
+                }
+            }
+            if (first, count) == (0, n) {
+                let count = |st| status.iter().filter(|&&s| s == st).count();
+                assert_eq!(
+                    count(SampleStatus::Error),
+                    149,
+                    "151..300 follow the re-recorded 150"
+                );
+                assert_eq!(count(SampleStatus::NotReady), 5);
+                assert!(count(SampleStatus::Written) == 150 + 4, "{status:?}");
+            }
+        }
+        drop(pending);
+        let messages = device.instance().validation_messages();
+        assert!(messages.is_empty(), "{}", messages.join("\n"));
+    }
+
+    /// Times the phases of a CPU resolve of many timestamps: the driver's read
+    /// into the reused scratch and the layout pass, on one thread, then the
+    /// whole `resolve_counter_range` (parallel when large). Release build:
+    /// `cargo test --release -p gpu-counters-vulkan --lib -- --ignored --nocapture resolve_phases`
+    /// (`GPU_COUNTERS_RESOLVE_N` sets the count, default 1000000).
+    #[test]
+    #[ignore = "a timing, not a check; run it by hand"]
+    fn resolve_phases() {
+        let n: u32 = std::env::var("GPU_COUNTERS_RESOLVE_N")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1_000_000);
+        let device = Device::open_default(&InstanceOptions::default()).expect("device");
+        let buffer = written(&device, n, 0..n);
+        let samples = &buffer.inner;
+        let reps = 11;
+        let (mut read, mut one, mut whole) = (Vec::new(), Vec::new(), Vec::new());
+        for rep in 0..=reps {
+            let mut slots = samples.lock().expect("lock");
+            let mut data = std::mem::take(&mut slots.scratch);
+            let t = Instant::now();
+            samples.main.read_into(0, n, &mut data).expect("read");
+            let t_read = t.elapsed().as_nanos() as f64;
+            let t = Instant::now();
+            let (bytes, status) = samples
+                .resolve_timestamps(&slots, 0, n, 0, n, &mut data, 1)
+                .expect("resolve");
+            let t_one = t.elapsed().as_nanos() as f64;
+            assert!(status.iter().all(|s| *s == SampleStatus::Written));
+            black_box((bytes, status));
+            slots.scratch = data;
+            drop(slots);
+            let t = Instant::now();
+            black_box(buffer.resolve_counter_range(0..n as u64).expect("resolve"));
+            let t_whole = t.elapsed().as_nanos() as f64;
+            if rep > 0 {
+                read.push(t_read);
+                one.push(t_one);
+                whole.push(t_whole);
+            }
+        }
+        let source: Vec<u64> = (0..n as u64).collect();
+        let mut dest = vec![0u64; n as usize];
+        let mut copy = Vec::new();
+        for _ in 0..=reps {
+            let t = Instant::now();
+            dest.copy_from_slice(black_box(&source));
+            black_box(&dest);
+            copy.push(t.elapsed().as_nanos() as f64);
+        }
+        let (read, one, whole, copy) = (median(read), median(one), median(whole), median(copy));
+        let ours = (one - read).max(1.0);
+        println!(
+            "{n} timestamps on {}: one thread: driver read {:.3} ms, read + layout {:.3} ms, so ours {:.3} ms = {:.2} ns/sample; whole resolve on {} thread(s) {:.3} ms; memcpy of {} B {:.3} ms; memcpy/ours {:.2}x, memcpy/whole {:.2}x",
+            device.info().name,
+            read / 1e6,
+            one / 1e6,
+            ours / 1e6,
+            ours / n as f64,
+            super::resolve_threads(n),
+            whole / 1e6,
+            8 * n as u64,
+            copy / 1e6,
+            copy / ours,
+            copy / whole,
+        );
+    }
 }
