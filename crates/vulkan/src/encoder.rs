@@ -649,6 +649,22 @@ impl RenderEncoder<'_> {
     ) -> Result<()> {
         self.core.write_heap_timestamp(granularity, heap, index)
     }
+
+    /// Samples counters at a tile-dispatch boundary, as Metal's tile shaders
+    /// allow. Vulkan has no tile shaders, so on a device without the
+    /// tile-dispatch sampling point (every Vulkan device) this fails with
+    /// [`gpu_counters_core::InvalidInput::UnsupportedSamplingPoint`]: ported
+    /// Metal code gets a clear error instead of a silently missing sample.
+    pub fn sample_counters_at_tile_dispatch(
+        &mut self,
+        buffer: &CounterSampleBuffer,
+        index: u32,
+        barrier: bool,
+    ) -> Result<()> {
+        self.device()
+            .require_point(gpu_counters_core::CounterSamplingPoint::AtTileDispatchBoundary)?;
+        self.core.sample_counters(buffer, index, barrier)
+    }
 }
 
 /// One sampling point of a pass attachment.

@@ -415,6 +415,17 @@ fn index_reuse_inside_a_render_pass_and_attached_twice() {
         })
         .unwrap();
     work.record_draw(device.raw(), pass.raw());
+    // A sampling point the device lacks.
+    let e = pass
+        .sample_counters_at_tile_dispatch(&b, 2, true)
+        .unwrap_err();
+    assert_eq!(
+        invalid(e),
+        InvalidInput::UnsupportedSamplingPoint {
+            point: gpu_counters_core::CounterSamplingPoint::AtTileDispatchBoundary,
+            device: device.info().name.clone(),
+        }
+    );
     pass.sample_counters(&b, 1, true).unwrap();
     // Index 0 was written at the pass's start; Vulkan cannot reset it here.
     let e = pass.sample_counters(&b, 0, true).unwrap_err();
