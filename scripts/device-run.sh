@@ -7,20 +7,22 @@ set -uo pipefail
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$OUT/gpu.txt"
-.bin/gpu-counters devices | tee "$OUT/devices.txt"
+nvidia-smi --query-gpu=name,driver_version --format=csv
+.bin/gpu-counters devices
 .bin/gpu-counters devices --json > "$OUT/devices.json"
 fail=0
 for t in .bin/test-*; do
-  echo "== $t"
-  if ! "$t" --test-threads=4 2>&1 | tee -a "$OUT/tests.log" | grep -E "^test |test result|panicked|left|right"; then :; fi
-  [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+  echo "== $t" | tee -a "$OUT/tests.log"
+  "$t" --test-threads=4 > /tmp/test.out 2>&1; rc=$?
+  cat /tmp/test.out >> "$OUT/tests.log"
+  grep -E "test result|panicked|FAILED" /tmp/test.out
+  [ $rc = 0 ] || fail=1
 done
 echo "tests: $([ $fail = 0 ] && echo all passed || echo FAILURES)" | tee -a "$OUT/tests.log"
-GPU_COUNTERS_VALIDATION=1 .bin/gpu-counters run mixed --frames 5 --svg "$OUT/h200-timeline.svg" --trace "$OUT/h200-trace.json" 2>&1 | tee "$OUT/run-mixed.txt"
+GPU_COUNTERS_VALIDATION=1 .bin/gpu-counters run mixed --frames 5 --svg "$OUT/h200-timeline.svg" 2>&1 | tee "$OUT/run-mixed.txt"
 GPU_COUNTERS_VALIDATION=1 .bin/gpu-counters run compute --frames 3 --dispatches 3 --workgroups 7 --workgroup-size 13 --json > "$OUT/run-compute.json"; echo "run compute exit $?"
 GPU_COUNTERS_VALIDATION=1 .bin/gpu-counters run render --frames 3 --triangles 37 --width 256 --height 128 --json > "$OUT/run-render.json"; echo "run render exit $?"
 if [ "${BENCH:-0}" = 1 ]; then
-  .bin/gpu-counters bench --json --samples 4096 --reps 5 --drift-seconds "${DRIFT:-60}" > "$OUT/bench.json" 2> "$OUT/bench.err"; echo "bench exit $?"
-  .bin/gpu-counters bench --samples 4096 --reps 5 --drift-seconds 5 2>&1 | tee "$OUT/bench.txt" | tail -40
+  .bin/gpu-counters bench --json --samples 4096 --reps 5 --drift-seconds "${DRIFT:-60}" > "$OUT/bench.json" 2> "$OUT/bench.txt"; echo "bench exit $?"
+  .bin/gpu-counters bench --samples 4096 --reps 5 --drift-seconds 5 2>&1 | tee -a "$OUT/bench.txt" | tail -40
 fi
