@@ -155,7 +155,18 @@ impl Calibration {
 
     /// The bound for a timestamp taken right at the newest anchor.
     pub fn error_bound_ns(&self) -> u64 {
-        self.latest().max_deviation_ns + self.period_ns.ceil() as u64
+        self.latest().max_deviation_ns + self.quantization_ns().ceil() as u64
+    }
+
+    /// What a tick's granularity adds to an anchor's deviation. The max
+    /// deviation of calibrated timestamps already includes the clocks'
+    /// periods (the Vulkan specification defines it so); a bracketed read
+    /// does not.
+    fn quantization_ns(&self) -> f64 {
+        match self.method {
+            CalibrationMethod::Bracketing => self.period_ns.max(1.0),
+            _ => 0.0,
+        }
     }
 
     /// Whether the newest anchor is older than [`REFIT_INTERVAL_NS`] at CPU
@@ -235,9 +246,11 @@ impl Calibration {
             .unwrap_or_else(|| self.latest());
         let d = self.tick_delta(anchor.gpu_ticks, ticks) as f64;
         let ns = anchor.cpu_ns as f64 + d * self.rate_ns_per_tick;
+        // Half a nanosecond for rounding `ns` to an integer.
         let bound = anchor.max_deviation_ns as f64
             + d.abs() * self.rate_uncertainty
-            + self.period_ns.max(1.0);
+            + self.quantization_ns()
+            + 0.5;
         CalibratedTime {
             ns: ns.round().max(0.0) as u64,
             error_bound_ns: bound.ceil() as u64,
