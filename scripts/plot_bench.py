@@ -28,7 +28,7 @@ def main():
     src, dst = sys.argv[1], sys.argv[2]
     title = sys.argv[3] if len(sys.argv) > 3 else ""
     report = json.load(open(src))
-    variants = report["variants"]
+    variants = [v for v in report["variants"] if "baseline" not in v["name"]]
     for v in variants:
         v["host_ns"] = (v.get("host_record_ns_per_sample") or 0) + (v.get("host_resolve_ns_per_sample") or 0)
     row_h, label_w, bar_w = 24, 470, 260
