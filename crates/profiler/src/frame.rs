@@ -1,13 +1,14 @@
 //! Frames and the scopes recorded in them.
 
 use crate::error::{ProfilerError, Result};
-use crate::profiler::{lock, Page, Profiler, WhenFull};
+use crate::profiler::{Page, Profiler, WhenFull};
 use crate::result::DropCounts;
+use crate::spin::SpinLock;
 use gpu_counters_core::timeline::PassKind;
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{CommandBuffer, CounterSampleBuffer};
-use std::sync::atomic::Ordering;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RecordState {
@@ -19,24 +20,46 @@ pub(crate) enum RecordState {
     Failed,
 }
 
-/// One scope's bookkeeping; scope `id` samples indices `2 * (id % per)` and
-/// `2 * (id % per) + 1` of page `id / per`.
+/// No scope: the parent of an outermost scope.
+pub(crate) const NO_SCOPE: u32 = u32::MAX;
+
+/// One scope's bookkeeping, plain data so that a slot's records are reused
+/// frame after frame without allocating; scope `id` samples indices
+/// `2 * (id % per)` and `2 * (id % per) + 1` of page `id / per`.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct ScopeRecord {
-    pub(crate) label: String,
-    pub(crate) kind: PassKind,
-    pub(crate) thread: String,
+    /// Where the label lies in [`FrameStore::labels`].
+    pub(crate) label_start: usize,
+    pub(crate) label_len: u32,
+    /// The innermost scope open on `cmd` when this one began, or
+    /// [`NO_SCOPE`].
+    pub(crate) parent: u32,
     pub(crate) cmd: vk::CommandBuffer,
-    pub(crate) parent: Option<u32>,
+    /// Index in [`FrameStore::threads`] of the thread that began the scope.
+    pub(crate) thread: u32,
+    pub(crate) kind: PassKind,
     pub(crate) state: RecordState,
 }
 
-/// What a ring slot holds, lent to the frame that records into it.
+/// What a ring slot holds, lent to the frame that records into it. Clearing
+/// keeps every vector's capacity, so a steady state allocates nothing here.
 #[derive(Default)]
 pub(crate) struct FrameStore {
     pub(crate) pages: Vec<Page>,
     pub(crate) records: Vec<ScopeRecord>,
+    /// The records' labels, one after another.
+    pub(crate) labels: String,
+    /// The threads that began scopes in the frame: their tag and name.
+    pub(crate) threads: Vec<(u64, Arc<str>)>,
     /// Ids of the scopes open now, in the order they began.
     pub(crate) open: Vec<u32>,
+    /// Records in the `Open` state.
+    pub(crate) not_ended: u32,
+    /// Where the next scope's samples go: its page, and its place in the
+    /// page (`records.len()` in pages of `max_scopes_per_frame`, kept
+    /// without dividing).
+    pub(crate) next_page: usize,
+    pub(crate) next_in_page: u32,
     pub(crate) drops: DropCounts,
 }
 
@@ -44,18 +67,113 @@ impl FrameStore {
     /// Forgets the scopes, keeping the buffers and capacity.
     pub(crate) fn clear(&mut self) {
         self.records.clear();
+        self.labels.clear();
+        self.threads.clear();
         self.open.clear();
+        self.not_ended = 0;
+        self.next_page = 0;
+        self.next_in_page = 0;
         self.drops = DropCounts::default();
     }
 
-    /// The innermost open scope on `cmd`.
-    fn innermost(&self, cmd: vk::CommandBuffer) -> Option<u32> {
+    /// The label of `rec`.
+    pub(crate) fn label(&self, rec: &ScopeRecord) -> &str {
+        self.labels
+            .get(rec.label_start..rec.label_start + rec.label_len as usize)
+            .unwrap_or_default()
+    }
+
+    /// The label of scope `id`, owned (for errors).
+    fn label_of(&self, id: u32) -> String {
+        self.label(&self.records[id as usize]).to_owned()
+    }
+
+    /// Position in `open` of the innermost open scope on `cmd`.
+    fn innermost(&self, cmd: vk::CommandBuffer) -> Option<usize> {
         self.open
             .iter()
-            .rev()
-            .copied()
-            .find(|&o| self.records[o as usize].cmd == cmd)
+            .rposition(|&o| self.records[o as usize].cmd == cmd)
     }
+
+    /// Stores `label` after the others.
+    fn push_label(&mut self, label: &str) -> (usize, u32) {
+        let start = self.labels.len();
+        // A label over 4 GiB keeps its first 4 GiB (at a character boundary).
+        let mut len = label.len().min(u32::MAX as usize);
+        while !label.is_char_boundary(len) {
+            len -= 1;
+        }
+        self.labels.push_str(&label[..len]);
+        (start, len as u32)
+    }
+
+    /// Index in `threads` of the calling thread, added on its first scope.
+    fn thread_index(&mut self) -> u32 {
+        THREAD
+            .try_with(|tag| self.thread_of(tag))
+            // Thread-local storage is being torn down: tag afresh.
+            .unwrap_or_else(|_| self.thread_of(&ThreadTag::new()))
+    }
+
+    fn thread_of(&mut self, tag: &ThreadTag) -> u32 {
+        match self.threads.iter().rposition(|t| t.0 == tag.key) {
+            Some(i) => i as u32,
+            None => {
+                self.threads.push((tag.key, tag.name.clone()));
+                (self.threads.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Removes scope `id` from the open ones, if there.
+    fn close(&mut self, id: u32) {
+        if let Some(p) = self.open.iter().rposition(|&o| o == id) {
+            self.open.remove(p);
+        }
+    }
+
+    /// Marks scope `id` failed and counts it, once.
+    fn fail(&mut self, id: u32, profiler: &Profiler) {
+        self.close(id);
+        let rec = &mut self.records[id as usize];
+        match rec.state {
+            RecordState::Failed => {}
+            state => {
+                if state == RecordState::Open {
+                    self.not_ended -= 1;
+                }
+                rec.state = RecordState::Failed;
+                self.drops.failed += 1;
+                profiler.dropped_total.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A thread's identity for results: a process-unique key and its name
+/// (its id where unnamed), made once per thread.
+struct ThreadTag {
+    key: u64,
+    name: Arc<str>,
+}
+
+impl ThreadTag {
+    fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let t = std::thread::current();
+        let name: Arc<str> = match t.name() {
+            Some(name) => name.into(),
+            None => format!("{:?}", t.id()).into(),
+        };
+        Self {
+            key: NEXT.fetch_add(1, Ordering::Relaxed),
+            name,
+        }
+    }
+}
+
+thread_local! {
+    static THREAD: ThreadTag = ThreadTag::new();
 }
 
 /// One frame being recorded. Share it by reference between threads (it is
@@ -66,7 +184,7 @@ pub struct Frame<'p> {
     pub(crate) profiler: &'p Profiler,
     index: u64,
     slot: Option<usize>,
-    store: Mutex<FrameStore>,
+    store: SpinLock<FrameStore>,
     ended: bool,
 }
 
@@ -90,7 +208,7 @@ impl<'p> Frame<'p> {
             profiler,
             index,
             slot,
-            store: Mutex::new(store),
+            store: SpinLock::new(store),
             ended: false,
         }
     }
@@ -109,7 +227,7 @@ impl<'p> Frame<'p> {
 
     /// Scopes of this frame dropped so far.
     pub fn dropped_scopes(&self) -> u32 {
-        lock(&self.store).drops.total()
+        self.store.lock().drops.total()
     }
 
     /// Begins a scope labelled `label` in `cmd`: records a timestamp after
@@ -130,57 +248,67 @@ impl<'p> Frame<'p> {
     pub fn scope(&self, cmd: &mut CommandBuffer, label: &str, kind: PassKind) -> Result<Scope<'_>> {
         let raw = cmd.raw();
         let per = self.profiler.options.max_scopes_per_frame;
-        let (id, timestamps, statistics) = {
-            let mut store = lock(&self.store);
-            if self.slot.is_none() {
-                store.drops.no_slot += 1;
+        let mut guard = self.store.lock();
+        let store = &mut *guard;
+        let Some(slot) = self.slot else {
+            store.drops.no_slot += 1;
+            self.count_drop();
+            return Ok(Scope::dropped(self));
+        };
+        let id = store.records.len() as u32;
+        if store.next_in_page == per {
+            store.next_page += 1;
+            store.next_in_page = 0;
+        }
+        let (page, index) = (store.next_page, 2 * store.next_in_page);
+        if page >= store.pages.len() {
+            if self.profiler.options.when_full != WhenFull::Grow {
+                store.drops.over_capacity += 1;
                 self.count_drop();
                 return Ok(Scope::dropped(self));
             }
-            let id = store.records.len() as u32;
-            let page = (id / per) as usize;
-            if page >= store.pages.len() {
-                if self.profiler.options.when_full != WhenFull::Grow {
+            match self.profiler.new_page(slot, store.pages.len()) {
+                Ok(p) => store.pages.push(p),
+                Err(e) => {
                     store.drops.over_capacity += 1;
                     self.count_drop();
-                    return Ok(Scope::dropped(self));
-                }
-                match self
-                    .profiler
-                    .new_page(self.slot.unwrap_or_default(), store.pages.len())
-                {
-                    Ok(p) => store.pages.push(p),
-                    Err(e) => {
-                        store.drops.over_capacity += 1;
-                        self.count_drop();
-                        return Err(e);
-                    }
+                    return Err(e);
                 }
             }
-            let parent = store.innermost(raw);
-            store.records.push(ScopeRecord {
-                label: label.to_owned(),
-                kind,
-                thread: thread_name(),
-                cmd: raw,
-                parent,
-                state: RecordState::Open,
-            });
-            store.open.push(id);
-            let p = &store.pages[page];
-            (id, p.timestamps.clone(), p.statistics.clone())
-        };
-        let index = 2 * (id % per);
-        let mut scope = Scope {
-            frame: self,
-            id: Some(id),
-            done: false,
-        };
-        if let Err(e) = sample(cmd, &timestamps, statistics.as_ref(), index) {
-            scope.fail();
-            return Err(e);
         }
-        Ok(scope)
+        // Sampled under the frame's lock: the sample buffer serialises
+        // recording threads anyway, and the record and its samples stay in
+        // step.
+        let p = &store.pages[page];
+        let sampled = sample(cmd, &p.timestamps, p.statistics.as_ref(), index);
+        let parent = store.innermost(raw).map_or(NO_SCOPE, |i| store.open[i]);
+        let thread = store.thread_index();
+        let (label_start, label_len) = store.push_label(label);
+        store.records.push(ScopeRecord {
+            label_start,
+            label_len,
+            parent,
+            cmd: raw,
+            thread,
+            kind,
+            state: RecordState::Open,
+        });
+        store.not_ended += 1;
+        store.next_in_page += 1;
+        store.open.push(id);
+        match sampled {
+            Ok(()) => Ok(Scope {
+                frame: self,
+                id: Some(id),
+                page: page as u32,
+                index,
+                done: false,
+            }),
+            Err(e) => {
+                store.fail(id, self.profiler);
+                Err(e)
+            }
+        }
     }
 
     fn count_drop(&self) {
@@ -193,15 +321,8 @@ impl<'p> Frame<'p> {
             return Ok(());
         }
         self.ended = true;
-        let store = self
-            .store
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let open = store
-            .records
-            .iter()
-            .filter(|r| r.state == RecordState::Open)
-            .count() as u32;
+        let store = self.store.get_mut();
+        let open = store.not_ended;
         store.drops.not_ended += open;
         store.open.clear();
         self.profiler
@@ -227,6 +348,9 @@ pub struct Scope<'f> {
     frame: &'f Frame<'f>,
     /// `None` for a dropped scope.
     id: Option<u32>,
+    /// Where its samples are: page, and the start's index.
+    page: u32,
+    index: u32,
     done: bool,
 }
 
@@ -244,6 +368,8 @@ impl<'f> Scope<'f> {
         Self {
             frame,
             id: None,
+            page: 0,
+            index: 0,
             done: true,
         }
     }
@@ -263,62 +389,48 @@ impl<'f> Scope<'f> {
             return Ok(());
         };
         let raw = cmd.raw();
-        let per = self.frame.profiler.options.max_scopes_per_frame;
-        let (timestamps, statistics, outermost) = {
-            let mut store = lock(&self.frame.store);
-            let rec = &store.records[id as usize];
-            if rec.cmd != raw {
-                return Err(ProfilerError::WrongCommandBuffer {
-                    label: rec.label.clone(),
+        let profiler = self.frame.profiler;
+        let mut guard = self.frame.store.lock();
+        let store = &mut *guard;
+        if store.records[id as usize].cmd != raw {
+            return Err(ProfilerError::WrongCommandBuffer {
+                label: store.label_of(id),
+            });
+        }
+        if let Some(i) = store.innermost(raw) {
+            let inner = store.open[i];
+            if inner != id {
+                return Err(ProfilerError::ScopeOrder {
+                    label: store.label_of(id),
+                    open: store.label_of(inner),
                 });
             }
-            match store.innermost(raw) {
-                Some(inner) if inner != id => {
-                    return Err(ProfilerError::ScopeOrder {
-                        label: rec.label.clone(),
-                        open: store.records[inner as usize].label.clone(),
-                    });
-                }
-                _ => {}
+            if i + 1 == store.open.len() {
+                store.open.pop();
+            } else {
+                store.open.remove(i);
             }
-            store.open.retain(|&o| o != id);
-            let outermost = store.innermost(raw).is_none();
-            let p = &store.pages[(id / per) as usize];
-            (p.timestamps.clone(), p.statistics.clone(), outermost)
-        };
-        let index = 2 * (id % per) + 1;
-        let mut recorded = sample(cmd, &timestamps, statistics.as_ref(), index);
-        if recorded.is_ok() && outermost && statistics.is_some() {
+        }
+        let p = &store.pages[self.page as usize];
+        let statistics = p.statistics.as_ref();
+        let mut recorded = sample(cmd, &p.timestamps, statistics, self.index + 1);
+        if recorded.is_ok() && statistics.is_some() && store.innermost(raw).is_none() {
             // Close this command buffer's statistic chain: nothing is counted
             // outside scopes, and a caller's command buffer can be ended as is.
             recorded = cmd.end_statistics().map_err(ProfilerError::from);
         }
+        self.done = true;
         match recorded {
             Ok(()) => {
-                let mut store = lock(&self.frame.store);
                 store.records[id as usize].state = RecordState::Ended;
-                self.done = true;
+                store.not_ended -= 1;
                 Ok(())
             }
             Err(e) => {
-                self.fail();
+                store.fail(id, profiler);
                 Err(e)
             }
         }
-    }
-
-    /// Marks the scope failed and counts it.
-    fn fail(&mut self) {
-        if let Some(id) = self.id {
-            let mut store = lock(&self.frame.store);
-            store.open.retain(|&o| o != id);
-            if store.records[id as usize].state != RecordState::Failed {
-                store.records[id as usize].state = RecordState::Failed;
-                store.drops.failed += 1;
-                self.frame.count_drop();
-            }
-        }
-        self.done = true;
     }
 }
 
@@ -329,7 +441,7 @@ impl Drop for Scope<'_> {
         }
         if let Some(id) = self.id {
             // Stays `Open`: counted as not ended when the frame ends.
-            lock(&self.frame.store).open.retain(|&o| o != id);
+            self.frame.store.lock().close(id);
         }
     }
 }
@@ -347,12 +459,4 @@ fn sample(
         cmd.sample_counters(stats, index, false)?;
     }
     Ok(())
-}
-
-fn thread_name() -> String {
-    let t = std::thread::current();
-    match t.name() {
-        Some(name) => name.to_owned(),
-        None => format!("{:?}", t.id()),
-    }
 }

@@ -43,11 +43,13 @@
 
 #![warn(missing_docs)]
 
+mod convert;
 mod error;
 pub mod export;
 mod frame;
 mod profiler;
 mod result;
+mod spin;
 
 pub use error::{ProfilerError, Result};
 pub use frame::{Frame, Scope};

@@ -1,12 +1,14 @@
 //! The profiler: options, the ring of sample buffers, and collection.
 
+use crate::convert::Converter;
 use crate::error::{ProfilerError, Result};
-use crate::frame::{Frame, FrameStore, RecordState};
+use crate::frame::{Frame, FrameStore, RecordState, NO_SCOPE};
 use crate::result::{to_timeline, DropCounts, FrameResult, ScopeResult};
 use gpu_counters_core::timeline::Timeline;
 use gpu_counters_core::{
     cpu_monotonic_ns, Calibration, CommonCounterSet, CounterResultStatistic,
-    CounterSampleBufferDescriptor, SampleStatus, COUNTER_ERROR_VALUE,
+    CounterResultTimestamp, CounterSampleBufferDescriptor, ResolvedCounters, SampleStatus,
+    COUNTER_ERROR_VALUE,
 };
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{CounterSampleBuffer, Device};
@@ -599,6 +601,8 @@ impl Profiler {
     }
 
     /// Resolves a frame's samples; `None` while any is not available yet.
+    /// One CPU resolve per used page and counter set, covering only the
+    /// samples the frame's scopes took.
     fn resolve(
         &self,
         store: &FrameStore,
@@ -607,59 +611,73 @@ impl Profiler {
     ) -> Result<Option<FrameResult>> {
         let n = store.records.len();
         let per = self.options.max_scopes_per_frame as usize;
-        let mut times: Vec<Option<u64>> = Vec::with_capacity(2 * n);
-        let mut stats: Vec<Option<CounterResultStatistic>> = Vec::new();
-        for (p, page) in store.pages.iter().enumerate() {
-            let first = p * per;
-            if first >= n {
-                break;
-            }
-            let range = 0..2 * (n - first).min(per) as u64;
+        let used = n.div_ceil(per);
+        let mut stamps: Vec<ResolvedCounters> = Vec::with_capacity(used);
+        let mut stats: Vec<ResolvedCounters> = Vec::new();
+        for (p, page) in store.pages.iter().take(used).enumerate() {
+            let range = 0..2 * (n - p * per).min(per) as u64;
             let r = page.timestamps.resolve_counter_range(range.clone())?;
             if r.statuses().contains(&SampleStatus::NotReady) {
                 return Ok(None);
             }
-            times.extend(
-                r.timestamps()?
-                    .iter()
-                    .zip(r.statuses())
-                    .map(|(t, st)| (*st == SampleStatus::Written).then_some(t.timestamp)),
-            );
+            stamps.push(r);
             if let Some(sb) = &page.statistics {
                 let r = sb.resolve_counter_range(range)?;
                 if r.statuses().contains(&SampleStatus::NotReady) {
                     return Ok(None);
                 }
-                stats.extend(
-                    r.statistics()?
-                        .iter()
-                        .zip(r.statuses())
-                        .map(|(v, st)| (*st == SampleStatus::Written).then_some(*v)),
-                );
+                stats.push(r);
             }
         }
+        let stamps: Vec<(&[CounterResultTimestamp], &[SampleStatus])> = stamps
+            .iter()
+            .map(|r| Ok((r.timestamps()?, r.statuses())))
+            .collect::<Result<_>>()?;
+        let stats: Vec<(&[CounterResultStatistic], &[SampleStatus])> = stats
+            .iter()
+            .map(|r| Ok((r.statistics()?, r.statuses())))
+            .collect::<Result<_>>()?;
+        let with_stats = self.options.statistics && stats.len() == stamps.len();
+
         let cpu_complete_ns = cpu_monotonic_ns();
         let mut calibration = lock(&self.calibration);
         self.device.refresh_calibration(&mut calibration)?;
+        let convert = Converter::new(&calibration, &stamps);
 
         let mut drops: DropCounts = store.drops;
         let mut gpu_failed = 0u32;
-        let mut position: Vec<Option<usize>> = vec![None; n];
+        // Result position of each scope, NO_SCOPE where it has none.
+        let mut position: Vec<u32> = vec![NO_SCOPE; n];
         let mut scopes: Vec<ScopeResult> = Vec::with_capacity(n);
+        let (mut page, mut at) = (0, 0);
         for (id, rec) in store.records.iter().enumerate() {
+            // Scope `id` is at `2 * (id % per)` of page `id / per`.
+            if id > 0 {
+                at += 2;
+                if at == 2 * per {
+                    (page, at) = (page + 1, 0);
+                }
+            }
             // Open and Failed scopes were counted when the frame ended or the
             // recording failed.
             if rec.state != RecordState::Ended {
                 continue;
             }
-            let (Some(Some(t0)), Some(Some(t1))) = (times.get(2 * id), times.get(2 * id + 1))
-            else {
+            let (t, st) = stamps[page];
+            if st[at] != SampleStatus::Written || st[at + 1] != SampleStatus::Written {
                 gpu_failed += 1;
                 continue;
-            };
+            }
+            let (t0, t1) = (t[at].timestamp, t[at + 1].timestamp);
             let statistics = if self.options.statistics {
-                match (stats.get(2 * id), stats.get(2 * id + 1)) {
-                    (Some(Some(s0)), Some(Some(s1))) => Some(counted(s1, s0)),
+                match stats.get(page) {
+                    Some((v, st))
+                        if with_stats
+                            && st[at] == SampleStatus::Written
+                            && st[at + 1] == SampleStatus::Written =>
+                    {
+                        Some(counted(&v[at + 1], &v[at]))
+                    }
                     _ => {
                         gpu_failed += 1;
                         continue;
@@ -668,34 +686,43 @@ impl Profiler {
             } else {
                 None
             };
-            let mut parent = None;
+            // The nearest enclosing scope that has a result.
+            let mut parent = NO_SCOPE;
             let mut up = rec.parent;
-            while let Some(u) = up {
-                if let Some(pos) = position.get(u as usize).copied().flatten() {
-                    parent = Some(pos);
+            while up != NO_SCOPE {
+                let pos = position[up as usize];
+                if pos != NO_SCOPE {
+                    parent = pos;
                     break;
                 }
-                up = store.records.get(u as usize).and_then(|r| r.parent);
+                up = store.records[up as usize].parent;
             }
-            let depth = parent.map_or(0, |p| scopes[p].depth + 1);
-            let start = calibration.to_cpu_ns(*t0);
-            let end = calibration.to_cpu_ns(*t1);
-            position[id] = Some(scopes.len());
+            let (parent, depth) = match parent {
+                NO_SCOPE => (None, 0),
+                p => (Some(p as usize), scopes[p as usize].depth + 1),
+            };
+            let start = convert.to_cpu_ns(t0);
+            let end = convert.to_cpu_ns(t1);
+            position[id] = scopes.len() as u32;
             scopes.push(ScopeResult {
-                label: rec.label.clone(),
+                label: store.label(rec).to_owned(),
                 kind: rec.kind,
-                thread: rec.thread.clone(),
+                thread: store
+                    .threads
+                    .get(rec.thread as usize)
+                    .map_or_else(String::new, |t| String::from(&*t.1)),
                 depth,
                 parent,
                 start_ns: start.ns,
                 end_ns: end.ns,
                 duration_ns: end.ns.saturating_sub(start.ns),
-                start_ticks: *t0,
-                end_ticks: *t1,
+                start_ticks: t0,
+                end_ticks: t1,
                 error_bound_ns: start.error_bound_ns.max(end.error_bound_ns),
                 statistics,
             });
         }
+        drop(calibration);
         drops.failed += gpu_failed;
         self.dropped_total
             .fetch_add(gpu_failed as u64, Ordering::Relaxed);
