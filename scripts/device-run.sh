@@ -24,5 +24,5 @@ GPU_COUNTERS_VALIDATION=1 .bin/gpu-counters run compute --frames 3 --dispatches 
 GPU_COUNTERS_VALIDATION=1 .bin/gpu-counters run render --frames 3 --triangles 37 --width 256 --height 128 --json > "$OUT/run-render.json"; echo "run render exit $?"
 if [ "${BENCH:-0}" = 1 ]; then
   .bin/gpu-counters bench --json --samples 4096 --reps 5 --drift-seconds "${DRIFT:-60}" > "$OUT/bench.json" 2> "$OUT/bench.txt"; echo "bench exit $?"
-  .bin/gpu-counters bench --samples 4096 --reps 5 --drift-seconds 5 2>&1 | tee -a "$OUT/bench.txt" | tail -40
+  [ "${BENCH_TABLE:-0}" = 1 ] && .bin/gpu-counters bench --samples 4096 --reps 5 --drift-seconds 5 2>&1 | tee -a "$OUT/bench.txt" | tail -40
 fi
