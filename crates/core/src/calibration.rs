@@ -117,6 +117,12 @@ impl Calibration {
         self.rate_ns_per_tick
     }
 
+    /// Uncertainty of the fitted rate, in nanoseconds per tick: a conversion
+    /// `d` ticks from its anchor adds `|d|` times this to the bound.
+    pub fn rate_uncertainty(&self) -> f64 {
+        self.rate_uncertainty
+    }
+
     /// The valid bits of a timestamp.
     pub fn valid_bits(&self) -> u32 {
         self.valid_bits
@@ -162,7 +168,7 @@ impl Calibration {
     /// deviation of calibrated timestamps already includes the clocks'
     /// periods (the Vulkan specification defines it so); a bracketed read
     /// does not.
-    fn quantization_ns(&self) -> f64 {
+    pub fn quantization_ns(&self) -> f64 {
         match self.method {
             CalibrationMethod::Bracketing => self.period_ns.max(1.0),
             _ => 0.0,

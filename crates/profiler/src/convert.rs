@@ -10,13 +10,8 @@
 //! check against `to_cpu_ns` disagrees) it calls `to_cpu_ns` for each.
 
 use gpu_counters_core::{
-    CalibratedTime, Calibration, CalibrationMethod, CounterResultTimestamp, SampleStatus,
-    TimestampPair,
+    CalibratedTime, Calibration, CounterResultTimestamp, SampleStatus, TimestampPair,
 };
-
-/// The rate uncertainty of a calibration whose rate is not measured yet:
-/// 200 parts per million of the period (as in the core crate).
-const UNMEASURED_DRIFT: f64 = 200e-6;
 
 /// Most anchors a calibration holds: the most ranges a frame can have.
 const MAX_RANGES: usize = 16;
@@ -105,11 +100,8 @@ impl<'c> Converter<'c> {
         let base = Linear {
             anchor: c.latest(),
             rate_ns_per_tick: c.rate_ns_per_tick(),
-            rate_uncertainty: rate_uncertainty(c)?,
-            quantization_ns: match c.method() {
-                CalibrationMethod::Bracketing => c.period_ns().max(1.0),
-                _ => 0.0,
-            },
+            rate_uncertainty: c.rate_uncertainty(),
+            quantization_ns: c.quantization_ns(),
             valid_bits: bits,
             mask,
         };
@@ -224,31 +216,10 @@ fn nearest(c: &Calibration, bits: u32, mask: u64, ticks: u64) -> Option<Timestam
         .copied()
 }
 
-/// The calibration's rate uncertainty, refitted from its anchors as the
-/// calibration does; `None` where the fitted rate differs from its own.
-fn rate_uncertainty(c: &Calibration) -> Option<f64> {
-    let (bits, mask, period) = (c.valid_bits(), c.mask(), c.period_ns());
-    let first = c.anchors().next()?;
-    let last = c.anchors().last()?;
-    let span_cpu = last.cpu_ns.saturating_sub(first.cpu_ns) as f64;
-    let span_ticks = tick_delta(bits, mask, first.gpu_ticks, last.gpu_ticks) as f64;
-    let deviations = (first.max_deviation_ns + last.max_deviation_ns) as f64;
-    let (rate, uncertainty) = 'fit: {
-        if span_ticks > 0.0 && span_cpu > 100.0 * deviations.max(1.0) {
-            let measured = span_cpu / span_ticks;
-            let uncertainty = deviations / span_ticks;
-            if (measured - period).abs() <= period * 0.01 {
-                break 'fit (measured, uncertainty + period * 1e-6);
-            }
-        }
-        (period, period * UNMEASURED_DRIFT)
-    };
-    (rate.to_bits() == c.rate_ns_per_tick().to_bits()).then_some(uncertainty)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_counters_core::CalibrationMethod;
 
     fn pair(cpu_ns: u64, gpu_ticks: u64, max_deviation_ns: u64) -> TimestampPair {
         TimestampPair {
