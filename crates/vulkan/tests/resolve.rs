@@ -161,9 +161,6 @@ fn encoder_level_sampling_splits_dispatches_exactly() {
         let mut pass = cmd
             .compute_encoder(&ComputePassDescriptor::default())
             .unwrap();
-        for barrier in [true, false] {
-            let _ = barrier;
-        }
         pass.sample_counters(&stats, 0, true).unwrap();
         pass.sample_counters(&times, 0, true).unwrap();
         small.record_dispatch(device.raw(), pass.raw());
