@@ -4,6 +4,7 @@ use crate::util::vk_err;
 use crate::Device;
 use ash::vk;
 use gpu_counters_core::{Error, Result};
+use std::sync::Arc;
 
 /// Where a [`GpuBuffer`]'s memory lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +17,17 @@ pub enum MemoryLocation {
 
 /// A buffer gpu-counters allocated, usable as the destination of a GPU
 /// resolve (storage and transfer usage).
+///
+/// Dropping it while the GPU may still use it is safe: a command buffer that
+/// records a resolve into it keeps the Vulkan buffer and its memory alive
+/// until the GPU has finished.
 pub struct GpuBuffer {
+    shared: Arc<BufferShared>,
+}
+
+/// The Vulkan buffer and its memory, destroyed when the last holder (the
+/// [`GpuBuffer`], or a command buffer or submission that uses it) lets go.
+pub(crate) struct BufferShared {
     device: Device,
     raw: vk::Buffer,
     memory: vk::DeviceMemory,
@@ -26,11 +37,11 @@ pub struct GpuBuffer {
 }
 
 // SAFETY: the mapped pointer refers to device memory owned by this value and
-// is only dereferenced through &self/&mut self methods with bounds checks; Vulkan
-// handles are plain identifiers usable from any thread.
-unsafe impl Send for GpuBuffer {}
-// SAFETY: see above; shared access only reads through the mapping.
-unsafe impl Sync for GpuBuffer {}
+// is only dereferenced through `GpuBuffer`'s methods, with bounds checks;
+// Vulkan handles are plain identifiers usable from any thread.
+unsafe impl Send for BufferShared {}
+// SAFETY: see above; shared access copies bytes through the mapping only.
+unsafe impl Sync for BufferShared {}
 
 impl GpuBuffer {
     /// Allocates `size` bytes with storage, transfer-source and
@@ -118,45 +129,57 @@ impl GpuBuffer {
             None
         };
         Ok(Self {
-            device: device.clone(),
-            raw,
-            memory,
-            size,
-            mapped,
-            usage,
+            shared: Arc::new(BufferShared {
+                device: device.clone(),
+                raw,
+                memory,
+                size,
+                mapped,
+                usage,
+            }),
         })
+    }
+
+    /// Whether nothing but this value holds the buffer (no command buffer or
+    /// submission uses it).
+    pub(crate) fn is_unshared(&self) -> bool {
+        Arc::strong_count(&self.shared) == 1
+    }
+
+    pub(crate) fn shared(&self) -> Arc<BufferShared> {
+        self.shared.clone()
     }
 
     /// The Vulkan buffer.
     pub fn raw(&self) -> vk::Buffer {
-        self.raw
+        self.shared.raw
     }
 
     /// Size in bytes.
     pub fn size(&self) -> u64 {
-        self.size
+        self.shared.size
     }
 
     /// Whether the CPU can read it.
     pub fn is_host_visible(&self) -> bool {
-        self.mapped.is_some()
+        self.shared.mapped.is_some()
     }
 
     /// Copies `len` bytes from `offset` out of a host-visible buffer. Wait for
     /// the GPU work that writes it first.
     pub fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let ptr = self.mapped.ok_or_else(|| {
+        let ptr = self.shared.mapped.ok_or_else(|| {
             Error::from(gpu_counters_core::InvalidInput::Argument(
                 "buffer is not host-visible".into(),
             ))
         })?;
         let end = offset
             .checked_add(len)
-            .filter(|&e| e <= self.size)
+            .filter(|&e| e <= self.shared.size)
             .ok_or_else(|| {
                 Error::from(gpu_counters_core::InvalidInput::Argument(format!(
                     "read of {len} bytes at {offset} is past the buffer's {} bytes",
-                    self.size
+                    self.shared.size
                 )))
             })?;
         let mut out = vec![0u8; (end - offset) as usize];
@@ -174,19 +197,19 @@ impl GpuBuffer {
 
     /// Writes bytes into a host-visible buffer at `offset`.
     pub fn write(&self, offset: u64, bytes: &[u8]) -> Result<()> {
-        let ptr = self.mapped.ok_or_else(|| {
+        let ptr = self.shared.mapped.ok_or_else(|| {
             Error::from(gpu_counters_core::InvalidInput::Argument(
                 "buffer is not host-visible".into(),
             ))
         })?;
         if offset
             .checked_add(bytes.len() as u64)
-            .is_none_or(|e| e > self.size)
+            .is_none_or(|e| e > self.shared.size)
         {
             return Err(gpu_counters_core::InvalidInput::Argument(format!(
                 "write of {} bytes at {offset} is past the buffer's {} bytes",
                 bytes.len(),
-                self.size
+                self.shared.size
             ))
             .into());
         }
@@ -203,18 +226,20 @@ impl GpuBuffer {
 
     pub(crate) fn as_ref(&self) -> BufferRef {
         BufferRef {
-            device_id: self.device.id(),
-            raw: self.raw,
-            size: self.size,
-            usage: self.usage,
+            device_id: self.shared.device.id(),
+            raw: self.shared.raw,
+            size: self.shared.size,
+            usage: self.shared.usage,
+            keep: Some(self.shared.clone()),
         }
     }
 }
 
-impl Drop for GpuBuffer {
+impl Drop for BufferShared {
     fn drop(&mut self) {
-        // SAFETY: owned objects of this device; users drop buffers after the
-        // GPU work using them completed.
+        // SAFETY: owned objects of this device; the last holder is gone, and
+        // every command buffer or submission that used the buffer held it
+        // until the GPU finished.
         unsafe {
             if self.mapped.is_some() {
                 self.device.raw().unmap_memory(self.memory);
@@ -225,13 +250,26 @@ impl Drop for GpuBuffer {
     }
 }
 
-/// A destination for a GPU resolve: a [`GpuBuffer`] or a caller's buffer.
-#[derive(Debug, Clone, Copy)]
+/// A destination for a GPU resolve: a [`GpuBuffer`] (which the recording
+/// then keeps alive) or a caller's buffer ([`BufferRef::from_raw`]).
+#[derive(Clone)]
 pub struct BufferRef {
     pub(crate) device_id: u64,
     pub(crate) raw: vk::Buffer,
     pub(crate) size: u64,
     pub(crate) usage: vk::BufferUsageFlags,
+    /// The buffer, for a [`GpuBuffer`]: held by the recording.
+    pub(crate) keep: Option<Arc<BufferShared>>,
+}
+
+impl std::fmt::Debug for BufferRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferRef")
+            .field("raw", &self.raw)
+            .field("size", &self.size)
+            .field("owned_by_gpu_counters", &self.keep.is_some())
+            .finish()
+    }
 }
 
 impl BufferRef {
@@ -252,6 +290,7 @@ impl BufferRef {
             raw,
             size,
             usage,
+            keep: None,
         }
     }
 }

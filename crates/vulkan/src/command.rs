@@ -1,13 +1,83 @@
 //! Command buffers: recorded by gpu-counters or the caller, and submissions.
 
-use crate::buffer::BufferRef;
-use crate::samples::{Samples, SlotState, Ticket};
+use crate::buffer::{BufferRef, BufferShared};
+use crate::encoder::Chain;
+use crate::samples::{Samples, SlotState, STILL_OPEN};
+use crate::ticket::{Held, Phase, Ticket};
 use crate::util::vk_err;
 use crate::{CounterHeap, CounterSampleBuffer, Device};
 use ash::vk;
 use gpu_counters_core::{cpu_monotonic_ns, Error, InvalidInput, Result, TimestampGranularity};
 use std::ops::Range;
 use std::sync::Arc;
+
+/// What a recording references and the ticket it records under: the command
+/// buffer, then its submission, hold every sample buffer, heap and resolve
+/// destination it recorded into until the GPU has finished with them.
+pub(crate) struct Tracker {
+    pub(crate) ticket: Ticket,
+    held: Held,
+    /// The samples held last, so that a run of samples into one buffer costs
+    /// one comparison each.
+    last: usize,
+}
+
+impl Tracker {
+    fn new() -> Self {
+        Self {
+            ticket: Ticket::new(),
+            held: Held::default(),
+            last: 0,
+        }
+    }
+
+    /// Holds `samples` until the GPU is done; returns whether this recording
+    /// had not held them before.
+    #[inline]
+    pub(crate) fn hold_samples(&mut self, samples: &Arc<Samples>) -> bool {
+        let p = Arc::as_ptr(samples) as usize;
+        if p == self.last {
+            return false;
+        }
+        self.last = p;
+        if self
+            .held
+            .samples
+            .iter()
+            .any(|h| Arc::as_ptr(h) as usize == p)
+        {
+            return false;
+        }
+        self.held.samples.push(samples.clone());
+        true
+    }
+
+    /// Holds a buffer until the GPU is done.
+    pub(crate) fn hold_buffer(&mut self, buffer: Arc<BufferShared>) {
+        if !self.held.buffers.iter().any(|b| Arc::ptr_eq(b, &buffer)) {
+            self.held.buffers.push(buffer);
+        }
+    }
+
+    /// The recording will never run: forgets what it recorded in every
+    /// sample table it touched and lets go of what it held.
+    fn abandon(&mut self) {
+        self.ticket.set_phase(Phase::Abandoned);
+        let id = self.ticket.id();
+        for samples in &self.held.samples {
+            if let Ok(mut slots) = samples.lock() {
+                slots.abandon(id);
+            }
+        }
+        self.held = Held::default();
+        self.last = 0;
+    }
+
+    fn take_held(&mut self) -> Held {
+        self.last = 0;
+        std::mem::take(&mut self.held)
+    }
+}
 
 /// A command buffer that encoders record into (Metal's `MTLCommandBuffer`).
 ///
@@ -19,9 +89,18 @@ pub struct CommandBuffer {
     pub(crate) raw: vk::CommandBuffer,
     owned: Option<Owned>,
     /// The command-buffer-level statistic chain (see `sample_counters`).
-    pub(crate) chain: Option<(Arc<Samples>, u32)>,
-    /// Set when the GPU finished this recording.
-    pub(crate) ticket: Ticket,
+    pub(crate) chain: Option<Chain>,
+    /// The recording's ticket and what it holds.
+    pub(crate) tracker: Tracker,
+    /// Whether an encoder began and has not ended: a leaked encoder
+    /// (`mem::forget`) leaves its pass or queries open, and the command
+    /// buffer cannot be ended then.
+    pub(crate) encoder_open: bool,
+    /// Whether [`CommandBuffer::completion`] handed out a handle.
+    completion_taken: bool,
+    /// Set once submitted by [`CommandBuffer::commit`]: the submission owns
+    /// everything from then on.
+    committed: bool,
 }
 
 /// Tells gpu-counters that the GPU finished a caller's command buffer
@@ -30,9 +109,11 @@ pub struct CommandBuffer {
 pub struct Completion(Ticket);
 
 impl Completion {
-    /// Call once the command buffer's fence (or timeline value) has signaled.
+    /// Call once the command buffer's fence (or timeline value) has signaled:
+    /// re-recorded samples then resolve to their new values, and the sample
+    /// buffers, heaps and destinations it recorded into are let go.
     pub fn signal(&self) {
-        self.0.store(true, std::sync::atomic::Ordering::Release);
+        self.0.complete();
     }
 }
 
@@ -87,7 +168,10 @@ impl CommandBuffer {
                 raw,
                 owned: Some(Owned { pool, fence }),
                 chain: None,
-                ticket: Ticket::default(),
+                tracker: Tracker::new(),
+                encoder_open: false,
+                completion_taken: false,
+                committed: false,
             };
             cmd.begin()?;
             Ok(cmd)
@@ -105,17 +189,37 @@ impl CommandBuffer {
     /// Wraps a caller's command buffer, so encoders record counter sampling
     /// into it. The caller ends and submits it.
     ///
+    /// The returned value holds every sample buffer, heap and
+    /// [`crate::GpuBuffer`] it records into. Once it is dropped, they are held
+    /// until its [`CommandBuffer::completion`] handle is signaled, if one was
+    /// taken, and let go at once otherwise.
+    ///
     /// # Safety
-    /// `raw` must be a primary command buffer of `device`, allocated from a
-    /// pool of [`Device::queue_family_index`], in the recording state, and not
-    /// recorded into elsewhere while the returned value lives.
+    /// - `raw` must be a primary command buffer of `device`, allocated from a
+    ///   pool of [`Device::queue_family_index`], in the recording state, and
+    ///   not recorded into elsewhere while the returned value lives.
+    /// - Keep the returned value alive until the GPU has finished executing
+    ///   `raw` (or until you discard `raw` unsubmitted), or take its
+    ///   [`CommandBuffer::completion`] before dropping it and call
+    ///   [`Completion::signal`] only once the GPU has finished `raw`: what
+    ///   gpu-counters recorded into `raw` must not outlive what it references.
+    /// - Call [`CommandBuffer::end_statistics`] (and check that it succeeds)
+    ///   before ending `raw`.
+    /// - Submit `raw` before any command buffer recorded after this value is
+    ///   dropped that samples the same indices: those reset them first, on
+    ///   the GPU, in submission order.
+    /// - Submit `raw` to a queue whose every use is externally synchronized
+    ///   with gpu-counters' own, through [`Device::queue`].
     pub unsafe fn from_raw(device: &Device, raw: vk::CommandBuffer) -> Self {
         Self {
             device: device.clone(),
             raw,
             owned: None,
             chain: None,
-            ticket: Ticket::default(),
+            tracker: Tracker::new(),
+            encoder_open: false,
+            completion_taken: false,
+            committed: false,
         }
     }
 
@@ -151,6 +255,7 @@ impl CommandBuffer {
         barrier: bool,
     ) -> Result<()> {
         self.check_device(&buffer.inner, "counter sample buffer")?;
+        self.check_no_open_encoder()?;
         match buffer.counter_set() {
             gpu_counters_core::CommonCounterSet::Statistic => crate::encoder::chain_sample(
                 self.device.raw(),
@@ -160,7 +265,7 @@ impl CommandBuffer {
                 index,
                 false,
                 true,
-                &self.ticket,
+                &mut self.tracker,
             ),
             _ => write_timestamp(
                 &self.device,
@@ -173,7 +278,7 @@ impl CommandBuffer {
                     vk::PipelineStageFlags2::TOP_OF_PIPE
                 },
                 false,
-                &self.ticket,
+                &mut self.tracker,
             ),
         }
     }
@@ -182,20 +287,40 @@ impl CommandBuffer {
     /// needed for a caller's command buffer ([`CommandBuffer::from_raw`]) that
     /// samples indices again without a reset: until it is signaled, those
     /// samples resolve on the CPU as not ready, never as their old values.
-    pub fn completion(&self) -> Completion {
-        Completion(self.ticket.clone())
+    pub fn completion(&mut self) -> Completion {
+        self.completion_taken = true;
+        Completion(self.tracker.ticket.clone())
+    }
+
+    /// Fails when an encoder of this command buffer was leaked without
+    /// ending (`mem::forget`): its pass or queries are still open.
+    pub(crate) fn check_no_open_encoder(&self) -> Result<()> {
+        if self.encoder_open {
+            return Err(InvalidInput::EncoderState(
+                "an encoder of this command buffer was never ended (leaked with mem::forget?): its pass and queries are still open, so the command buffer cannot be ended or sampled outside a pass".into(),
+            )
+            .into());
+        }
+        Ok(())
     }
 
     /// Records a reset of `range` (outside any pass), so its samples can be
     /// written again in this command buffer without a host-side reset.
     pub fn reset_samples(&mut self, buffer: &CounterSampleBuffer, range: Range<u64>) -> Result<()> {
         self.check_device(&buffer.inner, "counter sample buffer")?;
+        self.check_no_open_encoder()?;
         let (first, count) = buffer.inner.check_range(&range)?;
-        let mut slots = buffer.inner.lock()?;
+        let samples = &buffer.inner;
+        let mut slots = samples.lock()?;
+        // Check the whole range before recording anything.
         for i in first..first + count {
-            buffer
-                .inner
-                .record_reset(&mut slots, self.raw, &self.ticket, i);
+            if slots.open[i as usize] {
+                return Err(samples.reuse(i, STILL_OPEN));
+            }
+            samples.prepare_write(&mut slots, i, false, &mut self.tracker)?;
+        }
+        for i in first..first + count {
+            samples.record_reset(&mut slots, self.raw, &self.tracker, i);
             slots.state[i as usize] = SlotState::Fresh;
         }
         Ok(())
@@ -205,6 +330,7 @@ impl CommandBuffer {
     /// before ending a caller's command buffer that used
     /// [`CommandBuffer::sample_counters`] with statistics.
     pub fn end_statistics(&mut self) -> Result<()> {
+        self.check_no_open_encoder()?;
         crate::encoder::chain_close(self.device.raw(), self.raw, &mut self.chain)
     }
 
@@ -220,6 +346,7 @@ impl CommandBuffer {
     ) -> Result<()> {
         let _ = granularity;
         self.check_device(&heap.inner, "counter heap")?;
+        self.check_no_open_encoder()?;
         write_timestamp(
             &self.device,
             self.raw,
@@ -227,7 +354,7 @@ impl CommandBuffer {
             index,
             vk::PipelineStageFlags2::ALL_COMMANDS,
             false,
-            &self.ticket,
+            &mut self.tracker,
         )
     }
 
@@ -248,9 +375,14 @@ impl CommandBuffer {
         destination_offset: u64,
     ) -> Result<()> {
         self.check_device(&buffer.inner, "counter sample buffer")?;
-        buffer
-            .inner
-            .record_resolve_gpu(self.raw, range, destination.into(), destination_offset)
+        self.check_no_open_encoder()?;
+        buffer.inner.record_resolve_gpu(
+            &mut self.tracker,
+            self.raw,
+            range,
+            destination.into(),
+            destination_offset,
+        )
     }
 
     /// Records a GPU resolve of heap entries (Metal 4's `resolveCounterHeap`).
@@ -262,8 +394,14 @@ impl CommandBuffer {
         destination_offset: u64,
     ) -> Result<()> {
         self.check_device(&heap.inner, "counter heap")?;
-        heap.inner
-            .record_resolve_gpu(self.raw, range, destination.into(), destination_offset)
+        self.check_no_open_encoder()?;
+        heap.inner.record_resolve_gpu(
+            &mut self.tracker,
+            self.raw,
+            range,
+            destination.into(),
+            destination_offset,
+        )
     }
 
     /// Ends recording and submits to the device's queue (`commit`).
@@ -298,37 +436,54 @@ impl CommandBuffer {
             return Err(vk_err("vkQueueSubmit2")(e));
         }
         drop(queue);
+        self.committed = true;
+        self.tracker.ticket.set_phase(Phase::Submitted);
         let Owned { pool, fence } = owned;
-        let ticket = self.ticket.clone();
-        let device = self.device.clone();
-        let raw = self.raw;
+        let held = self.tracker.take_held();
         Ok(Submission {
-            device,
-            raw,
+            device: self.device.clone(),
+            raw: self.raw,
             pool,
             fence,
             cpu_submit_ns,
             complete_ns: None,
-            ticket,
+            ticket: self.tracker.ticket.clone(),
+            held,
         })
     }
 }
 
 impl Drop for CommandBuffer {
     fn drop(&mut self) {
-        let _ = self.end_statistics();
+        if self.committed {
+            return;
+        }
         if let Some(owned) = self.owned.take() {
-            // SAFETY: never submitted (commit takes `owned`), so no GPU work
-            // uses the pool or fence.
+            // Never submitted (commit takes `owned` only once submitted): none
+            // of its commands will run.
+            self.tracker.abandon();
+            // SAFETY: never submitted, so no GPU work uses the pool or fence.
             unsafe {
                 self.device.raw().destroy_fence(owned.fence, None);
                 self.device.raw().destroy_command_pool(owned.pool, None);
             }
+            return;
+        }
+        // A caller's command buffer: close the statistic query left open (the
+        // caller ends the buffer), then the caller submits it.
+        let _ = self.end_statistics();
+        self.tracker.ticket.set_phase(Phase::External);
+        let held = self.tracker.take_held();
+        if self.completion_taken && !held.is_empty() {
+            self.tracker.ticket.hold_until_complete(held);
         }
     }
 }
 
 /// A committed command buffer. Dropping it waits for the GPU.
+///
+/// It holds the sample buffers, heaps and resolve destinations its commands
+/// use until the GPU has finished, so dropping those early is safe.
 pub struct Submission {
     device: Device,
     raw: vk::CommandBuffer,
@@ -337,6 +492,7 @@ pub struct Submission {
     cpu_submit_ns: u64,
     complete_ns: Option<u64>,
     ticket: Ticket,
+    held: Held,
 }
 
 impl std::fmt::Debug for Submission {
@@ -355,12 +511,14 @@ impl Submission {
 
     /// Whether the GPU finished.
     pub fn is_complete(&self) -> Result<bool> {
+        if self.fence == vk::Fence::null() {
+            return Ok(true);
+        }
         // SAFETY: the fence belongs to this device.
         let done = unsafe { self.device.raw().get_fence_status(self.fence) }
             .map_err(vk_err("vkGetFenceStatus"))?;
         if done {
-            self.ticket
-                .store(true, std::sync::atomic::Ordering::Release);
+            self.ticket.complete();
         }
         Ok(done)
     }
@@ -376,9 +534,8 @@ impl Submission {
                 .raw()
                 .wait_for_fences(&[self.fence], true, u64::MAX)
         }
-        .map_err(vk_err("vkWaitForFences"))?;
-        self.ticket
-            .store(true, std::sync::atomic::Ordering::Release);
+        .map_err(map_wait_error)?;
+        self.ticket.complete();
         Ok(cpu_monotonic_ns())
     }
 
@@ -386,6 +543,7 @@ impl Submission {
     /// steady-state frames allocate nothing.
     pub fn reuse(mut self) -> Result<CommandBuffer> {
         self.wait()?;
+        self.held = Held::default();
         let d = self.device.raw();
         // SAFETY: the work finished (waited above), so the pool and fence can
         // be reset.
@@ -403,7 +561,10 @@ impl Submission {
                 fence: self.fence,
             }),
             chain: None,
-            ticket: Ticket::default(),
+            tracker: Tracker::new(),
+            encoder_open: false,
+            completion_taken: false,
+            committed: false,
         };
         self.complete_ns = Some(0);
         self.pool = vk::CommandPool::null();
@@ -421,11 +582,22 @@ impl Drop for Submission {
         // SAFETY: wait for the GPU before destroying what it uses.
         unsafe {
             let d = self.device.raw();
-            let _ = d.wait_for_fences(&[self.fence], true, u64::MAX);
+            if d.wait_for_fences(&[self.fence], true, u64::MAX).is_err() {
+                // Device lost: the work will never finish, but the fence
+                // cannot be trusted either. Leak the pool, fence and held
+                // objects rather than free what the GPU might touch.
+                std::mem::forget(std::mem::take(&mut self.held));
+                return;
+            }
+            self.ticket.complete();
             d.destroy_fence(self.fence, None);
             d.destroy_command_pool(self.pool, None);
         }
     }
+}
+
+fn map_wait_error(e: vk::Result) -> Error {
+    vk_err("vkWaitForFences")(e)
 }
 
 #[cold]
@@ -446,14 +618,14 @@ pub(crate) fn write_timestamp(
     index: u32,
     stage: vk::PipelineStageFlags2,
     in_render_pass: bool,
-    ticket: &Ticket,
+    tracker: &mut Tracker,
 ) -> Result<()> {
     if samples.set != gpu_counters_core::CommonCounterSet::Timestamp {
         return Err(not_timestamps(samples));
     }
     let mut slots = samples.lock()?;
-    if samples.prepare_write(&slots, index, in_render_pass)? {
-        samples.record_reset(&mut slots, cmd, ticket, index);
+    if samples.prepare_write(&mut slots, index, in_render_pass, tracker)? {
+        samples.record_reset(&mut slots, cmd, tracker, index);
     }
     // SAFETY: index < count (prepare_write), the query was reset (on the host
     // at creation/reset, or inline just above), and `cmd` is recording.
@@ -462,6 +634,13 @@ pub(crate) fn write_timestamp(
             .raw()
             .cmd_write_timestamp2(cmd, stage, samples.main.raw, index)
     };
-    Samples::mark_recorded(&mut slots, index, crate::samples::NONE, false);
+    Samples::mark_recorded(
+        &mut slots,
+        index,
+        crate::samples::NONE,
+        false,
+        tracker.ticket.id(),
+        0,
+    );
     Ok(())
 }

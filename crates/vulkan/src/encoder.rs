@@ -2,15 +2,30 @@
 //! encoder-level sampling.
 
 use crate::buffer::BufferRef;
-use crate::command::{write_timestamp, CommandBuffer};
-use crate::samples::{Samples, SlotState, Ticket, NONE};
+use crate::command::{write_timestamp, CommandBuffer, Tracker};
+use crate::samples::{Samples, SlotState, NONE};
 use crate::{CounterHeap, CounterSampleBuffer};
 use ash::vk;
 use gpu_counters_core::{
     CommonCounterSet, CounterSamplingPoint, InvalidInput, Result, TimestampGranularity,
 };
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// An open statistic chain: the buffer and the index whose queries are
+/// active, and the chain's id (the origin its samples count from).
+pub(crate) struct Chain {
+    samples: Arc<Samples>,
+    index: u32,
+    id: u64,
+}
+
+/// A chain id no other chain has; never 0.
+fn next_chain_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
 
 /// Where a compute or blit pass samples a buffer
 /// (`MTLComputePassSampleBufferAttachmentDescriptor`); `None` is Metal's
@@ -152,6 +167,20 @@ impl RelaxedWrites {
     /// Searched linearly up to this many indices.
     const LINEAR: usize = 16;
 
+    /// Removes `index`, if there: a later precise write to it wins.
+    fn remove(&mut self, index: u32) {
+        if !self.seen.is_empty() {
+            let (word, bit) = (index as usize / 64, 1u64 << (index % 64));
+            if self.seen[word] & bit == 0 {
+                return;
+            }
+            self.seen[word] &= !bit;
+        }
+        if let Some(p) = self.indices.iter().position(|&i| i == index) {
+            self.indices.remove(p);
+        }
+    }
+
     /// Adds `index` (checked against the heap) unless it is already there.
     fn insert(&mut self, index: u32) {
         if self.seen.is_empty() {
@@ -183,7 +212,7 @@ struct EncoderCore<'c> {
     in_render_pass: bool,
     uses_render_pass2: bool,
     /// The statistic chain: the buffer and the index whose queries are active.
-    chain: Option<(Arc<Samples>, u32)>,
+    chain: Option<Chain>,
     /// Relaxed heap writes waiting for the pass's end, per heap.
     relaxed: Vec<RelaxedWrites>,
     end_timestamps: Few<EndSample, 4>,
@@ -192,8 +221,10 @@ struct EncoderCore<'c> {
 }
 
 impl<'c> EncoderCore<'c> {
-    fn new(cmd: &'c mut CommandBuffer, kind: EncoderKind) -> Self {
-        Self {
+    fn new(cmd: &'c mut CommandBuffer, kind: EncoderKind) -> Result<Self> {
+        cmd.check_no_open_encoder()?;
+        cmd.encoder_open = true;
+        Ok(Self {
             point_supported: cmd.device.supports_counter_sampling(kind.point()),
             cmd,
             kind,
@@ -204,7 +235,7 @@ impl<'c> EncoderCore<'c> {
             end_timestamps: Few::new(),
             end_statistics: Few::new(),
             ended: false,
-        }
+        })
     }
 
     fn device(&self) -> &crate::Device {
@@ -267,10 +298,14 @@ impl<'c> EncoderCore<'c> {
                 continue;
             }
             let mut slots = a.buffer.inner.lock()?;
-            if a.buffer.inner.prepare_write(&slots, index, false)? {
+            if a
+                .buffer
+                .inner
+                .prepare_write(&mut slots, index, false, &mut self.cmd.tracker)?
+            {
                 a.buffer
                     .inner
-                    .record_reset(&mut slots, self.cmd.raw, &self.cmd.ticket, index);
+                    .record_reset(&mut slots, self.cmd.raw, &self.cmd.tracker, index);
                 slots.state[index as usize] = SlotState::Fresh;
             }
         }
@@ -293,7 +328,7 @@ impl<'c> EncoderCore<'c> {
             index,
             self.in_render_pass,
             occlusion,
-            &self.cmd.ticket,
+            &mut self.cmd.tracker,
         )
     }
 
@@ -315,7 +350,7 @@ impl<'c> EncoderCore<'c> {
                 index,
                 stage,
                 self.in_render_pass,
-                &self.cmd.ticket,
+                &mut self.cmd.tracker,
             ),
             CommonCounterSet::Statistic => self.sample_statistic(&buffer.inner, index),
             set => Err(InvalidInput::UnsupportedCounterSet {
@@ -362,15 +397,26 @@ impl<'c> EncoderCore<'c> {
         self.check_open()?;
         self.cmd.check_device(&heap.inner, "counter heap")?;
         match granularity {
-            TimestampGranularity::Precise => write_timestamp(
-                &self.cmd.device,
-                self.cmd.raw,
-                &heap.inner,
-                index,
-                vk::PipelineStageFlags2::ALL_COMMANDS,
-                self.in_render_pass,
-                &self.cmd.ticket,
-            ),
+            TimestampGranularity::Precise => {
+                // Later in program order than any relaxed write of the index
+                // in this pass: it wins.
+                if let Some(r) = self
+                    .relaxed
+                    .iter_mut()
+                    .find(|r| Arc::ptr_eq(&r.heap, &heap.inner))
+                {
+                    r.remove(index);
+                }
+                write_timestamp(
+                    &self.cmd.device,
+                    self.cmd.raw,
+                    &heap.inner,
+                    index,
+                    vk::PipelineStageFlags2::ALL_COMMANDS,
+                    self.in_render_pass,
+                    &mut self.cmd.tracker,
+                )
+            }
             TimestampGranularity::Relaxed => {
                 // Coalesced: one timestamp at the pass's end serves every
                 // relaxed write of the pass. Checked now, written at the end
@@ -400,6 +446,7 @@ impl<'c> EncoderCore<'c> {
             return Ok(());
         }
         self.ended = true;
+        self.cmd.encoder_open = false;
         let mut first_error = None;
         let mut keep = |r: Result<()>| {
             if let Err(e) = r {
@@ -430,7 +477,7 @@ impl<'c> EncoderCore<'c> {
                 end.index,
                 end.stage,
                 false,
-                &self.cmd.ticket,
+                &mut self.cmd.tracker,
             ));
         }
         for RelaxedWrites { heap, indices, .. } in std::mem::take(&mut self.relaxed) {
@@ -444,11 +491,12 @@ impl<'c> EncoderCore<'c> {
                 first,
                 vk::PipelineStageFlags2::ALL_COMMANDS,
                 false,
-                &self.cmd.ticket,
+                &mut self.cmd.tracker,
             ));
             if let Ok(mut slots) = heap.lock() {
+                let rec = self.cmd.tracker.ticket.id();
                 for &i in rest {
-                    Samples::mark_alias(&mut slots, i, first);
+                    Samples::mark_alias(&mut slots, i, first, rec);
                 }
             }
         }
@@ -470,54 +518,58 @@ impl Drop for EncoderCore<'_> {
 pub(crate) fn chain_sample(
     d: &ash::Device,
     cmd: vk::CommandBuffer,
-    chain: &mut Option<(Arc<Samples>, u32)>,
+    chain: &mut Option<Chain>,
     samples: &Arc<Samples>,
     index: u32,
     in_render_pass: bool,
     with_occlusion: bool,
-    ticket: &Ticket,
+    tracker: &mut Tracker,
 ) -> Result<()> {
     let mut slots = samples.lock()?;
-    if samples.prepare_write(&slots, index, in_render_pass)? {
-        samples.record_reset(&mut slots, cmd, ticket, index);
+    if samples.prepare_write(&mut slots, index, in_render_pass, tracker)? {
+        samples.record_reset(&mut slots, cmd, tracker, index);
     }
     let occlusion = samples.occlusion.as_ref().filter(|_| with_occlusion);
     let mut link = NONE;
+    let mut id = None;
     // The chain's reference to `samples`, when it already holds one.
     let mut held = None;
-    if let Some((open, open_index)) = chain.take() {
-        if Arc::ptr_eq(&open, samples) {
-            link = open_index;
-            end_queries(
-                d,
-                cmd,
-                samples,
-                open_index,
-                slots.occlusion[open_index as usize],
-            );
-            held = Some(open);
+    if let Some(open) = chain.take() {
+        if Arc::ptr_eq(&open.samples, samples) {
+            link = open.index;
+            id = Some(open.id);
+            end_queries(d, cmd, samples, &mut slots, open.index);
+            held = Some(open.samples);
         } else {
-            let open_slots = open.lock()?;
-            end_queries(
-                d,
-                cmd,
-                &open,
-                open_index,
-                open_slots.occlusion[open_index as usize],
-            );
+            let mut open_slots = open.samples.lock()?;
+            end_queries(d, cmd, &open.samples, &mut open_slots, open.index);
         }
     }
-    // SAFETY: index < count and the query is reset (prepare_write); the only
-    // active queries of these pools were ended above.
+    let id = id.unwrap_or_else(next_chain_id);
+    // SAFETY: index < count and the query is reset and not active
+    // (prepare_write); the only active queries of these pools were ended
+    // above.
     unsafe {
         d.cmd_begin_query(cmd, samples.main.raw, index, vk::QueryControlFlags::empty());
         if let Some(o) = occlusion {
             d.cmd_begin_query(cmd, o.raw, index, vk::QueryControlFlags::PRECISE);
         }
     }
-    Samples::mark_recorded(&mut slots, index, link, occlusion.is_some());
+    Samples::mark_recorded(
+        &mut slots,
+        index,
+        link,
+        occlusion.is_some(),
+        tracker.ticket.id(),
+        id,
+    );
+    slots.open[index as usize] = true;
     drop(slots);
-    *chain = Some((held.unwrap_or_else(|| samples.clone()), index));
+    *chain = Some(Chain {
+        samples: held.unwrap_or_else(|| samples.clone()),
+        index,
+        id,
+    });
     Ok(())
 }
 
@@ -525,11 +577,11 @@ pub(crate) fn chain_sample(
 pub(crate) fn chain_close(
     d: &ash::Device,
     cmd: vk::CommandBuffer,
-    chain: &mut Option<(Arc<Samples>, u32)>,
+    chain: &mut Option<Chain>,
 ) -> Result<()> {
-    if let Some((open, index)) = chain.take() {
-        let slots = open.lock()?;
-        end_queries(d, cmd, &open, index, slots.occlusion[index as usize]);
+    if let Some(open) = chain.take() {
+        let mut slots = open.samples.lock()?;
+        end_queries(d, cmd, &open.samples, &mut slots, open.index);
     }
     Ok(())
 }
@@ -538,19 +590,21 @@ fn end_queries(
     d: &ash::Device,
     cmd: vk::CommandBuffer,
     samples: &Samples,
+    slots: &mut crate::samples::Slots,
     index: u32,
-    occlusion: bool,
 ) {
+    let i = index as usize;
     // SAFETY: the queries were begun by this encoder in this command buffer
-    // (and render pass instance, if any) and are still active.
+    // (and render pass instance, if any) and are still active (`open`).
     unsafe {
         d.cmd_end_query(cmd, samples.main.raw, index);
-        if occlusion {
+        if slots.occlusion[i] {
             if let Some(o) = &samples.occlusion {
                 d.cmd_end_query(cmd, o.raw, index);
             }
         }
     }
+    slots.open[i] = false;
 }
 
 macro_rules! common_encoder_methods {
@@ -738,7 +792,7 @@ fn pass_encoder<'c>(
     kind: EncoderKind,
     attachments: &[PassSampleBufferAttachment<'_>],
 ) -> Result<EncoderCore<'c>> {
-    let mut core = EncoderCore::new(cmd, kind);
+    let mut core = EncoderCore::new(cmd, kind)?;
     core.prepare_attachments(pass_attachments(attachments))?;
     start_samples(&mut core, pass_attachments(attachments))?;
     Ok(core)
@@ -799,7 +853,7 @@ impl CommandBuffer {
         &mut self,
         descriptor: &RenderPassDescriptor<'_>,
     ) -> Result<RenderEncoder<'_>> {
-        let mut core = EncoderCore::new(self, EncoderKind::Render);
+        let mut core = EncoderCore::new(self, EncoderKind::Render)?;
         let attachments = &descriptor.sample_buffer_attachments;
         core.prepare_attachments(render_attachments(attachments))?;
         let cmd = core.cmd.raw;

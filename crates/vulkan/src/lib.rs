@@ -44,6 +44,7 @@ mod query;
 mod resolve;
 mod sample_buffer;
 mod samples;
+mod ticket;
 mod util;
 
 pub use ash;

@@ -205,14 +205,8 @@ impl CounterHeap {
     pub fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
         let (first, count) = self.inner.check_range(&range)?;
         let mut slots = self.inner.lock()?;
-        if let Some(index) = self.inner.first_pending(&mut slots, first, count)? {
-            return Err(InvalidInput::SampleIndexReuse {
-                label: self.inner.label.clone(),
-                index,
-                reason: "is still pending on the GPU: wait for its submission before invalidating",
-            }
-            .into());
-        }
+        self.inner
+            .check_host_reset(&mut slots, first, count, "invalidating")?;
         self.inner
             .host_reset_locked(&mut slots, first, count, SlotState::Invalidated);
         Ok(())

@@ -20,17 +20,21 @@ use gpu_counters_core::{
     CommonCounter, CommonCounterSet, Error, InvalidInput, ResolvedCounters, Result, SampleStatus,
     StorageMode, COUNTER_ERROR_VALUE,
 };
+use crate::command::Tracker;
+use crate::ticket::{Phase, Ticket};
 use std::mem::MaybeUninit;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Set once the GPU finished a command buffer. A sample re-recorded after an
-/// inline reset keeps its command buffer's ticket: until the ticket is set the
-/// old value may still be visible, so the sample resolves as not ready.
-pub(crate) type Ticket = Arc<AtomicBool>;
-
 pub(crate) const NONE: u32 = u32::MAX;
+
+/// Why an index cannot be written or reset now.
+pub(crate) const RECORDED_ELSEWHERE: &str = "was recorded in another command buffer that has not been submitted yet: submit (or drop) that one first, or use another index";
+pub(crate) const STILL_OPEN: &str =
+    "is still being counted (its statistic query is open): sample another index";
+const NOT_SUBMITTED: &str =
+    "is recorded in a command buffer that has not been submitted yet: submit or drop it first";
+const PENDING: &str = "is still pending on the GPU: wait for its submission first";
 /// Field map entry: the device does not count this field.
 pub(crate) const ABSENT: u8 = 0xFF;
 /// Field map entry: the field comes from the occlusion query.
@@ -51,8 +55,29 @@ pub(crate) struct Slots {
     pub(crate) link_gen: Vec<u32>,
     pub(crate) gen: Vec<u32>,
     pub(crate) occlusion: Vec<bool>,
-    /// Set through [`Slots::set_ticket`] and [`Slots::clear_ticket`] only, so
-    /// that `tickets` stays right.
+    /// The id of the ticket of the command buffer that last recorded a write
+    /// or a reset of the index; 0 after a host reset.
+    pub(crate) rec: Vec<u64>,
+    /// Whether the index's query may hold a value, so that writing it again
+    /// needs a reset first: set by every recorded write, cleared by resets.
+    pub(crate) dirty: Vec<bool>,
+    /// Whether the index's statistic query was begun and not yet ended.
+    pub(crate) open: Vec<bool>,
+    /// For statistics: the chain the sample belongs to (see the module
+    /// docs); samples of different chains are not comparable.
+    pub(crate) chain: Vec<u64>,
+    /// Tickets of command buffers that recorded into these samples and were
+    /// still recording when they did (pruned of the others as it grows).
+    live: Vec<Ticket>,
+    /// Tickets of command buffers with a GPU resolve of these samples: no
+    /// host reset may happen before they finish, or the resolve, which waits
+    /// on the GPU for the queries it was recorded against, would wait for
+    /// ever.
+    gpu_resolves: Vec<Ticket>,
+    /// The ticket of an inline reset that the GPU may not have executed yet
+    /// (the old value may still be visible until then). Set through
+    /// [`Slots::set_ticket`] and [`Slots::clear_ticket`] only, so that
+    /// `tickets` stays right.
     ticket: Vec<Option<Ticket>>,
     /// How many entries of `ticket` are `Some`: while 0, no index can be
     /// stale and resolves skip the ticket checks.
@@ -69,10 +94,50 @@ pub(crate) struct Slots {
 impl Slots {
     /// Whether the GPU may still show an older value for `i`.
     pub(crate) fn stale(&self, i: usize) -> bool {
-        self.tickets != 0
-            && self.ticket[i]
-                .as_ref()
-                .is_some_and(|t| !t.load(Ordering::Acquire))
+        self.tickets != 0 && self.ticket[i].as_ref().is_some_and(|t| !t.is_done())
+    }
+
+    /// Whether ticket `id` belongs to a command buffer that recorded into
+    /// these samples and is still being recorded.
+    fn still_recording(&self, id: u64) -> bool {
+        self.live
+            .iter()
+            .any(|t| t.id() == id && t.phase() == Phase::Recording)
+    }
+
+    /// Notes that `ticket`'s command buffer records into these samples.
+    fn register(&mut self, ticket: &Ticket) {
+        self.live.retain(|t| t.phase() == Phase::Recording);
+        self.live.push(ticket.clone());
+    }
+
+    /// A GPU resolve of these samples that has not finished, if any.
+    fn pending_gpu_resolve(&mut self) -> bool {
+        self.gpu_resolves
+            .retain(|t| !matches!(t.phase(), Phase::Done | Phase::Abandoned));
+        !self.gpu_resolves.is_empty()
+    }
+
+    /// Forgets what the abandoned command buffer of ticket `id` recorded: its
+    /// commands never ran, so its samples were never written. Their queries
+    /// stay dirty (an older value may be there), so the next write resets
+    /// them first.
+    pub(crate) fn abandon(&mut self, id: u64) {
+        for i in 0..self.rec.len() {
+            if self.rec[i] != id {
+                continue;
+            }
+            self.rec[i] = 0;
+            self.state[i] = SlotState::Fresh;
+            self.gen[i] = self.gen[i].wrapping_add(1);
+            self.link[i] = NONE;
+            self.open[i] = false;
+            self.occlusion[i] = false;
+            self.dirty[i] = true;
+            if self.ticket[i].as_ref().is_some_and(|t| t.id() == id) {
+                self.clear_ticket(i);
+            }
+        }
     }
 
     pub(crate) fn set_ticket(&mut self, i: usize, ticket: &Ticket) {
@@ -96,10 +161,7 @@ impl Slots {
             return;
         }
         for i in range {
-            if self.ticket[i]
-                .as_ref()
-                .is_some_and(|t| t.load(Ordering::Acquire))
-            {
+            if self.ticket[i].as_ref().is_some_and(|t| t.is_done()) {
                 self.clear_ticket(i);
             }
         }
@@ -107,8 +169,14 @@ impl Slots {
 }
 
 struct GpuResolveState {
+    /// Where query results are copied for the shader: GPU-only, and ordered
+    /// between resolves by the barriers each resolve records.
     scratch: GpuBuffer,
-    table: GpuBuffer,
+    /// The bookkeeping snapshots the shader reads, one per recorded resolve:
+    /// the host writes a snapshot when the resolve is recorded, so two
+    /// resolves in flight need two. A table no command buffer holds any more
+    /// is reused.
+    tables: Vec<GpuBuffer>,
 }
 
 pub(crate) struct Samples {
@@ -244,6 +312,12 @@ impl Samples {
                 link_gen: vec![0; n],
                 gen: vec![0; n],
                 occlusion: vec![false; n],
+                rec: vec![0; n],
+                dirty: vec![false; n],
+                open: vec![false; n],
+                chain: vec![0; n],
+                live: Vec::new(),
+                gpu_resolves: Vec::new(),
                 ticket: vec![None; n],
                 tickets: 0,
                 aliases: false,
@@ -301,48 +375,70 @@ impl Samples {
         Ok((range.start as u32, (range.end - range.start) as u32))
     }
 
-    /// Checks that `index` may be written now; returns whether it needs an
-    /// inline reset first (it was recorded before and not reset since).
+    /// Checks that `index` may be written now by the recording `tracker`
+    /// tracks, and makes the recording hold these samples; returns whether
+    /// the index needs an inline reset first (its query may hold a value).
+    ///
+    /// Refused: an index past the end; a statistic index whose query is
+    /// still open (being counted); an index last recorded by another command
+    /// buffer that is still being recorded (submitted after this one, its
+    /// write would hit a query this one did not reset); a dirty index inside
+    /// a render pass, where Vulkan cannot reset it.
     #[inline]
     pub(crate) fn prepare_write(
-        &self,
-        slots: &Slots,
+        self: &Arc<Self>,
+        slots: &mut Slots,
         index: u32,
         in_render_pass: bool,
+        tracker: &mut Tracker,
     ) -> Result<bool> {
         self.check_index(index)?;
-        match slots.state[index as usize] {
-            SlotState::Fresh | SlotState::Invalidated => Ok(false),
-            SlotState::Recorded | SlotState::Alias if in_render_pass => {
-                Err(self.reuse_in_render_pass(index))
-            }
-            _ => Ok(true),
+        let i = index as usize;
+        let prev = slots.rec[i];
+        if prev != 0 && prev != tracker.ticket.id() && slots.still_recording(prev) {
+            return Err(self.reuse(index, RECORDED_ELSEWHERE));
         }
+        if slots.open[i] {
+            return Err(self.reuse(index, STILL_OPEN));
+        }
+        let dirty = slots.dirty[i];
+        if dirty && in_render_pass {
+            return Err(self.reuse(index, "was already written since the last reset, and Vulkan cannot reset it inside a render pass; reset the buffer or use another index"));
+        }
+        if tracker.hold_samples(self) {
+            slots.register(&tracker.ticket);
+        }
+        Ok(dirty)
     }
 
     #[cold]
-    fn reuse_in_render_pass(&self, index: u32) -> Error {
+    pub(crate) fn reuse(&self, index: u32, reason: &'static str) -> Error {
         InvalidInput::SampleIndexReuse {
             label: self.label.clone(),
             index,
-            reason: "was already written since the last reset, and Vulkan cannot reset it inside a render pass; reset the buffer or use another index",
+            reason,
         }
         .into()
     }
 
     /// Records the inline reset of `index` (outside any render pass). Until
-    /// `ticket` is set, the index resolves as not ready.
+    /// the GPU finished the command buffer of `tracker`, the index resolves
+    /// as not ready (its old value may still be visible).
     pub(crate) fn record_reset(
         &self,
         slots: &mut Slots,
         cmd: vk::CommandBuffer,
-        ticket: &Ticket,
+        tracker: &Tracker,
         index: u32,
     ) {
-        slots.set_ticket(index as usize, ticket);
+        let i = index as usize;
+        slots.set_ticket(i, &tracker.ticket);
+        slots.dirty[i] = false;
+        slots.rec[i] = tracker.ticket.id();
         let d = self.device.raw();
         // SAFETY: index < count (checked by prepare_write); the command buffer
-        // is recording outside a render pass (callers guarantee).
+        // is recording outside a render pass (callers guarantee), and the
+        // query is not active (prepare_write refuses open ones).
         unsafe {
             d.cmd_reset_query_pool(cmd, self.main.raw, index, 1);
             if let Some(o) = &self.occlusion {
@@ -351,8 +447,17 @@ impl Samples {
         }
     }
 
+    /// Notes a recorded write of `index` by ticket `rec`, in statistic chain
+    /// `chain` (0 for timestamps) after chain element `link`.
     #[inline]
-    pub(crate) fn mark_recorded(slots: &mut Slots, index: u32, link: u32, occlusion: bool) {
+    pub(crate) fn mark_recorded(
+        slots: &mut Slots,
+        index: u32,
+        link: u32,
+        occlusion: bool,
+        rec: u64,
+        chain: u64,
+    ) {
         let i = index as usize;
         slots.gen[i] = slots.gen[i].wrapping_add(1);
         slots.state[i] = SlotState::Recorded;
@@ -363,9 +468,14 @@ impl Samples {
             slots.gen[link as usize]
         };
         slots.occlusion[i] = occlusion;
+        slots.rec[i] = rec;
+        slots.dirty[i] = true;
+        slots.chain[i] = chain;
     }
 
-    pub(crate) fn mark_alias(slots: &mut Slots, index: u32, target: u32) {
+    /// Notes that relaxed write `index` shares the timestamp of `target`,
+    /// recorded by ticket `rec`.
+    pub(crate) fn mark_alias(slots: &mut Slots, index: u32, target: u32, rec: u64) {
         let i = index as usize;
         slots.aliases = true;
         slots.gen[i] = slots.gen[i].wrapping_add(1);
@@ -373,42 +483,69 @@ impl Samples {
         slots.link[i] = target;
         slots.link_gen[i] = slots.gen[target as usize];
         slots.occlusion[i] = false;
+        slots.rec[i] = rec;
     }
 
     /// Host reset of every index; fails while a recorded index is still
     /// pending on the GPU.
     pub(crate) fn reset(&self) -> Result<()> {
         let mut slots = self.lock()?;
-        if let Some(i) = self.first_pending(&mut slots, 0, self.count)? {
-            return Err(InvalidInput::SampleIndexReuse {
-                label: self.label.clone(),
-                index: i,
-                reason: "is still pending on the GPU: wait for its submission before reset",
-            }
-            .into());
-        }
+        self.check_host_reset(&mut slots, 0, self.count, "reset")?;
         self.host_reset_locked(&mut slots, 0, self.count, SlotState::Fresh);
         Ok(())
     }
 
-    /// The first index of `first..first+count` that is recorded but whose
-    /// query is not available yet.
+    /// Fails unless `first..first+count` may be reset on the host now: no
+    /// index is pending on the GPU (see [`Samples::first_pending`]) and no
+    /// GPU resolve of these samples is recorded and unfinished.
+    pub(crate) fn check_host_reset(
+        &self,
+        slots: &mut Slots,
+        first: u32,
+        count: u32,
+        what: &'static str,
+    ) -> Result<()> {
+        if slots.pending_gpu_resolve() {
+            return Err(InvalidInput::EncoderState(format!(
+                "`{}`: a GPU resolve of it is recorded and has not finished; wait for its submission (or signal the completion of a caller's command buffer) before {what}",
+                self.label
+            ))
+            .into());
+        }
+        if let Some((index, reason)) = self.first_pending(slots, first, count)? {
+            return Err(self.reuse(index, reason));
+        }
+        Ok(())
+    }
+
+    /// The first index of `first..first+count` whose query the GPU may still
+    /// use, and why: recorded in a command buffer not submitted yet, recorded
+    /// and not available yet, or re-recorded after an inline reset the GPU
+    /// may not have executed yet.
     pub(crate) fn first_pending(
         &self,
         slots: &mut Slots,
         first: u32,
         count: u32,
-    ) -> Result<Option<u32>> {
+    ) -> Result<Option<(u32, &'static str)>> {
         let mut data = std::mem::take(&mut slots.scratch);
         let read = self.main.read_into(first, count, &mut data);
         let stride = self.main.stride();
         let found = read.map(|()| {
-            let states = &slots.state[first as usize..(first + count) as usize];
-            states
-                .iter()
+            (first..first + count)
                 .zip(data.chunks_exact(stride))
-                .position(|(&state, q)| state == SlotState::Recorded && q[stride - 1] == 0)
-                .map(|k| first + k as u32)
+                .find_map(|(s, q)| {
+                    let i = s as usize;
+                    if slots.rec[i] != 0 && slots.still_recording(slots.rec[i]) {
+                        Some((s, NOT_SUBMITTED))
+                    } else if (slots.state[i] == SlotState::Recorded && q[stride - 1] == 0)
+                        || slots.stale(i)
+                    {
+                        Some((s, PENDING))
+                    } else {
+                        None
+                    }
+                })
         });
         slots.scratch = data;
         found
@@ -430,6 +567,10 @@ impl Samples {
             slots.gen[i] = slots.gen[i].wrapping_add(1);
             slots.link[i] = NONE;
             slots.occlusion[i] = false;
+            slots.rec[i] = 0;
+            slots.dirty[i] = false;
+            slots.open[i] = false;
+            slots.chain[i] = 0;
             slots.clear_ticket(i);
         }
         if first == 0 && count == self.count {
@@ -892,7 +1033,8 @@ impl Samples {
     /// writes Metal's layout with the error value for every sample that has no
     /// value. Must be recorded outside any pass.
     pub(crate) fn record_resolve_gpu(
-        &self,
+        self: &Arc<Self>,
+        tracker: &mut Tracker,
         cmd: vk::CommandBuffer,
         range: Range<u64>,
         dst: BufferRef,
@@ -934,7 +1076,10 @@ impl Samples {
                 "GPU resolve needs VK_KHR_push_descriptor, which this device lacks".into(),
             ))
         })?;
-        let slots = self.lock()?;
+        let mut slots = self.lock()?;
+        if let Some(i) = (first..first + count).find(|&i| slots.open[i as usize]) {
+            return Err(self.reuse(i, STILL_OPEN));
+        }
         let (lo, hi) = self.span(&slots, first, count);
         let mut gpu = self
             .gpu
@@ -951,29 +1096,35 @@ impl Samples {
                 };
             *gpu = Some(GpuResolveState {
                 scratch: GpuBuffer::new(&self.device, scratch_size, MemoryLocation::DeviceLocal)?,
-                table: GpuBuffer::new(
-                    &self.device,
-                    16 * self.count as u64,
-                    MemoryLocation::HostVisible,
-                )?,
+                tables: Vec::new(),
             });
         }
         let state = gpu
-            .as_ref()
+            .as_mut()
             .ok_or_else(|| Error::Internal("no resolve state".into()))?;
-        // The shader reads the bookkeeping of the span at execution time.
-        let mut table = Vec::with_capacity(((hi - lo) * 4) as usize);
+        let table = match state.tables.iter().position(|t| t.is_unshared()) {
+            Some(t) => t,
+            None => {
+                state.tables.push(GpuBuffer::new(
+                    &self.device,
+                    16 * self.count as u64,
+                    MemoryLocation::HostVisible,
+                )?);
+                state.tables.len() - 1
+            }
+        };
+        let table = &state.tables[table];
+        // The shader reads the bookkeeping of the span as it is now.
+        let mut rows = Vec::with_capacity(((hi - lo) * 4) as usize);
         for i in lo as usize..hi as usize {
-            table.extend_from_slice(&[
+            rows.extend_from_slice(&[
                 slots.state[i] as u32 | ((slots.occlusion[i] as u32) << 8),
                 slots.link[i],
                 slots.link_gen[i],
                 slots.gen[i],
             ]);
         }
-        state
-            .table
-            .write(lo as u64 * 16, bytemuck::cast_slice(&table))?;
+        table_buffer_write(table, lo as u64 * 16, &rows)?;
         let d = self.device.raw();
         let flags = vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY;
         // SAFETY: every handle belongs to this device; ranges were checked
@@ -1064,7 +1215,7 @@ impl Samples {
                     .buffer(state.scratch.raw())
                     .range(vk::WHOLE_SIZE)],
                 [vk::DescriptorBufferInfo::default()
-                    .buffer(state.table.raw())
+                    .buffer(table.raw())
                     .range(vk::WHOLE_SIZE)],
                 [vk::DescriptorBufferInfo::default()
                     .buffer(dst.raw)
@@ -1131,8 +1282,23 @@ impl Samples {
                     | vk::AccessFlags2::HOST_READ,
             );
         }
+        // The command buffer keeps everything the resolve uses alive, and no
+        // host reset may happen before it finished.
+        if tracker.hold_samples(self) {
+            slots.register(&tracker.ticket);
+        }
+        tracker.hold_buffer(table.shared());
+        if let Some(b) = dst.keep {
+            tracker.hold_buffer(b);
+        }
+        slots.gpu_resolves.push(tracker.ticket.clone());
         Ok(())
     }
+}
+
+/// Writes a bookkeeping snapshot into a GPU-resolve table.
+fn table_buffer_write(table: &GpuBuffer, offset: u64, rows: &[u32]) -> Result<()> {
+    table.write(offset, bytemuck::cast_slice(rows))
 }
 
 /// The chain walks of one statistic resolve, per index of its span.
