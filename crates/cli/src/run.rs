@@ -18,7 +18,7 @@ use crate::output::PendingOutput;
 use crate::report::{self, PassCheck, RunReport};
 use gpu_counters_core::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
 use gpu_counters_core::{
-    Calibration, CommonCounter, CommonCounterSet, CounterResultStatistic, CounterResultTimestamp,
+    Calibration, CommonCounter, CommonCounterSet, CounterResultTimestamp,
     CounterSampleBufferDescriptor, SampleValue,
 };
 use gpu_counters_profiler::export;
@@ -418,6 +418,7 @@ fn missing<T>(v: &SampleValue<T>) -> &'static str {
         SampleValue::NotReady => "not ready",
         SampleValue::Error => "an error",
         SampleValue::Invalidated => "invalidated",
+        SampleValue::NotComparable => "not comparable (counted from different origins)",
     }
 }
 
@@ -515,17 +516,12 @@ fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResu
                 problem: None,
             };
             if let Some(rs) = &resolved_stats {
-                let s0 = rs.sample::<CounterResultStatistic>(i0)?;
-                let s1 = rs.sample::<CounterResultStatistic>(i1)?;
-                match (s0, s1) {
-                    (SampleValue::Value(a), SampleValue::Value(b)) => {
-                        check.statistics = Some(b.since(&a));
-                    }
-                    _ => {
+                match rs.statistics_between(i0, i1)? {
+                    SampleValue::Value(counted) => check.statistics = Some(counted),
+                    other => {
                         check.problem = Some(format!(
-                            "statistics missing (start sample {}, end sample {})",
-                            missing(&s0),
-                            missing(&s1)
+                            "statistics missing (the pass's samples are {})",
+                            missing(&other)
                         ));
                     }
                 }

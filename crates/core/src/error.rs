@@ -65,9 +65,9 @@ pub enum InvalidInput {
         /// The buffer's or heap's label.
         label: String,
         /// The index given.
-        index: u32,
+        index: u64,
         /// The number of entries.
-        count: u32,
+        count: u64,
     },
     /// A range that reaches past the end, or is empty.
     #[error("range {start}..{end} is invalid for `{label}` with {count} entries")]

@@ -72,14 +72,24 @@ impl CounterResultStatistic {
         bytemuck::cast(self)
     }
 
-    /// Field-wise `self - start`, saturating at 0: what was counted between
-    /// the two samples.
+    /// Field-wise `self - start`: what was counted between the two samples.
+    ///
+    /// A field either side holds as [`COUNTER_ERROR_VALUE`] (a counter the
+    /// device lacks, or a sample without a value) stays the error value, and
+    /// so does a field where `start` exceeds `self` (samples that do not
+    /// count from the same origin): never a plausible 0. Prefer
+    /// [`ResolvedCounters::statistics_between`], which also checks that both
+    /// samples were written and count from the same origin.
     pub fn since(&self, start: &CounterResultStatistic) -> CounterResultStatistic {
         let a = self.to_array();
         let b = start.to_array();
         let mut out = [0u64; 8];
         for i in 0..8 {
-            out[i] = a[i].saturating_sub(b[i]);
+            out[i] = if a[i] == COUNTER_ERROR_VALUE || b[i] == COUNTER_ERROR_VALUE {
+                COUNTER_ERROR_VALUE
+            } else {
+                a[i].checked_sub(b[i]).unwrap_or(COUNTER_ERROR_VALUE)
+            };
         }
         bytemuck::cast(out)
     }
@@ -140,6 +150,11 @@ pub enum SampleValue<T> {
     Error,
     /// An invalidated heap entry; its bytes are 0.
     Invalidated,
+    /// Only for a difference of two samples
+    /// ([`ResolvedCounters::statistics_between`]): both have values, but they
+    /// count from different origins (statistic samples of different
+    /// encoders or command buffers), so their difference means nothing.
+    NotComparable,
 }
 
 impl<T> SampleValue<T> {
@@ -161,6 +176,9 @@ pub struct ResolvedCounters {
     first_index: u32,
     bytes: Vec<u8>,
     status: Vec<SampleStatus>,
+    /// For statistics: per sample, the origin its cumulative values count
+    /// from (0 where unknown); empty when the backend does not say.
+    origins: Vec<u64>,
 }
 
 impl ResolvedCounters {
@@ -186,7 +204,64 @@ impl ResolvedCounters {
             first_index,
             bytes,
             status,
+            origins: Vec::new(),
         })
+    }
+
+    /// Adds, per sample, the origin its cumulative statistic values count
+    /// from: an id that is equal for two samples exactly when their
+    /// difference is what the GPU counted between them (0: no value). Fails
+    /// if the length disagrees.
+    pub fn with_origins(mut self, origins: Vec<u64>) -> Result<Self> {
+        if origins.len() != self.status.len() {
+            return Err(Error::Internal(format!(
+                "{} origins for {} resolved samples",
+                origins.len(),
+                self.status.len()
+            )));
+        }
+        self.origins = origins;
+        Ok(self)
+    }
+
+    /// The origin sample `i` counts from (see [`ResolvedCounters::with_origins`]),
+    /// if known.
+    pub fn origin(&self, i: usize) -> Option<u64> {
+        self.origins.get(i).copied().filter(|&o| o != 0)
+    }
+
+    /// What the GPU counted between statistic samples `start` and `end`
+    /// (0-based within this resolve): `end - start` field by field, with the
+    /// error value kept for counters the device lacks.
+    ///
+    /// When either sample has no value, the view of the first one that
+    /// lacks it ([`SampleValue::NotWritten`], `NotReady`, ...); when both have
+    /// values but count from different origins (different encoders or
+    /// command buffers), [`SampleValue::NotComparable`]: never a plausible 0.
+    pub fn statistics_between(
+        &self,
+        start: usize,
+        end: usize,
+    ) -> Result<SampleValue<CounterResultStatistic>> {
+        let a = self.sample::<CounterResultStatistic>(start)?;
+        let b = self.sample::<CounterResultStatistic>(end)?;
+        let (a, b) = match (a, b) {
+            (SampleValue::Value(a), SampleValue::Value(b)) => (a, b),
+            (SampleValue::Value(_), other) | (other, _) => {
+                return Ok(match other {
+                    SampleValue::Value(_) => SampleValue::Error,
+                    SampleValue::NotWritten => SampleValue::NotWritten,
+                    SampleValue::NotReady => SampleValue::NotReady,
+                    SampleValue::Error => SampleValue::Error,
+                    SampleValue::Invalidated => SampleValue::Invalidated,
+                    SampleValue::NotComparable => SampleValue::NotComparable,
+                })
+            }
+        };
+        if self.origins.is_empty() || self.origins[start] != self.origins[end] {
+            return Ok(SampleValue::NotComparable);
+        }
+        Ok(SampleValue::Value(b.since(&a)))
     }
 
     /// The counter set the samples belong to.
@@ -251,8 +326,8 @@ impl ResolvedCounters {
             Error::from(InvalidInput::IndexOutOfRange {
                 what: "resolved sample",
                 label: format!("resolve of {}", self.counter_set),
-                index: i as u32,
-                count: results.len() as u32,
+                index: i as u64,
+                count: results.len() as u64,
             })
         })?;
         Ok(match self.status[i] {

@@ -53,5 +53,5 @@ mod spin;
 
 pub use error::{ProfilerError, Result};
 pub use frame::{Frame, Scope};
-pub use profiler::{Profiler, ProfilerOptions, WhenFull};
+pub use profiler::{Profiler, ProfilerOptions, WhenFull, MAX_FRAMES_IN_FLIGHT, MAX_RING_SCOPES};
 pub use result::{to_timeline, DropCounts, FrameResult, ScopeResult};

@@ -6,9 +6,8 @@ use crate::frame::{Frame, FrameStore, RecordState, NO_SCOPE};
 use crate::result::{to_timeline, DropCounts, FrameResult, ScopeResult};
 use gpu_counters_core::timeline::Timeline;
 use gpu_counters_core::{
-    cpu_monotonic_ns, Calibration, CommonCounterSet, CounterResultStatistic,
-    CounterResultTimestamp, CounterSampleBufferDescriptor, ResolvedCounters, SampleStatus,
-    COUNTER_ERROR_VALUE,
+    cpu_monotonic_ns, Calibration, CommonCounterSet, CounterResultTimestamp,
+    CounterSampleBufferDescriptor, ResolvedCounters, SampleStatus, SampleValue,
 };
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{CounterSampleBuffer, Device};
@@ -39,15 +38,27 @@ pub enum WhenFull {
     Drop,
 }
 
+/// The most frames a [`Profiler`] may have in flight
+/// ([`ProfilerOptions::frames_in_flight`]).
+pub const MAX_FRAMES_IN_FLIGHT: usize = 64;
+
+/// The most scopes the whole ring may hold at its start:
+/// [`ProfilerOptions::frames_in_flight`] times
+/// [`ProfilerOptions::max_scopes_per_frame`]. Each scope takes two samples
+/// per counter set, and each sample GPU and host memory, so this keeps a
+/// profiler's footprint to at most a few hundred MiB.
+pub const MAX_RING_SCOPES: u64 = 1 << 20;
+
 /// How a [`Profiler`] is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfilerOptions {
     /// Ring slots: how many frames may be in flight (recorded and not yet
     /// finished on the GPU) before [`ProfilerOptions::when_full`] applies. At
-    /// least 1.
+    /// least 1, at most [`MAX_FRAMES_IN_FLIGHT`].
     pub frames_in_flight: usize,
     /// Scopes one ring slot holds; each takes two samples per counter set.
-    /// At least 1, and twice it at most the device's sample count limit.
+    /// At least 1, twice it at most the device's sample count limit, and
+    /// times `frames_in_flight` at most [`MAX_RING_SCOPES`].
     pub max_scopes_per_frame: u32,
     /// Sample pipeline statistics as well as timestamps; fails at
     /// [`Profiler::new`] on a device without the statistic counter set.
@@ -178,6 +189,19 @@ impl Profiler {
             return Err(ProfilerError::InvalidOptions(
                 "max_scopes_per_frame is 0; a frame needs room for at least one scope".into(),
             ));
+        }
+        if options.frames_in_flight > MAX_FRAMES_IN_FLIGHT {
+            return Err(ProfilerError::InvalidOptions(format!(
+                "frames_in_flight {} is over the limit of {MAX_FRAMES_IN_FLIGHT}",
+                options.frames_in_flight
+            )));
+        }
+        let ring_scopes = options.frames_in_flight as u64 * options.max_scopes_per_frame as u64;
+        if ring_scopes > MAX_RING_SCOPES {
+            return Err(ProfilerError::InvalidOptions(format!(
+                "frames_in_flight {} times max_scopes_per_frame {} is {ring_scopes} scopes, over the limit of {MAX_RING_SCOPES} for the whole ring",
+                options.frames_in_flight, options.max_scopes_per_frame
+            )));
         }
         let limit = device.info().max_sample_count;
         if options.max_scopes_per_frame > limit / 2 {
@@ -633,10 +657,6 @@ impl Profiler {
             .iter()
             .map(|r| Ok((r.timestamps()?, r.statuses())))
             .collect::<Result<_>>()?;
-        let stats: Vec<(&[CounterResultStatistic], &[SampleStatus])> = stats
-            .iter()
-            .map(|r| Ok((r.statistics()?, r.statuses())))
-            .collect::<Result<_>>()?;
         let with_stats = self.options.statistics && stats.len() == stamps.len();
 
         let cpu_complete_ns = cpu_monotonic_ns();
@@ -646,6 +666,7 @@ impl Profiler {
 
         let mut drops: DropCounts = store.drops;
         let mut gpu_failed = 0u32;
+        let mut abandoned = 0u32;
         // Result position of each scope, NO_SCOPE where it has none.
         let mut position: Vec<u32> = vec![NO_SCOPE; n];
         let mut scopes: Vec<ScopeResult> = Vec::with_capacity(n);
@@ -664,20 +685,24 @@ impl Profiler {
                 continue;
             }
             let (t, st) = stamps[page];
+            if st[at] == SampleStatus::NotWritten && st[at + 1] == SampleStatus::NotWritten {
+                // Recorded, so only a command buffer dropped unsubmitted
+                // leaves both unwritten.
+                abandoned += 1;
+                continue;
+            }
             if st[at] != SampleStatus::Written || st[at + 1] != SampleStatus::Written {
                 gpu_failed += 1;
                 continue;
             }
             let (t0, t1) = (t[at].timestamp, t[at + 1].timestamp);
             let statistics = if self.options.statistics {
-                match stats.get(page) {
-                    Some((v, st))
-                        if with_stats
-                            && st[at] == SampleStatus::Written
-                            && st[at + 1] == SampleStatus::Written =>
-                    {
-                        Some(counted(&v[at + 1], &v[at]))
-                    }
+                match stats
+                    .get(page)
+                    .filter(|_| with_stats)
+                    .map(|r| r.statistics_between(at, at + 1))
+                {
+                    Some(Ok(SampleValue::Value(counted))) => Some(counted),
                     _ => {
                         gpu_failed += 1;
                         continue;
@@ -724,8 +749,9 @@ impl Profiler {
         }
         drop(calibration);
         drops.failed += gpu_failed;
+        drops.abandoned += abandoned;
         self.dropped_total
-            .fetch_add(gpu_failed as u64, Ordering::Relaxed);
+            .fetch_add(u64::from(gpu_failed + abandoned), Ordering::Relaxed);
         Ok(Some(FrameResult {
             index,
             queue: self.queue_name.clone(),
@@ -742,10 +768,8 @@ impl Drop for Profiler {
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
         if st.slots.iter().any(|s| s.frame.is_some() || s.marker) {
-            // Frames and markers may still be on the GPU: their query pools
-            // and fences must outlive them. vkDeviceWaitIdle needs every
-            // queue externally synchronised.
-            let _queue = lock(self.device.queue());
+            // Markers may still be on the GPU: their fences must outlive
+            // them (wait_idle locks the queue, as vkDeviceWaitIdle needs).
             let _ = self.device.wait_idle();
         }
         for slot in &st.slots {
@@ -763,58 +787,4 @@ fn vk_error(call: &str, e: vk::Result) -> ProfilerError {
         }
         _ => gpu_counters_core::Error::Internal(message),
     })
-}
-
-/// End minus start per field; a field either side lacks (the error value)
-/// stays the error value rather than becoming 0.
-fn counted(end: &CounterResultStatistic, start: &CounterResultStatistic) -> CounterResultStatistic {
-    let d = |e: u64, s: u64| {
-        if e == COUNTER_ERROR_VALUE || s == COUNTER_ERROR_VALUE {
-            COUNTER_ERROR_VALUE
-        } else {
-            e.saturating_sub(s)
-        }
-    };
-    CounterResultStatistic {
-        tessellation_input_patches: d(
-            end.tessellation_input_patches,
-            start.tessellation_input_patches,
-        ),
-        vertex_invocations: d(end.vertex_invocations, start.vertex_invocations),
-        post_tessellation_vertex_invocations: d(
-            end.post_tessellation_vertex_invocations,
-            start.post_tessellation_vertex_invocations,
-        ),
-        clipper_invocations: d(end.clipper_invocations, start.clipper_invocations),
-        clipper_primitives_out: d(end.clipper_primitives_out, start.clipper_primitives_out),
-        fragment_invocations: d(end.fragment_invocations, start.fragment_invocations),
-        fragments_passed: d(end.fragments_passed, start.fragments_passed),
-        compute_kernel_invocations: d(
-            end.compute_kernel_invocations,
-            start.compute_kernel_invocations,
-        ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counted_keeps_error_value() {
-        let start = CounterResultStatistic {
-            compute_kernel_invocations: 10,
-            fragments_passed: COUNTER_ERROR_VALUE,
-            ..Default::default()
-        };
-        let end = CounterResultStatistic {
-            compute_kernel_invocations: 110,
-            fragments_passed: COUNTER_ERROR_VALUE,
-            ..Default::default()
-        };
-        let d = counted(&end, &start);
-        assert_eq!(d.compute_kernel_invocations, 100);
-        assert_eq!(d.fragments_passed, COUNTER_ERROR_VALUE);
-        assert_eq!(d.vertex_invocations, 0);
-    }
 }

@@ -17,15 +17,19 @@ pub struct DropCounts {
     /// The scope was begun but never ended (its [`Scope`](crate::Scope) was
     /// dropped, or `end` failed on a misuse).
     pub not_ended: u32,
-    /// Recording a sample failed, or the GPU reported a sample as failed or
-    /// never wrote it.
+    /// Recording a sample failed, or the GPU reported a sample as failed, or
+    /// its timestamps could not be put on the CPU clock.
     pub failed: u32,
+    /// The scope was recorded into a command buffer that was dropped without
+    /// ever being submitted: the GPU never ran it.
+    #[serde(default)]
+    pub abandoned: u32,
 }
 
 impl DropCounts {
     /// All dropped scopes.
     pub fn total(&self) -> u32 {
-        self.no_slot + self.over_capacity + self.not_ended + self.failed
+        self.no_slot + self.over_capacity + self.not_ended + self.failed + self.abandoned
     }
 }
 

@@ -265,10 +265,11 @@ fn thousand_frames_through_a_ring_of_three() {
     let buffers = profiler.sample_buffer_count();
     assert_eq!(buffers, 6, "3 slots of timestamps and statistics");
     let target = GpuBuffer::new(&device, 256, MemoryLocation::DeviceLocal).unwrap();
-    // Every 250th frame holds the GPU back for 50 ms, so the frame three
-    // later finds the ring full and waits for it.
+    // Every 250th frame holds the GPU back on a gate, so the frame three
+    // later finds the ring full and must wait for it. The gate opens only
+    // once that later frame is about to begin: an event, not a sleep, so the
+    // test cannot race the machine's speed.
     const GATED: u32 = 250;
-    const HOLD: Duration = Duration::from_millis(50);
     let gates: Vec<(Gate, AtomicBool)> = (0..FRAMES / GATED)
         .map(|_| (Gate::new(&device), AtomicBool::new(false)))
         .collect();
@@ -276,6 +277,7 @@ fn thousand_frames_through_a_ring_of_three() {
     let mut collected: Vec<FrameResult> = Vec::new();
     let mut waited = 0;
     std::thread::scope(|s| {
+        let mut openers: Vec<std::sync::mpsc::Sender<()>> = Vec::new();
         for n in 0..FRAMES {
             if n % GATED == 0 {
                 // Drain first, so that only the gated frame holds the GPU
@@ -296,6 +298,8 @@ fn thousand_frames_through_a_ring_of_three() {
                     !opened.load(Ordering::SeqCst),
                     "frame {n} began before the gate opened"
                 );
+                // Let the gate open now: begin_frame must not return before.
+                openers[((n - 3) / GATED) as usize].send(()).unwrap();
             }
             let frame = profiler.begin_frame().unwrap();
             if let Some((_, opened)) = gated {
@@ -316,8 +320,11 @@ fn thousand_frames_through_a_ring_of_three() {
             if n % GATED == 0 {
                 let (gate, opened) = &gates[(n / GATED) as usize];
                 gate.record_wait(&cmd);
+                let (open_now, go) = std::sync::mpsc::channel::<()>();
+                openers.push(open_now);
                 s.spawn(move || {
-                    std::thread::sleep(HOLD);
+                    // The main thread says when frame n + 3 is about to begin.
+                    let _ = go.recv();
                     opened.store(true, Ordering::SeqCst);
                     gate.open();
                 });

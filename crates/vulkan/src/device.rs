@@ -8,6 +8,7 @@ use gpu_counters_core::{
     cpu_monotonic_ns, Calibration, CalibrationMethod, CommonCounterSet, CounterSamplingPoint,
     DeviceInfo, Error, InvalidInput, Result, TimestampPair,
 };
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -38,10 +39,47 @@ pub struct EnabledFeatures {
     pub dynamic_rendering: bool,
     /// `VK_KHR_push_descriptor`: required for GPU resolves.
     pub push_descriptor: bool,
-    /// `VK_KHR_calibrated_timestamps` or `VK_EXT_calibrated_timestamps`
-    /// enabled, whichever the device has.
-    pub calibrated_timestamps: bool,
+    /// Which calibrated-timestamps extension is enabled, if any: gpu-counters
+    /// calibrates through that one.
+    pub calibrated_timestamps: Option<CalibratedTimestamps>,
 }
+
+/// The extensions that read the GPU and CPU clocks together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CalibratedTimestamps {
+    /// `VK_KHR_calibrated_timestamps`.
+    Khr,
+    /// `VK_EXT_calibrated_timestamps`.
+    Ext,
+}
+
+impl CalibratedTimestamps {
+    fn name(self) -> &'static CStr {
+        match self {
+            CalibratedTimestamps::Khr => ash::khr::calibrated_timestamps::NAME,
+            CalibratedTimestamps::Ext => ash::ext::calibrated_timestamps::NAME,
+        }
+    }
+
+    fn method(self) -> CalibrationMethod {
+        match self {
+            CalibratedTimestamps::Khr => CalibrationMethod::CalibratedTimestampsKhr,
+            CalibratedTimestamps::Ext => CalibrationMethod::CalibratedTimestampsExt,
+        }
+    }
+}
+
+/// Device commands of Vulkan 1.2 and 1.3 that gpu-counters calls: a device
+/// wrapped with [`Device::from_raw`] must have them all.
+const REQUIRED_COMMANDS: [&CStr; 7] = [
+    c"vkResetQueryPool",
+    c"vkCmdWriteTimestamp2",
+    c"vkCmdPipelineBarrier2",
+    c"vkQueueSubmit2",
+    c"vkCmdBeginRendering",
+    c"vkCmdEndRendering",
+    c"vkCmdBeginRenderPass2",
+];
 
 pub(crate) enum CalibratedLoader {
     Khr(ash::khr::calibrated_timestamps::Device),
@@ -75,10 +113,21 @@ pub(crate) struct DeviceShared {
 
 impl Drop for DeviceShared {
     fn drop(&mut self) {
-        // SAFETY: all objects made from this device hold an Arc to it, so none
-        // is alive; waiting for idle makes sure no GPU work still uses them.
+        // Every object made from this device holds an Arc to it, and every
+        // command buffer or submission that recorded gpu-counters commands
+        // holds the device until the GPU finished them (a caller's command
+        // buffer by the contract of `CommandBuffer::from_raw`): no GPU work
+        // of ours is pending here.
+        if self.owned {
+            // The queue is ours alone, and `&mut self` means no other thread
+            // can reach its lock: waiting for idle is externally synchronized.
+            let _queue = self.queue.get_mut();
+            // SAFETY: see above; the device is valid until destroyed below.
+            let _ = unsafe { self.device.device_wait_idle() };
+        }
+        // SAFETY: no GPU work uses the pipeline (see above); the device is
+        // destroyed only when gpu-counters created it.
         unsafe {
-            let _ = self.device.device_wait_idle();
             if let Some(Ok(p)) = self.resolve.get() {
                 p.destroy(&self.device);
             }
@@ -171,7 +220,11 @@ impl Device {
             synchronization2: true,
             dynamic_rendering: true,
             push_descriptor: caps.push_descriptor,
-            calibrated_timestamps: caps.calibration_ext.is_some(),
+            calibrated_timestamps: match caps.calibration_ext {
+                Some(CalibrationMethod::CalibratedTimestampsKhr) => Some(CalibratedTimestamps::Khr),
+                Some(CalibrationMethod::CalibratedTimestampsExt) => Some(CalibratedTimestamps::Ext),
+                _ => None,
+            },
         };
         Ok(Self::assemble(
             instance.clone(),
@@ -187,13 +240,26 @@ impl Device {
     /// Wraps a device the caller created, so counter sampling fits into an
     /// existing renderer. gpu-counters never destroys it.
     ///
+    /// Checks what it relies on: the Vulkan 1.2 and 1.3 commands it calls
+    /// must be loadable (the instance was created with `apiVersion` 1.3 or
+    /// later), `synchronization2` and `hostQueryReset` enabled, the queue
+    /// family present, and the calibrated-timestamps extension named in
+    /// `features` supported. Each lack is a typed
+    /// [`InvalidInput::Unsupported`] or [`InvalidInput::Argument`] error.
+    ///
     /// # Safety
-    /// `device` must have been created from `physical_device` of `instance`
-    /// with the features and extensions `features` claims, `queue` must be a
-    /// queue of `queue_family_index`, and all must outlive the returned value
-    /// and everything made from it. gpu-counters submits to `queue` only in
-    /// [`crate::CommandBuffer::commit`] and calibration by bracketing; the
-    /// caller must not use the queue from another thread at the same time.
+    /// - `device` must have been created from `physical_device` of
+    ///   `instance` with the features and extensions `features` claims, and
+    ///   `queue` must be a queue of `queue_family_index` of it.
+    /// - `instance`, `device` and `queue` must outlive the returned value and
+    ///   every object made from it (sample buffers, heaps, command buffers,
+    ///   submissions, profilers), which keep the returned value alive.
+    /// - gpu-counters submits to `queue` in [`crate::CommandBuffer::commit`],
+    ///   bracketing calibration and the profiler's frame marker, and waits on
+    ///   the whole device in [`Device::wait_idle`], each under the lock of
+    ///   [`Device::queue`]. Every other use of `queue` (your own submits and
+    ///   presents) must hold that same lock, and no other queue of `device`
+    ///   may be used during [`Device::wait_idle`].
     pub unsafe fn from_raw(
         instance: Instance,
         physical_device: vk::PhysicalDevice,
@@ -202,7 +268,24 @@ impl Device {
         queue: vk::Queue,
         features: EnabledFeatures,
     ) -> Result<Self> {
+        for name in REQUIRED_COMMANDS {
+            // SAFETY: `device` is a valid device of `instance` (the caller's
+            // contract) and `name` is a NUL-terminated command name.
+            let f = unsafe {
+                instance
+                    .raw()
+                    .get_device_proc_addr(device.handle(), name.as_ptr())
+            };
+            if f.is_none() {
+                return Err(InvalidInput::Unsupported(format!(
+                    "the device has no {}: gpu-counters needs Vulkan 1.3 (create the instance with apiVersion 1.3 or later)",
+                    name.to_string_lossy()
+                ))
+                .into());
+            }
+        }
         let mut caps = Capabilities::query(&instance, physical_device)?;
+        // SAFETY: the caller's physical device belongs to `instance`.
         let families = unsafe {
             instance
                 .raw()
@@ -222,9 +305,37 @@ impl Device {
         caps.tessellation &= features.tessellation_shader;
         caps.host_query_reset &= features.host_query_reset;
         caps.push_descriptor &= features.push_descriptor;
-        if !features.calibrated_timestamps {
-            caps.calibration = CalibrationMethod::Bracketing;
-            caps.calibration_ext = None;
+        match features.calibrated_timestamps {
+            None => {
+                caps.calibration = CalibrationMethod::Bracketing;
+                caps.calibration_ext = None;
+            }
+            Some(ext) => {
+                // SAFETY: plain enumeration on the caller's physical device.
+                let exts = unsafe {
+                    instance
+                        .raw()
+                        .enumerate_device_extension_properties(physical_device)
+                }
+                .map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?;
+                if !exts
+                    .iter()
+                    .any(|e| e.extension_name_as_c_str().ok() == Some(ext.name()))
+                {
+                    return Err(InvalidInput::Unsupported(format!(
+                        "features.calibrated_timestamps names {}, which the device does not support",
+                        ext.name().to_string_lossy()
+                    ))
+                    .into());
+                }
+                // Calibrate through the extension the caller enabled; where
+                // the device cannot calibrate its clocks (no DEVICE or
+                // CLOCK_MONOTONIC domain) bracketing stays.
+                if caps.calibration != CalibrationMethod::Bracketing {
+                    caps.calibration = ext.method();
+                }
+                caps.calibration_ext = Some(ext.method());
+            }
         }
         if !features.synchronization2 || !caps.host_query_reset {
             return Err(InvalidInput::Unsupported(
@@ -470,9 +581,17 @@ impl Device {
         Ok(())
     }
 
-    /// Waits until the device is idle.
+    /// Waits until the device is idle. Holds [`Device::queue`]'s lock while
+    /// it waits, since `vkDeviceWaitIdle` needs every queue of the device
+    /// externally synchronized (for a device wrapped with
+    /// [`Device::from_raw`], the caller must not use its other queues
+    /// meanwhile).
     pub fn wait_idle(&self) -> Result<()> {
-        // SAFETY: the device is valid; waiting has no other requirement.
+        let _queue = self
+            .queue()
+            .lock()
+            .map_err(|_| Error::Internal("queue lock poisoned".into()))?;
+        // SAFETY: the device is valid, and its queue is locked above.
         unsafe { self.raw().device_wait_idle() }.map_err(vk_err("vkDeviceWaitIdle"))
     }
 

@@ -50,7 +50,7 @@ mod util;
 pub use ash;
 pub use buffer::{BufferRef, GpuBuffer, MemoryLocation};
 pub use command::{CommandBuffer, Completion, Submission};
-pub use device::{Device, EnabledFeatures};
+pub use device::{CalibratedTimestamps, Device, EnabledFeatures};
 pub use encoder::{
     BlitEncoder, BlitPassDescriptor, ComputeEncoder, ComputePassDescriptor,
     PassSampleBufferAttachment, RenderEncoder, RenderPassDescriptor,

@@ -297,6 +297,22 @@ impl Samples {
             }
         };
         let n = count as usize;
+        let oom = |what: &str| {
+            Error::OutOfMemory(format!(
+                "host memory for the bookkeeping of {count} samples of `{label}` ({what})"
+            ))
+        };
+        let filled = |v| fallible_vec(n, v).ok_or_else(|| oom("state"));
+        let state = filled(SlotState::Fresh)?;
+        let link = fallible_vec(n, NONE).ok_or_else(|| oom("links"))?;
+        let link_gen = fallible_vec(n, 0u32).ok_or_else(|| oom("links"))?;
+        let gen = fallible_vec(n, 0u32).ok_or_else(|| oom("generations"))?;
+        let occluded = fallible_vec(n, false).ok_or_else(|| oom("occlusion"))?;
+        let rec = fallible_vec(n, 0u64).ok_or_else(|| oom("recordings"))?;
+        let dirty = fallible_vec(n, false).ok_or_else(|| oom("resets"))?;
+        let open = fallible_vec(n, false).ok_or_else(|| oom("open queries"))?;
+        let chain = fallible_vec(n, 0u64).ok_or_else(|| oom("chains"))?;
+        let ticket = fallible_vec(n, None).ok_or_else(|| oom("tickets"))?;
         Ok(Self {
             device: device.clone(),
             label,
@@ -307,18 +323,18 @@ impl Samples {
             occlusion,
             field_map,
             slots: Mutex::new(Slots {
-                state: vec![SlotState::Fresh; n],
-                link: vec![NONE; n],
-                link_gen: vec![0; n],
-                gen: vec![0; n],
-                occlusion: vec![false; n],
-                rec: vec![0; n],
-                dirty: vec![false; n],
-                open: vec![false; n],
-                chain: vec![0; n],
+                state,
+                link,
+                link_gen,
+                gen,
+                occlusion: occluded,
+                rec,
+                dirty,
+                open,
+                chain,
                 live: Vec::new(),
                 gpu_resolves: Vec::new(),
-                ticket: vec![None; n],
+                ticket,
                 tickets: 0,
                 aliases: false,
                 scratch: Vec::new(),
@@ -356,8 +372,8 @@ impl Samples {
         InvalidInput::IndexOutOfRange {
             what: self.what,
             label: self.label.clone(),
-            index,
-            count: self.count,
+            index: index.into(),
+            count: self.count.into(),
         }
         .into()
     }
@@ -656,7 +672,20 @@ impl Samples {
         };
         slots.scratch = main;
         let (bytes, status) = resolved?;
-        ResolvedCounters::new(self.set, first, bytes, status)
+        let origins = (self.set == CommonCounterSet::Statistic).then(|| {
+            (first as usize..(first + count) as usize)
+                .zip(&status)
+                .map(|(i, st)| match st {
+                    SampleStatus::Written => slots.chain[i],
+                    _ => 0,
+                })
+                .collect::<Vec<u64>>()
+        });
+        let resolved = ResolvedCounters::new(self.set, first, bytes, status)?;
+        match origins {
+            Some(o) => resolved.with_origins(o),
+            None => Ok(resolved),
+        }
     }
 
     /// The timestamp resolve of `first..first+count`, reading the span
@@ -1336,6 +1365,14 @@ impl ChainSums {
             _ => 3,
         };
     }
+}
+
+/// `n` copies of `value`, or `None` where the host cannot allocate them.
+fn fallible_vec<T: Clone>(n: usize, value: T) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.resize(n, value);
+    Some(v)
 }
 
 /// Queries a thread of a parallel CPU resolve reads at least.

@@ -1,0 +1,562 @@
+//! Hostile use from safe code: early drops, open queries, reversed
+//! submissions, leaked encoders, threads. Each test names the item of the
+//! soundness issue it guards; each crashed, hung, returned a plausible value
+//! or made the validation layer speak before the ownership and bookkeeping
+//! model it checks.
+mod common;
+
+use common::Gate;
+use gpu_counters_core::{
+    CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterResultTimestamp,
+    CounterSampleBufferDescriptor, Error, InvalidInput, SampleStatus, SampleValue,
+    TimestampGranularity,
+};
+use gpu_counters_vulkan::ash::vk;
+use gpu_counters_vulkan::{
+    CalibratedTimestamps, CommandBuffer, ComputePassDescriptor, CounterHeap, CounterSampleBuffer,
+    Device, EnabledFeatures, GpuBuffer, Instance, MemoryLocation, PassSampleBufferAttachment,
+};
+use gpu_counters_workloads::ComputeWorkload;
+
+fn invalid(e: Error) -> InvalidInput {
+    assert_eq!(e.kind(), CounterErrorKind::Invalid, "{e}");
+    e.invalid().cloned().unwrap()
+}
+
+fn buffer(device: &Device, set: CommonCounterSet, label: &str, n: u32) -> CounterSampleBuffer {
+    device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(set, label, n))
+        .unwrap()
+}
+
+fn heap(device: &Device, n: u32) -> CounterHeap {
+    device
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(n))
+        .unwrap()
+}
+
+fn reuse_reason(e: Error) -> &'static str {
+    match invalid(e) {
+        InvalidInput::SampleIndexReuse { reason, .. } => reason,
+        other => panic!("expected SampleIndexReuse, got {other:?}"),
+    }
+}
+
+/// Item 1: a sample buffer dropped after sampling into a command buffer, then
+/// the command buffer committed (a segfault in vkQueueSubmit2 before).
+#[test]
+fn sample_buffer_dropped_before_commit() {
+    let device = common::device();
+    let times = buffer(&device, CommonCounterSet::Timestamp, "dropped early", 2);
+    let stats = buffer(&device, CommonCounterSet::Statistic, "dropped early", 2);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.sample_counters(&times, 0, true).unwrap();
+    cmd.sample_counters(&stats, 0, false).unwrap();
+    cmd.sample_counters(&times, 1, true).unwrap();
+    cmd.sample_counters(&stats, 1, false).unwrap();
+    drop(times);
+    drop(stats);
+    common::run(cmd);
+    common::assert_no_validation_messages(&device);
+}
+
+/// Item 1: sample buffers and heaps dropped while their command buffer is in
+/// flight (VUID-vkDestroyQueryPool-queryPool-00793, hangs and heap
+/// corruption before): the submission holds them until the GPU is done.
+#[test]
+fn sample_buffer_and_heap_dropped_in_flight() {
+    let device = common::device();
+    let gate = Gate::new(&device);
+    let times = buffer(&device, CommonCounterSet::Timestamp, "in flight", 2);
+    let entries = heap(&device, 2);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    gate.record_wait(cmd.raw());
+    cmd.sample_counters(&times, 0, true).unwrap();
+    cmd.write_timestamp(TimestampGranularity::Precise, &entries, 0)
+        .unwrap();
+    let submission = cmd.commit().unwrap();
+    drop(times);
+    drop(entries);
+    gate.open();
+    submission.wait().unwrap();
+    drop(submission);
+    common::assert_no_validation_messages(&device);
+}
+
+/// Item 1: a GPU-resolve destination dropped while the resolve is in flight
+/// (lavapipe's worker thread wrote into freed memory before).
+#[test]
+fn resolve_destination_dropped_in_flight() {
+    let device = common::device();
+    let gate = Gate::new(&device);
+    let times = buffer(&device, CommonCounterSet::Timestamp, "resolved", 2);
+    let destination = GpuBuffer::new(&device, 16, MemoryLocation::HostVisible).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    gate.record_wait(cmd.raw());
+    cmd.sample_counters(&times, 0, true).unwrap();
+    cmd.sample_counters(&times, 1, true).unwrap();
+    cmd.resolve_counters(&times, 0..2, &destination, 0).unwrap();
+    let submission = cmd.commit().unwrap();
+    drop(destination);
+    drop(times);
+    gate.open();
+    submission.wait().unwrap();
+    drop(submission);
+    common::assert_no_validation_messages(&device);
+}
+
+/// Item 2: no drop order of gpu-counters objects crashes; each keeps the
+/// device (and instance) alive.
+#[test]
+fn any_drop_order_is_safe() {
+    let device = common::device();
+    let instance = device.instance().clone();
+    let times = buffer(&device, CommonCounterSet::Timestamp, "orphans", 4);
+    let entries = heap(&device, 4);
+    let destination = GpuBuffer::new(&device, 32, MemoryLocation::HostVisible).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    drop(device);
+    cmd.sample_counters(&times, 0, true).unwrap();
+    cmd.write_timestamp(TimestampGranularity::Precise, &entries, 0)
+        .unwrap();
+    cmd.resolve_counters(&times, 0..1, &destination, 0).unwrap();
+    let submission = cmd.commit().unwrap();
+    drop(entries);
+    drop(times);
+    let complete = submission.is_complete();
+    drop(destination);
+    assert!(complete.is_ok());
+    drop(submission);
+    let messages = instance.validation_messages();
+    assert!(messages.is_empty(), "{}", messages.join("\n"));
+}
+
+/// Item 3: re-sampling a statistic index whose query is still open is a
+/// typed error (lavapipe crashed after QueryNotReset before): the same index
+/// twice in a command buffer, a pass's start attachment then
+/// `sample_counters` on it, and `reset_samples` over the open chain.
+#[test]
+fn open_statistic_index_cannot_be_sampled_again() {
+    let device = common::device();
+    let stats = buffer(&device, CommonCounterSet::Statistic, "open", 4);
+
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.sample_counters(&stats, 0, false).unwrap();
+    let e = cmd.sample_counters(&stats, 0, false).unwrap_err();
+    assert!(reuse_reason(e).contains("still being counted"));
+    let e = cmd.reset_samples(&stats, 0..2).unwrap_err();
+    assert!(reuse_reason(e).contains("still being counted"));
+    cmd.sample_counters(&stats, 1, false).unwrap();
+    common::run(cmd);
+
+    stats.reset().unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    let mut pass = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: vec![PassSampleBufferAttachment {
+                sample_buffer: &stats,
+                start_of_encoder_sample_index: Some(2),
+                end_of_encoder_sample_index: Some(3),
+            }],
+        })
+        .unwrap();
+    let e = pass.sample_counters(&stats, 2, false).unwrap_err();
+    assert!(reuse_reason(e).contains("still being counted"));
+    pass.end_encoding().unwrap();
+    common::run(cmd);
+    let resolved = stats.resolve_counter_range(0..4).unwrap();
+    assert!(resolved.all_written(), "{:?}", resolved.statuses());
+    common::assert_no_validation_messages(&device);
+}
+
+/// Item 4: `Device::wait_idle` on one thread while another commits: every
+/// queue use is externally synchronized (UNASSIGNED-Threading-MultipleThreads
+/// before).
+#[test]
+fn wait_idle_and_commit_on_two_threads() {
+    let device = common::device();
+    let times = buffer(&device, CommonCounterSet::Timestamp, "threads", 2);
+    std::thread::scope(|s| {
+        let d = device.clone();
+        s.spawn(move || {
+            for _ in 0..200 {
+                d.wait_idle().unwrap();
+            }
+        });
+        for _ in 0..200 {
+            let mut cmd = CommandBuffer::new(&device).unwrap();
+            cmd.sample_counters(&times, 0, false).unwrap();
+            cmd.commit().unwrap().wait().unwrap();
+        }
+    });
+    common::assert_no_validation_messages(&device);
+}
+
+/// Item 5: an index sampled in two command buffers that would be submitted
+/// in reverse order: the second recording is refused while the first is not
+/// submitted (before, the first wrote a query it never reset and the resolve
+/// said Written with the stale value).
+#[test]
+fn second_recording_of_an_unsubmitted_index_is_refused() {
+    let device = common::device();
+    let times = buffer(&device, CommonCounterSet::Timestamp, "order", 2);
+    let stats = buffer(&device, CommonCounterSet::Statistic, "order", 2);
+    let mut first = CommandBuffer::new(&device).unwrap();
+    first.sample_counters(&times, 0, true).unwrap();
+    first.sample_counters(&stats, 0, false).unwrap();
+    first.end_statistics().unwrap();
+    let mut second = CommandBuffer::new(&device).unwrap();
+    let e = second.sample_counters(&times, 0, true).unwrap_err();
+    assert!(reuse_reason(e).contains("not been submitted"));
+    let e = second.sample_counters(&stats, 0, false).unwrap_err();
+    assert!(reuse_reason(e).contains("not been submitted"));
+    let e = second.reset_samples(&times, 0..1).unwrap_err();
+    assert!(reuse_reason(e).contains("not been submitted"));
+    // Once the first is submitted, the second resets and writes after it.
+    let submitted = first.commit().unwrap();
+    second.sample_counters(&times, 0, true).unwrap();
+    second.sample_counters(&times, 1, true).unwrap();
+    let (_, _) = common::run(second);
+    submitted.wait().unwrap();
+    let resolved = times.resolve_counter_range(0..2).unwrap();
+    assert!(resolved.all_written(), "{:?}", resolved.statuses());
+    let t = resolved.timestamps().unwrap();
+    assert!(t[0].timestamp <= t[1].timestamp, "{t:?}");
+    common::assert_no_validation_messages(&device);
+}
+
+/// Item 6: an encoder with a statistics attachment leaked with
+/// `mem::forget`, then the command buffer committed: a typed error (before:
+/// VUID-vkEndCommandBuffer-commandBuffer-00061).
+#[test]
+fn leaked_encoder_makes_commit_fail() {
+    let device = common::device();
+    let stats = buffer(&device, CommonCounterSet::Statistic, "leaked", 2);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    let pass = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: vec![PassSampleBufferAttachment {
+                sample_buffer: &stats,
+                start_of_encoder_sample_index: Some(0),
+                end_of_encoder_sample_index: Some(1),
+            }],
+        })
+        .unwrap();
+    std::mem::forget(pass);
+    let e = cmd.commit().unwrap_err();
+    assert!(
+        matches!(invalid(e.clone()), InvalidInput::EncoderState(ref m) if m.contains("never ended")),
+        "{e}"
+    );
+    // The abandoned recording leaves nothing pending.
+    stats.reset().unwrap();
+    common::assert_no_validation_messages(&device);
+}
+
+/// A logical device of the default physical device, created the way a
+/// caller's renderer would, on an instance of `api_version`.
+struct RawDevice {
+    entry: ash::Entry,
+    instance: ash::Instance,
+    physical_device: vk::PhysicalDevice,
+    device: ash::Device,
+    family: u32,
+}
+
+impl RawDevice {
+    fn new(api_version: u32, extensions: &[&std::ffi::CStr], vulkan_1_3: bool) -> Self {
+        // SAFETY: plain instance and device creation with create-infos that
+        // point at locals alive for each call.
+        unsafe {
+            let entry = ash::Entry::load().unwrap();
+            let app = vk::ApplicationInfo::default().api_version(api_version);
+            let instance = entry
+                .create_instance(&vk::InstanceCreateInfo::default().application_info(&app), None)
+                .unwrap();
+            let physical_device = instance.enumerate_physical_devices().unwrap()[0];
+            let family = instance
+                .get_physical_device_queue_family_properties(physical_device)
+                .iter()
+                .position(|f| {
+                    f.queue_flags
+                        .contains(vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE)
+                })
+                .unwrap() as u32;
+            let priorities = [1.0f32];
+            let queues = [vk::DeviceQueueCreateInfo::default()
+                .queue_family_index(family)
+                .queue_priorities(&priorities)];
+            let names: Vec<_> = extensions.iter().map(|e| e.as_ptr()).collect();
+            let mut f12 = vk::PhysicalDeviceVulkan12Features::default().host_query_reset(true);
+            let mut f13 = vk::PhysicalDeviceVulkan13Features::default()
+                .synchronization2(true)
+                .dynamic_rendering(true);
+            let mut info = vk::DeviceCreateInfo::default()
+                .queue_create_infos(&queues)
+                .enabled_extension_names(&names);
+            if vulkan_1_3 {
+                info = info.push_next(&mut f12).push_next(&mut f13);
+            }
+            let device = instance
+                .create_device(physical_device, &info, None)
+                .unwrap();
+            Self {
+                entry,
+                instance,
+                physical_device,
+                device,
+                family,
+            }
+        }
+    }
+
+    /// Wraps it. The caller (this test) keeps it alive longer.
+    fn wrap(&self, features: EnabledFeatures) -> gpu_counters_core::Result<Device> {
+        // SAFETY: the instance and device outlive the wrapper (dropped
+        // before `RawDevice`), the queue is of `family`, and `features` is
+        // what `new` enabled (or more, for the check that refuses it).
+        unsafe {
+            let instance = Instance::from_raw(self.entry.clone(), self.instance.clone());
+            let queue = self.device.get_device_queue(self.family, 0);
+            Device::from_raw(
+                instance,
+                self.physical_device,
+                self.device.clone(),
+                self.family,
+                queue,
+                features,
+            )
+        }
+    }
+}
+
+impl Drop for RawDevice {
+    fn drop(&mut self) {
+        // SAFETY: every wrapper and object made from it is gone.
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            self.device.destroy_device(None);
+            self.instance.destroy_instance(None);
+        }
+    }
+}
+
+fn vulkan_1_3_features() -> EnabledFeatures {
+    EnabledFeatures {
+        host_query_reset: true,
+        synchronization2: true,
+        dynamic_rendering: true,
+        ..EnabledFeatures::default()
+    }
+}
+
+/// Item 7: `from_raw` on a device of a Vulkan 1.0 instance is a typed error
+/// naming the missing command (before: accepted, then a panic inside ash,
+/// "Unable to load reset_query_pool").
+#[test]
+fn from_raw_below_vulkan_1_3_is_refused() {
+    let raw = RawDevice::new(vk::API_VERSION_1_0, &[], false);
+    let e = raw.wrap(vulkan_1_3_features()).unwrap_err();
+    assert!(
+        matches!(invalid(e.clone()), InvalidInput::Unsupported(ref m) if m.contains("vkResetQueryPool") && m.contains("1.3")),
+        "{e}"
+    );
+}
+
+/// Item 7: calibration goes through the calibrated-timestamps extension the
+/// caller enabled, and an extension the device lacks is refused.
+#[test]
+fn from_raw_calibrates_with_the_callers_extension() {
+    let probe = RawDevice::new(vk::API_VERSION_1_3, &[], true);
+    // SAFETY: plain enumeration on a valid physical device.
+    let exts = unsafe {
+        probe
+            .instance
+            .enumerate_device_extension_properties(probe.physical_device)
+            .unwrap()
+    };
+    drop(probe);
+    let has = |name: &std::ffi::CStr| {
+        exts.iter()
+            .any(|e| e.extension_name_as_c_str().ok() == Some(name))
+    };
+    let mut tried = 0;
+    for (ext, name, method) in [
+        (
+            CalibratedTimestamps::Khr,
+            ash::khr::calibrated_timestamps::NAME,
+            gpu_counters_core::CalibrationMethod::CalibratedTimestampsKhr,
+        ),
+        (
+            CalibratedTimestamps::Ext,
+            ash::ext::calibrated_timestamps::NAME,
+            gpu_counters_core::CalibrationMethod::CalibratedTimestampsExt,
+        ),
+    ] {
+        let features = EnabledFeatures {
+            calibrated_timestamps: Some(ext),
+            ..vulkan_1_3_features()
+        };
+        if has(name) {
+            let raw = RawDevice::new(vk::API_VERSION_1_3, &[name], true);
+            let device = raw.wrap(features).unwrap();
+            let calibration = device.calibration().unwrap();
+            if device.info().calibration != gpu_counters_core::CalibrationMethod::Bracketing {
+                assert_eq!(calibration.method(), method);
+            }
+            tried += 1;
+        } else {
+            let raw = RawDevice::new(vk::API_VERSION_1_3, &[], true);
+            let e = raw.wrap(features).unwrap_err();
+            assert!(
+                matches!(invalid(e.clone()), InvalidInput::Unsupported(ref m) if m.contains(&*name.to_string_lossy())),
+                "{e}"
+            );
+        }
+    }
+    assert!(tried >= 1, "lavapipe has VK_EXT_calibrated_timestamps");
+}
+
+/// Item 8: statistic samples of different command buffers, with a dispatch
+/// of 1,024 invocations in a third one between them: not a Written 0, but
+/// "not comparable".
+#[test]
+fn statistics_across_command_buffers_are_not_comparable() {
+    let device = common::device();
+    let stats = buffer(&device, CommonCounterSet::Statistic, "apart", 2);
+    let ctx = common::ctx(&device);
+    let mut work = ComputeWorkload::new(&ctx, 64, 16, 1).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.sample_counters(&stats, 0, false).unwrap();
+    common::run(cmd);
+    let cmd = CommandBuffer::new(&device).unwrap();
+    work.record_dispatch(device.raw(), cmd.raw());
+    common::run(cmd);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.sample_counters(&stats, 1, false).unwrap();
+    common::run(cmd);
+    let resolved = stats.resolve_counter_range(0..2).unwrap();
+    assert!(resolved.all_written());
+    assert_eq!(
+        resolved.statistics_between(0, 1).unwrap(),
+        SampleValue::NotComparable
+    );
+    assert_ne!(resolved.origin(0), resolved.origin(1));
+    // SAFETY: the GPU finished every command buffer that used it.
+    unsafe { work.destroy(device.raw()) };
+    common::assert_no_validation_messages(&device);
+}
+
+/// Item 12: a heap cannot be invalidated while a GPU resolve of it is
+/// recorded and unfinished (before, the GPU wrote the error value where the
+/// CPU said Invalidated, or waited on a reset query for ever); afterwards
+/// the GPU and CPU resolves agree.
+#[test]
+fn invalidate_waits_for_a_recorded_gpu_resolve() {
+    let device = common::device();
+    let entries = heap(&device, 2);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.write_timestamp(TimestampGranularity::Precise, &entries, 0)
+        .unwrap();
+    cmd.write_timestamp(TimestampGranularity::Precise, &entries, 1)
+        .unwrap();
+    common::run(cmd);
+    let destination = GpuBuffer::new(&device, 16, MemoryLocation::HostVisible).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.resolve_counter_heap(&entries, 0..2, &destination, 0)
+        .unwrap();
+    let e = entries.invalidate_counter_range(0..1).unwrap_err();
+    assert!(e.to_string().contains("GPU resolve"), "{e}");
+    common::run(cmd);
+    let cpu = entries.resolve_counter_range(0..2).unwrap();
+    assert_eq!(destination.read(0, 16).unwrap(), cpu.as_bytes());
+    entries.invalidate_counter_range(0..1).unwrap();
+    let cpu = entries.resolve_counter_range(0..2).unwrap();
+    assert_eq!(cpu.statuses()[0], SampleStatus::Invalidated);
+    common::assert_no_validation_messages(&device);
+}
+
+/// Item 13: a relaxed write, then a precise write to the same heap index in
+/// one pass: the later, precise one wins (before, it was lost to the relaxed
+/// timestamp coalesced at the pass's end).
+#[test]
+fn later_precise_write_wins_over_relaxed() {
+    let device = common::device();
+    let entries = heap(&device, 3);
+    let ctx = common::ctx(&device);
+    let mut work = ComputeWorkload::new(&ctx, 64, 64, 64).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    let mut pass = cmd
+        .compute_encoder(&ComputePassDescriptor::default())
+        .unwrap();
+    pass.write_timestamp(TimestampGranularity::Relaxed, &entries, 0)
+        .unwrap();
+    pass.write_timestamp(TimestampGranularity::Relaxed, &entries, 1)
+        .unwrap();
+    pass.write_timestamp(TimestampGranularity::Precise, &entries, 0)
+        .unwrap();
+    pass.write_timestamp(TimestampGranularity::Precise, &entries, 2)
+        .unwrap();
+    work.record_dispatch(device.raw(), pass.raw());
+    pass.end_encoding().unwrap();
+    common::run(cmd);
+    let resolved = entries.resolve_counter_range(0..3).unwrap();
+    assert!(resolved.all_written(), "{:?}", resolved.statuses());
+    let t: Vec<u64> = resolved
+        .timestamps()
+        .unwrap()
+        .iter()
+        .map(|t| t.timestamp)
+        .collect();
+    // 0 and 2 are precise, in that order, before the dispatch; 1 is the
+    // pass's end, after it.
+    assert!(t[0] <= t[2] && t[2] <= t[1], "{t:?}");
+    assert_eq!(
+        resolved.sample::<CounterResultTimestamp>(0).unwrap(),
+        SampleValue::Value(CounterResultTimestamp { timestamp: t[0] })
+    );
+    // SAFETY: the GPU finished the command buffer that used it.
+    unsafe { work.destroy(device.raw()) };
+    common::assert_no_validation_messages(&device);
+}
+
+/// Item 14: indices recorded in a command buffer dropped without being
+/// submitted are not pending for ever: they resolve as not written and can
+/// be reset and written again (before: NotReady for ever, and reset failed
+/// even after wait_idle).
+#[test]
+fn indices_of_an_abandoned_command_buffer_can_be_reset() {
+    let device = common::device();
+    let times = buffer(&device, CommonCounterSet::Timestamp, "abandoned", 2);
+    let stats = buffer(&device, CommonCounterSet::Statistic, "abandoned", 2);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.sample_counters(&times, 0, true).unwrap();
+    cmd.sample_counters(&stats, 0, false).unwrap();
+    cmd.sample_counters(&stats, 1, false).unwrap();
+    assert!(times.reset().is_err(), "recorded, not submitted: pending");
+    drop(cmd);
+    let resolved = times.resolve_counter_range(0..2).unwrap();
+    assert_eq!(resolved.statuses()[0], SampleStatus::NotWritten);
+    let resolved = stats.resolve_counter_range(0..2).unwrap();
+    assert_eq!(
+        resolved.statuses(),
+        &[SampleStatus::NotWritten, SampleStatus::NotWritten]
+    );
+    times.reset().unwrap();
+    stats.reset().unwrap();
+    // Written again, without a reset in between too.
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.sample_counters(&times, 0, true).unwrap();
+    drop(cmd);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.sample_counters(&times, 0, true).unwrap();
+    cmd.sample_counters(&stats, 0, false).unwrap();
+    cmd.sample_counters(&stats, 1, false).unwrap();
+    common::run(cmd);
+    assert_eq!(
+        times.resolve_counter_range(0..1).unwrap().statuses(),
+        &[SampleStatus::Written]
+    );
+    assert!(stats.resolve_counter_range(0..2).unwrap().all_written());
+    common::assert_no_validation_messages(&device);
+}
