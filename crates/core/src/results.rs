@@ -405,4 +405,99 @@ mod tests {
         assert_eq!(d.vertex_invocations, 6);
         assert_eq!(d.compute_kernel_invocations, 100);
     }
+
+    /// Soundness item 9: a counter either side lacks stays the error value
+    /// (it saturated to 0 before), and so does a start above the end.
+    #[test]
+    fn since_keeps_the_error_value() {
+        let start = CounterResultStatistic {
+            compute_kernel_invocations: 10,
+            fragments_passed: COUNTER_ERROR_VALUE,
+            vertex_invocations: 7,
+            ..Default::default()
+        };
+        let end = CounterResultStatistic {
+            compute_kernel_invocations: 110,
+            fragments_passed: 5,
+            vertex_invocations: 3,
+            ..Default::default()
+        };
+        let d = end.since(&start);
+        assert_eq!(d.compute_kernel_invocations, 100);
+        assert_eq!(d.fragments_passed, COUNTER_ERROR_VALUE);
+        assert_eq!(d.vertex_invocations, COUNTER_ERROR_VALUE);
+        assert_eq!(d.clipper_invocations, 0);
+        let lacking = CounterResultStatistic {
+            fragments_passed: COUNTER_ERROR_VALUE,
+            ..end
+        };
+        assert_eq!(lacking.since(&end).fragments_passed, COUNTER_ERROR_VALUE);
+    }
+
+    /// Soundness item 8: samples of different origins are not comparable;
+    /// a missing sample gives its own status.
+    #[test]
+    fn statistics_between_checks_origins_and_statuses() {
+        let a = CounterResultStatistic {
+            compute_kernel_invocations: 4,
+            ..Default::default()
+        };
+        let b = CounterResultStatistic {
+            compute_kernel_invocations: 1028,
+            ..Default::default()
+        };
+        let bytes: Vec<u8> = [a, b, b]
+            .iter()
+            .flat_map(|s| bytemuck::bytes_of(s).to_vec())
+            .collect();
+        let r = ResolvedCounters::new(
+            CommonCounterSet::Statistic,
+            0,
+            bytes,
+            vec![SampleStatus::Written; 3],
+        )
+        .unwrap();
+        assert_eq!(
+            r.statistics_between(0, 1).unwrap(),
+            SampleValue::NotComparable,
+            "no origins known"
+        );
+        let r = r.with_origins(vec![7, 7, 9]).unwrap();
+        match r.statistics_between(0, 1).unwrap() {
+            SampleValue::Value(d) => assert_eq!(d.compute_kernel_invocations, 1024),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            r.statistics_between(0, 2).unwrap(),
+            SampleValue::NotComparable
+        );
+        let mut statuses = vec![SampleStatus::Written; 3];
+        statuses[1] = SampleStatus::NotReady;
+        let r = ResolvedCounters::new(
+            CommonCounterSet::Statistic,
+            0,
+            r.as_bytes().to_vec(),
+            statuses,
+        )
+        .unwrap()
+        .with_origins(vec![7, 7, 7])
+        .unwrap();
+        assert_eq!(r.statistics_between(0, 1).unwrap(), SampleValue::NotReady);
+        assert!(r.with_origins(vec![1]).is_err());
+    }
+
+    /// Soundness item 19: the error names the index given, not its low 32
+    /// bits.
+    #[test]
+    fn out_of_range_message_names_the_real_index() {
+        let r = ResolvedCounters::new(
+            CommonCounterSet::Timestamp,
+            0,
+            5u64.to_ne_bytes().to_vec(),
+            vec![SampleStatus::Written],
+        )
+        .unwrap();
+        let e = r.sample::<CounterResultTimestamp>(1 << 32).unwrap_err();
+        assert!(e.to_string().contains("4294967296"), "{e}");
+    }
 }

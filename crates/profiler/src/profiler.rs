@@ -598,8 +598,11 @@ impl Profiler {
             }
         }
         let result = self.resolve(&slot.store, index, cpu_submit_ns)?;
+        // A frame none of whose samples the GPU wrote (its command buffers
+        // were dropped unsubmitted) has no work to wait for.
+        let ran = |r: &FrameResult| !r.scopes.is_empty() || r.drops.failed > 0;
         match result {
-            Some(result) if slot.marker || !gpu_work => {
+            Some(result) if slot.marker || !gpu_work || !ran(&result) => {
                 st.pending[i].stage = Stage::Done(result);
                 Ok(true)
             }

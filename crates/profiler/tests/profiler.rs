@@ -650,3 +650,99 @@ fn wait_times_out_with_a_typed_error_and_misuse_is_reported() {
     drop(profiler);
     assert_no_validation_messages(&device);
 }
+
+/// Soundness item 1: the profiler dropped before its frame's command buffer
+/// is committed (a segfault before): the command buffer holds the ring's
+/// sample buffers until the GPU is done with them.
+#[test]
+fn profiler_dropped_before_its_command_buffer_is_committed() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(2, 4, true, WAIT)).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let scope = frame.scope(&mut cmd, "outlives", PassKind::Scope).unwrap();
+    scope.end(&mut cmd).unwrap();
+    drop(frame);
+    drop(profiler);
+    cmd.commit().unwrap().wait().unwrap();
+    assert_no_validation_messages(&device);
+}
+
+/// Soundness item 14: a frame whose command buffer is dropped without being
+/// submitted does not block later frames; its scopes are counted as
+/// abandoned, and the ring neither grows nor stalls.
+#[test]
+fn abandoned_frame_does_not_block_later_frames() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(2, 4, true, WhenFull::Grow)).unwrap();
+    let mut results = Vec::new();
+    for n in 0..6 {
+        let frame = profiler.begin_frame().unwrap();
+        let mut cmd = CommandBuffer::new(&device).unwrap();
+        let outer = frame.scope(&mut cmd, "outer", PassKind::Scope).unwrap();
+        let inner = frame.scope(&mut cmd, "inner", PassKind::Compute).unwrap();
+        inner.end(&mut cmd).unwrap();
+        outer.end(&mut cmd).unwrap();
+        if n == 1 {
+            drop(cmd);
+            profiler.end_frame(frame, None).unwrap();
+        } else {
+            let submission = cmd.commit().unwrap();
+            profiler
+                .end_frame(frame, Some(submission.cpu_submit_ns()))
+                .unwrap();
+            submission.wait().unwrap();
+        }
+        results.extend(profiler.collect().unwrap());
+    }
+    results.extend(profiler.wait_collect_all(Duration::from_secs(10)).unwrap());
+    assert_eq!(results.len(), 6, "every frame comes back once");
+    for (n, r) in results.iter().enumerate() {
+        assert_eq!(r.index, n as u64);
+        if n == 1 {
+            assert!(r.scopes.is_empty());
+            assert_eq!(
+                r.drops,
+                DropCounts {
+                    abandoned: 2,
+                    ..DropCounts::default()
+                }
+            );
+        } else {
+            assert_eq!(r.scopes.len(), 2, "frame {n}");
+            assert_eq!(r.drops, DropCounts::default(), "frame {n}");
+        }
+    }
+    assert_eq!(
+        profiler.ring_size(),
+        2,
+        "the abandoned frame did not grow the ring"
+    );
+    assert_eq!(profiler.dropped_scopes_total(), 2);
+    drop(profiler);
+    assert_no_validation_messages(&device);
+}
+
+/// Soundness item 17: huge ring sizes are typed errors naming the option
+/// and its limit, not an abort.
+#[test]
+fn huge_profiler_options_are_refused() {
+    let device = device();
+    for (ring, scopes, what) in [
+        (usize::MAX, 1, "frames_in_flight"),
+        (
+            gpu_counters_profiler::MAX_FRAMES_IN_FLIGHT + 1,
+            1,
+            "frames_in_flight",
+        ),
+        (64, 1 << 18, "max_scopes_per_frame"),
+        (1, u32::MAX, "max_scopes_per_frame"),
+    ] {
+        let e = Profiler::new(&device, options(ring, scopes, true, WAIT)).unwrap_err();
+        assert!(
+            matches!(&e, ProfilerError::InvalidOptions(m) if m.contains(what) && m.contains("limit")),
+            "{ring} x {scopes}: {e}"
+        );
+    }
+    assert_no_validation_messages(&device);
+}

@@ -298,8 +298,7 @@ impl<'c> EncoderCore<'c> {
                 continue;
             }
             let mut slots = a.buffer.inner.lock()?;
-            if a
-                .buffer
+            if a.buffer
                 .inner
                 .prepare_write(&mut slots, index, false, &mut self.cmd.tracker)?
             {

@@ -12,16 +12,16 @@
 //! end minus start of two samples is exactly what the GPU counted between them.
 
 use crate::buffer::{BufferRef, GpuBuffer, MemoryLocation};
+use crate::command::Tracker;
 use crate::query::QueryPool;
 use crate::resolve::{ResolveParams, RESOLVE_WORKGROUP};
+use crate::ticket::{Phase, Ticket};
 use crate::Device;
 use ash::vk;
 use gpu_counters_core::{
     CommonCounter, CommonCounterSet, Error, InvalidInput, ResolvedCounters, Result, SampleStatus,
     StorageMode, COUNTER_ERROR_VALUE,
 };
-use crate::command::Tracker;
-use crate::ticket::{Phase, Ticket};
 use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};

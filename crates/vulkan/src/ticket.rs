@@ -105,12 +105,14 @@ impl Ticket {
         let _ = self
             .0
             .phase
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
-                match Phase::from_u8(old) {
+            .fetch_update(
+                Ordering::AcqRel,
+                Ordering::Acquire,
+                |old| match Phase::from_u8(old) {
                     Phase::Done | Phase::Abandoned => None,
                     _ => Some(phase as u8),
-                }
-            });
+                },
+            );
     }
 
     /// The GPU finished: releases what the ticket holds.
