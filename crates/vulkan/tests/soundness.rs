@@ -563,3 +563,70 @@ fn indices_of_an_abandoned_command_buffer_can_be_reset() {
     assert!(stats.resolve_counter_range(0..2).unwrap().all_written());
     common::assert_no_validation_messages(&device);
 }
+
+/// Items 1 and 2 for a caller's command buffer: the wrapper, then its
+/// completion handle, hold the sample buffer until the caller signals that
+/// the GPU finished, even when the caller dropped the buffer and the wrapper
+/// before submitting.
+#[test]
+fn callers_command_buffer_holds_until_signaled() {
+    let device = common::device();
+    let d = device.raw();
+    // SAFETY: a pool and command buffer of the device's queue family,
+    // destroyed below after the fence wait.
+    let (pool, raw, fence) = unsafe {
+        let pool = d
+            .create_command_pool(
+                &vk::CommandPoolCreateInfo::default()
+                    .queue_family_index(device.queue_family_index()),
+                None,
+            )
+            .unwrap();
+        let raw = d
+            .allocate_command_buffers(
+                &vk::CommandBufferAllocateInfo::default()
+                    .command_pool(pool)
+                    .command_buffer_count(1),
+            )
+            .unwrap()[0];
+        d.begin_command_buffer(raw, &vk::CommandBufferBeginInfo::default())
+            .unwrap();
+        let fence = d.create_fence(&vk::FenceCreateInfo::default(), None).unwrap();
+        (pool, raw, fence)
+    };
+    let times = buffer(&device, CommonCounterSet::Timestamp, "caller's", 2);
+    let stats = buffer(&device, CommonCounterSet::Statistic, "caller's", 2);
+    // SAFETY: `raw` is recording, of the device's family, and the completion
+    // is signaled only after the fence wait below.
+    let mut cmd = unsafe { CommandBuffer::from_raw(&device, raw) };
+    cmd.sample_counters(&times, 0, true).unwrap();
+    cmd.sample_counters(&stats, 0, false).unwrap();
+    cmd.sample_counters(&times, 1, true).unwrap();
+    cmd.sample_counters(&stats, 1, false).unwrap();
+    cmd.end_statistics().unwrap();
+    let completion = cmd.completion();
+    drop(cmd);
+    let probe = times.clone();
+    drop(times);
+    drop(stats);
+    // SAFETY: the command buffer is complete; the queue is used under
+    // gpu-counters' lock, as `Device::from_raw` asks of every queue use.
+    unsafe {
+        d.end_command_buffer(raw).unwrap();
+        let infos = [vk::CommandBufferSubmitInfo::default().command_buffer(raw)];
+        let submit = [vk::SubmitInfo2::default().command_buffer_infos(&infos)];
+        let queue = device.queue().lock().unwrap();
+        d.queue_submit2(*queue, &submit, fence).unwrap();
+        drop(queue);
+        d.wait_for_fences(&[fence], true, u64::MAX).unwrap();
+    }
+    completion.signal();
+    let resolved = probe.resolve_counter_range(0..2).unwrap();
+    assert!(resolved.all_written(), "{:?}", resolved.statuses());
+    // SAFETY: the GPU finished with both.
+    unsafe {
+        d.destroy_fence(fence, None);
+        d.destroy_command_pool(pool, None);
+    }
+    common::assert_no_validation_messages(&device);
+}
