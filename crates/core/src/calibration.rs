@@ -323,13 +323,10 @@ impl Calibration {
     pub fn tick_delta(&self, from: u64, to: u64) -> i64 {
         let mask = self.mask();
         let d = to.wrapping_sub(from) & mask;
-        if self.valid_bits >= 64 {
-            d as i64
-        } else if d >= 1u64 << (self.valid_bits - 1) {
-            d as i64 - (1i64 << self.valid_bits)
-        } else {
-            d as i64
-        }
+        // Sign-extend the valid bits (no overflow at 63 bits, unlike
+        // subtracting 2^bits).
+        let unused = 64 - self.valid_bits;
+        ((d << unused) as i64) >> unused
     }
 
     /// Nanoseconds between two timestamps of one interval, wrap-around handled.
@@ -661,6 +658,18 @@ mod tests {
         }
         let true_rate = 1.0 / (1.0 + 50e-6);
         assert!((c.rate_ns_per_tick() - true_rate).abs() < 1e-6);
+    }
+
+    /// Regression: `tick_delta` overflowed (a panic in debug) at 63 bits.
+    #[test]
+    fn tick_delta_at_63_bits() {
+        let c = cal(1.0, 63, pair(1_000, 0, 0));
+        assert_eq!(c.tick_delta(0, (1 << 63) - 1), -1);
+        assert_eq!(c.tick_delta(0, 1 << 62), -(1 << 62));
+        assert_eq!(c.tick_delta(5, 3), -2);
+        assert_eq!(cal(1.0, 1, pair(1, 0, 0)).tick_delta(0, 1), -1);
+        assert_eq!(cal(1.0, 64, pair(1, 0, 0)).tick_delta(0, u64::MAX), -1);
+        assert!(c.to_cpu_ns(1 << 62).is_ok());
     }
 
     /// Regression (item 10): stale anchors were silently ignored.
