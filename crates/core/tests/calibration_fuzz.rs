@@ -220,21 +220,34 @@ fn check(s: &Scenario) -> Result<(), String> {
     Ok(())
 }
 
-proptest! {
-    #![proptest_config(config())]
-
-    /// Conversions stay inside their bound and are monotonic, over valid
-    /// bits 32..=64, periods 0.5..=100 ns, drift within ±100 ppm, 1 to 24
-    /// anchors at the refit interval disagreeing with the truth within their
-    /// deviation (0 to 5 µs), and counters starting anywhere (half of the
-    /// cases just before a wrap).
-    ///
-    /// Reproduce a million cases:
-    /// `PROPTEST_CASES=1000000 cargo test --release -p gpu-counters-core --test calibration_fuzz`
-    #[test]
-    fn conversions_inside_bound_and_monotonic(s in scenario()) {
-        if let Err(e) = check(&s) {
-            prop_assert!(false, "{}", e);
-        }
+/// Conversions stay inside their bound and are monotonic, over valid bits
+/// 32..=64, periods 0.5..=100 ns, drift within ±100 ppm, 1 to 24 anchors at
+/// the refit interval disagreeing with the truth within their deviation (0
+/// to 5 µs), and counters starting anywhere (half of the cases just before a
+/// wrap). Prints the number of cases run and failed.
+///
+/// Reproduce a million cases (about 30 s):
+/// `PROPTEST_CASES=1000000 cargo test --release -p gpu-counters-core --test calibration_fuzz -- --nocapture`
+#[test]
+fn conversions_inside_bound_and_monotonic() {
+    use proptest::test_runner::{TestCaseError, TestRunner};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let (cases, failures) = (AtomicU64::new(0), AtomicU64::new(0));
+    let mut runner = TestRunner::new(config());
+    let result = runner.run(&scenario(), |s| {
+        cases.fetch_add(1, Ordering::Relaxed);
+        check(&s).map_err(|e| {
+            failures.fetch_add(1, Ordering::Relaxed);
+            TestCaseError::fail(e)
+        })
+    });
+    eprintln!(
+        "calibration fuzz: {} cases run (config {}), {} failed (shrinking included)",
+        cases.load(Ordering::Relaxed),
+        runner.config().cases,
+        failures.load(Ordering::Relaxed)
+    );
+    if let Err(e) = result {
+        panic!("{e}");
     }
 }
