@@ -17,8 +17,9 @@ pub struct DropCounts {
     /// The scope was begun but never ended (its [`Scope`](crate::Scope) was
     /// dropped, or `end` failed on a misuse).
     pub not_ended: u32,
-    /// Recording a sample failed, or the GPU reported a sample as failed or
-    /// never wrote it.
+    /// Recording a sample failed, the GPU reported a sample as failed or
+    /// never wrote it, or the scope's timestamps could not be mapped onto the
+    /// CPU clock (or end before they start).
     pub failed: u32,
 }
 
