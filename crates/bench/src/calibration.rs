@@ -62,10 +62,17 @@ pub(crate) fn measure(
             )));
         }
         let ticks = resolved.timestamps()?[0].timestamp;
-        let t = refit.to_cpu_ns(ticks);
+        let t = refit
+            .to_cpu_ns(ticks)
+            .map_err(gpu_counters_core::Error::from)?;
         // Error of the fixed calibration, with the refitted one (checked
-        // against the CPU bracket just below) as the reference.
-        errors.push(fixed.to_cpu_ns(ticks).ns as f64 - t.ns as f64);
+        // against the CPU bracket just below) as the reference. The fixed
+        // one's newest anchor is old: unwrap around the submission's time.
+        let fixed_ns = fixed
+            .to_cpu_ns_near(ticks, before)
+            .map_err(gpu_counters_core::Error::from)?
+            .ns;
+        errors.push(fixed_ns as f64 - t.ns as f64);
         max_refit_bound_ns = max_refit_bound_ns.max(t.error_bound_ns);
         if t.ns.saturating_add(t.error_bound_ns) < before
             || t.ns.saturating_sub(t.error_bound_ns) > after

@@ -504,8 +504,13 @@ fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResu
                         pass.label
                     ))
                 })?;
-            let start = calibration.to_cpu_ns(start_ticks);
-            let end = calibration.to_cpu_ns(end_ticks);
+            let convert = |ticks: u64| {
+                calibration.to_cpu_ns(ticks).map_err(|e| {
+                    CliError::Failure(format!("frame {frame}, pass {}: {e}", pass.label))
+                })
+            };
+            let start = convert(start_ticks)?;
+            let end = convert(end_ticks)?;
             let start_ns = start.ns;
             let end_ns = start_ns + interval.round() as u64;
             let error_bound_ns = start.error_bound_ns.max(end.error_bound_ns);

@@ -1,3 +1,5 @@
+use crate::error::{Error, InvalidInput, Result};
+use crate::results::COUNTER_ERROR_VALUE;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -42,14 +44,42 @@ pub struct TimestampPair {
 /// A GPU timestamp mapped onto the CPU clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CalibratedTime {
-    /// `CLOCK_MONOTONIC` nanoseconds.
+    /// `CLOCK_MONOTONIC` nanoseconds; never [`COUNTER_ERROR_VALUE`].
     pub ns: u64,
-    /// The true time lies within `ns ± error_bound_ns`.
+    /// The true time lies within `ns ± error_bound_ns` (saturated at
+    /// `u64::MAX`, never wrapped).
     pub error_bound_ns: u64,
 }
 
+/// Why [`Calibration::to_cpu_ns`] could not map a timestamp onto the CPU
+/// clock. Converts into [`Error::Invalid`] with `?`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum ConversionError {
+    /// The timestamp is [`COUNTER_ERROR_VALUE`]: the sample has no value.
+    #[error("timestamp is the counter error value (u64::MAX): the sample has no value")]
+    ErrorValue,
+    /// The timestamp maps to a CPU time before 0 ns.
+    #[error("timestamp {ticks} maps to a CPU time before 0 ns")]
+    BeforeZero {
+        /// The raw timestamp.
+        ticks: u64,
+    },
+    /// The timestamp maps to a CPU time that does not fit below `u64::MAX` ns.
+    #[error("timestamp {ticks} maps to a CPU time past u64::MAX - 1 ns")]
+    TooLate {
+        /// The raw timestamp.
+        ticks: u64,
+    },
+}
+
+impl From<ConversionError> for Error {
+    fn from(e: ConversionError) -> Self {
+        Error::Invalid(InvalidInput::TimestampConversion(e))
+    }
+}
+
 /// How often, in CPU nanoseconds, a calibration should be refitted so that
-/// drift and 32-bit wrap-around stay well inside the bound.
+/// drift and wrap-around stay well inside the bound.
 pub const REFIT_INTERVAL_NS: u64 = 250_000_000;
 
 /// Largest rate error assumed between two clocks before two anchors have been
@@ -57,49 +87,149 @@ pub const REFIT_INTERVAL_NS: u64 = 250_000_000;
 /// crystal oscillators.
 const UNMEASURED_DRIFT: f64 = 200e-6;
 
+/// Largest relative distance assumed between the true tick rate and the
+/// nominal period: a measured rate further off is not trusted, and it is the
+/// margin used to count wraps between anchors.
+const RATE_TOLERANCE: f64 = 0.01;
+
+/// Relative change of the tick rate allowed between and after anchors (the
+/// clocks are not exactly affine): one part per million.
+const RATE_CHANGE: f64 = 1e-6;
+
+/// Allowance for the rounding of `f64` arithmetic, relative to the offset
+/// computed from an anchor (a few ulps, generously).
+const F64_ERROR: f64 = 16.0 * f64::EPSILON;
+
+/// Most wraps counted between two consecutive anchors.
+const MAX_WRAPS: f64 = 1_048_576.0;
+
+/// Largest magnitude of an extended tick: far from `i128`'s limits.
+const MAX_EXTENDED: i128 = 1 << 120;
+
 /// Anchors kept for fitting the rate.
 const MAX_ANCHORS: usize = 16;
 
+/// An anchor with its ticks on the unwrapped (extended) tick line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Anchor {
+    /// The pair, ticks masked to the valid bits.
+    pair: TimestampPair,
+    /// `pair.gpu_ticks` plus the wraps counted since the first anchor.
+    ext: i128,
+}
+
 /// Maps GPU timestamps onto the CPU clock with an error bound.
 ///
-/// A calibration holds recent [`TimestampPair`]s (anchors). A timestamp is
-/// converted from the nearest anchor using the tick rate fitted across the
-/// anchors (the nominal timestamp period until two anchors are far enough
-/// apart), so the bound is the anchor's max deviation, plus the rate's
-/// uncertainty times the distance from the anchor, plus one tick. Ticks are
-/// masked to the valid bits and differences are taken modulo 2^bits, so
-/// wrap-around is handled as long as anchors are refreshed more often than
-/// half a wrap period ([`Calibration::needs_refit`]).
+/// A calibration holds up to 16 recent [`TimestampPair`]s (anchors) on an
+/// unwrapped tick line: each new anchor's ticks are unwrapped against the
+/// previous anchor's, the number of wraps chosen from the CPU time elapsed
+/// between them, so CPU time and extended ticks both strictly increase along
+/// the anchors.
+///
+/// **Window.** [`Calibration::to_cpu_ns`] unwraps a timestamp to within half
+/// a wrap (2^(valid_bits-1) ticks) of the newest anchor: before or after it.
+/// A timestamp further away converts one or more wraps off; refit at least
+/// every [`REFIT_INTERVAL_NS`] ([`Calibration::needs_refit`]) and convert
+/// timestamps soon after they are taken, or use
+/// [`Calibration::to_cpu_ns_near`] with a CPU time near the timestamp's.
+///
+/// **Conversion.** Between two anchors a timestamp is interpolated linearly
+/// (continuous, and monotonic since every segment rises); before the oldest
+/// and after the newest anchor it is extrapolated with the rate fitted across
+/// the anchors (the nominal period until the anchors are far enough apart to
+/// measure it). Conversion is monotonic in the unwrapped tick.
+///
+/// **Bound.** Between two anchors: the larger of their max deviations (an
+/// affine clock error is linear between two points) plus one part per million
+/// of a period per tick to the nearer anchor for rate changes; outside them:
+/// the end anchor's max deviation plus the rate's uncertainty times the
+/// distance. Always plus one tick (a tick stands for an interval of one
+/// period) and rounding. The bound assumes the true tick rate is within 200
+/// ppm of the nominal period until it has been measured, and within 1% once
+/// measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Calibration {
     method: CalibrationMethod,
     period_ns: f64,
     valid_bits: u32,
-    anchors: VecDeque<TimestampPair>,
+    /// Never empty; oldest first.
+    anchors: VecDeque<Anchor>,
     rate_ns_per_tick: f64,
     rate_uncertainty: f64,
+}
+
+/// An [`InvalidInput::Calibration`] error.
+fn invalid(field: &'static str, value: impl std::fmt::Display, reason: &'static str) -> Error {
+    Error::Invalid(InvalidInput::Calibration {
+        field,
+        value: value.to_string(),
+        reason,
+    })
+}
+
+/// `x` rounded up to an integer, saturated into `u64` (NaN gives `u64::MAX`).
+fn ceil_saturating(x: f64) -> u64 {
+    if x.is_nan() || x >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        x.ceil().max(0.0) as u64
+    }
+}
+
+/// What a new anchor's ticks make of the extended tick line.
+enum Unwrapped {
+    /// The new anchor's extended ticks.
+    At(i128),
+    /// The wraps between the anchors cannot be counted for sure (too long a
+    /// gap, deviations too large, or a clock inconsistent with the anchors).
+    Ambiguous,
 }
 
 impl Calibration {
     /// A calibration for a device with the given timestamp period and valid
     /// bits, starting from one anchor.
+    ///
+    /// Errors ([`InvalidInput::Calibration`]): `period_ns` is NaN, infinite,
+    /// zero or negative; `valid_bits` is outside `1..=64`; the anchor's
+    /// `gpu_ticks` is [`COUNTER_ERROR_VALUE`].
     pub fn new(
         method: CalibrationMethod,
         period_ns: f64,
         valid_bits: u32,
         first: TimestampPair,
-    ) -> Self {
-        let valid_bits = valid_bits.clamp(1, 64);
+    ) -> Result<Self> {
+        if !(period_ns.is_finite() && period_ns > 0.0) {
+            return Err(invalid(
+                "period_ns",
+                period_ns,
+                "is not finite and positive",
+            ));
+        }
+        if !(1..=64).contains(&valid_bits) {
+            return Err(invalid("valid_bits", valid_bits, "is outside 1..=64"));
+        }
+        Self::check_ticks(&first)?;
         let mut c = Self {
             method,
             period_ns,
             valid_bits,
-            anchors: VecDeque::new(),
+            anchors: VecDeque::with_capacity(MAX_ANCHORS + 1),
             rate_ns_per_tick: period_ns,
             rate_uncertainty: period_ns * UNMEASURED_DRIFT,
         };
-        c.add_anchor(first);
-        c
+        c.restart(first);
+        Ok(c)
+    }
+
+    fn check_ticks(pair: &TimestampPair) -> Result<()> {
+        if pair.gpu_ticks == COUNTER_ERROR_VALUE {
+            return Err(invalid(
+                "gpu_ticks",
+                pair.gpu_ticks,
+                "is the counter error value",
+            ));
+        }
+        Ok(())
     }
 
     /// The method anchors come from.
@@ -118,7 +248,8 @@ impl Calibration {
     }
 
     /// Uncertainty of the fitted rate, in nanoseconds per tick: a conversion
-    /// `d` ticks from its anchor adds `|d|` times this to the bound.
+    /// `d` ticks before the oldest or after the newest anchor adds `|d|` times
+    /// this to the bound.
     pub fn rate_uncertainty(&self) -> f64 {
         self.rate_uncertainty
     }
@@ -137,42 +268,49 @@ impl Calibration {
         }
     }
 
-    /// The anchors currently held, oldest first.
-    pub fn anchors(&self) -> impl Iterator<Item = &TimestampPair> {
-        self.anchors.iter()
+    /// Ticks in one wrap: 2^valid_bits.
+    fn wrap(&self) -> i128 {
+        1i128 << self.valid_bits
     }
 
-    /// The newest anchor.
-    pub fn latest(&self) -> TimestampPair {
+    /// The anchors currently held, oldest first.
+    pub fn anchors(&self) -> impl Iterator<Item = &TimestampPair> {
+        self.anchors.iter().map(|a| &a.pair)
+    }
+
+    fn newest(&self) -> Anchor {
+        // Invariant: `new` and `restart` leave one anchor, nothing removes
+        // the last one.
         *self
             .anchors
             .back()
             .expect("a calibration always holds an anchor")
     }
 
+    /// The newest anchor.
+    pub fn latest(&self) -> TimestampPair {
+        self.newest().pair
+    }
+
     /// Smallest max deviation among the anchors held.
     pub fn max_deviation_ns(&self) -> u64 {
         self.anchors
             .iter()
-            .map(|a| a.max_deviation_ns)
+            .map(|a| a.pair.max_deviation_ns)
             .min()
             .unwrap_or(0)
     }
 
     /// The bound for a timestamp taken right at the newest anchor.
     pub fn error_bound_ns(&self) -> u64 {
-        self.latest().max_deviation_ns + self.quantization_ns().ceil() as u64
+        ceil_saturating(self.latest().max_deviation_ns as f64 + self.quantization_ns() + 1.0)
     }
 
-    /// What a tick's granularity adds to an anchor's deviation. The max
-    /// deviation of calibrated timestamps already includes the clocks'
-    /// periods (the Vulkan specification defines it so); a bracketed read
-    /// does not.
+    /// What a tick's granularity adds to every bound: one tick at the slowest
+    /// rate assumed (the nominal period plus 1%). A timestamp stands for the
+    /// interval of one tick, and so does an anchor's.
     pub fn quantization_ns(&self) -> f64 {
-        match self.method {
-            CalibrationMethod::Bracketing => self.period_ns.max(1.0),
-            _ => 0.0,
-        }
+        self.period_ns * (1.0 + RATE_TOLERANCE)
     }
 
     /// Whether the newest anchor is older than [`REFIT_INTERVAL_NS`] at CPU
@@ -185,13 +323,10 @@ impl Calibration {
     pub fn tick_delta(&self, from: u64, to: u64) -> i64 {
         let mask = self.mask();
         let d = to.wrapping_sub(from) & mask;
-        if self.valid_bits >= 64 {
-            d as i64
-        } else if d >= 1u64 << (self.valid_bits - 1) {
-            d as i64 - (1i64 << self.valid_bits)
-        } else {
-            d as i64
-        }
+        // Sign-extend the valid bits (no overflow at 63 bits, unlike
+        // subtracting 2^bits).
+        let unused = 64 - self.valid_bits;
+        ((d << unused) as i64) >> unused
     }
 
     /// Nanoseconds between two timestamps of one interval, wrap-around handled.
@@ -201,38 +336,112 @@ impl Calibration {
         (d >= 0).then_some(d as f64 * self.rate_ns_per_tick)
     }
 
-    /// Adds an anchor and refits the rate. Anchors whose CPU time is not newer
-    /// than the newest are ignored.
-    pub fn add_anchor(&mut self, mut pair: TimestampPair) {
-        pair.gpu_ticks &= self.mask();
-        if let Some(last) = self.anchors.back() {
-            if pair.cpu_ns <= last.cpu_ns {
-                return;
+    /// Adds an anchor and refits the rate.
+    ///
+    /// The anchor's ticks are unwrapped against the newest anchor's using the
+    /// CPU time between them. Where the number of wraps cannot be told for
+    /// sure (a gap of many wraps, deviations near half a wrap, or ticks that
+    /// disagree with the clock by more than the rate tolerance, as after a
+    /// counter reset), the older anchors are dropped and the calibration
+    /// restarts from this one, with the nominal period.
+    ///
+    /// Errors ([`InvalidInput::Calibration`]): `cpu_ns` is not after the
+    /// newest anchor's; `gpu_ticks` is [`COUNTER_ERROR_VALUE`] or, unwrapped,
+    /// not after the newest anchor's. The calibration is unchanged then.
+    pub fn add_anchor(&mut self, pair: TimestampPair) -> Result<()> {
+        Self::check_ticks(&pair)?;
+        let pair = TimestampPair {
+            gpu_ticks: pair.gpu_ticks & self.mask(),
+            ..pair
+        };
+        let last = self.newest();
+        if pair.cpu_ns <= last.pair.cpu_ns {
+            return Err(invalid(
+                "cpu_ns",
+                pair.cpu_ns,
+                "is not after the newest anchor's",
+            ));
+        }
+        match self.unwrap_anchor(&last, &pair) {
+            Unwrapped::At(ext) if ext > last.ext => {
+                self.anchors.push_back(Anchor { pair, ext });
+                while self.anchors.len() > MAX_ANCHORS {
+                    self.anchors.pop_front();
+                }
+                self.refit();
             }
+            Unwrapped::At(_) => {
+                return Err(invalid(
+                    "gpu_ticks",
+                    pair.gpu_ticks,
+                    "does not advance past the newest anchor's",
+                ))
+            }
+            Unwrapped::Ambiguous => self.restart(pair),
         }
-        self.anchors.push_back(pair);
-        while self.anchors.len() > MAX_ANCHORS {
-            self.anchors.pop_front();
+        Ok(())
+    }
+
+    /// Forgets every anchor and starts over from `pair` (ticks masked).
+    fn restart(&mut self, pair: TimestampPair) {
+        let pair = TimestampPair {
+            gpu_ticks: pair.gpu_ticks & self.mask(),
+            ..pair
+        };
+        self.anchors.clear();
+        self.anchors.push_back(Anchor {
+            pair,
+            ext: i128::from(pair.gpu_ticks),
+        });
+        self.rate_ns_per_tick = self.period_ns;
+        self.rate_uncertainty = self.period_ns * UNMEASURED_DRIFT;
+    }
+
+    /// The extended ticks of `pair`, a newer anchor than `last`.
+    fn unwrap_anchor(&self, last: &Anchor, pair: &TimestampPair) -> Unwrapped {
+        let wrap = self.wrap();
+        let wrap_f = wrap as f64;
+        let rate = self.rate_ns_per_tick;
+        let dcpu = pair.cpu_ns.saturating_sub(last.pair.cpu_ns) as f64;
+        let expected = dcpu / rate;
+        let raw = pair.gpu_ticks.wrapping_sub(last.pair.gpu_ticks) & self.mask();
+        let k = ((expected - raw as f64) / wrap_f).round();
+        if !k.is_finite() || k.abs() > MAX_WRAPS {
+            return Unwrapped::Ambiguous;
         }
-        self.refit();
+        let delta = i128::from(raw) + k as i128 * wrap;
+        // How far the true tick count may be from `expected`: both anchors'
+        // deviations and a tick each, and the rate tolerance over the gap.
+        let deviations = last.pair.max_deviation_ns as f64 + pair.max_deviation_ns as f64;
+        let tolerance =
+            (deviations + dcpu * RATE_TOLERANCE) / (rate * (1.0 - RATE_TOLERANCE)) + 2.0;
+        let miss = (delta as f64 - expected).abs();
+        if !(tolerance.is_finite() && 2.0 * tolerance < wrap_f && miss <= tolerance) {
+            return Unwrapped::Ambiguous;
+        }
+        match last.ext.checked_add(delta) {
+            Some(ext) if ext.abs() <= MAX_EXTENDED => Unwrapped::At(ext),
+            _ => Unwrapped::Ambiguous,
+        }
     }
 
     fn refit(&mut self) {
         let (Some(first), Some(last)) = (self.anchors.front(), self.anchors.back()) else {
             return;
         };
-        let span_cpu = last.cpu_ns.saturating_sub(first.cpu_ns) as f64;
-        let span_ticks = self.tick_delta(first.gpu_ticks, last.gpu_ticks) as f64;
-        let deviations = (first.max_deviation_ns + last.max_deviation_ns) as f64;
+        let span_cpu = last.pair.cpu_ns.saturating_sub(first.pair.cpu_ns) as f64;
+        let span_ticks = (last.ext - first.ext) as f64;
+        let deviations = first.pair.max_deviation_ns as f64 + last.pair.max_deviation_ns as f64;
         // Only trust a measured rate once the anchors' own errors are small
         // against the span: otherwise the nominal period is the better guess.
         if span_ticks > 0.0 && span_cpu > 100.0 * deviations.max(1.0) {
             let measured = span_cpu / span_ticks;
-            let uncertainty = deviations / span_ticks;
             let nominal_error = (measured - self.period_ns).abs();
-            if nominal_error <= self.period_ns * 0.01 {
+            if nominal_error <= self.period_ns * RATE_TOLERANCE {
+                // Each anchor is off by its deviation plus up to a tick.
+                let uncertainty = (deviations + 2.0 * self.quantization_ns()) / span_ticks;
                 self.rate_ns_per_tick = measured;
-                self.rate_uncertainty = uncertainty + self.period_ns * 1e-6;
+                self.rate_uncertainty = uncertainty + self.period_ns * RATE_CHANGE;
                 return;
             }
         }
@@ -240,27 +449,104 @@ impl Calibration {
         self.rate_uncertainty = self.period_ns * UNMEASURED_DRIFT;
     }
 
-    /// Maps a GPU timestamp (raw ticks) onto `CLOCK_MONOTONIC` nanoseconds.
-    pub fn to_cpu_ns(&self, ticks: u64) -> CalibratedTime {
-        let ticks = ticks & self.mask();
-        // Convert from the anchor nearest in ticks to keep extrapolation short.
-        let anchor = self
-            .anchors
-            .iter()
-            .min_by_key(|a| self.tick_delta(a.gpu_ticks, ticks).unsigned_abs())
-            .copied()
-            .unwrap_or_else(|| self.latest());
-        let d = self.tick_delta(anchor.gpu_ticks, ticks) as f64;
-        let ns = anchor.cpu_ns as f64 + d * self.rate_ns_per_tick;
-        // Half a nanosecond for rounding `ns` to an integer.
-        let bound = anchor.max_deviation_ns as f64
-            + d.abs() * self.rate_uncertainty
-            + self.quantization_ns()
-            + 0.5;
-        CalibratedTime {
-            ns: ns.round().max(0.0) as u64,
-            error_bound_ns: bound.ceil() as u64,
+    /// Maps a GPU timestamp (raw ticks; bits above the valid ones are
+    /// ignored) onto `CLOCK_MONOTONIC` nanoseconds. The timestamp is
+    /// unwrapped to within half a wrap of the newest anchor.
+    ///
+    /// Errors: [`ConversionError::ErrorValue`] for [`COUNTER_ERROR_VALUE`];
+    /// [`ConversionError::BeforeZero`] and [`ConversionError::TooLate`] where
+    /// the time does not fit in `0..u64::MAX`.
+    pub fn to_cpu_ns(&self, ticks: u64) -> Result<CalibratedTime, ConversionError> {
+        if ticks == COUNTER_ERROR_VALUE {
+            return Err(ConversionError::ErrorValue);
         }
+        let newest = self.newest();
+        let d = self.tick_delta(newest.pair.gpu_ticks, ticks & self.mask());
+        self.convert(ticks, newest.ext + i128::from(d))
+    }
+
+    /// As [`Calibration::to_cpu_ns`], but unwraps the timestamp to within
+    /// half a wrap of the tick the calibration expects at CPU time
+    /// `cpu_hint_ns` (for example, when the work was submitted), rather than
+    /// of the newest anchor. The hint must be within half a wrap period of
+    /// the timestamp's true time, less the rate's error over the distance.
+    pub fn to_cpu_ns_near(
+        &self,
+        ticks: u64,
+        cpu_hint_ns: u64,
+    ) -> Result<CalibratedTime, ConversionError> {
+        if ticks == COUNTER_ERROR_VALUE {
+            return Err(ConversionError::ErrorValue);
+        }
+        let newest = self.newest();
+        let guess = (i128::from(cpu_hint_ns) - i128::from(newest.pair.cpu_ns)) as f64
+            / self.rate_ns_per_tick;
+        if !guess.is_finite() || guess.abs() > MAX_EXTENDED as f64 {
+            return Err(if guess < 0.0 {
+                ConversionError::BeforeZero { ticks }
+            } else {
+                ConversionError::TooLate { ticks }
+            });
+        }
+        let center = newest.ext + guess as i128;
+        // Two's complement: the low bits of `center`, modulo 2^valid_bits.
+        let center_ticks = (center & i128::from(self.mask())) as u64;
+        let d = self.tick_delta(center_ticks, ticks & self.mask());
+        self.convert(ticks, center + i128::from(d))
+    }
+
+    /// Converts the extended tick `x` (of the raw timestamp `ticks`).
+    #[inline]
+    fn convert(&self, ticks: u64, x: i128) -> Result<CalibratedTime, ConversionError> {
+        let n = self.anchors.len();
+        let i = self.anchors.partition_point(|a| a.ext <= x);
+        // The anchor converted from, the offset from it in nanoseconds, the
+        // most the offset may be, and the bound before quantization.
+        let (base, offset, most, bound) = if i == 0 || i >= n {
+            let a = if i == 0 {
+                self.anchors[0]
+            } else {
+                self.newest()
+            };
+            let d = (x - a.ext) as f64;
+            let bound = a.pair.max_deviation_ns as f64 + d.abs() * self.rate_uncertainty;
+            (a.pair.cpu_ns, d * self.rate_ns_per_tick, None, bound)
+        } else {
+            let (a, b) = (self.anchors[i - 1], self.anchors[i]);
+            let len = b.ext - a.ext;
+            let along = x - a.ext;
+            let span = b.pair.cpu_ns - a.pair.cpu_ns;
+            let offset = along as f64 / len as f64 * span as f64;
+            let nearer = along.min(len - along) as f64;
+            let bound = a.pair.max_deviation_ns.max(b.pair.max_deviation_ns) as f64
+                + nearer * self.period_ns * RATE_CHANGE;
+            (a.pair.cpu_ns, offset, Some(span), bound)
+        };
+        let out_of_range = || {
+            if offset < 0.0 {
+                ConversionError::BeforeZero { ticks }
+            } else {
+                ConversionError::TooLate { ticks }
+            }
+        };
+        if !offset.is_finite() || offset.abs() >= u64::MAX as f64 {
+            return Err(out_of_range());
+        }
+        let mut offset_ns = offset.round() as i128;
+        if let Some(span) = most {
+            // Interpolation never passes the segment's end.
+            offset_ns = offset_ns.clamp(0, i128::from(span));
+        }
+        let ns = i128::from(base) + offset_ns;
+        if ns < 0 || ns >= i128::from(u64::MAX) {
+            return Err(out_of_range());
+        }
+        // One tick, rounding to an integer, and the f64 arithmetic's error.
+        let bound = bound + self.quantization_ns() + 1.0 + offset.abs() * F64_ERROR;
+        Ok(CalibratedTime {
+            ns: ns as u64,
+            error_bound_ns: ceil_saturating(bound),
+        })
     }
 }
 
@@ -276,6 +562,54 @@ mod tests {
         }
     }
 
+    fn cal(period: f64, bits: u32, first: TimestampPair) -> Calibration {
+        Calibration::new(
+            CalibrationMethod::CalibratedTimestampsKhr,
+            period,
+            bits,
+            first,
+        )
+        .expect("valid calibration")
+    }
+
+    /// An exact GPU clock: at CPU time `t` it reads
+    /// `floor((t - t0) * (1 + drift) / period) + start`, masked to `bits`.
+    #[derive(Debug, Clone, Copy)]
+    struct Clock {
+        t0: u64,
+        start: u64,
+        drift: f64,
+        period: f64,
+        bits: u32,
+    }
+
+    impl Clock {
+        /// Unwrapped ticks at `t`.
+        fn ext(&self, t: u64) -> i128 {
+            let elapsed = t as f64 - self.t0 as f64;
+            (elapsed * (1.0 + self.drift) / self.period).floor() as i128 + i128::from(self.start)
+        }
+        /// Masked ticks at `t`.
+        fn ticks(&self, t: u64) -> u64 {
+            (self.ext(t) & ((1i128 << self.bits) - 1)) as u64
+        }
+        /// An anchor read at `t`, its CPU time off by `offset`.
+        fn anchor(&self, t: u64, offset: i64, dev: u64) -> TimestampPair {
+            pair(t.saturating_add_signed(offset), self.ticks(t), dev)
+        }
+    }
+
+    /// Asserts that `t` (a conversion of a timestamp taken at `truth`) holds
+    /// the truth inside its bound.
+    fn assert_within(t: CalibratedTime, truth: u64, what: &str) {
+        let err = (i128::from(t.ns) - i128::from(truth)).unsigned_abs();
+        assert!(
+            err <= u128::from(t.error_bound_ns),
+            "{what}: error {err} ns over bound {} ns",
+            t.error_bound_ns
+        );
+    }
+
     #[test]
     fn converts_with_period() {
         let c = Calibration::new(
@@ -283,62 +617,362 @@ mod tests {
             2.0,
             64,
             pair(1_000_000, 500, 10),
-        );
-        let t = c.to_cpu_ns(1500);
+        )
+        .unwrap();
+        let t = c.to_cpu_ns(1500).unwrap();
         assert_eq!(t.ns, 1_002_000);
-        // 10 ns deviation + 1000 ticks * 2 ns * 200 ppm + one tick.
-        assert!(t.error_bound_ns >= 12 && t.error_bound_ns <= 13, "{t:?}");
+        // 10 ns deviation + 1000 ticks * 2 ns * 200 ppm + one tick + rounding.
+        assert!(t.error_bound_ns >= 12 && t.error_bound_ns <= 16, "{t:?}");
     }
 
     #[test]
     fn handles_wraparound_on_32_bits() {
-        let c = Calibration::new(
-            CalibrationMethod::CalibratedTimestampsKhr,
-            1.0,
-            32,
-            pair(10_000_000_000, u32::MAX as u64 - 99, 5),
-        );
+        let c = cal(1.0, 32, pair(10_000_000_000, u32::MAX as u64 - 99, 5));
         // 200 ticks later the counter has wrapped to 100.
-        assert_eq!(c.to_cpu_ns(100).ns, 10_000_000_200);
+        assert_eq!(c.to_cpu_ns(100).unwrap().ns, 10_000_000_200);
         assert_eq!(c.interval_ns(u32::MAX as u64 - 10, 20), Some(31.0));
         assert_eq!(c.interval_ns(20, 10), None);
         // Bits above the valid ones are ignored.
-        assert_eq!(c.to_cpu_ns((1u64 << 40) | 100).ns, 10_000_000_200);
+        assert_eq!(c.to_cpu_ns((1u64 << 40) | 100).unwrap().ns, 10_000_000_200);
     }
 
     #[test]
     fn refit_tracks_drift_inside_bound() {
         // The GPU clock runs 50 ppm fast against the nominal 1 ns period.
-        let true_rate = 1.0 / (1.0 + 50e-6);
-        let gpu_at = |cpu: u64| ((cpu - 1_000_000_000) as f64 / true_rate) as u64 + 7_000;
-        let mut c = Calibration::new(
-            CalibrationMethod::CalibratedTimestampsKhr,
-            1.0,
-            64,
-            pair(1_000_000_000, gpu_at(1_000_000_000), 20),
-        );
+        let clock = Clock {
+            t0: 1_000_000_000,
+            start: 7_000,
+            drift: 50e-6,
+            period: 1.0,
+            bits: 64,
+        };
+        let mut c = cal(1.0, 64, clock.anchor(1_000_000_000, 0, 20));
         let mut cpu = 1_000_000_000u64;
         for _ in 0..40 {
             cpu += REFIT_INTERVAL_NS;
             assert!(c.needs_refit(cpu));
-            c.add_anchor(pair(cpu, gpu_at(cpu), 20));
+            c.add_anchor(clock.anchor(cpu, 0, 20)).unwrap();
             // A timestamp halfway to the next refit must convert inside its bound.
             let probe = cpu + REFIT_INTERVAL_NS / 2;
-            let t = c.to_cpu_ns(gpu_at(probe));
-            let err = (t.ns as i64 - probe as i64).unsigned_abs();
-            assert!(
-                err <= t.error_bound_ns,
-                "err {err} > bound {}",
-                t.error_bound_ns
-            );
+            assert_within(c.to_cpu_ns(clock.ticks(probe)).unwrap(), probe, "probe");
         }
+        let true_rate = 1.0 / (1.0 + 50e-6);
         assert!((c.rate_ns_per_tick() - true_rate).abs() < 1e-6);
     }
 
+    /// Regression: `tick_delta` overflowed (a panic in debug) at 63 bits.
     #[test]
-    fn ignores_stale_anchor() {
-        let mut c = Calibration::new(CalibrationMethod::Bracketing, 1.0, 64, pair(100, 5, 1));
-        c.add_anchor(pair(50, 1, 1));
+    fn tick_delta_at_63_bits() {
+        let c = cal(1.0, 63, pair(1_000, 0, 0));
+        assert_eq!(c.tick_delta(0, (1 << 63) - 1), -1);
+        assert_eq!(c.tick_delta(0, 1 << 62), -(1 << 62));
+        assert_eq!(c.tick_delta(5, 3), -2);
+        assert_eq!(cal(1.0, 1, pair(1, 0, 0)).tick_delta(0, 1), -1);
+        assert_eq!(cal(1.0, 64, pair(1, 0, 0)).tick_delta(0, u64::MAX), -1);
+        let far = c.to_cpu_ns((1 << 62) - 1).unwrap();
+        assert!(far.ns.abs_diff(1_000 + (1 << 62) - 1) <= far.error_bound_ns);
+    }
+
+    /// Regression (item 10): stale anchors were silently ignored.
+    #[test]
+    fn stale_anchor_is_refused() {
+        let mut c =
+            Calibration::new(CalibrationMethod::Bracketing, 1.0, 64, pair(100, 5, 1)).unwrap();
+        for stale in [pair(50, 1, 1), pair(100, 6, 1)] {
+            let e = c.add_anchor(stale).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::Invalid(InvalidInput::Calibration {
+                        field: "cpu_ns",
+                        ..
+                    })
+                ),
+                "{e}"
+            );
+        }
         assert_eq!(c.anchors().count(), 1);
+    }
+
+    /// Regression (item 10): ticks that, unwrapped, do not advance are refused.
+    #[test]
+    fn non_advancing_ticks_are_refused() {
+        let mut c = cal(1.0, 64, pair(1_000, 500, 50));
+        let e = c.add_anchor(pair(1_010, 500, 50)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Invalid(InvalidInput::Calibration {
+                    field: "gpu_ticks",
+                    ..
+                })
+            ),
+            "{e}"
+        );
+        let e = c
+            .add_anchor(pair(1_010, COUNTER_ERROR_VALUE, 50))
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::Invalid(InvalidInput::Calibration {
+                field: "gpu_ticks",
+                ..
+            })
+        ));
+        assert_eq!(c.anchors().count(), 1);
+    }
+
+    /// Regression (item 10): `to_cpu_ns(COUNTER_ERROR_VALUE)` was 0 ns.
+    #[test]
+    fn error_value_is_a_typed_error() {
+        for bits in [32, 48, 64] {
+            let c = cal(1.0, bits, pair(1_000_000_000, 100, 5));
+            assert_eq!(
+                c.to_cpu_ns(COUNTER_ERROR_VALUE),
+                Err(ConversionError::ErrorValue)
+            );
+            assert_eq!(
+                c.to_cpu_ns_near(COUNTER_ERROR_VALUE, 1_000_000_000),
+                Err(ConversionError::ErrorValue)
+            );
+        }
+        // A first anchor holding the error value is refused too.
+        let e = Calibration::new(
+            CalibrationMethod::Bracketing,
+            1.0,
+            64,
+            pair(1, COUNTER_ERROR_VALUE, 0),
+        )
+        .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::Invalid(InvalidInput::Calibration {
+                field: "gpu_ticks",
+                ..
+            })
+        ));
+    }
+
+    /// The conversion error converts into core's error with `?`.
+    #[test]
+    fn conversion_error_converts_with_question_mark() {
+        fn start_ns(c: &Calibration, ticks: u64) -> Result<u64> {
+            Ok(c.to_cpu_ns(ticks)?.ns)
+        }
+        let c = cal(1.0, 64, pair(1_000_000_000, 100, 5));
+        assert_eq!(start_ns(&c, 200), Ok(1_000_000_100));
+        let e = start_ns(&c, COUNTER_ERROR_VALUE).unwrap_err();
+        assert_eq!(e.kind(), crate::CounterErrorKind::Invalid);
+        assert_eq!(
+            e.invalid(),
+            Some(&InvalidInput::TimestampConversion(
+                ConversionError::ErrorValue
+            ))
+        );
+    }
+
+    /// Regression (item 10): NaN, infinite, zero and negative periods were
+    /// accepted (and valid bits were clamped silently).
+    #[test]
+    fn bad_period_and_valid_bits_are_refused() {
+        for period in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, -1.0] {
+            let e = Calibration::new(CalibrationMethod::Bracketing, period, 64, pair(1, 0, 0))
+                .unwrap_err();
+            assert!(
+                matches!(
+                    &e,
+                    Error::Invalid(InvalidInput::Calibration {
+                        field: "period_ns",
+                        ..
+                    })
+                ),
+                "{period}: {e}"
+            );
+        }
+        for bits in [0, 65, u32::MAX] {
+            let e = Calibration::new(CalibrationMethod::Bracketing, 1.0, bits, pair(1, 0, 0))
+                .unwrap_err();
+            assert!(
+                matches!(
+                    &e,
+                    Error::Invalid(InvalidInput::Calibration {
+                        field: "valid_bits",
+                        ..
+                    })
+                ),
+                "{bits}: {e}"
+            );
+        }
+    }
+
+    /// Regression (item 10): a max deviation of `u64::MAX` overflowed (a panic
+    /// in debug, a bound of 0 in release). Bounds saturate instead.
+    #[test]
+    fn max_deviation_of_u64_max_saturates() {
+        let mut c = cal(1.0, 64, pair(1_000_000_000, 0, u64::MAX));
+        assert_eq!(c.error_bound_ns(), u64::MAX);
+        assert_eq!(c.to_cpu_ns(10).unwrap().error_bound_ns, u64::MAX);
+        c.add_anchor(pair(1_250_000_000, 250_000_000, u64::MAX))
+            .unwrap();
+        assert_eq!(c.error_bound_ns(), u64::MAX);
+        assert_eq!(c.to_cpu_ns(300_000_000).unwrap().error_bound_ns, u64::MAX);
+        // A good calibration given such an anchor.
+        let mut c = cal(1.0, 64, pair(1_000_000_000, 0, 10));
+        c.add_anchor(pair(1_250_000_000, 250_000_000, 10)).unwrap();
+        c.add_anchor(pair(1_500_000_000, 500_000_000, u64::MAX))
+            .unwrap();
+        assert_eq!(c.error_bound_ns(), u64::MAX);
+        assert_eq!(c.to_cpu_ns(600_000_000).unwrap().error_bound_ns, u64::MAX);
+    }
+
+    /// Regression (item 10): far-future ticks saturated into `u64::MAX` (the
+    /// error value) and times before 0 into 0.
+    #[test]
+    fn out_of_range_conversions_are_typed_errors() {
+        let c = cal(100.0, 64, pair(1_000_000_000, 0, 5));
+        assert_eq!(
+            c.to_cpu_ns(1 << 62),
+            Err(ConversionError::TooLate { ticks: 1 << 62 })
+        );
+        let t = (u64::MAX - 1_000_000_000) / 100 + 1;
+        assert_eq!(c.to_cpu_ns(t), Err(ConversionError::TooLate { ticks: t }));
+        assert!(c.to_cpu_ns(t - 1_000).unwrap().ns > u64::MAX - 200_000);
+        let c = cal(1.0, 64, pair(1_000, 1_000_000, 5));
+        assert_eq!(
+            c.to_cpu_ns(0),
+            Err(ConversionError::BeforeZero { ticks: 0 })
+        );
+        assert_eq!(c.to_cpu_ns(999_000).unwrap().ns, 0);
+        assert_eq!(
+            c.to_cpu_ns_near(1 << 40, u64::MAX),
+            Err(ConversionError::TooLate { ticks: 1 << 40 })
+        );
+    }
+
+    /// Regression (item 10): with anchors 50 ns apart the nearest-anchor
+    /// choice made a later tick convert to an earlier time, and a 20-tick
+    /// interval across the switch to a negative duration.
+    #[test]
+    fn close_anchors_convert_monotonically() {
+        let mut c = cal(1.0, 64, pair(1_000, 0, 30));
+        c.add_anchor(pair(1_050, 80, 30)).unwrap();
+        c.add_anchor(pair(1_100, 130, 30)).unwrap();
+        assert_eq!(c.anchors().count(), 3);
+        let mut last = 0;
+        for ticks in 0..400 {
+            let t = c.to_cpu_ns(ticks).unwrap();
+            assert!(t.ns >= last, "tick {ticks} at {} before {last}", t.ns);
+            last = t.ns;
+        }
+        let (start, end) = (c.to_cpu_ns(30).unwrap(), c.to_cpu_ns(50).unwrap());
+        assert!(end.ns > start.ns, "{start:?} {end:?}");
+        // Interpolated: the anchors' own times at their ticks.
+        assert_eq!(c.to_cpu_ns(80).unwrap().ns, 1_050);
+        assert_eq!(c.to_cpu_ns(40).unwrap().ns, 1_025);
+    }
+
+    /// Regression (item 11): with 32 valid bits, 1 ns ticks and anchors every
+    /// 260 ms, a timestamp 197.6 ms after the newest anchor converted one full
+    /// wrap off (the oldest anchor was "nearest" modulo the wrap).
+    #[test]
+    fn narrow_timestamp_after_newest_anchor_is_not_a_wrap_off() {
+        let clock = Clock {
+            t0: 5_000_000_000,
+            start: 0,
+            drift: 0.0,
+            period: 1.0,
+            bits: 32,
+        };
+        let t_first = 10_000_000_000u64;
+        let mut c = cal(1.0, 32, clock.anchor(t_first, 0, 20));
+        for k in 1..16 {
+            c.add_anchor(clock.anchor(t_first + k * 260_000_000, 0, 20))
+                .unwrap();
+        }
+        assert_eq!(c.anchors().count(), 16);
+        let probe = c.latest().cpu_ns + 197_600_000;
+        let t = c.to_cpu_ns(clock.ticks(probe)).unwrap();
+        assert_within(t, probe, "197.6 ms after the newest anchor");
+        assert!(t.error_bound_ns < 10_000, "{t:?}");
+    }
+
+    /// Regression (item 11): with 0.5 ns ticks, 32 bits and anchors every
+    /// `REFIT_INTERVAL_NS`, about 1.5% of conversions were a wrap off.
+    #[test]
+    fn half_ns_ticks_at_refit_interval_stay_inside_bound() {
+        let clock = Clock {
+            t0: 1_000_000_000,
+            start: 123_456_789,
+            drift: 30e-6,
+            period: 0.5,
+            bits: 32,
+        };
+        let t_first = 3_000_000_000u64;
+        let mut c = cal(0.5, 32, clock.anchor(t_first, 3, 10));
+        let mut probes = 0;
+        for k in 1..40u64 {
+            let t = t_first + k * REFIT_INTERVAL_NS;
+            c.add_anchor(clock.anchor(t, -4, 10)).unwrap();
+            // From 1 s before the anchor to the next refit.
+            for p in (t - 1_000_000_000..t + REFIT_INTERVAL_NS).step_by(997_001) {
+                if p < t_first {
+                    continue;
+                }
+                let conv = c.to_cpu_ns(clock.ticks(p)).unwrap();
+                assert_within(conv, p, "probe");
+                probes += 1;
+            }
+        }
+        assert!(probes > 40_000);
+    }
+
+    /// A gap too long to count the wraps in (a 16-bit counter wraps every
+    /// 65 µs at 1 ns) or a counter reset restarts from the new anchor.
+    #[test]
+    fn ambiguous_unwrap_restarts_from_the_new_anchor() {
+        let clock = Clock {
+            t0: 0,
+            start: 0,
+            drift: 10e-6,
+            period: 1.0,
+            bits: 16,
+        };
+        let mut c = cal(1.0, 16, clock.anchor(1_000_000_000, 0, 5));
+        c.add_anchor(clock.anchor(1_250_000_000, 0, 5)).unwrap();
+        assert_eq!(c.anchors().count(), 1);
+        let probe = 1_250_010_000;
+        assert_within(c.to_cpu_ns(clock.ticks(probe)).unwrap(), probe, "16 bits");
+        // A counter reset on a 64-bit counter.
+        let mut c = cal(1.0, 64, pair(1_000_000_000, 900_000_000, 5));
+        c.add_anchor(pair(1_250_000_000, 5, 5)).unwrap();
+        assert_eq!(c.anchors().count(), 1);
+        assert_eq!(c.to_cpu_ns(105).unwrap().ns, 1_250_000_100);
+    }
+
+    /// Outside the window around the newest anchor, a CPU-time hint picks
+    /// the wrap.
+    #[test]
+    fn to_cpu_ns_near_unwraps_around_the_hint() {
+        let clock = Clock {
+            t0: 0,
+            start: 77,
+            drift: -20e-6,
+            period: 1.0,
+            bits: 32,
+        };
+        let t_first = 10_000_000_000u64;
+        let mut c = cal(1.0, 32, clock.anchor(t_first, 0, 10));
+        for k in 1..16 {
+            c.add_anchor(clock.anchor(t_first + k * REFIT_INTERVAL_NS, 0, 10))
+                .unwrap();
+        }
+        // 3 s before the newest anchor: more than half the 4.29 s wrap.
+        let probe = c.latest().cpu_ns - 3_000_000_000;
+        let far = c.to_cpu_ns(clock.ticks(probe)).unwrap();
+        assert!(far.ns > probe + 4_000_000_000, "{far:?}");
+        let near = c
+            .to_cpu_ns_near(clock.ticks(probe), probe + 50_000_000)
+            .unwrap();
+        assert_within(near, probe, "near the hint");
     }
 }

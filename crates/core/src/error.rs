@@ -1,4 +1,4 @@
-use crate::{CommonCounterSet, CounterSamplingPoint};
+use crate::{CommonCounterSet, ConversionError, CounterSamplingPoint};
 use thiserror::Error;
 
 /// The three kinds of counter-sampling error Metal defines
@@ -135,6 +135,19 @@ pub enum InvalidInput {
     /// A feature the device or driver lacks.
     #[error("{0}")]
     Unsupported(String),
+    /// A calibration parameter or anchor that cannot be used.
+    #[error("calibration {field} {value} is invalid: it {reason}")]
+    Calibration {
+        /// The parameter or anchor field at fault (`period_ns`, `cpu_ns`, ...).
+        field: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A GPU timestamp that cannot be mapped onto the CPU clock.
+    #[error("{0}")]
+    TimestampConversion(ConversionError),
     /// Any other malformed argument, with a message naming it.
     #[error("{0}")]
     Argument(String),

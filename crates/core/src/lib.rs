@@ -25,7 +25,8 @@ mod results;
 pub mod timeline;
 
 pub use calibration::{
-    CalibratedTime, Calibration, CalibrationMethod, TimestampPair, REFIT_INTERVAL_NS,
+    CalibratedTime, Calibration, CalibrationMethod, ConversionError, TimestampPair,
+    REFIT_INTERVAL_NS,
 };
 pub use clock::cpu_monotonic_ns;
 pub use counters::{CommonCounter, CommonCounterSet, CounterSamplingPoint, CounterSet};

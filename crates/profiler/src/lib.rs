@@ -43,7 +43,6 @@
 
 #![warn(missing_docs)]
 
-mod convert;
 mod error;
 pub mod export;
 mod frame;

@@ -1,6 +1,5 @@
 //! The profiler: options, the ring of sample buffers, and collection.
 
-use crate::convert::Converter;
 use crate::error::{ProfilerError, Result};
 use crate::frame::{Frame, FrameStore, RecordState, NO_SCOPE};
 use crate::result::{to_timeline, DropCounts, FrameResult, ScopeResult};
@@ -665,7 +664,6 @@ impl Profiler {
         let cpu_complete_ns = cpu_monotonic_ns();
         let mut calibration = lock(&self.calibration);
         self.device.refresh_calibration(&mut calibration)?;
-        let convert = Converter::new(&calibration, &stamps);
 
         let mut drops: DropCounts = store.drops;
         let mut gpu_failed = 0u32;
@@ -729,8 +727,17 @@ impl Profiler {
                 NO_SCOPE => (None, 0),
                 p => (Some(p as usize), scopes[p as usize].depth + 1),
             };
-            let start = convert.to_cpu_ns(t0);
-            let end = convert.to_cpu_ns(t1);
+            // A scope whose timestamps do not convert (or end before they
+            // start) failed: it gets no made-up time.
+            let (Ok(start), Ok(end)) = (calibration.to_cpu_ns(t0), calibration.to_cpu_ns(t1))
+            else {
+                gpu_failed += 1;
+                continue;
+            };
+            if end.ns < start.ns {
+                gpu_failed += 1;
+                continue;
+            }
             position[id] = scopes.len() as u32;
             scopes.push(ScopeResult {
                 label: store.label(rec).to_owned(),

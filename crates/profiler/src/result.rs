@@ -17,8 +17,9 @@ pub struct DropCounts {
     /// The scope was begun but never ended (its [`Scope`](crate::Scope) was
     /// dropped, or `end` failed on a misuse).
     pub not_ended: u32,
-    /// Recording a sample failed, or the GPU reported a sample as failed, or
-    /// its timestamps could not be put on the CPU clock.
+    /// Recording a sample failed, the GPU reported a sample as failed, or
+    /// the scope's timestamps could not be mapped onto the CPU clock (or end
+    /// before they start).
     pub failed: u32,
     /// The scope was recorded into a command buffer that was dropped without
     /// ever being submitted: the GPU never ran it.

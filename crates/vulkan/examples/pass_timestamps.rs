@@ -68,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..resolved.len() {
         match resolved.sample::<CounterResultTimestamp>(i)? {
             SampleValue::Value(t) => {
-                let c = calibration.to_cpu_ns(t.timestamp);
+                let c = calibration.to_cpu_ns(t.timestamp)?;
                 println!(
                     "  timestamp {i}: {} ticks = {} ns ± {} ns (CLOCK_MONOTONIC)",
                     t.timestamp, c.ns, c.error_bound_ns

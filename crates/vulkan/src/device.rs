@@ -565,18 +565,18 @@ impl Device {
     pub fn calibration(&self) -> Result<Calibration> {
         self.shared.require_timestamps()?;
         let pair = self.sample_timestamps()?;
-        Ok(Calibration::new(
+        Calibration::new(
             self.shared.caps.calibration,
             self.shared.caps.timestamp_period_ns,
             self.shared.caps.timestamp_valid_bits,
             pair,
-        ))
+        )
     }
 
     /// Adds a fresh anchor to `calibration` if it is due for a refit.
     pub fn refresh_calibration(&self, calibration: &mut Calibration) -> Result<()> {
         if calibration.needs_refit(cpu_monotonic_ns()) {
-            calibration.add_anchor(self.sample_timestamps()?);
+            calibration.add_anchor(self.sample_timestamps()?)?;
         }
         Ok(())
     }

@@ -28,7 +28,7 @@
 //! let resolved = timestamps.resolve_counter_range(0..2)?;
 //! let calibration = device.calibration()?;
 //! for t in resolved.timestamps()? {
-//!     println!("{} ns", calibration.to_cpu_ns(t.timestamp).ns);
+//!     println!("{} ns", calibration.to_cpu_ns(t.timestamp)?.ns);
 //! }
 //! # Ok::<(), gpu_counters_core::Error>(())
 //! ```

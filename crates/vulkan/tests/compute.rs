@@ -84,7 +84,7 @@ fn check(dispatches: u32, workgroups: u32, size: u32) {
         "start > end"
     );
     for ts in [start, end] {
-        let c = calibration.to_cpu_ns(ts.timestamp);
+        let c = calibration.to_cpu_ns(ts.timestamp).unwrap();
         assert!(
             c.ns + c.error_bound_ns >= submit && c.ns <= complete + c.error_bound_ns,
             "{c:?} outside [{submit}, {complete}]"

@@ -75,7 +75,7 @@ fn heap_writes_resolve_and_invalidate() {
     assert_eq!(t[6], COUNTER_ERROR_VALUE);
     let cal = device.calibration().unwrap();
     for &ticks in &t[..4] {
-        let c = cal.to_cpu_ns(ticks);
+        let c = cal.to_cpu_ns(ticks).unwrap();
         assert!(c.ns + c.error_bound_ns >= submit && c.ns <= complete + c.error_bound_ns);
     }
 

@@ -73,7 +73,7 @@ fn check(triangles: u32, width: u32, height: u32) {
             .is_some());
     }
     for s in ts {
-        let c = calibration.to_cpu_ns(s.timestamp);
+        let c = calibration.to_cpu_ns(s.timestamp).unwrap();
         assert!(c.ns + c.error_bound_ns >= submit && c.ns <= complete + c.error_bound_ns);
     }
     unsafe { work.destroy(device.raw()) };

@@ -252,7 +252,7 @@ fn private_buffers_resolve_on_the_gpu() {
     let cal = device.calibration().unwrap();
     for v in w {
         assert_ne!(v, COUNTER_ERROR_VALUE);
-        let c = cal.to_cpu_ns(v);
+        let c = cal.to_cpu_ns(v).unwrap();
         assert!(c.ns + c.error_bound_ns >= submit && c.ns <= complete + c.error_bound_ns);
     }
     common::assert_no_validation_messages(&device);

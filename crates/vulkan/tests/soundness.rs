@@ -591,7 +591,9 @@ fn callers_command_buffer_holds_until_signaled() {
             .unwrap()[0];
         d.begin_command_buffer(raw, &vk::CommandBufferBeginInfo::default())
             .unwrap();
-        let fence = d.create_fence(&vk::FenceCreateInfo::default(), None).unwrap();
+        let fence = d
+            .create_fence(&vk::FenceCreateInfo::default(), None)
+            .unwrap();
         (pool, raw, fence)
     };
     let times = buffer(&device, CommonCounterSet::Timestamp, "caller's", 2);
