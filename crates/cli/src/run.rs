@@ -614,7 +614,8 @@ impl Bar {
     }
 }
 
-/// The outputs asked for, prepared before any GPU work.
+/// The outputs asked for, prepared (and checked to be distinct files)
+/// before any GPU work.
 struct Outputs {
     trace: Option<PendingOutput>,
     csv: Option<PendingOutput>,
@@ -628,11 +629,22 @@ impl Outputs {
                 .map(|p| PendingOutput::prepare(flag, p))
                 .transpose()
         };
-        Ok(Self {
+        let outputs = Self {
             trace: prep("--trace", &args.trace)?,
             csv: prep("--csv", &args.csv)?,
             svg: prep("--svg", &args.svg)?,
-        })
+        };
+        // One file given to two options: only the last would survive.
+        let all: Vec<&PendingOutput> = [&outputs.trace, &outputs.csv, &outputs.svg]
+            .into_iter()
+            .flatten()
+            .collect();
+        for (i, later) in all.iter().enumerate() {
+            for earlier in &all[..i] {
+                later.check_distinct(earlier)?;
+            }
+        }
+        Ok(outputs)
     }
 
     fn write(self, timeline: &Timeline, title: String) -> CliResult<()> {
