@@ -63,7 +63,8 @@ pub struct RenderSizes {
 }
 
 /// What `run` does, with every default applied and every size checked to be
-/// at least 1.
+/// at least 1 and at most its limit (the device's own limits are checked
+/// once it is open, before any work is recorded).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// The workload.
@@ -82,6 +83,22 @@ pub struct Plan {
 fn at_least_one<T: Into<u64> + Copy + std::fmt::Display>(flag: &str, v: T) -> CliResult<T> {
     if v.into() == 0 {
         return Err(CliError::Usage(format!("{flag} {v}: must be at least 1")));
+    }
+    Ok(v)
+}
+
+/// Fails with `--flag V: must be at most MAX (why)` for a size over its
+/// limit.
+fn at_most<T: Into<u64> + Copy + std::fmt::Display>(
+    flag: &str,
+    v: T,
+    max: T,
+    why: &str,
+) -> CliResult<T> {
+    if v.into() > max.into() {
+        return Err(CliError::Usage(format!(
+            "{flag} {v}: must be at most {max} ({why})"
+        )));
     }
     Ok(v)
 }
@@ -113,12 +130,22 @@ impl Plan {
                 )));
             }
         }
-        let frames = at_least_one("--frames", args.frames)?;
+        let frames = at_most(
+            "--frames",
+            at_least_one("--frames", args.frames)?,
+            cli::MAX_FRAMES,
+            "every frame's passes are kept for the report and the outputs",
+        )?;
         let compute = if has_compute {
-            Some(ComputeSizes {
-                dispatches: at_least_one(
+            let c = ComputeSizes {
+                dispatches: at_most(
                     "--dispatches",
-                    s.dispatches.unwrap_or(cli::DEFAULT_DISPATCHES),
+                    at_least_one(
+                        "--dispatches",
+                        s.dispatches.unwrap_or(cli::DEFAULT_DISPATCHES),
+                    )?,
+                    cli::MAX_DISPATCHES,
+                    "every dispatch is recorded into the frame's command buffer",
                 )?,
                 workgroups: at_least_one(
                     "--workgroups",
@@ -128,16 +155,36 @@ impl Plan {
                     "--workgroup-size",
                     s.workgroup_size.unwrap_or(cli::DEFAULT_WORKGROUP_SIZE),
                 )?,
-                iterations: s.iterations.unwrap_or(cli::DEFAULT_ITERATIONS),
-            })
+                iterations: at_most(
+                    "--iterations",
+                    s.iterations.unwrap_or(cli::DEFAULT_ITERATIONS),
+                    cli::MAX_ITERATIONS,
+                    "a longer shader risks the driver's GPU timeout",
+                )?,
+            };
+            let invocations =
+                u64::from(c.dispatches) * u64::from(c.workgroups) * u64::from(c.workgroup_size);
+            if invocations > cli::MAX_INVOCATIONS {
+                return Err(CliError::Usage(format!(
+                    "--dispatches {} * --workgroups {} * --workgroup-size {} = {invocations} \
+                     kernel invocations per pass: must be at most {} (a u32)",
+                    c.dispatches,
+                    c.workgroups,
+                    c.workgroup_size,
+                    cli::MAX_INVOCATIONS
+                )));
+            }
+            Some(c)
         } else {
             None
         };
         let render = if has_render {
             Some(RenderSizes {
-                triangles: at_least_one(
+                triangles: at_most(
                     "--triangles",
-                    s.triangles.unwrap_or(cli::DEFAULT_TRIANGLES),
+                    at_least_one("--triangles", s.triangles.unwrap_or(cli::DEFAULT_TRIANGLES))?,
+                    cli::MAX_TRIANGLES,
+                    "the draw's vertex count 3T is a u32",
                 )?,
                 width: at_least_one("--width", s.width.unwrap_or(cli::DEFAULT_WIDTH))?,
                 height: at_least_one("--height", s.height.unwrap_or(cli::DEFAULT_HEIGHT))?,
