@@ -103,6 +103,29 @@ fn at_most<T: Into<u64> + Copy + std::fmt::Display>(
     Ok(v)
 }
 
+impl ComputeSizes {
+    /// Fails unless the kernel invocations per pass, D*W*S, are at most
+    /// [`cli::MAX_INVOCATIONS`]. Checked once the device has accepted W and
+    /// S (so that a size over a device limit is reported as such), before
+    /// any work is recorded.
+    fn check_invocations(&self) -> CliResult<()> {
+        let invocations = u64::from(self.dispatches)
+            * u64::from(self.workgroups)
+            * u64::from(self.workgroup_size);
+        if invocations > cli::MAX_INVOCATIONS {
+            return Err(CliError::Usage(format!(
+                "--dispatches {} * --workgroups {} * --workgroup-size {} = {invocations} \
+                 kernel invocations per pass: must be at most {} (a u32)",
+                self.dispatches,
+                self.workgroups,
+                self.workgroup_size,
+                cli::MAX_INVOCATIONS
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Plan {
     /// Applies the defaults of the workload's sizes; fails for a size of 0
     /// and for a size option the workload has no use for.
@@ -162,18 +185,6 @@ impl Plan {
                     "a longer shader risks the driver's GPU timeout",
                 )?,
             };
-            let invocations =
-                u64::from(c.dispatches) * u64::from(c.workgroups) * u64::from(c.workgroup_size);
-            if invocations > cli::MAX_INVOCATIONS {
-                return Err(CliError::Usage(format!(
-                    "--dispatches {} * --workgroups {} * --workgroup-size {} = {invocations} \
-                     kernel invocations per pass: must be at most {} (a u32)",
-                    c.dispatches,
-                    c.workgroups,
-                    c.workgroup_size,
-                    cli::MAX_INVOCATIONS
-                )));
-            }
             Some(c)
         } else {
             None
@@ -323,6 +334,8 @@ fn build_passes(device: &Device, plan: &Plan) -> CliResult<Passes> {
             work: Work::Compute(work, c.dispatches),
             expected,
         });
+        // After the push, so that dropping `passes` destroys the workload.
+        c.check_invocations()?;
     }
     if let Some(r) = plan.render {
         let work = RenderWorkload::new(&ctx, r.triangles, r.width, r.height).map_err(|e| {
