@@ -255,6 +255,48 @@ mod tests {
     }
 
     #[test]
+    fn help_states_the_limits() {
+        let cmd = Cli::command();
+        let help = |sub: &str, id: &str| {
+            cmd.find_subcommand(sub)
+                .and_then(|c| c.get_arguments().find(|a| a.get_id() == id))
+                .and_then(|a| a.get_help())
+                .map(|h| h.to_string())
+                .unwrap_or_default()
+        };
+        for (sub, id, limit) in [
+            ("run", "frames", MAX_FRAMES.to_string()),
+            ("run", "dispatches", MAX_DISPATCHES.to_string()),
+            ("run", "workgroup_size", MAX_INVOCATIONS.to_string()),
+            ("run", "iterations", MAX_ITERATIONS.to_string()),
+            ("run", "triangles", MAX_TRIANGLES.to_string()),
+            ("run", "workgroups", "maxComputeWorkGroupCount[0]".into()),
+            ("run", "width", "maxImageDimension2D".into()),
+            ("run", "height", "maxImageDimension2D".into()),
+            ("run", "copy_bytes", "device-local memory heap".into()),
+            (
+                "bench",
+                "samples",
+                gpu_counters_bench::MAX_SAMPLES.to_string(),
+            ),
+            ("bench", "reps", gpu_counters_bench::MAX_REPS.to_string()),
+            (
+                "bench",
+                "resolve_samples",
+                gpu_counters_bench::MAX_RESOLVE_SAMPLES.to_string(),
+            ),
+            (
+                "bench",
+                "drift_seconds",
+                gpu_counters_bench::MAX_DRIFT_SECONDS.to_string(),
+            ),
+        ] {
+            let h = help(sub, id);
+            assert!(h.contains(&limit), "{sub} --{id}: `{limit}` not in {h}");
+        }
+    }
+
+    #[test]
     fn byte_counts() {
         assert_eq!(parse_bytes("4096"), Ok(4096));
         assert_eq!(parse_bytes("64K"), Ok(64 << 10));
