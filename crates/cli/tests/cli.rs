@@ -649,9 +649,34 @@ fn output_symlink_is_followed_and_kept() {
 #[test]
 fn output_to_dev_null_writes_through_and_keeps_the_device() {
     use std::os::unix::fs::FileTypeExt;
+    let is_char_device = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .map(|m| m.file_type().is_char_device())
+            .unwrap_or(false)
+    };
+    assert!(is_char_device(Path::new("/dev/null")));
+    // First through a link to /dev/null in a temporary directory: code that
+    // replaces outputs would replace the link here, and fail the test,
+    // without touching the real /dev/null (run as root, it would replace
+    // /dev/null itself with a regular file).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let link = dir.path().join("null");
+    std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+    ok(&as_strs(&tiny(&["--trace", link.to_str().unwrap()])));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link to /dev/null was replaced"
+    );
+    assert_eq!(files_in(dir.path()), ["null"]);
+    // Then /dev/null itself.
     ok(&as_strs(&tiny(&["--trace", "/dev/null"])));
-    let meta = std::fs::symlink_metadata("/dev/null").expect("/dev/null");
-    assert!(meta.file_type().is_char_device(), "{meta:?}");
+    assert!(
+        is_char_device(Path::new("/dev/null")),
+        "/dev/null is no longer a character device"
+    );
 }
 
 #[test]
