@@ -160,22 +160,82 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Dispatches in the workload (N); each variant samples once or twice per
-    /// dispatch.
+    /// dispatch. At most 524288 (2N samples fill one counter sample buffer,
+    /// which holds at most 1048576).
     #[arg(long, default_value_t = 4096, value_name = "N")]
     pub samples: u32,
-    /// Measured repetitions of every variant (R); medians are reported.
+    /// Measured repetitions of every variant (R); medians are reported. At
+    /// most 1000 (each one runs every variant and its baseline 3 times).
     #[arg(long, default_value_t = 5, value_name = "R")]
     pub reps: u32,
     /// Index of the Vulkan device (as `gpu-counters devices` lists them);
     /// the default device when absent.
     #[arg(long, value_name = "N")]
     pub device: Option<usize>,
-    /// Length in seconds of the calibration drift run.
+    /// Length in seconds of the calibration drift run: a number from 0 to
+    /// 86400 (one day).
     #[arg(long, default_value_t = 60.0, value_name = "S")]
     pub drift_seconds: f64,
-    /// Timestamps in the CPU resolve throughput test.
+    /// Timestamps in the CPU resolve throughput test. At most 1048576 (they
+    /// fill one counter sample buffer).
     #[arg(long, default_value_t = 1_000_000, value_name = "M")]
     pub resolve_samples: u32,
+}
+
+/// Most `--samples`: 2N samples must fit one counter sample buffer
+/// ([`gpu_counters_vulkan::MAX_SAMPLE_COUNT`]).
+pub const MAX_SAMPLES: u32 = gpu_counters_vulkan::MAX_SAMPLE_COUNT / 2;
+/// Most `--reps`: every rep runs each variant and its baseline 3 times, so
+/// the run's length grows with it.
+pub const MAX_REPS: u32 = 1000;
+/// Most `--resolve-samples`: they fill one counter sample buffer.
+pub const MAX_RESOLVE_SAMPLES: u32 = gpu_counters_vulkan::MAX_SAMPLE_COUNT;
+/// Most `--drift-seconds`: one day.
+pub const MAX_DRIFT_SECONDS: f64 = 86_400.0;
+
+impl BenchArgs {
+    /// Checks every size against its limit (at least 1, at most `MAX_*`;
+    /// `--drift-seconds` a number from 0 to [`MAX_DRIFT_SECONDS`]) without
+    /// touching any device, so that [`run`] fails at once on bad input.
+    ///
+    /// # Errors
+    ///
+    /// [`BenchError::InvalidArgument`], naming the option and its limit.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        for (flag, value, max) in [
+            ("--samples", self.samples, MAX_SAMPLES),
+            ("--reps", self.reps, MAX_REPS),
+            (
+                "--resolve-samples",
+                self.resolve_samples,
+                MAX_RESOLVE_SAMPLES,
+            ),
+        ] {
+            if value == 0 {
+                return Err(BenchError::InvalidArgument(format!(
+                    "{flag} must be at least 1"
+                )));
+            }
+            if value > max {
+                return Err(BenchError::InvalidArgument(format!(
+                    "{flag} {value}: must be at most {max}"
+                )));
+            }
+        }
+        let s = self.drift_seconds;
+        if !(s.is_finite() && (0.0..=MAX_DRIFT_SECONDS).contains(&s)) {
+            // `1e300` as typed, not its 301 digits.
+            let shown = if s.abs() < 1e9 {
+                s.to_string()
+            } else {
+                format!("{s:e}")
+            };
+            return Err(BenchError::InvalidArgument(format!(
+                "--drift-seconds {shown}: must be a number of seconds from 0 to {MAX_DRIFT_SECONDS}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Default for BenchArgs {
@@ -412,27 +472,7 @@ pub fn run_with_options(
     args: &BenchArgs,
     options: &InstanceOptions,
 ) -> Result<BenchReport, BenchError> {
-    if args.samples == 0 {
-        return Err(BenchError::InvalidArgument(
-            "--samples must be at least 1".into(),
-        ));
-    }
-    if args.reps == 0 {
-        return Err(BenchError::InvalidArgument(
-            "--reps must be at least 1".into(),
-        ));
-    }
-    if args.resolve_samples == 0 {
-        return Err(BenchError::InvalidArgument(
-            "--resolve-samples must be at least 1".into(),
-        ));
-    }
-    if !(args.drift_seconds.is_finite() && args.drift_seconds >= 0.0) {
-        return Err(BenchError::InvalidArgument(format!(
-            "--drift-seconds must be a non-negative number of seconds, not {}",
-            args.drift_seconds
-        )));
-    }
+    args.validate()?;
     let instance = Instance::new(options)?;
     let index = match args.device {
         Some(i) => i,

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 /// that differs from the expected count, a validation-layer message); 2 bad
 /// input (nothing is run and no output file is written).
 /// Set GPU_COUNTERS_VALIDATION=1 to run under VK_LAYER_KHRONOS_validation;
-/// any message it reports then fails the command.
+/// any message the layer itself reports then fails the command (the Vulkan
+/// loader's notices, e.g. about VK_INSTANCE_LAYERS being set, do not count).
 #[derive(Debug, Parser)]
 #[command(name = "gpu-counters", version, max_term_width = 100)]
 pub struct Cli {
@@ -85,6 +86,23 @@ pub const DEFAULT_HEIGHT: u32 = 2048;
 /// Default `--copy-bytes`: 128 MiB.
 pub const DEFAULT_COPY_BYTES: u64 = 128 << 20;
 
+/// Most `--frames`: every frame is a submission waited for, and its passes
+/// are kept in memory for the report and the outputs (100000 frames of a
+/// mixed run are 300000 intervals, some tens of MB of trace).
+pub const MAX_FRAMES: u32 = 100_000;
+/// Most `--dispatches`: each dispatch records a barrier and a dispatch into
+/// the frame's one command buffer, whose memory grows with them (without a
+/// limit `--dispatches 4000000000` grows it without end).
+pub const MAX_DISPATCHES: u32 = 65_536;
+/// Most kernel invocations per pass, D*W*S: they must fit in a `u32`, the
+/// width of a 32-bit statistic counter.
+pub const MAX_INVOCATIONS: u64 = u32::MAX as u64;
+/// Most `--iterations`: every invocation runs them in a loop, and a longer
+/// shader risks the driver's GPU timeout (device lost).
+pub const MAX_ITERATIONS: u32 = 1_000_000;
+/// Most `--triangles`: the draw's vertex count 3T is a `u32`.
+pub const MAX_TRIANGLES: u32 = u32::MAX / 3;
+
 /// Options of `run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -98,7 +116,7 @@ pub struct RunArgs {
     pub device: Option<usize>,
 
     /// Frames to run; each is recorded into one command buffer, submitted
-    /// and waited for.
+    /// and waited for. At most 100000.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_FRAMES)]
     pub frames: u32,
 
@@ -128,38 +146,50 @@ pub struct RunArgs {
 #[derive(Debug, Args, Default)]
 #[command(next_help_heading = "Workload sizes")]
 pub struct SizeArgs {
-    /// compute, mixed: dispatches per compute pass (D) [default: 4]
+    /// compute, mixed: dispatches per compute pass (D), at most 65536 (all
+    /// are recorded into one command buffer) [default: 4]
     #[arg(long, value_name = "D")]
     pub dispatches: Option<u32>,
 
-    /// compute, mixed: workgroups per dispatch (W) [default: 512]
+    /// compute, mixed: workgroups per dispatch (W), at most the device's
+    /// maxComputeWorkGroupCount[0] (65535 or more) [default: 512]
     #[arg(long, value_name = "W")]
     pub workgroups: Option<u32>,
 
-    /// compute, mixed: invocations per workgroup (S); kernel invocations
-    /// per pass are D*W*S [default: 64]
+    /// compute, mixed: invocations per workgroup (S), at most the device's
+    /// maxComputeWorkGroupSize[0] and maxComputeWorkGroupInvocations (128 or
+    /// more); kernel invocations per pass are D*W*S, at most 4294967295 (a
+    /// u32), and the W*S*4-byte buffer must fit maxStorageBufferRange
+    /// [default: 64]
     #[arg(long, value_name = "S")]
     pub workgroup_size: Option<u32>,
 
-    /// compute, mixed: arithmetic steps per invocation [default: 3000]
+    /// compute, mixed: arithmetic steps per invocation, at most 1000000 (a
+    /// longer shader risks the driver's GPU timeout) [default: 3000]
     #[arg(long, value_name = "N")]
     pub iterations: Option<u32>,
 
     /// render, mixed: triangles drawn (T); vertex invocations are 3T,
-    /// clipper invocations T [default: 200000]
+    /// clipper invocations T. At most 1431655765 (3T is a u32), and each
+    /// needs a cell of 4x4 pixels of the target [default: 200000]
     #[arg(long, value_name = "T")]
     pub triangles: Option<u32>,
 
-    /// render, mixed: color target width in pixels [default: 2048]
+    /// render, mixed: color target width in pixels, at most the device's
+    /// maxImageDimension2D, maxFramebufferWidth and maxViewportDimensions[0]
+    /// (4096 or more) [default: 2048]
     #[arg(long, value_name = "PIXELS")]
     pub width: Option<u32>,
 
-    /// render, mixed: color target height in pixels [default: 2048]
+    /// render, mixed: color target height in pixels, at most the device's
+    /// maxImageDimension2D, maxFramebufferHeight and maxViewportDimensions[1]
+    /// (4096 or more) [default: 2048]
     #[arg(long, value_name = "PIXELS")]
     pub height: Option<u32>,
 
-    /// mixed: bytes filled and copied by the copy (blit) pass; K, M and G
-    /// suffixes are powers of 1024 [default: 128M]
+    /// mixed: bytes filled and copied by the copy (blit) pass, at most the
+    /// device's largest device-local memory heap; K, M and G suffixes are
+    /// powers of 1024 [default: 128M]
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub copy_bytes: Option<u64>,
 }
@@ -221,6 +251,48 @@ mod tests {
         ] {
             let h = help(id);
             assert!(h.contains(&format!("[default: {default}]")), "{id}: {h}");
+        }
+    }
+
+    #[test]
+    fn help_states_the_limits() {
+        let cmd = Cli::command();
+        let help = |sub: &str, id: &str| {
+            cmd.find_subcommand(sub)
+                .and_then(|c| c.get_arguments().find(|a| a.get_id() == id))
+                .and_then(|a| a.get_help())
+                .map(|h| h.to_string())
+                .unwrap_or_default()
+        };
+        for (sub, id, limit) in [
+            ("run", "frames", MAX_FRAMES.to_string()),
+            ("run", "dispatches", MAX_DISPATCHES.to_string()),
+            ("run", "workgroup_size", MAX_INVOCATIONS.to_string()),
+            ("run", "iterations", MAX_ITERATIONS.to_string()),
+            ("run", "triangles", MAX_TRIANGLES.to_string()),
+            ("run", "workgroups", "maxComputeWorkGroupCount[0]".into()),
+            ("run", "width", "maxImageDimension2D".into()),
+            ("run", "height", "maxImageDimension2D".into()),
+            ("run", "copy_bytes", "device-local memory heap".into()),
+            (
+                "bench",
+                "samples",
+                gpu_counters_bench::MAX_SAMPLES.to_string(),
+            ),
+            ("bench", "reps", gpu_counters_bench::MAX_REPS.to_string()),
+            (
+                "bench",
+                "resolve_samples",
+                gpu_counters_bench::MAX_RESOLVE_SAMPLES.to_string(),
+            ),
+            (
+                "bench",
+                "drift_seconds",
+                gpu_counters_bench::MAX_DRIFT_SECONDS.to_string(),
+            ),
+        ] {
+            let h = help(sub, id);
+            assert!(h.contains(&limit), "{sub} --{id}: `{limit}` not in {h}");
         }
     }
 

@@ -63,7 +63,8 @@ pub struct RenderSizes {
 }
 
 /// What `run` does, with every default applied and every size checked to be
-/// at least 1.
+/// at least 1 and at most its limit (the device's own limits are checked
+/// once it is open, before any work is recorded).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// The workload.
@@ -84,6 +85,45 @@ fn at_least_one<T: Into<u64> + Copy + std::fmt::Display>(flag: &str, v: T) -> Cl
         return Err(CliError::Usage(format!("{flag} {v}: must be at least 1")));
     }
     Ok(v)
+}
+
+/// Fails with `--flag V: must be at most MAX (why)` for a size over its
+/// limit.
+fn at_most<T: Into<u64> + Copy + std::fmt::Display>(
+    flag: &str,
+    v: T,
+    max: T,
+    why: &str,
+) -> CliResult<T> {
+    if v.into() > max.into() {
+        return Err(CliError::Usage(format!(
+            "{flag} {v}: must be at most {max} ({why})"
+        )));
+    }
+    Ok(v)
+}
+
+impl ComputeSizes {
+    /// Fails unless the kernel invocations per pass, D*W*S, are at most
+    /// [`cli::MAX_INVOCATIONS`]. Checked once the device has accepted W and
+    /// S (so that a size over a device limit is reported as such), before
+    /// any work is recorded.
+    fn check_invocations(&self) -> CliResult<()> {
+        let invocations = u64::from(self.dispatches)
+            * u64::from(self.workgroups)
+            * u64::from(self.workgroup_size);
+        if invocations > cli::MAX_INVOCATIONS {
+            return Err(CliError::Usage(format!(
+                "--dispatches {} * --workgroups {} * --workgroup-size {} = {invocations} \
+                 kernel invocations per pass: must be at most {} (a u32)",
+                self.dispatches,
+                self.workgroups,
+                self.workgroup_size,
+                cli::MAX_INVOCATIONS
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Plan {
@@ -113,12 +153,22 @@ impl Plan {
                 )));
             }
         }
-        let frames = at_least_one("--frames", args.frames)?;
+        let frames = at_most(
+            "--frames",
+            at_least_one("--frames", args.frames)?,
+            cli::MAX_FRAMES,
+            "every frame's passes are kept for the report and the outputs",
+        )?;
         let compute = if has_compute {
-            Some(ComputeSizes {
-                dispatches: at_least_one(
+            let c = ComputeSizes {
+                dispatches: at_most(
                     "--dispatches",
-                    s.dispatches.unwrap_or(cli::DEFAULT_DISPATCHES),
+                    at_least_one(
+                        "--dispatches",
+                        s.dispatches.unwrap_or(cli::DEFAULT_DISPATCHES),
+                    )?,
+                    cli::MAX_DISPATCHES,
+                    "every dispatch is recorded into the frame's command buffer",
                 )?,
                 workgroups: at_least_one(
                     "--workgroups",
@@ -128,16 +178,24 @@ impl Plan {
                     "--workgroup-size",
                     s.workgroup_size.unwrap_or(cli::DEFAULT_WORKGROUP_SIZE),
                 )?,
-                iterations: s.iterations.unwrap_or(cli::DEFAULT_ITERATIONS),
-            })
+                iterations: at_most(
+                    "--iterations",
+                    s.iterations.unwrap_or(cli::DEFAULT_ITERATIONS),
+                    cli::MAX_ITERATIONS,
+                    "a longer shader risks the driver's GPU timeout",
+                )?,
+            };
+            Some(c)
         } else {
             None
         };
         let render = if has_render {
             Some(RenderSizes {
-                triangles: at_least_one(
+                triangles: at_most(
                     "--triangles",
-                    s.triangles.unwrap_or(cli::DEFAULT_TRIANGLES),
+                    at_least_one("--triangles", s.triangles.unwrap_or(cli::DEFAULT_TRIANGLES))?,
+                    cli::MAX_TRIANGLES,
+                    "the draw's vertex count 3T is a u32",
                 )?,
                 width: at_least_one("--width", s.width.unwrap_or(cli::DEFAULT_WIDTH))?,
                 height: at_least_one("--height", s.height.unwrap_or(cli::DEFAULT_HEIGHT))?,
@@ -276,6 +334,8 @@ fn build_passes(device: &Device, plan: &Plan) -> CliResult<Passes> {
             work: Work::Compute(work, c.dispatches),
             expected,
         });
+        // After the push, so that dropping `passes` destroys the workload.
+        c.check_invocations()?;
     }
     if let Some(r) = plan.render {
         let work = RenderWorkload::new(&ctx, r.triangles, r.width, r.height).map_err(|e| {
@@ -615,7 +675,8 @@ impl Bar {
     }
 }
 
-/// The outputs asked for, prepared before any GPU work.
+/// The outputs asked for, prepared (and checked to be distinct files)
+/// before any GPU work.
 struct Outputs {
     trace: Option<PendingOutput>,
     csv: Option<PendingOutput>,
@@ -629,11 +690,22 @@ impl Outputs {
                 .map(|p| PendingOutput::prepare(flag, p))
                 .transpose()
         };
-        Ok(Self {
+        let outputs = Self {
             trace: prep("--trace", &args.trace)?,
             csv: prep("--csv", &args.csv)?,
             svg: prep("--svg", &args.svg)?,
-        })
+        };
+        // One file given to two options: only the last would survive.
+        let all: Vec<&PendingOutput> = [&outputs.trace, &outputs.csv, &outputs.svg]
+            .into_iter()
+            .flatten()
+            .collect();
+        for (i, later) in all.iter().enumerate() {
+            for earlier in &all[..i] {
+                later.check_distinct(earlier)?;
+            }
+        }
+        Ok(outputs)
     }
 
     fn write(self, timeline: &Timeline, title: String) -> CliResult<()> {

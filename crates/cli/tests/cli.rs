@@ -523,3 +523,354 @@ fn unwritable_outputs_exit_2_and_leave_no_file() {
         files_in(dir.path())
     );
 }
+
+/// The smallest compute run, for tests about everything but the workload.
+const TINY: [&str; 10] = [
+    "run",
+    "compute",
+    "--frames",
+    "1",
+    "--dispatches",
+    "1",
+    "--workgroups",
+    "1",
+    "--iterations",
+    "1",
+];
+
+/// `TINY` followed by `more`.
+fn tiny(more: &[&str]) -> Vec<String> {
+    TINY.iter().chain(more).map(|s| s.to_string()).collect()
+}
+
+fn as_strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn one_file_given_to_two_outputs_exits_2() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let a = d.join("a.json");
+    let a = a.to_str().unwrap();
+    // The same spelling, under every pair of options.
+    for (f1, f2) in [
+        ("--trace", "--csv"),
+        ("--trace", "--svg"),
+        ("--csv", "--svg"),
+    ] {
+        bad_input(
+            &as_strs(&tiny(&[f1, a, f2, a])),
+            &format!("{f2} {a}: is the same file as {f1} {a}"),
+        );
+    }
+    // Two spellings of one new file.
+    let other_spelling = format!("{}/./a.json", d.display());
+    bad_input(
+        &as_strs(&tiny(&["--trace", a, "--svg", &other_spelling])),
+        "is the same file as --trace",
+    );
+    let sub = d.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let dotdot = format!("{}/../a.json", sub.display());
+    bad_input(
+        &as_strs(&tiny(&["--csv", a, "--svg", &dotdot])),
+        "is the same file as --csv",
+    );
+    // A symlink and its target.
+    let target = d.join("t.json");
+    std::fs::write(&target, "old").unwrap();
+    let link = d.join("l.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    bad_input(
+        &as_strs(&tiny(&[
+            "--trace",
+            link.to_str().unwrap(),
+            "--csv",
+            target.to_str().unwrap(),
+        ])),
+        "is the same file as --trace",
+    );
+    // Nothing was written or left behind.
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "old");
+    let mut names = files_in(d);
+    names.sort();
+    assert_eq!(names, ["l.json", "sub", "t.json"]);
+}
+
+#[test]
+fn same_file_name_in_two_directories_is_fine() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (x, y) = (dir.path().join("x"), dir.path().join("y"));
+    std::fs::create_dir(&x).unwrap();
+    std::fs::create_dir(&y).unwrap();
+    let (a, b) = (x.join("out"), y.join("out"));
+    ok(&as_strs(&tiny(&[
+        "--trace",
+        a.to_str().unwrap(),
+        "--csv",
+        b.to_str().unwrap(),
+    ])));
+    assert!(std::fs::read_to_string(&a).unwrap().contains("traceEvents"));
+    assert!(std::fs::read_to_string(&b).unwrap().starts_with("frame,"));
+}
+
+#[test]
+fn output_symlink_is_followed_and_kept() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let target = dir.path().join("target.json");
+    std::fs::write(&target, "old").unwrap();
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    ok(&as_strs(&tiny(&["--trace", link.to_str().unwrap()])));
+    let meta = std::fs::symlink_metadata(&link).unwrap();
+    assert!(meta.file_type().is_symlink(), "the link was replaced");
+    assert_eq!(std::fs::read_link(&link).unwrap(), target);
+    let text = std::fs::read_to_string(&target).unwrap();
+    assert!(text.contains("traceEvents"), "{text}");
+    let mut names = files_in(dir.path());
+    names.sort();
+    assert_eq!(names, ["link.json", "target.json"]);
+
+    // A dangling link is refused, and stays as it was.
+    let dangling = dir.path().join("dangling.json");
+    std::os::unix::fs::symlink(dir.path().join("missing.json"), &dangling).unwrap();
+    bad_input(
+        &as_strs(&tiny(&["--svg", dangling.to_str().unwrap()])),
+        "--svg",
+    );
+    assert!(std::fs::symlink_metadata(&dangling)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(!dir.path().join("missing.json").exists());
+}
+
+#[test]
+fn output_to_dev_null_writes_through_and_keeps_the_device() {
+    use std::os::unix::fs::FileTypeExt;
+    let is_char_device = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .map(|m| m.file_type().is_char_device())
+            .unwrap_or(false)
+    };
+    assert!(is_char_device(Path::new("/dev/null")));
+    // First through a link to /dev/null in a temporary directory: code that
+    // replaces outputs would replace the link here, and fail the test,
+    // without touching the real /dev/null (run as root, it would replace
+    // /dev/null itself with a regular file).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let link = dir.path().join("null");
+    std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+    ok(&as_strs(&tiny(&["--trace", link.to_str().unwrap()])));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link to /dev/null was replaced"
+    );
+    assert_eq!(files_in(dir.path()), ["null"]);
+    // Then /dev/null itself.
+    ok(&as_strs(&tiny(&["--trace", "/dev/null"])));
+    assert!(
+        is_char_device(Path::new("/dev/null")),
+        "/dev/null is no longer a character device"
+    );
+}
+
+#[test]
+fn output_to_a_fifo_writes_through_and_keeps_the_fifo() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fifo = dir.path().join("trace.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success());
+    // The reader: opening a FIFO for reading waits for a writer.
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(&fifo))
+    };
+    let out = gpu_counters()
+        .args(tiny(&["--trace", fifo.to_str().unwrap()]))
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .expect("run gpu-counters");
+    // Whatever the command did, release the reader: opening a FIFO for
+    // reading and writing never blocks, and closing it ends the reader's
+    // read if the command never opened the FIFO.
+    drop(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo),
+    );
+    let read = reader
+        .join()
+        .expect("reader thread")
+        .expect("read the FIFO");
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trace: Value = serde_json::from_slice(&read).expect("the trace read from the FIFO");
+    assert!(trace["traceEvents"].is_array());
+    let meta = std::fs::symlink_metadata(&fifo).unwrap();
+    assert!(
+        meta.file_type().is_fifo(),
+        "the FIFO was replaced: {meta:?}"
+    );
+    assert_eq!(files_in(dir.path()), ["trace.fifo"]);
+}
+
+#[test]
+fn output_path_ending_in_a_slash_or_in_a_missing_directory_exits_2_before_running() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let slash = format!("{}/out.json/", dir.path().display());
+    let missing = dir.path().join("missing").join("out.json");
+    for (flag, path, needle) in [
+        ("--trace", slash.as_str(), "names a directory"),
+        ("--csv", "out.csv/", "names a directory"),
+        ("--svg", missing.to_str().unwrap(), "does not exist"),
+    ] {
+        // bad_input also checks that nothing was printed on stdout: no
+        // workload ran (a run prints its tables there).
+        let start = std::time::Instant::now();
+        let line = bad_input(&as_strs(&tiny(&[flag, path])), needle);
+        assert!(line.contains(&format!("{flag} {path}")), "{line}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(30));
+    }
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "{:?}",
+        files_in(dir.path())
+    );
+    assert!(!Path::new("out.csv").exists());
+}
+
+#[test]
+fn run_sizes_over_their_limits_exit_2_at_once() {
+    for (args, needle) in [
+        (
+            &["compute", "--dispatches", "4000000000"][..],
+            "--dispatches 4000000000: must be at most 65536",
+        ),
+        (
+            &["compute", "--iterations", "4000000000"],
+            "--iterations 4000000000: must be at most 1000000",
+        ),
+        (
+            &["compute", "--frames", "4000000000"],
+            "--frames 4000000000: must be at most 100000",
+        ),
+        (
+            &["render", "--triangles", "4000000000"],
+            "--triangles 4000000000: must be at most 1431655765",
+        ),
+        (
+            &["mixed", "--triangles", "4000000000"],
+            "--triangles 4000000000: must be at most 1431655765",
+        ),
+        (
+            &[
+                "compute",
+                "--dispatches",
+                "65536",
+                "--workgroups",
+                "65535",
+                "--workgroup-size",
+                "2",
+            ],
+            "--dispatches 65536 * --workgroups 65535 * --workgroup-size 2 = 8589803520 kernel invocations per pass: must be at most 4294967295",
+        ),
+        (
+            &["mixed", "--workgroups", "4000000000"],
+            "--workgroups 4000000000",
+        ),
+        // Device limits, checked before any work is recorded.
+        (
+            &["render", "--width", "4000000000"],
+            "--width 4000000000: width 4000000000 is over the device limit",
+        ),
+        (
+            &["mixed", "--height", "4000000000"],
+            "--height 4000000000: height 4000000000 is over the device limit",
+        ),
+        (
+            &["mixed", "--copy-bytes", "1000000G"],
+            "--copy-bytes 1073741824000000: bytes 1073741824000000 is over the largest device-local memory heap",
+        ),
+    ] {
+        let mut all = vec!["run"];
+        all.extend_from_slice(args);
+        let start = std::time::Instant::now();
+        bad_input(&all, needle);
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "{all:?} took {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+#[test]
+fn bench_sizes_over_their_limits_exit_2_at_once() {
+    for (args, needle) in [
+        (
+            &["--drift-seconds", "1e300"][..],
+            "--drift-seconds 1e300: must be",
+        ),
+        (&["--drift-seconds", "NaN"], "--drift-seconds NaN: must be"),
+        (&["--drift-seconds", "inf"], "--drift-seconds inf: must be"),
+        (&["--drift-seconds=-1"], "--drift-seconds -1: must be"),
+        (&["--drift-seconds", "86401"], "from 0 to 86400"),
+        (
+            &["--samples", "4000000000"],
+            "--samples 4000000000: must be at most 524288",
+        ),
+        (
+            &["--reps", "4000000000"],
+            "--reps 4000000000: must be at most 1000",
+        ),
+        (
+            &["--resolve-samples", "4000000000"],
+            "--resolve-samples 4000000000: must be at most 1048576",
+        ),
+        (&["--samples", "0"], "--samples must be at least 1"),
+    ] {
+        let mut all = vec!["bench"];
+        all.extend_from_slice(args);
+        let start = std::time::Instant::now();
+        bad_input(&all, needle);
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "{all:?} took {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+#[test]
+fn vk_instance_layers_in_the_environment_does_not_fail_validation() {
+    // The loader then reports "env var 'VK_INSTANCE_LAYERS' defined" notices
+    // through the debug messenger; they are not validation messages.
+    for args in [&["devices"][..], &TINY[..]] {
+        let out = gpu_counters()
+            .env("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation")
+            .args(args)
+            .output()
+            .expect("run gpu-counters");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "gpu-counters {args:?} failed with {:?}:\n{stderr}",
+            out.status.code()
+        );
+        assert!(!stderr.contains("validation:"), "{stderr}");
+    }
+}

@@ -28,8 +28,30 @@ pub struct InstanceOptions {
     pub validation: bool,
 }
 
-/// Validation and driver messages captured through `VK_EXT_debug_utils`.
-pub(crate) type MessageLog = Arc<Mutex<Vec<String>>>;
+/// Messages captured through `VK_EXT_debug_utils`, split by where they come
+/// from: the validation layer's own messages (what
+/// [`Instance::validation_messages`] returns and what a validated run fails
+/// on) and everything else the messenger sees (the loader's notices, driver
+/// messages), kept for information only.
+#[derive(Debug, Default)]
+pub(crate) struct MessageLog {
+    validation: Mutex<Vec<String>>,
+    other: Mutex<Vec<String>>,
+}
+
+/// Whether a debug-utils message comes from the validation layer: it has the
+/// VALIDATION type, or its message id name is a validation-layer id
+/// (`VUID-...` for the specification's valid-usage rules, `UNASSIGNED-...`
+/// for the layer's own checks). The Vulkan loader's notices (GENERAL type,
+/// id name `Loader Message`, e.g. "env var 'VK_INSTANCE_LAYERS' defined")
+/// and driver messages are not.
+pub(crate) fn is_validation_message(
+    kind: vk::DebugUtilsMessageTypeFlagsEXT,
+    id_name: Option<&str>,
+) -> bool {
+    kind.contains(vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION)
+        || id_name.is_some_and(|n| n.starts_with("VUID-") || n.starts_with("UNASSIGNED-"))
+}
 
 /// A Vulkan instance opened by gpu-counters, with its optional validation
 /// capture. Cloning shares the instance.
@@ -63,29 +85,41 @@ impl Drop for InstanceShared {
     }
 }
 
+/// The debug-utils messenger's callback: files the message in the
+/// [`MessageLog`] that `user` points at, under validation or other (see
+/// [`is_validation_message`]).
 unsafe extern "system" fn debug_callback(
     severity: vk::DebugUtilsMessageSeverityFlagsEXT,
     kind: vk::DebugUtilsMessageTypeFlagsEXT,
     data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
     user: *mut c_void,
 ) -> vk::Bool32 {
+    if user.is_null() || data.is_null() {
+        return vk::FALSE;
+    }
     // SAFETY: the loader passes a valid callback-data pointer for the call's
-    // duration; `user` is the boxed MessageLog that outlives the messenger.
-    unsafe {
-        if user.is_null() || data.is_null() {
-            return vk::FALSE;
-        }
-        let log = &*(user as *const MessageLog);
-        let message = if (*data).p_message.is_null() {
-            String::from("(no message)")
-        } else {
-            CStr::from_ptr((*data).p_message)
-                .to_string_lossy()
-                .into_owned()
+    // duration, whose non-null string pointers are NUL-terminated; `user` is
+    // the boxed MessageLog, which outlives the messenger (it is freed only
+    // after the messenger is destroyed).
+    let (log, message, id_name) = unsafe {
+        let data = &*data;
+        let text = |p: *const std::ffi::c_char| {
+            (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
         };
-        if let Ok(mut log) = log.lock() {
-            log.push(format!("[{severity:?} {kind:?}] {message}"));
-        }
+        (
+            &*(user as *const MessageLog),
+            text(data.p_message).unwrap_or_else(|| String::from("(no message)")),
+            text(data.p_message_id_name),
+        )
+    };
+    let line = format!("[{severity:?} {kind:?}] {message}");
+    let list = if is_validation_message(kind, id_name.as_deref()) {
+        &log.validation
+    } else {
+        &log.other
+    };
+    if let Ok(mut list) = list.lock() {
+        list.push(line);
     }
     vk::FALSE
 }
@@ -141,8 +175,7 @@ impl Instance {
         } else {
             vk::InstanceCreateFlags::empty()
         };
-        let messages: Option<Box<MessageLog>> =
-            validation.then(|| Box::new(Arc::new(Mutex::new(Vec::new()))));
+        let messages: Option<Box<MessageLog>> = validation.then(Box::default);
         let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
             .message_severity(
                 vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
@@ -228,22 +261,42 @@ impl Instance {
         self.shared.messages.is_some()
     }
 
-    /// Every warning and error the validation layer (or the driver) reported
-    /// so far.
+    /// Every warning and error the validation layer reported so far: only
+    /// messages of the VALIDATION type or with a `VUID-`/`UNASSIGNED-` id
+    /// (the loader's notices, e.g. about `VK_INSTANCE_LAYERS` being set, are
+    /// in [`Instance::other_messages`] instead).
     pub fn validation_messages(&self) -> Vec<String> {
         self.shared
             .messages
             .as_ref()
-            .and_then(|m| m.lock().ok().map(|v| v.clone()))
+            .and_then(|m| m.validation.lock().ok().map(|v| v.clone()))
             .unwrap_or_default()
     }
 
-    /// Removes and returns the captured messages.
+    /// Removes and returns the captured validation messages (see
+    /// [`Instance::validation_messages`]).
     pub fn take_validation_messages(&self) -> Vec<String> {
         self.shared
             .messages
             .as_ref()
-            .and_then(|m| m.lock().ok().map(|mut v| std::mem::take(&mut *v)))
+            .and_then(|m| {
+                m.validation
+                    .lock()
+                    .ok()
+                    .map(|mut v| std::mem::take(&mut *v))
+            })
+            .unwrap_or_default()
+    }
+
+    /// The warnings and errors captured so far that do not come from the
+    /// validation layer: the Vulkan loader's notices (GENERAL type,
+    /// `Loader Message`) and driver messages. Informational: nothing in
+    /// gpu-counters fails on them.
+    pub fn other_messages(&self) -> Vec<String> {
+        self.shared
+            .messages
+            .as_ref()
+            .and_then(|m| m.other.lock().ok().map(|v| v.clone()))
             .unwrap_or_default()
     }
 
@@ -491,5 +544,29 @@ impl Capabilities {
             ),
             max_sample_count: self.max_sample_count,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_validation_layer_messages_count_as_validation() {
+        type T = vk::DebugUtilsMessageTypeFlagsEXT;
+        assert!(is_validation_message(
+            T::VALIDATION,
+            Some("VUID-vkCmdDraw-None-08600")
+        ));
+        assert!(is_validation_message(T::VALIDATION, None));
+        assert!(is_validation_message(
+            T::GENERAL,
+            Some("UNASSIGNED-CoreValidation-x")
+        ));
+        assert!(is_validation_message(T::PERFORMANCE, Some("VUID-x")));
+        // The loader's notices, e.g. "env var 'VK_INSTANCE_LAYERS' defined".
+        assert!(!is_validation_message(T::GENERAL, Some("Loader Message")));
+        assert!(!is_validation_message(T::GENERAL, None));
+        assert!(!is_validation_message(T::PERFORMANCE, Some("driver")));
     }
 }
