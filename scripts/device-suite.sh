@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the checkout root, with .gl/ and .bin/ carried
+# (see scripts/device-build.sh): unpacks the Vulkan loader and validation
+# layer, then runs every GPU test binary ROUNDS times in a row (default 5)
+# with THREADS test threads (default 4), counting passes and failures per
+# round, and the command's demo once. Everything lands in $OUT.
+set -uo pipefail
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+ROUNDS=${ROUNDS:-5}; THREADS=${THREADS:-4}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+tests=$(ls .bin/test-* | grep -v -E 'pass_timestamps|resolve_speed|scopes|render_svg_png')
+for r in $(seq 1 "$ROUNDS"); do
+  passed=0; failed=0
+  for t in $tests; do
+    "$t" --test-threads="$THREADS" > /tmp/t.out 2>&1; rc=$?
+    cat /tmp/t.out >> "$OUT/round-$r.log"
+    p=$(grep -oE '[0-9]+ passed' /tmp/t.out | awk '{s+=$1} END {print s+0}')
+    f=$(grep -oE '[0-9]+ failed' /tmp/t.out | awk '{s+=$1} END {print s+0}')
+    [ $rc = 0 ] || { [ "$f" = 0 ] && f=1; echo "round $r: $t exited $rc" | tee -a "$OUT/failures.txt"; grep -E 'panicked|FAILED' /tmp/t.out | head -5 | tee -a "$OUT/failures.txt"; }
+    passed=$((passed + p)); failed=$((failed + f))
+  done
+  echo "round $r: $passed passed, $failed failed" | tee -a "$OUT/rounds.txt"
+done
+GPU_COUNTERS_VALIDATION=1 .bin/gpu-counters run mixed --frames 5 --svg "$OUT/h200-timeline.svg" > "$OUT/run-mixed.txt" 2>&1; echo "run mixed exit $?"
+GPU_COUNTERS_VALIDATION=1 .bin/gpu-counters run compute --frames 3 --dispatches 3 --workgroups 7 --workgroup-size 13 --json > "$OUT/run-compute.json"; echo "run compute exit $?"
+GPU_COUNTERS_VALIDATION=1 .bin/gpu-counters run render --frames 3 --triangles 37 --width 256 --height 128 --json > "$OUT/run-render.json"; echo "run render exit $?"
