@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .bin
 cargo build --release -p gpu-counters-cli
-cp target/release/gpu-counters .bin/
+cp "${CARGO_TARGET_DIR:-target}/release/gpu-counters" .bin/
 rm -f .bin/test-*
 cargo test --release --no-run -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-workloads \
   --message-format=json 2>/dev/null \

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, from the checkout root, with .gl/ and .bin/ carried
+# Runs on the GPU machine, in the checkout (from any directory), with .gl/ and .bin/ carried
 # (see scripts/device-build.sh): unpacks the Vulkan loader and validation
 # layer, then runs the GPU tests, the command's demo and, with BENCH=1, the
 # benchmark. Everything lands in $OUT.
 set -uo pipefail
+cd "$(dirname "$0")/.."
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

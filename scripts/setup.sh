@@ -4,6 +4,7 @@
 # used when the machine has no GPU), the Khronos validation layer (the tests
 # run under it) and a font for the SVG-to-PNG rendering in the tests.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
