@@ -497,7 +497,7 @@ pub fn run_with_options(
     let progress = Progress::new(!args.json);
     let mut notes = Vec::new();
 
-    let mut variants: Vec<Box<dyn Variant>> = vulkan::variants(&device, args.samples)?;
+    let mut variants: Variants = vulkan::variants(&device, args.samples)?;
     match wgpu_bench::variants(&info, args.samples) {
         Ok((wgpu_variants, wgpu_notes)) => {
             variants.extend(wgpu_variants);
@@ -573,6 +573,9 @@ pub(crate) trait Variant {
         self.spec().baseline.as_deref()
     }
 }
+
+/// A backend's rows, in the report's order.
+pub(crate) type Variants = Vec<Box<dyn Variant>>;
 
 /// A variant as the report describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1020,9 +1023,7 @@ mod tests {
         let log = Rc::new(RefCell::new(Vec::new()));
         let mut variants = vec![fake(&log, "a", Placement::Precise, 8, Some("nowhere"))];
         let bar = indicatif::ProgressBar::hidden();
-        let e = schedule(&mut variants, 1, &bar)
-            .err()
-            .expect("no baseline named `nowhere`");
+        let e = schedule(&mut variants, 1, &bar).expect_err("no baseline named `nowhere`");
         assert!(matches!(e, BenchError::Measurement(_)), "{e}");
         assert!(log.borrow().is_empty(), "nothing ran");
     }

@@ -7,7 +7,7 @@
 //! query pool) at the very start and end of the command buffer for the GPU
 //! time, outside the timed recording.
 
-use crate::{vk_err, BenchError, Measurement, Placement, Tool, Variant, VariantSpec};
+use crate::{vk_err, BenchError, Measurement, Placement, Tool, Variant, VariantSpec, Variants};
 use ash::vk;
 use gpu_counters_core::timeline::PassKind;
 use gpu_counters_core::{
@@ -642,7 +642,7 @@ impl Variant for VulkanVariant {
 /// The raw-ash and gpu-counters variants of `n` dispatches on `device`,
 /// sharing one harness (destroyed, after the device is idle, with the last
 /// of them).
-pub(crate) fn variants(device: &Device, n: u32) -> Result<Vec<Box<dyn Variant>>, BenchError> {
+pub(crate) fn variants(device: &Device, n: u32) -> Result<Variants, BenchError> {
     let bench = Rc::new(RefCell::new(VulkanBench::new(device, n)?));
     Ok(KINDS
         .iter()

@@ -2,7 +2,7 @@
 //! adapter with the same name as gpu-counters' device.
 
 use crate::vulkan::{ITERATIONS, WORKGROUP_SIZE};
-use crate::{BenchError, Measurement, Placement, Tool, Variant, VariantSpec};
+use crate::{BenchError, Measurement, Placement, Tool, Variant, VariantSpec, Variants};
 use gpu_counters_core::DeviceInfo;
 use std::cell::RefCell;
 use std::hint::black_box;
@@ -544,10 +544,7 @@ impl Variant for WgpuVariant {
 /// The wgpu and wgpu-profiler variants of `n` dispatches, on the wgpu
 /// adapter named like `info` (see [`WgpuBench::new`]), and the notes on how
 /// they measure (fallbacks, skipped variants).
-pub(crate) fn variants(
-    info: &DeviceInfo,
-    n: u32,
-) -> Result<(Vec<Box<dyn Variant>>, Vec<String>), BenchError> {
+pub(crate) fn variants(info: &DeviceInfo, n: u32) -> Result<(Variants, Vec<String>), BenchError> {
     let bench = WgpuBench::new(info, n)?;
     let notes = bench.notes();
     let kinds = bench.kinds.clone();

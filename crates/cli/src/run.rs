@@ -228,6 +228,10 @@ impl Plan {
 fn workload_error(what: &str, e: WorkloadError, fields: &[(&str, &str, String)]) -> CliError {
     match e {
         WorkloadError::InvalidSize(msg) => {
+            // `InvalidSize` carries only a message that names the size at
+            // fault by its field name (`workgroup_size 4294967295 is over
+            // ...`); until the workloads' error names the field as a typed
+            // value, the option is found as a whole word of the message.
             let words: Vec<&str> = msg
                 .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                 .collect();
