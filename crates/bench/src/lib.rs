@@ -68,6 +68,13 @@
 //!   `GpuProfiler::scope` per dispatch inside a single pass (when the adapter
 //!   has `TIMESTAMP_QUERY_INSIDE_PASSES`).
 //!
+//! Every row is an implementor of one small trait, `Variant` (its
+//! description and one measured run); a backend's harness hands out its
+//! rows, and the scheduling above (interleaved, shuffled per round, each
+//! right after its own baseline, warm-up discarded, best of 3, medians) is
+//! written once over them, so a backend (wgpu now, CUDA later) plugs in by
+//! adding implementors.
+//!
 //! Each tool has a no-sampling baseline; where a variant changes the pass
 //! structure (one pass per dispatch), the baseline has the same structure, so
 //! the difference is the cost of sampling alone. The cost of splitting passes

@@ -483,24 +483,32 @@ pub struct Measured {
 /// once its submission has completed.
 const FRAME_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// What one pass's scope must be: its label, its kind, and the statistics
+/// the workload is known to produce.
+type PassExpectation<'a> = (&'a str, PassKind, &'a [(CommonCounter, u64)]);
+
 /// The statistics check of each pass of `frame`; fails unless the frame has
 /// exactly one scope per pass, in order (the profiler drops, and counts, a
 /// scope whose samples failed).
-fn check_frame(passes: &Passes, frame: &FrameResult, has_stats: bool) -> CliResult<Vec<PassCheck>> {
+fn check_frame(
+    passes: &[PassExpectation<'_>],
+    frame: &FrameResult,
+    has_stats: bool,
+) -> CliResult<Vec<PassCheck>> {
     let d = &frame.drops;
-    let one_per_pass = frame.scopes.len() == passes.list.len()
+    let one_per_pass = frame.scopes.len() == passes.len()
         && frame
             .scopes
             .iter()
-            .zip(&passes.list)
-            .all(|(s, p)| s.label == p.label && s.kind == p.kind);
+            .zip(passes)
+            .all(|(s, &(label, kind, _))| s.label == label && s.kind == kind);
     if frame.dropped_scopes > 0 || !one_per_pass {
         return Err(CliError::Failure(format!(
             "frame {}: {} of {} passes have results ({} scopes dropped: {} failed, \
              {} not ended, {} without a ring slot, {} over capacity, {} abandoned)",
             frame.index,
             frame.scopes.len(),
-            passes.list.len(),
+            passes.len(),
             frame.dropped_scopes,
             d.failed,
             d.not_ended,
@@ -512,9 +520,9 @@ fn check_frame(passes: &Passes, frame: &FrameResult, has_stats: bool) -> CliResu
     Ok(frame
         .scopes
         .iter()
-        .zip(&passes.list)
-        .map(|(scope, pass)| PassCheck {
-            expected: pass.expected.clone(),
+        .zip(passes)
+        .map(|(scope, &(_, _, expected))| PassCheck {
+            expected: expected.to_vec(),
             statistics: scope.statistics,
             problem: (has_stats && scope.statistics.is_none())
                 .then(|| "statistics missing from the pass's scope".to_string()),
@@ -552,9 +560,14 @@ fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResu
     )?;
     let mut frames: Vec<FrameResult> = Vec::with_capacity(plan.frames as usize);
     let mut checks = Vec::with_capacity(plan.frames as usize);
+    let expected: Vec<PassExpectation<'_>> = passes
+        .list
+        .iter()
+        .map(|p| (p.label, p.kind, p.expected.as_slice()))
+        .collect();
     let mut take = |done: Vec<FrameResult>| -> CliResult<()> {
         for frame in done {
-            checks.push(check_frame(&passes, &frame, has_stats)?);
+            checks.push(check_frame(&expected, &frame, has_stats)?);
             frames.push(frame);
             bar.frame_done();
         }
@@ -585,6 +598,7 @@ fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResu
     }
     let timeline = profiler.timeline(&frames);
     let calibration = profiler.calibration();
+    drop(expected);
     drop(profiler);
     drop(passes);
     drop(device);
@@ -762,4 +776,123 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_counters_core::CounterResultStatistic;
+    use gpu_counters_profiler::{DropCounts, ScopeResult};
+
+    fn scope(label: &str, kind: PassKind, invocations: Option<u64>) -> ScopeResult {
+        ScopeResult {
+            label: label.into(),
+            kind,
+            thread: "main".into(),
+            depth: 0,
+            parent: None,
+            start_ns: 100,
+            end_ns: 250,
+            duration_ns: 150,
+            start_ticks: 1000,
+            end_ticks: 2500,
+            error_bound_ns: 3,
+            statistics: invocations.map(|n| CounterResultStatistic {
+                compute_kernel_invocations: n,
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn frame(scopes: Vec<ScopeResult>, drops: DropCounts) -> FrameResult {
+        FrameResult {
+            index: 4,
+            queue: QUEUE.into(),
+            cpu_submit_ns: Some(50),
+            cpu_complete_ns: 300,
+            scopes,
+            dropped_scopes: drops.total(),
+            drops,
+        }
+    }
+
+    const COMPUTE: &[(CommonCounter, u64)] = &[(CommonCounter::ComputeKernelInvocations, 21)];
+
+    #[test]
+    fn checks_come_from_the_scopes_statistics() {
+        let passes = [
+            ("compute", PassKind::Compute, COMPUTE),
+            ("copy", PassKind::Blit, &[][..]),
+        ];
+        let f = frame(
+            vec![
+                scope("compute", PassKind::Compute, Some(21)),
+                scope("copy", PassKind::Blit, Some(0)),
+            ],
+            DropCounts::default(),
+        );
+        let checks = check_frame(&passes, &f, true).expect("one scope per pass");
+        assert_eq!(checks.len(), 2);
+        assert_eq!(checks[0].matches(), Some(true));
+        assert_eq!(checks[0].expected, COMPUTE);
+        assert_eq!(
+            checks[0].statistics.map(|s| s.compute_kernel_invocations),
+            Some(21)
+        );
+        assert_eq!(checks[1].matches(), Some(true));
+
+        let wrong = frame(
+            vec![
+                scope("compute", PassKind::Compute, Some(20)),
+                scope("copy", PassKind::Blit, Some(0)),
+            ],
+            DropCounts::default(),
+        );
+        let checks = check_frame(&passes, &wrong, true).expect("one scope per pass");
+        assert_eq!(
+            checks[0].mismatches(),
+            ["compute_kernel_invocations = 20, expected 21"]
+        );
+        // Without statistics on the device there is nothing to check.
+        let none = frame(
+            vec![scope("compute", PassKind::Compute, None)],
+            DropCounts::default(),
+        );
+        let checks = check_frame(&passes[..1], &none, false).expect("one scope per pass");
+        assert_eq!(checks[0].matches(), None);
+        // With statistics on, a scope without them is a mismatch.
+        let checks = check_frame(&passes[..1], &none, true).expect("one scope per pass");
+        assert_eq!(checks[0].matches(), Some(false));
+    }
+
+    #[test]
+    fn a_dropped_or_misplaced_scope_fails_the_run() {
+        let passes = [
+            ("compute", PassKind::Compute, COMPUTE),
+            ("copy", PassKind::Blit, &[][..]),
+        ];
+        let dropped = frame(
+            vec![scope("compute", PassKind::Compute, Some(21))],
+            DropCounts {
+                failed: 1,
+                ..Default::default()
+            },
+        );
+        let e = check_frame(&passes, &dropped, true).expect_err("a scope failed");
+        assert_eq!(e.exit_code(), 1);
+        assert_eq!(
+            e.to_string(),
+            "frame 4: 1 of 2 passes have results (1 scopes dropped: 1 failed, 0 not ended, \
+             0 without a ring slot, 0 over capacity, 0 abandoned)"
+        );
+        let swapped = frame(
+            vec![
+                scope("copy", PassKind::Blit, Some(0)),
+                scope("compute", PassKind::Compute, Some(21)),
+            ],
+            DropCounts::default(),
+        );
+        let e = check_frame(&passes, &swapped, true).expect_err("out of order");
+        assert_eq!(e.exit_code(), 1);
+    }
 }
