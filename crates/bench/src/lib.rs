@@ -68,6 +68,13 @@
 //!   `GpuProfiler::scope` per dispatch inside a single pass (when the adapter
 //!   has `TIMESTAMP_QUERY_INSIDE_PASSES`).
 //!
+//! Every row is an implementor of one small trait, `Variant` (its
+//! description and one measured run); a backend's harness hands out its
+//! rows, and the scheduling above (interleaved, shuffled per round, each
+//! right after its own baseline, warm-up discarded, best of 3, medians) is
+//! written once over them, so a backend (wgpu now, CUDA later) plugs in by
+//! adding implementors.
+//!
 //! Each tool has a no-sampling baseline; where a variant changes the pass
 //! structure (one pass per dispatch), the baseline has the same structure, so
 //! the difference is the cost of sampling alone. The cost of splitting passes
@@ -497,69 +504,27 @@ pub fn run_with_options(
     let progress = Progress::new(!args.json);
     let mut notes = Vec::new();
 
-    let mut vk = vulkan::VulkanBench::new(&device, args.samples)?;
-    let mut wg = match wgpu_bench::WgpuBench::new(&info, args.samples) {
-        Ok(w) => Some(w),
-        Err(e) => {
-            notes.push(format!("wgpu variants skipped: {e}"));
-            None
+    let mut variants: Variants = vulkan::variants(&device, args.samples)?;
+    match wgpu_bench::variants(&info, args.samples) {
+        Ok((wgpu_variants, wgpu_notes)) => {
+            variants.extend(wgpu_variants);
+            notes.extend(wgpu_notes);
         }
-    };
-    let mut specs: Vec<(Runner, VariantSpec)> = vk
-        .variants()
-        .into_iter()
-        .map(|v| (Runner::Vulkan, v))
-        .collect();
-    if let Some(w) = &wg {
-        specs.extend(w.variants().into_iter().map(|v| (Runner::Wgpu, v)));
-        notes.extend(w.notes());
+        Err(e) => notes.push(format!("wgpu variants skipped: {e}")),
     }
-    let rounds = args.reps as usize + 1;
-    let sampling: Vec<usize> = (0..specs.len())
-        .filter(|&i| specs[i].1.baseline.is_some())
-        .collect();
-    let by_name = |name: &str| specs.iter().position(|(_, s)| s.name == name);
-    let bar = progress.bar((rounds * sampling.len()) as u64, "variants");
-    let mut measured: Vec<Vec<Paired>> = vec![Vec::new(); specs.len()];
-    for round in 0..rounds {
-        for &i in &shuffled(&sampling, round as u64) {
-            let (runner, spec) = &specs[i];
-            let b = spec.baseline.as_deref().and_then(by_name).ok_or_else(|| {
-                BenchError::Measurement(format!("no baseline for `{}`", spec.name))
-            })?;
-            bar.set_message(spec.name.clone());
-            let trials = if round == 0 { 1 } else { TRIALS };
-            let mut run = |id: usize| -> Result<Measurement, BenchError> {
-                let mut best: Option<Measurement> = None;
-                for _ in 0..trials {
-                    let m = match runner {
-                        Runner::Vulkan => vk.run(id)?,
-                        Runner::Wgpu => wg
-                            .as_mut()
-                            .ok_or_else(|| BenchError::Wgpu("wgpu harness missing".into()))?
-                            .run(id)?,
-                    };
-                    best = Some(best.map_or(m, |x| x.min(m)));
-                }
-                best.ok_or_else(|| BenchError::Measurement("no trial ran".into()))
-            };
-            let base = run(specs[b].1.id)?;
-            let variant = run(spec.id)?;
-            if round > 0 {
-                measured[i].push(Paired { variant, base });
-                measured[b].push(Paired {
-                    variant: base,
-                    base,
-                });
-            }
-            bar.inc(1);
-        }
-    }
+    let bar = progress.bar(
+        ((args.reps as usize + 1) * variants.iter().filter(|v| v.baseline().is_some()).count())
+            as u64,
+        "variants",
+    );
+    let measured = schedule(&mut variants, args.reps, &bar)?;
     bar.finish_and_clear();
-    let specs: Vec<VariantSpec> = specs.into_iter().map(|(_, s)| s).collect();
-    let variants = summarize(&specs, &measured);
-    drop(wg);
-    vk.destroy();
+    let specs: Vec<&VariantSpec> = variants.iter().map(|v| v.spec()).collect();
+    let variants_report = summarize(&specs, &measured);
+    // The harnesses (wgpu's instance, the Vulkan objects) go with their
+    // last variant; the Vulkan harness waits for the device first.
+    drop(specs);
+    drop(variants);
 
     let spinner = progress.spinner("resolve throughput");
     let resolve = resolve::measure(&device, args.resolve_samples, args.reps)?;
@@ -577,7 +542,7 @@ pub fn run_with_options(
         device: info,
         samples: args.samples,
         reps: args.reps,
-        variants,
+        variants: variants_report,
         resolve,
         calibration,
         notes,
@@ -586,21 +551,49 @@ pub fn run_with_options(
     })
 }
 
-#[derive(Clone, Copy)]
-enum Runner {
-    Vulkan,
-    Wgpu,
+/// One row of the benchmark: a way of recording the workload, sampling or
+/// not (a baseline), on some backend.
+///
+/// A backend's harness (raw ash and gpu-counters on a gpu-counters
+/// [`Device`], wgpu and wgpu-profiler on wgpu's instance; CUDA later) hands
+/// out one implementor per row, sharing its objects between them. The
+/// scheduling ([`schedule`]: a warm-up round thrown away, rounds shuffled,
+/// each variant right after its own baseline, best of [`TRIALS`]) and the
+/// medians ([`summarize`]) are written once, over `dyn Variant`.
+pub(crate) trait Variant {
+    /// What the report says of the variant: its name, tool, placement,
+    /// sample counts and baseline.
+    fn spec(&self) -> &VariantSpec;
+
+    /// Records the workload with this variant's sampling, submits it, waits
+    /// for it and resolves its samples: one measurement. Fails when a
+    /// sample is missing, so that no number is made up.
+    fn run(&mut self) -> Result<Measurement, BenchError>;
+
+    /// The variant's name, unique in a run.
+    fn name(&self) -> &str {
+        &self.spec().name
+    }
+
+    /// The name of the baseline to subtract; `None` for a baseline.
+    fn baseline(&self) -> Option<&str> {
+        self.spec().baseline.as_deref()
+    }
 }
 
-/// A variant as a harness describes it.
-#[derive(Debug, Clone)]
+/// A backend's rows, in the report's order.
+pub(crate) type Variants = Vec<Box<dyn Variant>>;
+
+/// A variant as the report describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct VariantSpec {
-    /// The harness's own identifier.
-    pub id: usize,
+    /// Unique in a run; baselines are referred to by it.
     pub name: String,
     pub tool: Tool,
     pub placement: Placement,
+    /// Samples taken per submission.
     pub samples: u64,
+    /// Timestamps the GPU really writes per submission.
     pub timestamps_written: u64,
     /// Name of the baseline to subtract (`None` for a baseline).
     pub baseline: Option<String>,
@@ -636,6 +629,58 @@ struct Paired {
     base: Measurement,
 }
 
+/// Runs a warm-up round (thrown away) and `reps` measured rounds over
+/// `variants`. A round runs every sampling variant (one with a baseline)
+/// once, in an order shuffled anew per round, each right after its own
+/// baseline; in a measured round each of the two runs [`TRIALS`] times and
+/// keeps the smallest of every number. Returns, per variant, the measured
+/// pairs: a sampling variant's with the baseline run just before it, a
+/// baseline's own runs paired with themselves (one per variant that uses
+/// it, per round).
+fn schedule(
+    variants: &mut [Box<dyn Variant>],
+    reps: u32,
+    bar: &indicatif::ProgressBar,
+) -> Result<Vec<Vec<Paired>>, BenchError> {
+    let rounds = reps as usize + 1;
+    let sampling: Vec<usize> = (0..variants.len())
+        .filter(|&i| variants[i].baseline().is_some())
+        .collect();
+    let mut measured: Vec<Vec<Paired>> = vec![Vec::new(); variants.len()];
+    for round in 0..rounds {
+        for &i in &shuffled(&sampling, round as u64) {
+            let baseline = variants[i].baseline().unwrap_or_default();
+            let b = variants
+                .iter()
+                .position(|v| v.name() == baseline && v.baseline().is_none())
+                .ok_or_else(|| {
+                    BenchError::Measurement(format!("no baseline for `{}`", variants[i].name()))
+                })?;
+            bar.set_message(variants[i].name().to_string());
+            let trials = if round == 0 { 1 } else { TRIALS };
+            let run = |v: &mut dyn Variant| -> Result<Measurement, BenchError> {
+                let mut best: Option<Measurement> = None;
+                for _ in 0..trials {
+                    let m = v.run()?;
+                    best = Some(best.map_or(m, |x| x.min(m)));
+                }
+                best.ok_or_else(|| BenchError::Measurement("no trial ran".into()))
+            };
+            let base = run(variants[b].as_mut())?;
+            let variant = run(variants[i].as_mut())?;
+            if round > 0 {
+                measured[i].push(Paired { variant, base });
+                measured[b].push(Paired {
+                    variant: base,
+                    base,
+                });
+            }
+            bar.inc(1);
+        }
+    }
+    Ok(measured)
+}
+
 /// `items` in an order of its own for each round (a fixed pseudo-random
 /// permutation), so that no variant always follows the same one.
 fn shuffled(items: &[usize], round: u64) -> Vec<usize> {
@@ -650,7 +695,7 @@ fn shuffled(items: &[usize], round: u64) -> Vec<usize> {
     v
 }
 
-fn summarize(specs: &[VariantSpec], measured: &[Vec<Paired>]) -> Vec<VariantReport> {
+fn summarize(specs: &[&VariantSpec], measured: &[Vec<Paired>]) -> Vec<VariantReport> {
     let mut out: Vec<VariantReport> = specs
         .iter()
         .zip(measured)
@@ -858,5 +903,135 @@ pub fn print_human(report: &BenchReport) {
             "validation: {} message(s) on gpu-counters' instance",
             report.validation_messages.len()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// A variant that logs its runs and measures exactly `base` plus
+    /// `per_sample` per sample, whatever else ran.
+    struct Fake {
+        spec: VariantSpec,
+        log: Rc<RefCell<Vec<String>>>,
+        base: f64,
+        per_sample: f64,
+    }
+
+    impl Variant for Fake {
+        fn spec(&self) -> &VariantSpec {
+            &self.spec
+        }
+
+        fn run(&mut self) -> Result<Measurement, BenchError> {
+            self.log.borrow_mut().push(self.spec.name.clone());
+            let ns = self.base + self.per_sample * self.spec.samples as f64;
+            Ok(Measurement {
+                gpu_ns: ns,
+                record_ns: ns / 2.0,
+                resolve_ns: self.spec.samples as f64 * 3.0,
+            })
+        }
+    }
+
+    fn fake(
+        log: &Rc<RefCell<Vec<String>>>,
+        name: &str,
+        placement: Placement,
+        samples: u64,
+        baseline: Option<&str>,
+    ) -> Box<dyn Variant> {
+        Box::new(Fake {
+            spec: VariantSpec {
+                name: name.into(),
+                tool: Tool::GpuCounters,
+                placement,
+                samples,
+                timestamps_written: samples,
+                baseline: baseline.map(Into::into),
+            },
+            log: log.clone(),
+            base: 1000.0,
+            per_sample: 10.0,
+        })
+    }
+
+    #[test]
+    fn schedule_runs_each_variant_right_after_its_baseline_and_discards_the_warm_up() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let mut variants = vec![
+            fake(&log, "base", Placement::None, 0, None),
+            fake(&log, "a", Placement::Precise, 8, Some("base")),
+            fake(&log, "b", Placement::Pass, 16, Some("base")),
+            fake(&log, "other base", Placement::None, 0, None),
+            fake(&log, "c", Placement::Relaxed, 8, Some("other base")),
+        ];
+        let reps = 4;
+        let bar = indicatif::ProgressBar::hidden();
+        let measured = schedule(&mut variants, reps, &bar).expect("schedule");
+
+        // Warm-up: one run each of a baseline and its variant; measured
+        // rounds: TRIALS of each.
+        let log = log.borrow();
+        let sampling = 3;
+        assert_eq!(
+            log.len(),
+            2 * sampling + reps as usize * 2 * TRIALS * sampling
+        );
+        let mut at = 0;
+        for round in 0..=reps {
+            let trials = if round == 0 { 1 } else { TRIALS };
+            let mut order = Vec::new();
+            for _ in 0..sampling {
+                let variant = &log[at + trials];
+                let baseline = match variant.as_str() {
+                    "a" | "b" => "base",
+                    "c" => "other base",
+                    v => panic!("`{v}` is not a sampling variant"),
+                };
+                assert!(
+                    log[at..at + trials].iter().all(|n| n == baseline),
+                    "{log:?}"
+                );
+                assert!(log[at + trials..at + 2 * trials]
+                    .iter()
+                    .all(|n| n == variant));
+                order.push(variant.clone());
+                at += 2 * trials;
+            }
+            order.sort();
+            assert_eq!(order, ["a", "b", "c"], "every variant once per round");
+        }
+        assert_eq!(at, log.len());
+
+        // Measured pairs: one per round for a sampling variant, one per
+        // round and variant for a baseline.
+        let counts: Vec<usize> = measured.iter().map(Vec::len).collect();
+        assert_eq!(counts, [2 * 4, 4, 4, 4, 4]);
+
+        let specs: Vec<&VariantSpec> = variants.iter().map(|v| v.spec()).collect();
+        let report = summarize(&specs, &measured);
+        let a = &report[1];
+        assert_eq!(a.gpu_ns_per_sample, 10.0);
+        assert_eq!(a.host_record_ns_per_sample, 5.0);
+        assert_eq!(a.host_resolve_ns_per_sample, 3.0);
+        assert_eq!(a.gpu_total_ns, 1080.0);
+        assert_eq!(a.baseline.as_deref(), Some("base"));
+        assert_eq!(report[0].gpu_ns_per_sample, 0.0);
+        assert_eq!(report[0].gpu_total_ns, 1000.0);
+        assert_eq!(report[4].gpu_ns_per_sample, 10.0);
+    }
+
+    #[test]
+    fn a_missing_baseline_is_an_error() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let mut variants = vec![fake(&log, "a", Placement::Precise, 8, Some("nowhere"))];
+        let bar = indicatif::ProgressBar::hidden();
+        let e = schedule(&mut variants, 1, &bar).expect_err("no baseline named `nowhere`");
+        assert!(matches!(e, BenchError::Measurement(_)), "{e}");
+        assert!(log.borrow().is_empty(), "nothing ran");
     }
 }

@@ -7,7 +7,7 @@
 //! query pool) at the very start and end of the command buffer for the GPU
 //! time, outside the timed recording.
 
-use crate::{vk_err, BenchError, Measurement, Placement, Tool, VariantSpec};
+use crate::{vk_err, BenchError, Measurement, Placement, Tool, Variant, VariantSpec, Variants};
 use ash::vk;
 use gpu_counters_core::timeline::PassKind;
 use gpu_counters_core::{
@@ -20,7 +20,9 @@ use gpu_counters_vulkan::{
     PassSampleBufferAttachment,
 };
 use gpu_counters_workloads::{ComputeWorkload, GpuContext};
+use std::cell::RefCell;
 use std::hint::black_box;
+use std::rc::Rc;
 use std::time::Instant;
 
 /// Workgroup size of the tiny dispatch (and of wgpu's equivalent shader).
@@ -174,7 +176,8 @@ struct RawObjects {
     brackets: vk::QueryPool,
 }
 
-pub(crate) struct VulkanBench {
+/// The objects every raw-ash and gpu-counters variant records with.
+struct VulkanBench {
     device: Device,
     workload: ComputeWorkload,
     raw: RawObjects,
@@ -194,7 +197,7 @@ pub(crate) struct VulkanBench {
 }
 
 impl VulkanBench {
-    pub(crate) fn new(device: &Device, n: u32) -> Result<Self, BenchError> {
+    fn new(device: &Device, n: u32) -> Result<Self, BenchError> {
         let ctx = GpuContext {
             instance: device.instance().raw(),
             physical_device: device.physical_device(),
@@ -289,7 +292,7 @@ impl VulkanBench {
     }
 
     /// Destroys the raw objects and the workload; waits for the GPU first.
-    pub(crate) fn destroy(&mut self) {
+    fn destroy(&mut self) {
         if self.destroyed {
             return;
         }
@@ -308,33 +311,13 @@ impl VulkanBench {
         }
     }
 
-    pub(crate) fn variants(&self) -> Vec<VariantSpec> {
-        KINDS
-            .iter()
-            .enumerate()
-            .map(|(id, k)| {
-                let (name, tool, placement, per, baseline) = k.describe();
-                VariantSpec {
-                    id,
-                    name: name.into(),
-                    tool,
-                    placement,
-                    samples: per * self.n as u64,
-                    timestamps_written: k.written(self.n as u64),
-                    baseline: baseline.map(Into::into),
-                }
-            })
-            .collect()
-    }
-
-    pub(crate) fn run(&mut self, id: usize) -> Result<Measurement, BenchError> {
-        let kind = KINDS[id];
+    /// One measurement of `kind`.
+    fn run(&mut self, kind: Kind) -> Result<Measurement, BenchError> {
         let samples = (kind.describe().3 * self.n as u64) as u32;
-        let m = match kind.describe().1 {
-            Tool::RawAsh => self.run_raw(kind, samples)?,
-            _ => self.run_gpu_counters(kind, samples)?,
-        };
-        Ok(m)
+        match kind.describe().1 {
+            Tool::RawAsh => self.run_raw(kind, samples),
+            _ => self.run_gpu_counters(kind, samples),
+        }
     }
 
     /// Writes bracket timestamp `index` into `cmd`.
@@ -633,6 +616,52 @@ impl VulkanBench {
             resolve_ns,
         })
     }
+}
+
+/// One raw-ash or gpu-counters row: a [`Kind`] on the harness it shares
+/// with the other rows.
+struct VulkanVariant {
+    bench: Rc<RefCell<VulkanBench>>,
+    kind: Kind,
+    spec: VariantSpec,
+}
+
+impl Variant for VulkanVariant {
+    fn spec(&self) -> &VariantSpec {
+        &self.spec
+    }
+
+    fn run(&mut self) -> Result<Measurement, BenchError> {
+        self.bench
+            .try_borrow_mut()
+            .map_err(|_| BenchError::Measurement("the Vulkan harness is already running".into()))?
+            .run(self.kind)
+    }
+}
+
+/// The raw-ash and gpu-counters variants of `n` dispatches on `device`,
+/// sharing one harness (destroyed, after the device is idle, with the last
+/// of them).
+pub(crate) fn variants(device: &Device, n: u32) -> Result<Variants, BenchError> {
+    let bench = Rc::new(RefCell::new(VulkanBench::new(device, n)?));
+    Ok(KINDS
+        .iter()
+        .map(|&kind| {
+            let (name, tool, placement, per, baseline) = kind.describe();
+            Box::new(VulkanVariant {
+                bench: bench.clone(),
+                kind,
+                spec: VariantSpec {
+                    name: name.into(),
+                    tool,
+                    placement,
+                    samples: per * u64::from(n),
+                    timestamps_written: kind.written(u64::from(n)),
+                    baseline: baseline.map(Into::into),
+                },
+            }) as Box<dyn Variant>
+        })
+        .collect())
 }
 
 impl Drop for VulkanBench {

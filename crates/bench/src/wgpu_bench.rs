@@ -2,9 +2,11 @@
 //! adapter with the same name as gpu-counters' device.
 
 use crate::vulkan::{ITERATIONS, WORKGROUP_SIZE};
-use crate::{BenchError, Measurement, Placement, Tool, VariantSpec};
+use crate::{BenchError, Measurement, Placement, Tool, Variant, VariantSpec, Variants};
 use gpu_counters_core::DeviceInfo;
+use std::cell::RefCell;
 use std::hint::black_box;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use wgpu_profiler::{GpuProfiler, GpuProfilerSettings};
@@ -195,7 +197,9 @@ impl Queries {
     }
 }
 
-pub(crate) struct WgpuBench {
+/// wgpu's device, pipeline, query sets and wgpu-profiler, shared by every
+/// wgpu and wgpu-profiler variant.
+struct WgpuBench {
     device: wgpu::Device,
     queue: wgpu::Queue,
     pipeline: wgpu::ComputePipeline,
@@ -215,7 +219,7 @@ impl WgpuBench {
     /// Opens wgpu on the Vulkan adapter named like `info` (else the first
     /// Vulkan adapter) and builds the pipeline and query sets for `n`
     /// dispatches.
-    pub(crate) fn new(info: &DeviceInfo, n: u32) -> Result<Self, BenchError> {
+    fn new(info: &DeviceInfo, n: u32) -> Result<Self, BenchError> {
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
         desc.backends = wgpu::Backends::VULKAN;
         // No validation layer and no debug labels: measure wgpu as shipped.
@@ -329,7 +333,7 @@ impl WgpuBench {
         Ok(this)
     }
 
-    pub(crate) fn notes(&self) -> Vec<String> {
+    fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
         if !self.matched {
             notes.push(format!(
@@ -348,25 +352,6 @@ impl WgpuBench {
             );
         }
         notes
-    }
-
-    pub(crate) fn variants(&self) -> Vec<VariantSpec> {
-        self.kinds
-            .iter()
-            .enumerate()
-            .map(|(id, k)| {
-                let (name, tool, placement, per, baseline) = k.describe();
-                VariantSpec {
-                    id,
-                    name: name.into(),
-                    tool,
-                    placement,
-                    samples: per * self.n as u64,
-                    timestamps_written: per * self.n as u64,
-                    baseline: baseline.map(Into::into),
-                }
-            })
-            .collect()
     }
 
     fn check_errors(&self) -> Result<(), BenchError> {
@@ -388,8 +373,8 @@ impl WgpuBench {
         pass.dispatch_workgroups(1, 1, 1);
     }
 
-    pub(crate) fn run(&mut self, id: usize) -> Result<Measurement, BenchError> {
-        let kind = self.kinds[id];
+    /// One measurement of `kind`.
+    fn run(&mut self, kind: Kind) -> Result<Measurement, BenchError> {
         let per = kind.describe().3;
         let samples = (per * self.n as u64) as u32;
         let n = self.n;
@@ -533,4 +518,54 @@ impl WgpuBench {
             resolve_ns,
         })
     }
+}
+
+/// One wgpu or wgpu-profiler row: a [`Kind`] on the harness it shares with
+/// the other rows.
+struct WgpuVariant {
+    bench: Rc<RefCell<WgpuBench>>,
+    kind: Kind,
+    spec: VariantSpec,
+}
+
+impl Variant for WgpuVariant {
+    fn spec(&self) -> &VariantSpec {
+        &self.spec
+    }
+
+    fn run(&mut self) -> Result<Measurement, BenchError> {
+        self.bench
+            .try_borrow_mut()
+            .map_err(|_| BenchError::Wgpu("the wgpu harness is already running".into()))?
+            .run(self.kind)
+    }
+}
+
+/// The wgpu and wgpu-profiler variants of `n` dispatches, on the wgpu
+/// adapter named like `info` (see [`WgpuBench::new`]), and the notes on how
+/// they measure (fallbacks, skipped variants).
+pub(crate) fn variants(info: &DeviceInfo, n: u32) -> Result<(Variants, Vec<String>), BenchError> {
+    let bench = WgpuBench::new(info, n)?;
+    let notes = bench.notes();
+    let kinds = bench.kinds.clone();
+    let bench = Rc::new(RefCell::new(bench));
+    let variants = kinds
+        .into_iter()
+        .map(|kind| {
+            let (name, tool, placement, per, baseline) = kind.describe();
+            Box::new(WgpuVariant {
+                bench: bench.clone(),
+                kind,
+                spec: VariantSpec {
+                    name: name.into(),
+                    tool,
+                    placement,
+                    samples: per * u64::from(n),
+                    timestamps_written: per * u64::from(n),
+                    baseline: baseline.map(Into::into),
+                },
+            }) as Box<dyn Variant>
+        })
+        .collect();
+    Ok((variants, notes))
 }

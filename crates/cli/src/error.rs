@@ -35,8 +35,22 @@ impl fmt::Display for CliError {
 impl std::error::Error for CliError {}
 
 impl From<gpu_counters_core::Error> for CliError {
+    /// Every error of the counter-sampling layer is a failure of the run:
+    /// the command checks its input before it reaches that layer.
     fn from(e: gpu_counters_core::Error) -> Self {
         CliError::Failure(e.to_string())
+    }
+}
+
+impl From<gpu_counters_profiler::ProfilerError> for CliError {
+    /// The profiler's errors are failures of the run: its options are the
+    /// command's own, sized from the checked plan.
+    fn from(e: gpu_counters_profiler::ProfilerError) -> Self {
+        use gpu_counters_profiler::ProfilerError;
+        match e {
+            ProfilerError::Counters(e) => e.into(),
+            other => CliError::Failure(format!("profiler: {other}")),
+        }
     }
 }
 

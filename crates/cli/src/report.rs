@@ -3,10 +3,10 @@
 use crate::devices::device_json;
 use crate::error::{CliError, CliResult};
 use crate::run::{Measured, Plan};
-use gpu_counters_core::timeline::TimelineFrame;
 use gpu_counters_core::{
     CommonCounter, CommonCounterSet, CounterResultStatistic, DeviceInfo, COUNTER_ERROR_VALUE,
 };
+use gpu_counters_profiler::FrameResult;
 use serde_json::{json, Map, Value};
 
 /// One pass's statistics in one frame, and what they should have been.
@@ -80,19 +80,10 @@ impl RunReport<'_> {
     /// Every mismatch of every pass, as `frame F, pass P: ...` lines.
     pub fn mismatches(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for (frame, checks) in self
-            .measured
-            .timeline
-            .frames
-            .iter()
-            .zip(&self.measured.checks)
-        {
-            for (interval, check) in frame.intervals.iter().zip(checks) {
+        for (frame, checks) in self.measured.frames.iter().zip(&self.measured.checks) {
+            for (scope, check) in frame.scopes.iter().zip(checks) {
                 for m in check.mismatches() {
-                    out.push(format!(
-                        "frame {}, pass {}: {m}",
-                        frame.index, interval.label
-                    ));
+                    out.push(format!("frame {}, pass {}: {m}", frame.index, scope.label));
                 }
             }
         }
@@ -144,13 +135,12 @@ impl RunReport<'_> {
         let cal = &self.measured.calibration;
         let frames: Vec<Value> = self
             .measured
-            .timeline
             .frames
             .iter()
             .zip(&self.measured.checks)
             .map(|(frame, checks)| {
                 let passes: Vec<Value> = frame
-                    .intervals
+                    .scopes
                     .iter()
                     .zip(checks)
                     .map(|(i, check)| {
@@ -162,10 +152,10 @@ impl RunReport<'_> {
                         json!({
                             "label": i.label,
                             "kind": i.kind.name(),
-                            "queue": i.queue,
+                            "queue": frame.queue,
                             "start_ns": i.start_ns,
                             "end_ns": i.end_ns,
-                            "duration_ns": i.duration_ns(),
+                            "duration_ns": i.duration_ns,
                             "start_ticks": i.start_ticks,
                             "end_ticks": i.end_ticks,
                             "error_bound_ns": i.error_bound_ns,
@@ -177,7 +167,7 @@ impl RunReport<'_> {
                     .collect();
                 json!({
                     "index": frame.index,
-                    "cpu_submit_ns": frame.cpu_submit_ns,
+                    "cpu_submit_ns": cpu_submit_ns(frame),
                     "cpu_complete_ns": frame.cpu_complete_ns,
                     "passes": passes,
                 })
@@ -307,7 +297,16 @@ fn statistics_cell(report: &RunReport<'_>, check: &PassCheck) -> String {
     }
 }
 
-fn frame_rows(report: &RunReport<'_>, frame: &TimelineFrame, checks: &[PassCheck]) {
+/// The frame's CPU submit time: the one `run` passed to `end_frame`, or
+/// where that is missing what the profiler's timeline puts in its place.
+fn cpu_submit_ns(frame: &FrameResult) -> u64 {
+    frame
+        .cpu_submit_ns
+        .unwrap_or_else(|| frame.to_timeline_frame().cpu_submit_ns)
+}
+
+/// Prints the table of one frame's passes.
+fn frame_rows(report: &RunReport<'_>, frame: &FrameResult, checks: &[PassCheck]) {
     let mut rows = vec![vec![
         "pass".to_string(),
         "kind".into(),
@@ -315,12 +314,13 @@ fn frame_rows(report: &RunReport<'_>, frame: &TimelineFrame, checks: &[PassCheck
         "duration".into(),
         "statistics".into(),
     ]];
-    for (i, check) in frame.intervals.iter().zip(checks) {
+    let submit = cpu_submit_ns(frame);
+    for (s, check) in frame.scopes.iter().zip(checks) {
         rows.push(vec![
-            i.label.clone(),
-            i.kind.name().into(),
-            fmt_offset(i128::from(i.start_ns) - i128::from(frame.cpu_submit_ns)),
-            fmt_ns(i.duration_ns()),
+            s.label.clone(),
+            s.kind.name().into(),
+            fmt_offset(i128::from(s.start_ns) - i128::from(submit)),
+            fmt_ns(s.duration_ns),
             statistics_cell(report, check),
         ]);
     }
@@ -332,7 +332,7 @@ fn frame_rows(report: &RunReport<'_>, frame: &TimelineFrame, checks: &[PassCheck
 pub fn print_human(report: &RunReport<'_>) {
     let d = report.device;
     let p = report.plan;
-    let frames = &report.measured.timeline.frames;
+    let frames = &report.measured.frames;
     println!(
         "gpu-counters run {}: {} frame{} on [{}] {}{}",
         p.workload.name(),
@@ -376,7 +376,7 @@ pub fn print_human(report: &RunReport<'_>) {
     for (frame, checks) in frames.iter().zip(&report.measured.checks) {
         println!();
         let bound = frame
-            .intervals
+            .scopes
             .iter()
             .map(|i| i.error_bound_ns)
             .max()
@@ -384,7 +384,7 @@ pub fn print_human(report: &RunReport<'_>) {
         println!(
             "frame {}: submit to complete {}, times ± {}",
             frame.index,
-            fmt_ns(frame.cpu_complete_ns.saturating_sub(frame.cpu_submit_ns)),
+            fmt_ns(frame.cpu_complete_ns.saturating_sub(cpu_submit_ns(frame))),
             fmt_ns(bound)
         );
         frame_rows(report, frame, checks);
@@ -398,11 +398,7 @@ pub fn print_human(report: &RunReport<'_>) {
             "median".into(),
             "max".into(),
         ]];
-        let labels: Vec<&str> = frames[0]
-            .intervals
-            .iter()
-            .map(|i| i.label.as_str())
-            .collect();
+        let labels: Vec<&str> = frames[0].scopes.iter().map(|i| i.label.as_str()).collect();
         let mut summary = |label: &str, mut v: Vec<u64>| {
             v.sort_unstable();
             rows.push(vec![
@@ -417,7 +413,7 @@ pub fn print_human(report: &RunReport<'_>) {
                 label,
                 frames
                     .iter()
-                    .filter_map(|f| f.intervals.get(k).map(|i| i.duration_ns()))
+                    .filter_map(|f| f.scopes.get(k).map(|s| s.duration_ns))
                     .collect(),
             );
         }
@@ -425,7 +421,7 @@ pub fn print_human(report: &RunReport<'_>) {
             "(frame)",
             frames
                 .iter()
-                .map(|f| f.cpu_complete_ns.saturating_sub(f.cpu_submit_ns))
+                .map(|f| f.cpu_complete_ns.saturating_sub(cpu_submit_ns(f)))
                 .collect(),
         );
         print_table(&rows);

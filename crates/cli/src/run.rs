@@ -1,32 +1,33 @@
 //! `gpu-counters run`: a built-in workload, every pass sampled, for some
 //! frames.
 //!
-//! Per frame, every pass is recorded into one command buffer, each with a
-//! pass attachment of the timestamp buffer (start and end of the encoder; for
-//! render passes start of vertex and end of fragment) and, where the device
-//! offers statistics, of the statistic buffer (one buffer, two indices per
-//! pass: Vulkan allows one statistic buffer per pass). A full barrier
-//! separates the passes so each one's interval covers its own work. The
-//! buffer is committed and waited for, the samples are resolved on the CPU
-//! and mapped onto `CLOCK_MONOTONIC` with the device's calibration (refreshed
-//! per frame), and the frame becomes a [`TimelineFrame`].
+//! The run goes through the profiler (`gpu-counters-profiler`), so that the
+//! command and the library resolve samples to a timeline one way. Per
+//! frame, [`Profiler::begin_frame`] gives a frame, and every pass is
+//! recorded into one command buffer inside its own profiler scope
+//! ([`Frame::scope`] / `Scope::end`: a timestamp after all prior work at
+//! either end and, where the device offers statistics, the pipeline
+//! statistics counted in between), with the Vulkan crate's encoders inside
+//! the scope. A full barrier separates the passes so each one's interval
+//! covers its own work. The buffer is committed and waited for, the frame
+//! ended ([`Profiler::end_frame`]) and collected ([`Profiler::collect`],
+//! [`Profiler::wait_collect_all`]): a [`FrameResult`] with one scope per
+//! pass, calibrated onto `CLOCK_MONOTONIC`. The report's tables, its JSON
+//! and the statistics check read the [`FrameResult`]s; the exports read
+//! [`Profiler::timeline`] of them.
 
 use crate::cli::{self, RunArgs, SizeArgs, WorkloadName};
 use crate::devices;
 use crate::error::{CliError, CliResult};
 use crate::output::PendingOutput;
 use crate::report::{self, PassCheck, RunReport};
-use gpu_counters_core::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
-use gpu_counters_core::{
-    Calibration, CommonCounter, CommonCounterSet, CounterResultTimestamp,
-    CounterSampleBufferDescriptor, SampleValue,
-};
-use gpu_counters_profiler::export;
+use gpu_counters_core::timeline::{PassKind, Timeline};
+use gpu_counters_core::{Calibration, CommonCounter, CommonCounterSet};
+use gpu_counters_profiler::{export, Frame, FrameResult, Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
-    BlitPassDescriptor, CommandBuffer, ComputePassDescriptor, CounterSampleBuffer, Device,
-    Instance, InstanceOptions, PassSampleBufferAttachment, RenderPassDescriptor,
-    RenderPassSampleBufferAttachment, RenderTarget,
+    BlitPassDescriptor, CommandBuffer, ComputePassDescriptor, Device, Instance, InstanceOptions,
+    RenderPassDescriptor, RenderTarget,
 };
 use gpu_counters_workloads::{
     ComputeWorkload, CopyWorkload, GpuContext, RenderWorkload, WorkloadError,
@@ -227,6 +228,10 @@ impl Plan {
 fn workload_error(what: &str, e: WorkloadError, fields: &[(&str, &str, String)]) -> CliError {
     match e {
         WorkloadError::InvalidSize(msg) => {
+            // `InvalidSize` carries only a message that names the size at
+            // fault by its field name (`workgroup_size 4294967295 is over
+            // ...`); until the workloads' error names the field as a typed
+            // value, the option is found as a whole word of the message.
             let words: Vec<&str> = msg
                 .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                 .collect();
@@ -396,103 +401,137 @@ fn record_pass_barrier(device: &Device, cmd: vk::CommandBuffer) {
     unsafe { device.raw().cmd_pipeline_barrier2(cmd, &dependency) };
 }
 
-/// Records the frame's passes into `cmd`.
-fn record_frame(
-    device: &Device,
-    cmd: &mut CommandBuffer,
-    passes: &Passes,
-    frame: u32,
-    times: &CounterSampleBuffer,
-    stats: Option<&CounterSampleBuffer>,
-) -> CliResult<()> {
+/// Records one pass's work into `cmd` with the Vulkan crate's encoders.
+/// The encoders carry no sample buffer attachments: the pass's profiler
+/// scope samples around them.
+fn record_work(device: &Device, cmd: &mut CommandBuffer, work: &Work, frame: u32) -> CliResult<()> {
     let d = device.raw();
-    for (p, pass) in passes.list.iter().enumerate() {
-        let (start, end) = (2 * p as u32, 2 * p as u32 + 1);
-        if p > 0 {
-            record_pass_barrier(device, cmd.raw());
+    match work {
+        Work::Compute(work, dispatches) => {
+            let enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
+            // A barrier before every dispatch, the first included: it
+            // orders the dispatch after the previous frame's writes of the
+            // buffer, and on lavapipe it also makes the start timestamp be
+            // written before the dispatch runs rather than at the next
+            // flush.
+            for _ in 0..*dispatches {
+                work.record_barrier(d, enc.raw());
+                work.record_dispatch(d, enc.raw());
+            }
+            enc.end_encoding()?;
         }
-        let attach = |b| PassSampleBufferAttachment {
-            sample_buffer: b,
-            start_of_encoder_sample_index: Some(start),
-            end_of_encoder_sample_index: Some(end),
-        };
-        let mut attachments = vec![attach(times)];
-        attachments.extend(stats.map(attach));
-        match &pass.work {
-            Work::Compute(work, dispatches) => {
-                let enc = cmd.compute_encoder(&ComputePassDescriptor {
-                    sample_buffer_attachments: attachments,
-                })?;
-                // A barrier before every dispatch, the first included: it
-                // orders the dispatch after the previous frame's writes of
-                // the buffer, and on lavapipe it also makes the start
-                // timestamp be written before the dispatch runs rather than
-                // at the next flush.
-                for _ in 0..*dispatches {
-                    work.record_barrier(d, enc.raw());
-                    work.record_dispatch(d, enc.raw());
-                }
-                enc.end_encoding()?;
-            }
-            Work::Render(work) => {
-                work.record_prepare(d, cmd.raw());
-                let colors = [work.color_attachment()];
-                let info = vk::RenderingInfo::default()
-                    .render_area(work.render_area())
-                    .layer_count(1)
-                    .color_attachments(&colors);
-                let attach = |b| RenderPassSampleBufferAttachment {
-                    sample_buffer: b,
-                    start_of_vertex_sample_index: Some(start),
-                    end_of_vertex_sample_index: None,
-                    start_of_fragment_sample_index: None,
-                    end_of_fragment_sample_index: Some(end),
-                };
-                let mut attachments = vec![attach(times)];
-                attachments.extend(stats.map(attach));
-                let enc = cmd.render_encoder(&RenderPassDescriptor {
-                    target: RenderTarget::Dynamic(&info),
-                    sample_buffer_attachments: attachments,
-                })?;
-                work.record_draw(d, enc.raw());
-                enc.end_encoding()?;
-            }
-            Work::Copy(work) => {
-                let enc = cmd.blit_encoder(&BlitPassDescriptor {
-                    sample_buffer_attachments: attachments,
-                })?;
-                work.record_fill(d, enc.raw(), frame);
-                work.record_copy(d, enc.raw());
-                enc.end_encoding()?;
-            }
+        Work::Render(work) => {
+            work.record_prepare(d, cmd.raw());
+            let colors = [work.color_attachment()];
+            let info = vk::RenderingInfo::default()
+                .render_area(work.render_area())
+                .layer_count(1)
+                .color_attachments(&colors);
+            let enc = cmd.render_encoder(&RenderPassDescriptor {
+                target: RenderTarget::Dynamic(&info),
+                sample_buffer_attachments: Vec::new(),
+            })?;
+            work.record_draw(d, enc.raw());
+            enc.end_encoding()?;
+        }
+        Work::Copy(work) => {
+            let enc = cmd.blit_encoder(&BlitPassDescriptor::default())?;
+            work.record_fill(d, enc.raw(), frame);
+            work.record_copy(d, enc.raw());
+            enc.end_encoding()?;
         }
     }
     Ok(())
 }
 
-/// What a status without a value is called in messages.
-fn missing<T>(v: &SampleValue<T>) -> &'static str {
-    match v {
-        SampleValue::Value(_) => "written",
-        SampleValue::NotWritten => "not written",
-        SampleValue::NotReady => "not ready",
-        SampleValue::Error => "an error",
-        SampleValue::Invalidated => "invalidated",
-        SampleValue::NotComparable => "not comparable (counted from different origins)",
+/// Records the frame's passes into `cmd`, each in a profiler scope of
+/// `frame` (a timestamp after all prior work at either end, and the
+/// statistics counted in between where the profiler samples them), with a
+/// full barrier between passes.
+fn record_frame(
+    device: &Device,
+    cmd: &mut CommandBuffer,
+    frame: &Frame<'_>,
+    passes: &Passes,
+    index: u32,
+) -> CliResult<()> {
+    for (p, pass) in passes.list.iter().enumerate() {
+        if p > 0 {
+            record_pass_barrier(device, cmd.raw());
+        }
+        let scope = frame.scope(cmd, pass.label, pass.kind)?;
+        record_work(device, cmd, &pass.work, index)?;
+        scope.end(cmd)?;
     }
+    Ok(())
 }
 
 /// Everything a run measured.
 pub struct Measured {
-    /// The frames, as a timeline.
+    /// The frames as the profiler resolved them: one scope per pass, in the
+    /// order of the passes.
+    pub frames: Vec<FrameResult>,
+    /// The same frames as the profiler's timeline, for the exports.
     pub timeline: Timeline,
     /// Per frame and pass, the statistics check.
     pub checks: Vec<Vec<PassCheck>>,
-    /// The calibration after the last frame.
+    /// The profiler's calibration after the last frame.
     pub calibration: Calibration,
 }
 
-/// Opens the device, builds the workloads and runs the frames.
+/// How long the profiler waits for a ring slot, or for a frame's marker
+/// once its submission has completed.
+const FRAME_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What one pass's scope must be: its label, its kind, and the statistics
+/// the workload is known to produce.
+type PassExpectation<'a> = (&'a str, PassKind, &'a [(CommonCounter, u64)]);
+
+/// The statistics check of each pass of `frame`; fails unless the frame has
+/// exactly one scope per pass, in order (the profiler drops, and counts, a
+/// scope whose samples failed).
+fn check_frame(
+    passes: &[PassExpectation<'_>],
+    frame: &FrameResult,
+    has_stats: bool,
+) -> CliResult<Vec<PassCheck>> {
+    let d = &frame.drops;
+    let one_per_pass = frame.scopes.len() == passes.len()
+        && frame
+            .scopes
+            .iter()
+            .zip(passes)
+            .all(|(s, &(label, kind, _))| s.label == label && s.kind == kind);
+    if frame.dropped_scopes > 0 || !one_per_pass {
+        return Err(CliError::Failure(format!(
+            "frame {}: {} of {} passes have results ({} scopes dropped: {} failed, \
+             {} not ended, {} without a ring slot, {} over capacity, {} abandoned)",
+            frame.index,
+            frame.scopes.len(),
+            passes.len(),
+            frame.dropped_scopes,
+            d.failed,
+            d.not_ended,
+            d.no_slot,
+            d.over_capacity,
+            d.abandoned
+        )));
+    }
+    Ok(frame
+        .scopes
+        .iter()
+        .zip(passes)
+        .map(|(scope, &(_, _, expected))| PassCheck {
+            expected: expected.to_vec(),
+            statistics: scope.statistics,
+            problem: (has_stats && scope.statistics.is_none())
+                .then(|| "statistics missing from the pass's scope".to_string()),
+        })
+        .collect())
+}
+
+/// Opens the device, builds the workloads and runs the frames through a
+/// profiler, one scope per pass.
 fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResult<Measured> {
     let device = Device::open(instance, index)?;
     let info = device.info().clone();
@@ -504,127 +543,67 @@ fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResu
     }
     let has_stats = info.counter_set(CommonCounterSet::Statistic).is_some();
     let passes = build_passes(&device, plan)?;
-    let samples = 2 * passes.list.len() as u32;
-    let times = device.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
-        CommonCounterSet::Timestamp,
-        "pass timestamps",
-        samples,
-    ))?;
-    let stats = if has_stats {
-        Some(
-            device.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
-                CommonCounterSet::Statistic,
-                "pass statistics",
-                samples,
-            ))?,
-        )
-    } else {
-        None
+    let profiler = Profiler::new(
+        &device,
+        ProfilerOptions {
+            // Frames run one after another (each is waited for, so that its
+            // submit-to-complete time is its own); a second slot lets the
+            // next frame begin whatever the state of the last one's.
+            frames_in_flight: 2,
+            max_scopes_per_frame: passes.list.len() as u32,
+            statistics: has_stats,
+            when_full: WhenFull::Wait {
+                timeout: FRAME_TIMEOUT,
+            },
+            queue_name: Some(QUEUE.to_string()),
+        },
+    )?;
+    let mut frames: Vec<FrameResult> = Vec::with_capacity(plan.frames as usize);
+    let mut checks = Vec::with_capacity(plan.frames as usize);
+    let expected: Vec<PassExpectation<'_>> = passes
+        .list
+        .iter()
+        .map(|p| (p.label, p.kind, p.expected.as_slice()))
+        .collect();
+    let mut take = |done: Vec<FrameResult>| -> CliResult<()> {
+        for frame in done {
+            checks.push(check_frame(&expected, &frame, has_stats)?);
+            frames.push(frame);
+            bar.frame_done();
+        }
+        Ok(())
     };
-    let mut calibration = device.calibration()?;
-    let mut timeline = Timeline {
-        device: info.name.clone(),
-        frames: Vec::new(),
-    };
-    let mut checks = Vec::new();
-    for frame in 0..plan.frames {
+    for n in 0..plan.frames {
+        let frame = profiler.begin_frame()?;
         let mut cmd = CommandBuffer::new(&device)?;
-        record_frame(&device, &mut cmd, &passes, frame, &times, stats.as_ref())?;
+        record_frame(&device, &mut cmd, &frame, &passes, n)?;
         let submission = cmd.commit()?;
-        let cpu_complete_ns = submission.wait()?;
-        let cpu_submit_ns = submission.cpu_submit_ns();
+        profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+        submission.wait()?;
         drop(submission);
-        device.refresh_calibration(&mut calibration)?;
-
-        let resolved_times = times.resolve_counter_range(0..u64::from(samples))?;
-        let resolved_stats = stats
-            .as_ref()
-            .map(|s| s.resolve_counter_range(0..u64::from(samples)))
-            .transpose()?;
-        let mut intervals = Vec::new();
-        let mut frame_checks = Vec::new();
-        for (p, pass) in passes.list.iter().enumerate() {
-            let (i0, i1) = (2 * p, 2 * p + 1);
-            let t0 = resolved_times.sample::<CounterResultTimestamp>(i0)?;
-            let t1 = resolved_times.sample::<CounterResultTimestamp>(i1)?;
-            let (SampleValue::Value(t0v), SampleValue::Value(t1v)) = (t0, t1) else {
-                return Err(CliError::Failure(format!(
-                    "frame {frame}, pass {}: timestamps missing after the frame completed (start: {}, end: {})",
-                    pass.label,
-                    missing(&t0),
-                    missing(&t1)
-                )));
-            };
-            let (start_ticks, end_ticks) = (t0v.timestamp, t1v.timestamp);
-            let interval = calibration
-                .interval_ns(start_ticks, end_ticks)
-                .ok_or_else(|| {
-                    CliError::Failure(format!(
-                        "frame {frame}, pass {}: end timestamp {end_ticks} precedes start {start_ticks}",
-                        pass.label
-                    ))
-                })?;
-            let convert = |ticks: u64| {
-                calibration.to_cpu_ns(ticks).map_err(|e| {
-                    CliError::Failure(format!("frame {frame}, pass {}: {e}", pass.label))
-                })
-            };
-            let start = convert(start_ticks)?;
-            let end = convert(end_ticks)?;
-            let start_ns = start.ns;
-            let end_ns = start_ns + interval.round() as u64;
-            let error_bound_ns = start.error_bound_ns.max(end.error_bound_ns);
-
-            let mut check = PassCheck {
-                expected: pass.expected.clone(),
-                statistics: None,
-                problem: None,
-            };
-            if let Some(rs) = &resolved_stats {
-                match rs.statistics_between(i0, i1)? {
-                    SampleValue::Value(counted) => check.statistics = Some(counted),
-                    other => {
-                        check.problem = Some(format!(
-                            "statistics missing (the pass's samples are {})",
-                            missing(&other)
-                        ));
-                    }
-                }
-            }
-            intervals.push(TimelineInterval {
-                label: pass.label.to_string(),
-                kind: pass.kind,
-                queue: QUEUE.to_string(),
-                depth: 0,
-                parent: None,
-                thread: None,
-                start_ns,
-                end_ns,
-                start_ticks,
-                end_ticks,
-                error_bound_ns,
-                statistics: check.statistics,
-            });
-            frame_checks.push(check);
+        // The frame's marker signals a moment after its submission.
+        let mut done = profiler.collect()?;
+        if done.is_empty() {
+            done = profiler.wait_collect_all(FRAME_TIMEOUT)?;
         }
-        times.reset()?;
-        if let Some(s) = &stats {
-            s.reset()?;
-        }
-        timeline.frames.push(TimelineFrame {
-            index: u64::from(frame),
-            cpu_submit_ns,
-            cpu_complete_ns,
-            intervals,
-        });
-        checks.push(frame_checks);
-        bar.frame_done();
+        take(done)?;
     }
+    take(profiler.wait_collect_all(FRAME_TIMEOUT)?)?;
+    if frames.len() != plan.frames as usize {
+        return Err(CliError::Failure(format!(
+            "the profiler returned {} of {} frames",
+            frames.len(),
+            plan.frames
+        )));
+    }
+    let timeline = profiler.timeline(&frames);
+    let calibration = profiler.calibration();
+    drop(expected);
+    drop(profiler);
     drop(passes);
-    drop(times);
-    drop(stats);
     drop(device);
     Ok(Measured {
+        frames,
         timeline,
         checks,
         calibration,
@@ -797,4 +776,123 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_counters_core::CounterResultStatistic;
+    use gpu_counters_profiler::{DropCounts, ScopeResult};
+
+    fn scope(label: &str, kind: PassKind, invocations: Option<u64>) -> ScopeResult {
+        ScopeResult {
+            label: label.into(),
+            kind,
+            thread: "main".into(),
+            depth: 0,
+            parent: None,
+            start_ns: 100,
+            end_ns: 250,
+            duration_ns: 150,
+            start_ticks: 1000,
+            end_ticks: 2500,
+            error_bound_ns: 3,
+            statistics: invocations.map(|n| CounterResultStatistic {
+                compute_kernel_invocations: n,
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn frame(scopes: Vec<ScopeResult>, drops: DropCounts) -> FrameResult {
+        FrameResult {
+            index: 4,
+            queue: QUEUE.into(),
+            cpu_submit_ns: Some(50),
+            cpu_complete_ns: 300,
+            scopes,
+            dropped_scopes: drops.total(),
+            drops,
+        }
+    }
+
+    const COMPUTE: &[(CommonCounter, u64)] = &[(CommonCounter::ComputeKernelInvocations, 21)];
+
+    #[test]
+    fn checks_come_from_the_scopes_statistics() {
+        let passes = [
+            ("compute", PassKind::Compute, COMPUTE),
+            ("copy", PassKind::Blit, &[][..]),
+        ];
+        let f = frame(
+            vec![
+                scope("compute", PassKind::Compute, Some(21)),
+                scope("copy", PassKind::Blit, Some(0)),
+            ],
+            DropCounts::default(),
+        );
+        let checks = check_frame(&passes, &f, true).expect("one scope per pass");
+        assert_eq!(checks.len(), 2);
+        assert_eq!(checks[0].matches(), Some(true));
+        assert_eq!(checks[0].expected, COMPUTE);
+        assert_eq!(
+            checks[0].statistics.map(|s| s.compute_kernel_invocations),
+            Some(21)
+        );
+        assert_eq!(checks[1].matches(), Some(true));
+
+        let wrong = frame(
+            vec![
+                scope("compute", PassKind::Compute, Some(20)),
+                scope("copy", PassKind::Blit, Some(0)),
+            ],
+            DropCounts::default(),
+        );
+        let checks = check_frame(&passes, &wrong, true).expect("one scope per pass");
+        assert_eq!(
+            checks[0].mismatches(),
+            ["compute_kernel_invocations = 20, expected 21"]
+        );
+        // Without statistics on the device there is nothing to check.
+        let none = frame(
+            vec![scope("compute", PassKind::Compute, None)],
+            DropCounts::default(),
+        );
+        let checks = check_frame(&passes[..1], &none, false).expect("one scope per pass");
+        assert_eq!(checks[0].matches(), None);
+        // With statistics on, a scope without them is a mismatch.
+        let checks = check_frame(&passes[..1], &none, true).expect("one scope per pass");
+        assert_eq!(checks[0].matches(), Some(false));
+    }
+
+    #[test]
+    fn a_dropped_or_misplaced_scope_fails_the_run() {
+        let passes = [
+            ("compute", PassKind::Compute, COMPUTE),
+            ("copy", PassKind::Blit, &[][..]),
+        ];
+        let dropped = frame(
+            vec![scope("compute", PassKind::Compute, Some(21))],
+            DropCounts {
+                failed: 1,
+                ..Default::default()
+            },
+        );
+        let e = check_frame(&passes, &dropped, true).expect_err("a scope failed");
+        assert_eq!(e.exit_code(), 1);
+        assert_eq!(
+            e.to_string(),
+            "frame 4: 1 of 2 passes have results (1 scopes dropped: 1 failed, 0 not ended, \
+             0 without a ring slot, 0 over capacity, 0 abandoned)"
+        );
+        let swapped = frame(
+            vec![
+                scope("copy", PassKind::Blit, Some(0)),
+                scope("compute", PassKind::Compute, Some(21)),
+            ],
+            DropCounts::default(),
+        );
+        let e = check_frame(&passes, &swapped, true).expect_err("out of order");
+        assert_eq!(e.exit_code(), 1);
+    }
 }
