@@ -3,7 +3,9 @@
 # (see scripts/device-build.sh): unpacks the Vulkan loader and validation
 # layer, then runs every GPU test binary ROUNDS times in a row (default 5)
 # with THREADS test threads (default 4), counting passes and failures per
-# round, and the command's demo once. Everything lands in $OUT.
+# round, and the command's demo once. A binary still running after LIMIT
+# seconds (default 120) is killed and its unfinished tests are named.
+# Everything lands in $OUT.
 set -uo pipefail
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
@@ -14,8 +16,16 @@ tests=$(ls .bin/test-* | grep -v -E 'pass_timestamps|resolve_speed|scopes|render
 for r in $(seq 1 "$ROUNDS"); do
   passed=0; failed=0
   for t in $tests; do
-    "$t" --test-threads="$THREADS" > /tmp/t.out 2>&1; rc=$?
+    timeout -s KILL "${LIMIT:-120}" "$t" --test-threads="$THREADS" > /tmp/t.out 2>&1; rc=$?
     cat /tmp/t.out >> "$OUT/round-$r.log"
+    if [ $rc = 137 ]; then
+      # Killed at the limit: name the tests that never reported, and whether
+      # the harness had finished (a hang at process exit) or not.
+      echo "round $r: $t killed after ${LIMIT:-120} s; harness finished: $(grep -q 'test result' /tmp/t.out && echo yes || echo no)" | tee -a "$OUT/failures.txt"
+      for name in $("$t" --list 2>/dev/null | sed -n 's/: test$//p'); do
+        grep -q "^test $name \.\.\." /tmp/t.out || echo "  unfinished: $name" | tee -a "$OUT/failures.txt"
+      done
+    fi
     p=$(grep -oE '[0-9]+ passed' /tmp/t.out | awk '{s+=$1} END {print s+0}')
     f=$(grep -oE '[0-9]+ failed' /tmp/t.out | awk '{s+=$1} END {print s+0}')
     [ $rc = 0 ] || { [ "$f" = 0 ] && f=1; echo "round $r: $t exited $rc" | tee -a "$OUT/failures.txt"; grep -E 'panicked|FAILED' /tmp/t.out | head -5 | tee -a "$OUT/failures.txt"; }

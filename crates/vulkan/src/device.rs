@@ -339,7 +339,7 @@ impl Device {
         }
         if !features.synchronization2 || !caps.host_query_reset {
             return Err(InvalidInput::Unsupported(
-                "gpu-counters needs synchronization2 and hostQueryReset enabled on the device"
+                "gpu-counters needs Vulkan 1.3 with synchronization2 and hostQueryReset enabled on the device (create the instance with apiVersion 1.3 or later)"
                     .into(),
             )
             .into());

@@ -354,14 +354,16 @@ fn vulkan_1_3_features() -> EnabledFeatures {
 }
 
 /// Item 7: `from_raw` on a device of a Vulkan 1.0 instance is a typed error
-/// naming the missing command (before: accepted, then a panic inside ash,
-/// "Unable to load reset_query_pool").
+/// that says Vulkan 1.3 is needed (before: accepted, then a panic inside ash,
+/// "Unable to load reset_query_pool"). Loaders that return no pointer for
+/// the 1.2 and 1.3 commands (lavapipe's) are caught by name; others (NVIDIA
+/// 580 returns them) by the features a 1.0 instance cannot report.
 #[test]
 fn from_raw_below_vulkan_1_3_is_refused() {
     let raw = RawDevice::new(vk::API_VERSION_1_0, &[], false);
     let e = raw.wrap(vulkan_1_3_features()).unwrap_err();
     assert!(
-        matches!(invalid(e.clone()), InvalidInput::Unsupported(ref m) if m.contains("vkResetQueryPool") && m.contains("1.3")),
+        matches!(invalid(e.clone()), InvalidInput::Unsupported(ref m) if m.contains("Vulkan 1.3")),
         "{e}"
     );
 }
