@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bookkeeping;
 mod calibration;
 mod clock;
 mod counters;

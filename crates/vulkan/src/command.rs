@@ -2,14 +2,43 @@
 
 use crate::buffer::{BufferRef, BufferShared};
 use crate::encoder::Chain;
-use crate::samples::{Samples, SlotState, STILL_OPEN};
-use crate::ticket::{Held, Phase, Ticket};
+use crate::samples::Samples;
 use crate::util::vk_err;
 use crate::{CounterHeap, CounterSampleBuffer, Device};
 use ash::vk;
+use gpu_counters_core::bookkeeping::{Phase, SlotState, Ticket, STILL_OPEN};
 use gpu_counters_core::{cpu_monotonic_ns, Error, InvalidInput, Result, TimestampGranularity};
 use std::ops::Range;
 use std::sync::Arc;
+
+/// GPU objects referenced by recorded commands.
+#[derive(Default)]
+pub(crate) struct Held {
+    samples: Vec<Arc<Samples>>,
+    buffers: Vec<Arc<BufferShared>>,
+}
+
+impl Held {
+    fn is_empty(&self) -> bool {
+        self.samples.is_empty() && self.buffers.is_empty()
+    }
+
+    /// The same objects, type-erased for core's [`Ticket`].
+    fn erased(self) -> gpu_counters_core::bookkeeping::Held {
+        let mut out: gpu_counters_core::bookkeeping::Held = Vec::new();
+        out.extend(
+            self.samples
+                .into_iter()
+                .map(|s| Box::new(s) as Box<dyn std::any::Any + Send + Sync>),
+        );
+        out.extend(
+            self.buffers
+                .into_iter()
+                .map(|b| Box::new(b) as Box<dyn std::any::Any + Send + Sync>),
+        );
+        out
+    }
+}
 
 /// What a recording references and the ticket it records under: the command
 /// buffer, then its submission, hold every sample buffer, heap and resolve
@@ -475,7 +504,7 @@ impl Drop for CommandBuffer {
         self.tracker.ticket.set_phase(Phase::External);
         let held = self.tracker.take_held();
         if self.completion_taken && !held.is_empty() {
-            self.tracker.ticket.hold_until_complete(held);
+            self.tracker.ticket.hold_until_complete(held.erased());
         }
     }
 }
@@ -634,10 +663,9 @@ pub(crate) fn write_timestamp(
             .raw()
             .cmd_write_timestamp2(cmd, stage, samples.main.raw, index)
     };
-    Samples::mark_recorded(
-        &mut slots,
+    slots.mark_recorded(
         index,
-        crate::samples::NONE,
+        gpu_counters_core::bookkeeping::NONE,
         false,
         tracker.ticket.id(),
         0,

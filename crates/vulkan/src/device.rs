@@ -4,6 +4,7 @@ use crate::instance::{Capabilities, Instance, InstanceOptions};
 use crate::resolve::ResolvePipeline;
 use crate::util::vk_err;
 use ash::vk;
+use gpu_counters_core::bookkeeping::QueryRead;
 use gpu_counters_core::{
     cpu_monotonic_ns, Calibration, CalibrationMethod, CommonCounterSet, CounterSamplingPoint,
     DeviceInfo, Error, InvalidInput, Result, TimestampPair,

@@ -3,9 +3,10 @@
 
 use crate::buffer::BufferRef;
 use crate::command::{write_timestamp, CommandBuffer, Tracker};
-use crate::samples::{Samples, SlotState, NONE};
+use crate::samples::Samples;
 use crate::{CounterHeap, CounterSampleBuffer};
 use ash::vk;
+use gpu_counters_core::bookkeeping::{SlotState, NONE};
 use gpu_counters_core::{
     CommonCounterSet, CounterSamplingPoint, InvalidInput, Result, TimestampGranularity,
 };
@@ -495,7 +496,7 @@ impl<'c> EncoderCore<'c> {
             if let Ok(mut slots) = heap.lock() {
                 let rec = self.cmd.tracker.ticket.id();
                 for &i in rest {
-                    Samples::mark_alias(&mut slots, i, first, rec);
+                    slots.mark_alias(i, first, rec);
                 }
             }
         }
@@ -554,14 +555,7 @@ pub(crate) fn chain_sample(
             d.cmd_begin_query(cmd, o.raw, index, vk::QueryControlFlags::PRECISE);
         }
     }
-    Samples::mark_recorded(
-        &mut slots,
-        index,
-        link,
-        occlusion.is_some(),
-        tracker.ticket.id(),
-        id,
-    );
+    slots.mark_recorded(index, link, occlusion.is_some(), tracker.ticket.id(), id);
     slots.open[index as usize] = true;
     drop(slots);
     *chain = Some(Chain {

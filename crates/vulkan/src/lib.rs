@@ -44,7 +44,6 @@ mod query;
 mod resolve;
 mod sample_buffer;
 mod samples;
-mod ticket;
 mod util;
 
 pub use ash;

@@ -3,6 +3,7 @@
 use crate::util::vk_err;
 use crate::Device;
 use ash::vk;
+use gpu_counters_core::bookkeeping::QueryRead;
 use gpu_counters_core::{Error, Result};
 
 pub(crate) struct QueryPool {
@@ -51,33 +52,14 @@ impl QueryPool {
         // guarantee no pending command uses these queries.
         unsafe { self.device.raw().reset_query_pool(self.raw, first, count) };
     }
+}
 
-    /// `u64` words per query in what [`QueryPool::read_into`] writes: the
-    /// values, then the availability word.
-    pub(crate) fn stride(&self) -> usize {
-        self.values as usize + 1
+impl QueryRead for QueryPool {
+    fn values(&self) -> u32 {
+        self.values
     }
 
-    /// Reads `count` queries from `first` without waiting into `data`, as
-    /// `count` strides of [`QueryPool::stride`] words: the values (64-bit)
-    /// then the availability word, non-zero when the query is available.
-    /// The values of an unavailable query are unspecified (a previous read's,
-    /// or 0), never uninitialised memory.
-    ///
-    /// `data` is scratch the caller keeps between reads: it only grows (and
-    /// only what it grows by is zero-filled), so steady-state reads allocate
-    /// and fault in nothing and the driver writes straight into warm memory.
-    pub(crate) fn read_into(&self, first: u32, count: u32, data: &mut Vec<u64>) -> Result<()> {
-        let len = count as usize * self.stride();
-        if data.len() < len {
-            data.resize(len, 0);
-        }
-        self.read_slice(first, count, &mut data[..len])
-    }
-
-    /// [`QueryPool::read_into`] into `data`, which must hold exactly `count`
-    /// strides.
-    pub(crate) fn read_slice(&self, first: u32, count: u32, data: &mut [u64]) -> Result<()> {
+    fn read(&self, first: u32, count: u32, data: &mut [u64]) -> Result<()> {
         if data.len() != count as usize * self.stride() {
             return Err(Error::Internal(format!(
                 "query read of {count} queries into {} words",

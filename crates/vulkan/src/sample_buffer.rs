@@ -1,8 +1,9 @@
 //! Counter sample buffers (`MTLCounterSampleBuffer`) and Metal 4 counter heaps
 //! (`MTL4CounterHeap`).
 
-use crate::samples::{Samples, SlotState};
+use crate::samples::Samples;
 use crate::Device;
+use gpu_counters_core::bookkeeping::SlotState;
 use gpu_counters_core::{
     CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
     InvalidInput, ResolvedCounters, Result, StorageMode,

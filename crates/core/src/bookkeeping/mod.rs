@@ -1,0 +1,921 @@
+//! The backend-neutral sample bookkeeping and CPU resolve: what every
+//! backend's counter sample buffers and counter heaps share.
+//!
+//! A backend keeps, per sample buffer or heap, its raw query storage and a
+//! [`SampleSet`]: the label, counter set, field layout and the
+//! [`SampleTable`] of per-index state. Each index has a state (never written,
+//! recorded, invalidated, or an alias of another index for coalesced relaxed
+//! timestamps), a generation that grows each time it is recorded again, the
+//! [`Ticket`] of the recording that last wrote it, whether its query may hold
+//! a value (so the next write resets it first) and whether it is open.
+//!
+//! Statistic samples are a chain per encoder (or per command recorder):
+//! sampling index `i` ends the query of the previous sample `p` and begins
+//! query `i`, so query `p` holds what was counted between the two. Sample `i`
+//! resolves to the sum of the queries before it in its chain: 0 at the
+//! chain's start, and end minus start of two samples of one chain is exactly
+//! what the GPU counted between them. Samples of different chains have
+//! different origins ([`ResolvedCounters::origin`]) and are not comparable.
+//!
+//! The backend reads raw queries through [`QueryRead`]: per query its values,
+//! then an availability word. The CPU resolve turns them into Metal's layout
+//! with [`COUNTER_ERROR_VALUE`] and a status for every sample without a value.
+
+mod table;
+#[cfg(test)]
+mod tests;
+mod ticket;
+
+pub use table::{SampleTable, SlotState, ABSENT, NONE, OCCLUSION, RECORDED_ELSEWHERE, STILL_OPEN};
+use table::{NOT_SUBMITTED, PENDING};
+pub use ticket::{Held, Phase, Ticket};
+
+use crate::{
+    CommonCounterSet, Error, InvalidInput, ResolvedCounters, Result, SampleStatus, StorageMode,
+    COUNTER_ERROR_VALUE,
+};
+use std::mem::MaybeUninit;
+use std::ops::Range;
+use std::sync::{Mutex, OnceLock};
+
+/// A backend's raw query storage, as the CPU resolve reads it.
+pub trait QueryRead: Sync {
+    /// `u64` values per query, without the availability word.
+    fn values(&self) -> u32;
+
+    /// Reads `count` queries from `first` without waiting into `out`, which
+    /// holds exactly `count` strides of [`QueryRead::stride`] words: the
+    /// values, then the availability word (non-zero when available). The
+    /// values of an unavailable query are unspecified but initialised. May be
+    /// called from several threads at once for disjoint ranges.
+    fn read(&self, first: u32, count: u32, out: &mut [u64]) -> Result<()>;
+
+    /// `u64` words per query in what [`QueryRead::read`] writes.
+    fn stride(&self) -> usize {
+        self.values() as usize + 1
+    }
+
+    /// [`QueryRead::read`] into `data`, grown as needed (never shrunk, so
+    /// steady-state reads allocate nothing).
+    fn read_into(&self, first: u32, count: u32, data: &mut Vec<u64>) -> Result<()> {
+        let len = count as usize * self.stride();
+        if data.len() < len {
+            data.resize(len, 0);
+        }
+        self.read(first, count, &mut data[..len])
+    }
+}
+
+/// The backend-neutral part of one counter sample buffer or heap.
+pub struct SampleSet {
+    /// The descriptor's label, for messages.
+    pub label: String,
+    /// The counter set it holds.
+    pub set: CommonCounterSet,
+    /// Whether the CPU may resolve it.
+    pub storage: StorageMode,
+    /// The number of samples.
+    pub count: u32,
+    /// For each field of `CounterResultStatistic`: its position among the
+    /// statistic query's values, [`OCCLUSION`] or [`ABSENT`].
+    pub field_map: [u8; 8],
+    /// The timestamps' valid bits, as a mask.
+    pub valid_mask: u64,
+    /// What an index is called in messages: `sample` or `heap entry`.
+    pub what: &'static str,
+    /// The per-index bookkeeping.
+    pub slots: Mutex<SampleTable>,
+}
+
+impl SampleSet {
+    /// A set of `count` samples, all never written. Fails with an
+    /// out-of-memory error where the host cannot hold its bookkeeping.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        label: String,
+        set: CommonCounterSet,
+        storage: StorageMode,
+        count: u32,
+        field_map: [u8; 8],
+        valid_mask: u64,
+        what: &'static str,
+    ) -> Result<Self> {
+        let slots = SampleTable::new(count).ok_or_else(|| {
+            Error::OutOfMemory(format!(
+                "host memory for the bookkeeping of {count} samples of `{label}`"
+            ))
+        })?;
+        Ok(Self {
+            label,
+            set,
+            storage,
+            count,
+            field_map,
+            valid_mask,
+            what,
+            slots: Mutex::new(slots),
+        })
+    }
+
+    #[inline]
+    /// Locks the bookkeeping.
+    pub fn lock(&self) -> Result<std::sync::MutexGuard<'_, SampleTable>> {
+        match self.slots.lock() {
+            Ok(slots) => Ok(slots),
+            Err(_) => Err(self.poisoned()),
+        }
+    }
+
+    #[cold]
+    fn poisoned(&self) -> Error {
+        Error::Internal(format!("`{}` state lock poisoned", self.label))
+    }
+
+    #[inline]
+    /// Fails unless `index` is inside the set.
+    pub fn check_index(&self, index: u32) -> Result<()> {
+        if index >= self.count {
+            return Err(self.index_out_of_range(index));
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn index_out_of_range(&self, index: u32) -> Error {
+        InvalidInput::IndexOutOfRange {
+            what: self.what,
+            label: self.label.clone(),
+            index: index.into(),
+            count: self.count.into(),
+        }
+        .into()
+    }
+
+    /// Fails unless `range` is a non-empty range inside the set; returns its
+    /// first index and length.
+    pub fn check_range(&self, range: &Range<u64>) -> Result<(u32, u32)> {
+        if range.start >= range.end || range.end > self.count as u64 {
+            return Err(InvalidInput::RangeOutOfBounds {
+                label: self.label.clone(),
+                start: range.start,
+                end: range.end,
+                count: self.count,
+            }
+            .into());
+        }
+        Ok((range.start as u32, (range.end - range.start) as u32))
+    }
+
+    /// Checks that `index` may be written now by the recording of ticket
+    /// `ticket_id`; returns whether the index needs a reset first (its query
+    /// may hold a value).
+    ///
+    /// Refused: an index past the end; a statistic index whose query is
+    /// still open (being counted); an index last recorded by another
+    /// recording that is still open (submitted after this one, its write
+    /// would hit a query this one did not reset); a dirty index inside a
+    /// render pass (`in_render_pass`), where it cannot be reset.
+    #[inline]
+    pub fn check_write(
+        &self,
+        slots: &SampleTable,
+        index: u32,
+        in_render_pass: bool,
+        ticket_id: u64,
+    ) -> Result<bool> {
+        self.check_index(index)?;
+        let i = index as usize;
+        let prev = slots.rec[i];
+        if prev != 0 && prev != ticket_id && slots.still_recording(prev) {
+            return Err(self.reuse(index, RECORDED_ELSEWHERE));
+        }
+        if slots.open[i] {
+            return Err(self.reuse(index, STILL_OPEN));
+        }
+        let dirty = slots.dirty[i];
+        if dirty && in_render_pass {
+            return Err(self.reuse(index, "was already written since the last reset, and Vulkan cannot reset it inside a render pass; reset the buffer or use another index"));
+        }
+        Ok(dirty)
+    }
+
+    #[cold]
+    /// The error for an index that cannot be written or reset now, and why.
+    pub fn reuse(&self, index: u32, reason: &'static str) -> Error {
+        InvalidInput::SampleIndexReuse {
+            label: self.label.clone(),
+            index,
+            reason,
+        }
+        .into()
+    }
+
+    /// Fails unless `first..first+count` may be reset on the host now: no
+    /// index is pending on the GPU (see [`Samples::first_pending`]) and no
+    /// GPU resolve of these samples is recorded and unfinished.
+    pub fn check_host_reset(
+        &self,
+        slots: &mut SampleTable,
+        main: &dyn QueryRead,
+        first: u32,
+        count: u32,
+        what: &'static str,
+    ) -> Result<()> {
+        if slots.pending_gpu_resolve() {
+            return Err(InvalidInput::EncoderState(format!(
+                "`{}`: a GPU resolve of it is recorded and has not finished; wait for its submission (or signal the completion of a caller's command buffer) before {what}",
+                self.label
+            ))
+            .into());
+        }
+        if let Some((index, reason)) = self.first_pending(slots, main, first, count)? {
+            return Err(self.reuse(index, reason));
+        }
+        Ok(())
+    }
+
+    /// The first index of `first..first+count` whose query the GPU may still
+    /// use, and why: recorded in a command buffer not submitted yet, recorded
+    /// and not available yet, or re-recorded after an inline reset the GPU
+    /// may not have executed yet.
+    pub fn first_pending(
+        &self,
+        slots: &mut SampleTable,
+        main: &dyn QueryRead,
+        first: u32,
+        count: u32,
+    ) -> Result<Option<(u32, &'static str)>> {
+        let mut data = std::mem::take(&mut slots.scratch);
+        let read = main.read_into(first, count, &mut data);
+        let stride = main.stride();
+        let found = read.map(|()| {
+            (first..first + count)
+                .zip(data.chunks_exact(stride))
+                .find_map(|(s, q)| {
+                    let i = s as usize;
+                    if slots.rec[i] != 0 && slots.still_recording(slots.rec[i]) {
+                        Some((s, NOT_SUBMITTED))
+                    } else if (slots.state[i] == SlotState::Recorded && q[stride - 1] == 0)
+                        || slots.stale(i)
+                    {
+                        Some((s, PENDING))
+                    } else {
+                        None
+                    }
+                })
+        });
+        slots.scratch = data;
+        found
+    }
+
+    /// The bookkeeping of a host reset of `first..first+count` (the backend
+    /// resets the queries themselves): every index becomes `state`.
+    pub fn host_reset_table(
+        &self,
+        slots: &mut SampleTable,
+        first: u32,
+        count: u32,
+        state: SlotState,
+    ) {
+        for i in first as usize..(first + count) as usize {
+            slots.state[i] = state;
+            slots.gen[i] = slots.gen[i].wrapping_add(1);
+            slots.link[i] = NONE;
+            slots.occlusion[i] = false;
+            slots.rec[i] = 0;
+            slots.dirty[i] = false;
+            slots.open[i] = false;
+            slots.chain[i] = 0;
+            slots.clear_ticket(i);
+        }
+        if first == 0 && count == self.count {
+            slots.aliases = false;
+        }
+    }
+
+    /// The indices a resolve of `first..first+count` reads: the range and every
+    /// index its chains or aliases lead to, as one span.
+    pub fn span(&self, slots: &SampleTable, first: u32, count: u32) -> (u32, u32) {
+        let (mut lo, mut hi) = (first, first + count);
+        if self.set == CommonCounterSet::Timestamp && !slots.aliases {
+            // Timestamps link only as aliases.
+            return (lo, hi);
+        }
+        // Elements whose chain onwards is already in the span: chains share
+        // their tails, so each element is followed once, not once per sample
+        // after it.
+        let mut followed = vec![0u64; (self.count as usize).div_ceil(64)];
+        for s in first..first + count {
+            let mut cur = slots.link[s as usize];
+            if cur == NONE {
+                continue;
+            }
+            if slots.state[s as usize] == SlotState::Alias {
+                lo = lo.min(cur);
+                hi = hi.max(cur + 1);
+                continue;
+            }
+            let mut steps = 0;
+            while cur != NONE && steps <= self.count {
+                let (word, bit) = (cur as usize / 64, 1u64 << (cur % 64));
+                if followed[word] & bit != 0 {
+                    break;
+                }
+                followed[word] |= bit;
+                lo = lo.min(cur);
+                hi = hi.max(cur + 1);
+                cur = slots.link[cur as usize];
+                steps += 1;
+            }
+        }
+        (lo, hi)
+    }
+
+    /// Resolves `range` on the CPU into Metal's layout, reading the
+    /// backend's queries through `main` (and `occlusion`, for the
+    /// `fragments_passed` field of statistics).
+    pub fn resolve_cpu(
+        &self,
+        range: Range<u64>,
+        main: &dyn QueryRead,
+        occlusion: Option<&dyn QueryRead>,
+    ) -> Result<ResolvedCounters> {
+        if self.storage == StorageMode::Private {
+            return Err(InvalidInput::CpuResolveOfPrivateBuffer {
+                label: self.label.clone(),
+            }
+            .into());
+        }
+        let (first, count) = self.check_range(&range)?;
+        let mut slots = self.lock()?;
+        let (lo, hi) = self.span(&slots, first, count);
+        slots.prune_tickets(lo as usize..hi as usize);
+        // The driver writes into scratch kept between resolves; it goes back
+        // into `slots` whatever happens.
+        let reader = main;
+        let mut data = std::mem::take(&mut slots.scratch);
+        let resolved = if self.set == CommonCounterSet::Timestamp {
+            let threads = resolve_threads(hi - lo);
+            self.resolve_timestamps(&slots, reader, first, count, lo, hi, &mut data, threads)
+        } else {
+            let mut occ = std::mem::take(&mut slots.occlusion_scratch);
+            let mut read = reader.read_into(lo, hi - lo, &mut data);
+            if let (Ok(()), Some(o)) = (&read, occlusion) {
+                read = o.read_into(lo, hi - lo, &mut occ);
+            }
+            let resolved = read.map(|()| {
+                self.resolve_statistics(
+                    &slots,
+                    reader.stride(),
+                    first,
+                    count,
+                    lo,
+                    hi,
+                    &data,
+                    occlusion.map(|_| occ.as_slice()),
+                )
+            });
+            slots.occlusion_scratch = occ;
+            resolved
+        };
+        slots.scratch = data;
+        let (bytes, status) = resolved?;
+        let origins = (self.set == CommonCounterSet::Statistic).then(|| {
+            (first as usize..(first + count) as usize)
+                .zip(&status)
+                .map(|(i, st)| match st {
+                    SampleStatus::Written => slots.chain[i],
+                    _ => 0,
+                })
+                .collect::<Vec<u64>>()
+        });
+        let resolved = ResolvedCounters::new(self.set, first, bytes, status)?;
+        match origins {
+            Some(o) => resolved.with_origins(o),
+            None => Ok(resolved),
+        }
+    }
+
+    /// The timestamp resolve of `first..first+count`, reading the span
+    /// `lo..hi` into `scratch` (on `threads` threads, each reading a part and
+    /// laying out what of the range is in it while it is still in cache):
+    /// first every value as if written and complete, then a pass over the
+    /// exceptions (and every index while a ticket may be pending), which are
+    /// rare in the common case of a range the GPU has finished.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn resolve_timestamps(
+        &self,
+        slots: &SampleTable,
+        main: &dyn QueryRead,
+        first: u32,
+        count: u32,
+        lo: u32,
+        hi: u32,
+        scratch: &mut Vec<u64>,
+        threads: usize,
+    ) -> Result<(Vec<u8>, Vec<SampleStatus>)> {
+        let (n, f, l) = (count as usize, first as usize, lo as usize);
+        let span = (hi - lo) as usize;
+        if scratch.len() < 2 * span {
+            scratch.resize(2 * span, 0);
+        }
+        let data = &mut scratch[..2 * span];
+        let states = &slots.state[f..f + n];
+        let mask = self.valid_mask;
+        // Reads queries `a..` into `chunk`, then lays out the range's part of
+        // them into `out`.
+        let job = |a: usize, chunk: &mut [u64], out: &mut [MaybeUninit<u8>]| -> Result<bool> {
+            let b = a + chunk.len() / 2;
+            main.read(a as u32, (b - a) as u32, chunk)?;
+            let ia = a.clamp(f, f + n);
+            let ib = b.clamp(ia, f + n);
+            Ok(layout_timestamps(
+                &chunk[2 * (ia - a)..2 * (ib - a)],
+                &states[ia - f..ib - f],
+                mask,
+                out,
+            ))
+        };
+        // Written without zero-filling first: a large output would otherwise
+        // be written twice.
+        let mut bytes: Vec<u8> = Vec::with_capacity(n * 8);
+        let out = &mut bytes.spare_capacity_mut()[..n * 8];
+        let all_written = if threads <= 1 {
+            job(l, data, out)?
+        } else {
+            // Chunks of the span in order; the range's parts of them
+            // partition the output in the same order.
+            let per = span.div_ceil(threads);
+            let mut jobs = Vec::with_capacity(threads);
+            let mut rest = out;
+            for (k, chunk) in data.chunks_mut(2 * per).enumerate() {
+                let a = l + k * per;
+                let b = a + chunk.len() / 2;
+                let ia = a.clamp(f, f + n);
+                let ib = b.clamp(ia, f + n);
+                let (out, tail) = std::mem::take(&mut rest).split_at_mut(8 * (ib - ia));
+                rest = tail;
+                jobs.push((a, chunk, out));
+            }
+            run_jobs(jobs, |(a, chunk, out)| job(a, chunk, out))?
+        };
+        // SAFETY: the jobs (all of them ran and succeeded, or we returned
+        // above) called `layout_timestamps` on parts that partition the first
+        // `n * 8` bytes of spare capacity, and it initialised every byte.
+        unsafe { bytes.set_len(n * 8) };
+        let mut status = vec![SampleStatus::Written; n];
+        if all_written && slots.tickets == 0 {
+            return Ok((bytes, status));
+        }
+        let data = &scratch[..2 * span];
+        let pairs = &data[2 * (f - l)..2 * (f - l + n)];
+        for (k, (out, st)) in bytes.chunks_exact_mut(8).zip(&mut status).enumerate() {
+            let i = f + k;
+            let q = &pairs[2 * k..2 * k + 2];
+            if slots.state[i] == SlotState::Recorded && q[1] != 0 && !slots.stale(i) {
+                continue;
+            }
+            let (v, s) = self.timestamp_exception(slots, i as u32, lo, data);
+            out.copy_from_slice(&v.to_ne_bytes());
+            *st = s;
+        }
+        Ok((bytes, status))
+    }
+
+    /// What timestamp index `s` resolves to when it is not simply recorded,
+    /// complete and current.
+    #[cold]
+    fn timestamp_exception(
+        &self,
+        slots: &SampleTable,
+        s: u32,
+        lo: u32,
+        data: &[u64],
+    ) -> (u64, SampleStatus) {
+        let i = s as usize;
+        let at = |s: u32| 2 * (s - lo) as usize;
+        let mut value = COUNTER_ERROR_VALUE;
+        let status = match slots.state[i] {
+            SlotState::Fresh => SampleStatus::NotWritten,
+            _ if slots.stale(i) => SampleStatus::NotReady,
+            SlotState::Invalidated => SampleStatus::Invalidated,
+            state => {
+                let (src, ok) = if state == SlotState::Alias {
+                    let t = slots.link[i];
+                    let same_gen = slots.gen[t as usize] == slots.link_gen[i];
+                    (
+                        t,
+                        same_gen && slots.state[t as usize] == SlotState::Recorded,
+                    )
+                } else {
+                    (s, true)
+                };
+                if !ok {
+                    SampleStatus::Error
+                } else if slots.stale(src as usize) {
+                    SampleStatus::NotReady
+                } else if data[at(src) + 1] != 0 {
+                    value = data[at(src)] & self.valid_mask;
+                    SampleStatus::Written
+                } else {
+                    SampleStatus::NotReady
+                }
+            }
+        };
+        if status == SampleStatus::Invalidated {
+            value = 0;
+        }
+        (value, status)
+    }
+
+    /// The statistic resolve of `first..first+count`, whose chains lie in
+    /// `lo..hi`: each sample is the sum of its chain.
+    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn resolve_statistics(
+        &self,
+        slots: &SampleTable,
+        stride: usize,
+        first: u32,
+        count: u32,
+        lo: u32,
+        hi: u32,
+        main: &[u64],
+        occlusion: Option<&[u64]>,
+    ) -> (Vec<u8>, Vec<SampleStatus>) {
+        let fields = self.set.result_size() / 8;
+        let mut bytes = vec![0u8; count as usize * fields * 8];
+        let mut status = Vec::with_capacity(count as usize);
+        let mut out = [0u64; 8];
+        let out = &mut out[..fields];
+        let mut sums = ChainSums::new((hi - lo) as usize);
+        for (s, chunk) in (first..first + count).zip(bytes.chunks_exact_mut(fields * 8)) {
+            let i = s as usize;
+            let st = match slots.state[i] {
+                SlotState::Fresh => SampleStatus::NotWritten,
+                _ if slots.stale(i) => SampleStatus::NotReady,
+                SlotState::Invalidated => SampleStatus::Invalidated,
+                _ => self.chain_value(slots, stride, s, lo, main, occlusion, &mut sums, out),
+            };
+            match st {
+                SampleStatus::Written => {}
+                SampleStatus::Invalidated => out.fill(0),
+                _ => out.fill(COUNTER_ERROR_VALUE),
+            }
+            for (dst, v) in chunk.chunks_exact_mut(8).zip(out.iter()) {
+                dst.copy_from_slice(&v.to_ne_bytes());
+            }
+            status.push(st);
+        }
+        (bytes, status)
+    }
+
+    /// Sums the chain before statistic sample `s` into `out`, as walking the
+    /// whole chain does, but walking each chain element once per resolve
+    /// (`sums` remembers the walks from every element reached).
+    #[allow(clippy::too_many_arguments)]
+    fn chain_value(
+        &self,
+        slots: &SampleTable,
+        stride: usize,
+        s: u32,
+        lo: u32,
+        main: &[u64],
+        occlusion: Option<&[u64]>,
+        sums: &mut ChainSums,
+        out: &mut [u64],
+    ) -> SampleStatus {
+        let at = |s: u32| (s - lo) as usize;
+        let available = |s: u32| main[at(s) * stride + stride - 1] != 0;
+        if slots.state[s as usize] != SlotState::Recorded {
+            return SampleStatus::Error;
+        }
+        if !available(s) {
+            return SampleStatus::NotReady;
+        }
+        out.fill(0);
+        let p = slots.link[s as usize];
+        if p != NONE {
+            let c = p as usize;
+            if slots.gen[c] != slots.link_gen[s as usize] || slots.state[c] != SlotState::Recorded {
+                // The chain was broken: an earlier sample was re-recorded.
+                return SampleStatus::Error;
+            }
+            let st = self.walk(slots, stride, p, lo, main, occlusion, sums);
+            if st != SampleStatus::Written {
+                return st;
+            }
+            out.copy_from_slice(&sums.sums[at(p) * 8..at(p) * 8 + out.len()]);
+        }
+        for (f, &pos) in self.field_map.iter().enumerate() {
+            if pos == ABSENT {
+                out[f] = COUNTER_ERROR_VALUE;
+            }
+        }
+        SampleStatus::Written
+    }
+
+    /// The walk of a chain from element `c0` (whose generation its successor
+    /// expects): its status and, when written, the sums of the queries of `c0`
+    /// and every element before it, in `sums`. Each element is walked once:
+    /// a walk stops at the first element already known and fills in the ones
+    /// it passed on the way back.
+    #[allow(clippy::too_many_arguments)]
+    fn walk(
+        &self,
+        slots: &SampleTable,
+        stride: usize,
+        c0: u32,
+        lo: u32,
+        main: &[u64],
+        occlusion: Option<&[u64]>,
+        sums: &mut ChainSums,
+    ) -> SampleStatus {
+        let at = |s: u32| (s - lo) as usize;
+        let uses_occlusion = self.field_map.contains(&OCCLUSION);
+        // Adds the query of element `c` to `out`.
+        let add_query = |c: u32, out: &mut [u64]| {
+            let values = &main[at(c) * stride..at(c) * stride + stride - 1];
+            for (f, &pos) in self.field_map.iter().enumerate() {
+                match pos {
+                    ABSENT => {}
+                    OCCLUSION => {
+                        if let (true, Some(o)) = (slots.occlusion[c as usize], occlusion) {
+                            out[f] = out[f].wrapping_add(o[at(c) * 2]);
+                        }
+                    }
+                    p => out[f] = out[f].wrapping_add(values[p as usize]),
+                }
+            }
+        };
+        let mut path = std::mem::take(&mut sums.path);
+        let mut c = c0;
+        let status = loop {
+            let k = at(c);
+            if let Some(st) = sums.known(k) {
+                break st;
+            }
+            let i = c as usize;
+            let occlusion_pending = uses_occlusion
+                && slots.occlusion[i]
+                && occlusion.is_some_and(|o| o[k * 2 + 1] == 0);
+            if main[k * stride + stride - 1] == 0 || slots.stale(i) || occlusion_pending {
+                sums.set(k, SampleStatus::NotReady);
+                break SampleStatus::NotReady;
+            }
+            let next = slots.link[i];
+            if next == NONE {
+                let mut own = [0u64; 8];
+                add_query(c, &mut own);
+                sums.sums[k * 8..k * 8 + 8].copy_from_slice(&own);
+                sums.set(k, SampleStatus::Written);
+                break SampleStatus::Written;
+            }
+            let n = next as usize;
+            if path.len() > self.count as usize
+                || slots.gen[n] != slots.link_gen[i]
+                || slots.state[n] != SlotState::Recorded
+            {
+                // The chain was broken: an earlier sample was re-recorded.
+                sums.set(k, SampleStatus::Error);
+                break SampleStatus::Error;
+            }
+            path.push(c);
+            c = next;
+        };
+        // Back along the path: each element's walk is its successor's plus
+        // its own query.
+        let mut after = c;
+        while let Some(p) = path.pop() {
+            let k = at(p);
+            if status == SampleStatus::Written {
+                let mut own = [0u64; 8];
+                own.copy_from_slice(&sums.sums[at(after) * 8..at(after) * 8 + 8]);
+                add_query(p, &mut own);
+                sums.sums[k * 8..k * 8 + 8].copy_from_slice(&own);
+            }
+            sums.set(k, status);
+            after = p;
+        }
+        sums.path = path;
+        sums.known(at(c0)).unwrap_or(SampleStatus::Error)
+    }
+
+    /// Sums the chain before statistic sample `s` into `out`, walking the
+    /// whole chain: the reference the memoised `chain_value` is tested
+    /// against. `main` and `occlusion` are the pools' reads from `lo`
+    /// (see `QueryPool::read_into`).
+    #[cfg(test)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn sum_chain(
+        &self,
+        slots: &SampleTable,
+        stride: usize,
+        s: u32,
+        lo: u32,
+        main: &[u64],
+        occlusion: Option<&[u64]>,
+        out: &mut [u64],
+    ) -> SampleStatus {
+        let at = |s: u32| (s - lo) as usize;
+        let available = |s: u32| main[at(s) * stride + stride - 1] != 0;
+        if slots.state[s as usize] != SlotState::Recorded {
+            return SampleStatus::Error;
+        }
+        if !available(s) {
+            return SampleStatus::NotReady;
+        }
+        out.fill(0);
+        let mut cur = slots.link[s as usize];
+        let mut cur_gen = slots.link_gen[s as usize];
+        let mut steps = 0;
+        while cur != NONE {
+            let c = cur as usize;
+            if steps > self.count
+                || slots.gen[c] != cur_gen
+                || slots.state[c] != SlotState::Recorded
+            {
+                // The chain was broken: an earlier sample was re-recorded.
+                return SampleStatus::Error;
+            }
+            if !available(cur) || slots.stale(c) {
+                return SampleStatus::NotReady;
+            }
+            let values = &main[at(cur) * stride..at(cur) * stride + stride - 1];
+            for (f, &pos) in self.field_map.iter().enumerate() {
+                match pos {
+                    ABSENT => {}
+                    OCCLUSION => {
+                        if slots.occlusion[c] {
+                            if let Some(o) = occlusion {
+                                if o[at(cur) * 2 + 1] == 0 {
+                                    return SampleStatus::NotReady;
+                                }
+                                out[f] = out[f].wrapping_add(o[at(cur) * 2]);
+                            }
+                        }
+                    }
+                    p => out[f] = out[f].wrapping_add(values[p as usize]),
+                }
+            }
+            cur_gen = slots.link_gen[c];
+            cur = slots.link[c];
+            steps += 1;
+        }
+        for (f, &pos) in self.field_map.iter().enumerate() {
+            if pos == ABSENT {
+                out[f] = COUNTER_ERROR_VALUE;
+            }
+        }
+        SampleStatus::Written
+    }
+}
+
+/// The chain walks of one statistic resolve, per index of its span.
+struct ChainSums {
+    /// 0: not walked yet; else 1 + the walk's status code.
+    known: Vec<u8>,
+    /// 8 sums (Metal's field order) per index, valid once walked as written.
+    sums: Vec<u64>,
+    /// The elements of the walk under way.
+    path: Vec<u32>,
+}
+
+impl ChainSums {
+    fn new(span: usize) -> Self {
+        Self {
+            known: vec![0; span],
+            sums: vec![0; span * 8],
+            path: Vec::new(),
+        }
+    }
+
+    fn known(&self, k: usize) -> Option<SampleStatus> {
+        match self.known[k] {
+            0 => None,
+            1 => Some(SampleStatus::Written),
+            2 => Some(SampleStatus::NotReady),
+            _ => Some(SampleStatus::Error),
+        }
+    }
+
+    fn set(&mut self, k: usize, status: SampleStatus) {
+        self.known[k] = match status {
+            SampleStatus::Written => 1,
+            SampleStatus::NotReady => 2,
+            _ => 3,
+        };
+    }
+}
+
+/// Queries a thread of a parallel CPU resolve reads at least.
+const RESOLVE_CHUNK: u32 = 1 << 16;
+/// Threads a CPU resolve uses at most.
+const RESOLVE_THREADS: usize = 8;
+
+/// Threads for a CPU resolve reading `span` queries: 1 below two chunks'
+/// worth (thread start-up would cost more than it saves).
+fn resolve_threads(span: u32) -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    cores
+        .min(RESOLVE_THREADS)
+        .min((span / RESOLVE_CHUNK) as usize)
+        .max(1)
+}
+
+/// Runs `work` on every job, one scoped thread each (the first on this
+/// thread; where a thread cannot be started, its job runs here). Returns
+/// whether every job returned `true`, or the first error.
+fn run_jobs<J: Send>(jobs: Vec<J>, work: impl Fn(J) -> Result<bool> + Sync) -> Result<bool> {
+    let work = &work;
+    std::thread::scope(|scope| {
+        let mut jobs = jobs.into_iter();
+        let here = jobs.next();
+        let mut inline = Vec::new();
+        let mut handles = Vec::new();
+        for job in jobs {
+            let (tx, rx) = std::sync::mpsc::channel::<J>();
+            match std::thread::Builder::new()
+                .name("gpu-counters resolve".into())
+                .spawn_scoped(scope, move || rx.recv().map(work))
+            {
+                Ok(h) => {
+                    // The thread owns the receiver, so the send succeeds.
+                    let _ = tx.send(job);
+                    handles.push(h);
+                }
+                Err(_) => inline.push(job),
+            }
+        }
+        let mut all = true;
+        let mut first_error = None;
+        for r in here.into_iter().chain(inline).map(work) {
+            match r {
+                Ok(ok) => all &= ok,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        for h in handles {
+            match h.join() {
+                Ok(Ok(Ok(ok))) => all &= ok,
+                Ok(Ok(Err(e))) => {
+                    first_error.get_or_insert(e);
+                }
+                Ok(Err(_)) | Err(_) => {
+                    first_error.get_or_insert(Error::Internal("a resolve thread failed".into()));
+                }
+            }
+        }
+        first_error.map_or(Ok(all), Err)
+    })
+}
+
+/// Writes `out` (8 bytes per sample) from the (value, availability) `pairs`
+/// of timestamp samples in `states`: the masked value where the sample is
+/// recorded and available, the error value elsewhere. Returns whether every
+/// sample was. Initialises every byte of `out`. Branch-free, so it vectorises.
+#[inline(never)]
+fn layout_timestamps(
+    pairs: &[u64],
+    states: &[SlotState],
+    mask: u64,
+    out: &mut [MaybeUninit<u8>],
+) -> bool {
+    // The error value is all ones: `(!ok as u64).wrapping_neg()` selects it.
+    const _: () = assert!(COUNTER_ERROR_VALUE == u64::MAX);
+    let n = states.len();
+    assert!(pairs.len() == 2 * n && out.len() == 8 * n);
+    let mut all = true;
+    for ((dst, q), &state) in out
+        .chunks_exact_mut(8)
+        .zip(pairs.chunks_exact(2))
+        .zip(states)
+    {
+        let ok = (state == SlotState::Recorded) & (q[1] != 0);
+        all &= ok;
+        let v = (q[0] & mask) | (!ok as u64).wrapping_neg();
+        dst.copy_from_slice(&v.to_ne_bytes().map(MaybeUninit::new));
+    }
+    all
+}
+
+/// Maximal runs `(first, count)` of indices in `lo..hi` for which `keep` holds.
+pub fn runs(lo: u32, hi: u32, keep: impl Fn(u32) -> bool) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut i = lo;
+    while i < hi {
+        if !keep(i) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < hi && keep(i) {
+            i += 1;
+        }
+        out.push((start, i - start));
+    }
+    out
+}

@@ -1,0 +1,226 @@
+//! The bookkeeping and CPU resolve on a fake backend: scripted query values
+//! on the CPU, no GPU API, so these run on a machine without a Vulkan loader.
+
+use super::*;
+use crate::SampleValue;
+
+/// A backend's query storage, scripted: `values` per query, then the
+/// availability word.
+struct Scripted {
+    values: u32,
+    data: Vec<u64>,
+}
+
+impl QueryRead for Scripted {
+    fn values(&self) -> u32 {
+        self.values
+    }
+
+    fn read(&self, first: u32, count: u32, out: &mut [u64]) -> Result<()> {
+        let stride = self.stride();
+        let from = first as usize * stride;
+        out.copy_from_slice(&self.data[from..from + count as usize * stride]);
+        Ok(())
+    }
+}
+
+fn set(kind: CommonCounterSet, n: u32, field_map: [u8; 8]) -> SampleSet {
+    SampleSet::new(
+        "scripted".into(),
+        kind,
+        StorageMode::Shared,
+        n,
+        field_map,
+        u64::MAX,
+        "sample",
+    )
+    .unwrap()
+}
+
+/// The parallel timestamp resolve gives what the single-threaded one does,
+/// with gaps and parts that do not divide evenly.
+#[test]
+fn parallel_timestamp_resolve_matches() {
+    let n = 3 * RESOLVE_CHUNK + 123;
+    let samples = set(CommonCounterSet::Timestamp, n, [ABSENT; 8]);
+    let written = |i: u32| i % 1000 != 7;
+    let mut queries = Scripted {
+        values: 1,
+        data: vec![0; 2 * n as usize],
+    };
+    {
+        let mut slots = samples.lock().unwrap();
+        for i in (0..n).filter(|&i| written(i)) {
+            slots.mark_recorded(i, NONE, false, 1, 0);
+            queries.data[2 * i as usize] = 7 * i as u64 + 3;
+            queries.data[2 * i as usize + 1] = 1;
+        }
+    }
+    let slots = samples.lock().unwrap();
+    for (first, count) in [(0, n), (5, n - 11), (RESOLVE_CHUNK - 1, 2)] {
+        let (lo, hi) = samples.span(&slots, first, count);
+        let mut scratch = Vec::new();
+        let one = samples
+            .resolve_timestamps(&slots, &queries, first, count, lo, hi, &mut scratch, 1)
+            .unwrap();
+        for threads in [2, 3, 4] {
+            let many = samples
+                .resolve_timestamps(
+                    &slots,
+                    &queries,
+                    first,
+                    count,
+                    lo,
+                    hi,
+                    &mut scratch,
+                    threads,
+                )
+                .unwrap();
+            assert!(one == many, "{threads} threads differ");
+        }
+        for (k, st) in one.1.iter().enumerate() {
+            let i = first + k as u32;
+            let v = u64::from_ne_bytes(one.0[8 * k..8 * k + 8].try_into().unwrap());
+            if written(i) {
+                assert_eq!((*st, v), (SampleStatus::Written, 7 * i as u64 + 3));
+            } else {
+                assert_eq!((*st, v), (SampleStatus::NotWritten, COUNTER_ERROR_VALUE));
+            }
+        }
+    }
+}
+
+/// The memoised chain sums resolve to what walking every chain whole does:
+/// long chains, a chain broken by a re-recorded sample, a second chain,
+/// samples never written and samples not yet executed.
+#[test]
+fn chain_sums_match_whole_walks() {
+    // Two counted fields: vertex invocations (Metal field 1) at query value
+    // 0, compute invocations (field 7) at value 1; the rest absent.
+    let mut field_map = [ABSENT; 8];
+    field_map[1] = 0;
+    field_map[7] = 1;
+    let n = 600;
+    let samples = set(CommonCounterSet::Statistic, n, field_map);
+    let mut queries = Scripted {
+        values: 2,
+        data: vec![0; 3 * n as usize],
+    };
+    let mut write = |slots: &mut SampleTable, i: u32, link: u32, chain: u64, available: bool| {
+        slots.mark_recorded(i, link, false, 1, chain);
+        let q = &mut queries.data[3 * i as usize..3 * i as usize + 3];
+        q.copy_from_slice(&[u64::from(i % 5), u64::from(i % 3) * 64, available as u64]);
+    };
+    {
+        let mut slots = samples.lock().unwrap();
+        for i in 0..300 {
+            write(&mut slots, i, if i == 0 { NONE } else { i - 1 }, 1, true);
+        }
+        let mut prev = NONE;
+        for i in [400, 150, 401, 402] {
+            write(&mut slots, i, prev, 2, true);
+            prev = i;
+        }
+        // Recorded, not executed yet: not ready.
+        let mut prev = NONE;
+        for i in 500..505 {
+            write(&mut slots, i, prev, 3, false);
+            prev = i;
+        }
+    }
+    let slots = samples.lock().unwrap();
+    let stride = queries.stride();
+    for (first, count) in [(0, n), (100, 220), (401, 2), (299, 1)] {
+        let (lo, hi) = samples.span(&slots, first, count);
+        let mut main = Vec::new();
+        queries.read_into(lo, hi - lo, &mut main).unwrap();
+        let (bytes, status) =
+            samples.resolve_statistics(&slots, stride, first, count, lo, hi, &main, None);
+        let mut out = [0u64; 8];
+        for (k, s) in (first..first + count).enumerate() {
+            let expected = match slots.state[s as usize] {
+                SlotState::Fresh => SampleStatus::NotWritten,
+                _ => samples.sum_chain(&slots, stride, s, lo, &main, None, &mut out),
+            };
+            assert_eq!(status[k], expected, "sample {s}");
+            if expected == SampleStatus::Written {
+                let got: Vec<u64> = bytes[k * 64..k * 64 + 64]
+                    .chunks_exact(8)
+                    .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
+                    .collect();
+                assert_eq!(got, out, "sample {s}");
+            }
+        }
+        if (first, count) == (0, n) {
+            let count = |st| status.iter().filter(|&&s| s == st).count();
+            assert_eq!(
+                count(SampleStatus::Error),
+                149,
+                "151..300 follow the re-recorded 150"
+            );
+            assert_eq!(count(SampleStatus::NotReady), 5);
+            assert_eq!(count(SampleStatus::Written), 150 + 4, "{status:?}");
+        }
+    }
+    // Sample 402 counts what queries 400, 150 and 401 counted.
+    drop(slots);
+    let r = samples.resolve_cpu(0..600, &queries, None).unwrap();
+    let v = r.statistics().unwrap()[402];
+    let vertices = |i: u64| i % 5;
+    let invocations = |i: u64| (i % 3) * 64;
+    assert_eq!(
+        v.vertex_invocations,
+        vertices(400) + vertices(150) + vertices(401)
+    );
+    assert_eq!(
+        v.compute_kernel_invocations,
+        invocations(400) + invocations(150) + invocations(401)
+    );
+    assert_eq!(v.fragments_passed, COUNTER_ERROR_VALUE, "absent field");
+    assert_eq!(r.origin(402), Some(2));
+    assert_eq!(r.origin(0), Some(1));
+    match r.statistics_between(400, 402).unwrap() {
+        SampleValue::Value(d) => assert_eq!(d.vertex_invocations, vertices(150) + vertices(401)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        r.statistics_between(0, 402).unwrap(),
+        SampleValue::NotComparable
+    );
+}
+
+/// An abandoned recording leaves its indices not written, dirty (the next
+/// write resets first) and not pending; others' indices are untouched.
+#[test]
+fn abandoned_recordings_are_forgotten() {
+    let samples = set(CommonCounterSet::Timestamp, 4, [ABSENT; 8]);
+    let mine = Ticket::new();
+    let other = Ticket::new();
+    let queries = Scripted {
+        values: 1,
+        data: vec![5, 1, 0, 0, 0, 0, 0, 0],
+    };
+    let mut slots = samples.lock().unwrap();
+    slots.register(&other);
+    slots.mark_recorded(0, NONE, false, other.id(), 0);
+    other.complete();
+    slots.register(&mine);
+    slots.mark_recorded(1, NONE, false, mine.id(), 0);
+    assert!(samples.check_write(&slots, 1, false, other.id()).is_err());
+    let e = samples.check_host_reset(&mut slots, &queries, 0, 4, "reset");
+    assert!(e.is_err(), "index 1 is being recorded");
+    mine.set_phase(Phase::Abandoned);
+    slots.abandon(mine.id());
+    assert_eq!(slots.state[1], SlotState::Fresh);
+    assert!(slots.dirty[1], "an older value may be there");
+    assert!(samples.check_write(&slots, 1, false, other.id()).unwrap());
+    samples
+        .check_host_reset(&mut slots, &queries, 0, 4, "reset")
+        .unwrap();
+    drop(slots);
+    let r = samples.resolve_cpu(0..2, &queries, None).unwrap();
+    assert_eq!(
+        r.statuses(),
+        &[SampleStatus::Written, SampleStatus::NotWritten]
+    );
+}
