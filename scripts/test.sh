@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh Debian 12 / Ubuntu machine with a Rust toolchain
 # (1.87 or later), from any directory:
-#   1. the core model's tests, before anything is installed: they need no
-#      Vulkan loader, driver or GPU;
+#   1. the core model's tests, and the profiler's and exporters' tests on the
+#      fake backend (CPU only, scripted), before anything is installed: they
+#      need no Vulkan loader, driver or GPU;
 #   2. scripts/setup.sh: the Vulkan loader, lavapipe, the Khronos validation
 #      layer and fonts, with apt-get (needs root or sudo);
 #   3. the whole workspace's tests, GPU tests on lavapipe (or any Vulkan
@@ -12,12 +13,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== 1/3 gpu-counters-core tests, before installing anything"
+echo "== 1/3 core, and the profiler and exporters on the fake backend, before installing anything"
 cargo test --locked -p gpu-counters-core
+cargo test --locked -p gpu-counters-profiler --lib --test fake
 if ldconfig -p 2>/dev/null | grep libvulkan.so.1 >/dev/null; then
-  echo "gpu-counters-core: tests passed; they use no Vulkan loader or driver (this machine already has a loader)"
+  echo "core and fake-backend tests passed; they use no Vulkan loader or driver (this machine already has a loader)"
 else
-  echo "gpu-counters-core: tests passed with no Vulkan loader installed: they need none"
+  echo "core and fake-backend tests passed with no Vulkan loader installed: they need none"
 fi
 
 echo "== 2/3 scripts/setup.sh"

@@ -189,7 +189,7 @@ struct VulkanBench {
     /// warm command pool.
     spare: Option<CommandBuffer>,
     /// The profiler of the profiler-scopes variant, one frame per run.
-    profiler: Profiler,
+    profiler: Profiler<Device>,
     period_ns: f64,
     mask: u64,
     n: u32,

@@ -451,7 +451,7 @@ fn record_work(device: &Device, cmd: &mut CommandBuffer, work: &Work, frame: u32
 fn record_frame(
     device: &Device,
     cmd: &mut CommandBuffer,
-    frame: &Frame<'_>,
+    frame: &Frame<'_, Device>,
     passes: &Passes,
     index: u32,
 ) -> CliResult<()> {

@@ -11,6 +11,8 @@ pub enum BackendKind {
     Cuda,
     /// wgpu.
     Wgpu,
+    /// The CPU-only fake backend of tests ([`crate::fake`]).
+    Fake,
 }
 
 /// What kind of device it is.

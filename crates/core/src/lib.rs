@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod bookkeeping;
 mod calibration;
 mod clock;
@@ -22,9 +23,11 @@ mod counters;
 mod descriptors;
 mod device_info;
 mod error;
+pub mod fake;
 mod results;
 pub mod timeline;
 
+pub use backend::{Backend, BackendDevice, BackendMarker, BackendRecorder, BackendSampleBuffer};
 pub use calibration::{
     CalibratedTime, Calibration, CalibrationMethod, ConversionError, TimestampPair,
     REFIT_INTERVAL_NS,

@@ -29,7 +29,7 @@ const THREADS: usize = 2;
 /// What one thread records per frame: its passes, each in a scope.
 fn record(
     device: &Device,
-    frame: &gpu_counters_profiler::Frame<'_>,
+    frame: &gpu_counters_profiler::Frame<'_, Device>,
     cmd: &mut CommandBuffer,
     work: &ComputeWorkload,
     target: &GpuBuffer,

@@ -1,14 +1,12 @@
 //! Frames and the scopes recorded in them.
 
 use crate::error::{ProfilerError, Result};
-use crate::profiler::{Page, Profiler, WhenFull};
+use crate::profiler::{Buf, Page, Profiler, Recorder, WhenFull};
 use crate::result::DropCounts;
-use crate::spin::SpinLock;
 use gpu_counters_core::timeline::PassKind;
-use gpu_counters_vulkan::ash::vk;
-use gpu_counters_vulkan::{CommandBuffer, CounterSampleBuffer};
+use gpu_counters_core::{BackendDevice, BackendRecorder, TimestampGranularity};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RecordState {
@@ -34,7 +32,8 @@ pub(crate) struct ScopeRecord {
     /// The innermost scope open on `cmd` when this one began, or
     /// [`NO_SCOPE`].
     pub(crate) parent: u32,
-    pub(crate) cmd: vk::CommandBuffer,
+    /// The recorder it began on ([`BackendRecorder::recorder_id`]).
+    pub(crate) cmd: u64,
     /// Index in [`FrameStore::threads`] of the thread that began the scope.
     pub(crate) thread: u32,
     pub(crate) kind: PassKind,
@@ -43,9 +42,8 @@ pub(crate) struct ScopeRecord {
 
 /// What a ring slot holds, lent to the frame that records into it. Clearing
 /// keeps every vector's capacity, so a steady state allocates nothing here.
-#[derive(Default)]
-pub(crate) struct FrameStore {
-    pub(crate) pages: Vec<Page>,
+pub(crate) struct FrameStore<D: BackendDevice> {
+    pub(crate) pages: Vec<Page<D>>,
     pub(crate) records: Vec<ScopeRecord>,
     /// The records' labels, one after another.
     pub(crate) labels: String,
@@ -63,7 +61,28 @@ pub(crate) struct FrameStore {
     pub(crate) drops: DropCounts,
 }
 
-impl FrameStore {
+impl<D: BackendDevice> Default for FrameStore<D> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<D: BackendDevice> FrameStore<D> {
+    /// An empty store.
+    pub(crate) fn new() -> Self {
+        Self {
+            pages: Vec::new(),
+            records: Vec::new(),
+            labels: String::new(),
+            threads: Vec::new(),
+            open: Vec::new(),
+            not_ended: 0,
+            next_page: 0,
+            next_in_page: 0,
+            drops: DropCounts::default(),
+        }
+    }
+
     /// Forgets the scopes, keeping the buffers and capacity.
     pub(crate) fn clear(&mut self) {
         self.records.clear();
@@ -89,7 +108,7 @@ impl FrameStore {
     }
 
     /// Position in `open` of the innermost open scope on `cmd`.
-    fn innermost(&self, cmd: vk::CommandBuffer) -> Option<usize> {
+    fn innermost(&self, cmd: u64) -> Option<usize> {
         self.open
             .iter()
             .rposition(|&o| self.records[o as usize].cmd == cmd)
@@ -133,7 +152,7 @@ impl FrameStore {
     }
 
     /// Marks scope `id` failed and counts it, once.
-    fn fail(&mut self, id: u32, profiler: &Profiler) {
+    fn fail(&mut self, id: u32, profiler: &Profiler<D>) {
         self.close(id);
         let rec = &mut self.records[id as usize];
         match rec.state {
@@ -180,15 +199,21 @@ thread_local! {
 /// `Sync`); each thread records scopes into its own command buffers with
 /// [`Frame::scope`]. Hand it to [`Profiler::end_frame`] when its command
 /// buffers are submitted.
-pub struct Frame<'p> {
-    pub(crate) profiler: &'p Profiler,
+pub struct Frame<'p, D: BackendDevice> {
+    pub(crate) profiler: &'p Profiler<D>,
     index: u64,
     slot: Option<usize>,
-    store: SpinLock<FrameStore>,
+    store: Mutex<FrameStore<D>>,
     ended: bool,
 }
 
-impl std::fmt::Debug for Frame<'_> {
+/// Locks a frame's store. Its critical sections run no user code, so the
+/// state stays consistent even if a panic interrupted one.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<D: BackendDevice> std::fmt::Debug for Frame<'_, D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Frame")
             .field("index", &self.index)
@@ -197,18 +222,18 @@ impl std::fmt::Debug for Frame<'_> {
     }
 }
 
-impl<'p> Frame<'p> {
+impl<'p, D: BackendDevice> Frame<'p, D> {
     pub(crate) fn new(
-        profiler: &'p Profiler,
+        profiler: &'p Profiler<D>,
         index: u64,
         slot: Option<usize>,
-        store: FrameStore,
+        store: FrameStore<D>,
     ) -> Self {
         Self {
             profiler,
             index,
             slot,
-            store: SpinLock::new(store),
+            store: Mutex::new(store),
             ended: false,
         }
     }
@@ -227,7 +252,7 @@ impl<'p> Frame<'p> {
 
     /// Scopes of this frame dropped so far.
     pub fn dropped_scopes(&self) -> u32 {
-        self.store.lock().drops.total()
+        lock(&self.store).drops.total()
     }
 
     /// Begins a scope labelled `label` in `cmd`: records a timestamp after
@@ -243,12 +268,17 @@ impl<'p> Frame<'p> {
     /// With statistics, a command buffer's statistic query stays open from
     /// its first scope's start to its outermost scope's end, so encoders
     /// cannot sample statistics inside scopes, and a scope left unended keeps
-    /// it open: call [`CommandBuffer::end_statistics`] before ending a
+    /// it open: call the recorder's `end_statistics` before ending a
     /// caller's command buffer in that case.
-    pub fn scope(&self, cmd: &mut CommandBuffer, label: &str, kind: PassKind) -> Result<Scope<'_>> {
-        let raw = cmd.raw();
+    pub fn scope(
+        &self,
+        cmd: &mut Recorder<D>,
+        label: &str,
+        kind: PassKind,
+    ) -> Result<Scope<'_, D>> {
+        let raw = cmd.recorder_id();
         let per = self.profiler.options.max_scopes_per_frame;
-        let mut guard = self.store.lock();
+        let mut guard = lock(&self.store);
         let store = &mut *guard;
         let Some(slot) = self.slot else {
             store.drops.no_slot += 1;
@@ -280,7 +310,7 @@ impl<'p> Frame<'p> {
         // recording threads anyway, and the record and its samples stay in
         // step.
         let p = &store.pages[page];
-        let sampled = sample(cmd, &p.timestamps, p.statistics.as_ref(), index);
+        let sampled = sample::<D>(cmd, &p.timestamps, p.statistics.as_ref(), index);
         let parent = store.innermost(raw).map_or(NO_SCOPE, |i| store.open[i]);
         let thread = store.thread_index();
         let (label_start, label_len) = store.push_label(label);
@@ -321,7 +351,7 @@ impl<'p> Frame<'p> {
             return Ok(());
         }
         self.ended = true;
-        let store = self.store.get_mut();
+        let store = self.store.get_mut().unwrap_or_else(PoisonError::into_inner);
         let open = store.not_ended;
         store.drops.not_ended += open;
         store.open.clear();
@@ -334,7 +364,7 @@ impl<'p> Frame<'p> {
     }
 }
 
-impl Drop for Frame<'_> {
+impl<D: BackendDevice> Drop for Frame<'_, D> {
     fn drop(&mut self) {
         // A failed marker submission is retried once the samples are in.
         let _ = self.finish(None);
@@ -344,8 +374,8 @@ impl Drop for Frame<'_> {
 /// An open scope. End it with [`Scope::end`]; a scope dropped without
 /// ending is reported in [`DropCounts::not_ended`].
 #[must_use = "a scope must be ended with `Scope::end`, or it is reported as not ended"]
-pub struct Scope<'f> {
-    frame: &'f Frame<'f>,
+pub struct Scope<'f, D: BackendDevice> {
+    frame: &'f Frame<'f, D>,
     /// `None` for a dropped scope.
     id: Option<u32>,
     /// Where its samples are: page, and the start's index.
@@ -354,7 +384,7 @@ pub struct Scope<'f> {
     done: bool,
 }
 
-impl std::fmt::Debug for Scope<'_> {
+impl<D: BackendDevice> std::fmt::Debug for Scope<'_, D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scope")
             .field("frame", &self.frame.index)
@@ -363,8 +393,8 @@ impl std::fmt::Debug for Scope<'_> {
     }
 }
 
-impl<'f> Scope<'f> {
-    fn dropped(frame: &'f Frame<'f>) -> Self {
+impl<'f, D: BackendDevice> Scope<'f, D> {
+    fn dropped(frame: &'f Frame<'f, D>) -> Self {
         Self {
             frame,
             id: None,
@@ -384,13 +414,13 @@ impl<'f> Scope<'f> {
     /// since the start). Inner scopes on the same command buffer must be
     /// ended first. On an error the scope is reported as not ended (or
     /// failed, if recording a sample failed).
-    pub fn end(mut self, cmd: &mut CommandBuffer) -> Result<()> {
+    pub fn end(mut self, cmd: &mut Recorder<D>) -> Result<()> {
         let Some(id) = self.id else {
             return Ok(());
         };
-        let raw = cmd.raw();
+        let raw = cmd.recorder_id();
         let profiler = self.frame.profiler;
-        let mut guard = self.frame.store.lock();
+        let mut guard = lock(&self.frame.store);
         let store = &mut *guard;
         if store.records[id as usize].cmd != raw {
             return Err(ProfilerError::WrongCommandBuffer {
@@ -413,7 +443,7 @@ impl<'f> Scope<'f> {
         }
         let p = &store.pages[self.page as usize];
         let statistics = p.statistics.as_ref();
-        let mut recorded = sample(cmd, &p.timestamps, statistics, self.index + 1);
+        let mut recorded = sample::<D>(cmd, &p.timestamps, statistics, self.index + 1);
         if recorded.is_ok() && statistics.is_some() && store.innermost(raw).is_none() {
             // Close this command buffer's statistic chain: nothing is counted
             // outside scopes, and a caller's command buffer can be ended as is.
@@ -434,29 +464,29 @@ impl<'f> Scope<'f> {
     }
 }
 
-impl Drop for Scope<'_> {
+impl<D: BackendDevice> Drop for Scope<'_, D> {
     fn drop(&mut self) {
         if self.done {
             return;
         }
         if let Some(id) = self.id {
             // Stays `Open`: counted as not ended when the frame ends.
-            self.frame.store.lock().close(id);
+            lock(&self.frame.store).close(id);
         }
     }
 }
 
 /// Records one end of a scope: the timestamp after all prior work, then the
 /// statistic sample.
-fn sample(
-    cmd: &mut CommandBuffer,
-    timestamps: &CounterSampleBuffer,
-    statistics: Option<&CounterSampleBuffer>,
+fn sample<D: BackendDevice>(
+    cmd: &mut Recorder<D>,
+    timestamps: &Buf<D>,
+    statistics: Option<&Buf<D>>,
     index: u32,
 ) -> Result<()> {
-    cmd.sample_counters(timestamps, index, true)?;
+    cmd.sample_counters(timestamps, index, TimestampGranularity::Precise)?;
     if let Some(stats) = statistics {
-        cmd.sample_counters(stats, index, false)?;
+        cmd.sample_counters(stats, index, TimestampGranularity::Relaxed)?;
     }
     Ok(())
 }

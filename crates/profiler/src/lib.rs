@@ -42,15 +42,17 @@
 //! ```
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod error;
 pub mod export;
 mod frame;
 mod profiler;
 mod result;
-mod spin;
 
 pub use error::{ProfilerError, Result};
 pub use frame::{Frame, Scope};
-pub use profiler::{Profiler, ProfilerOptions, WhenFull, MAX_FRAMES_IN_FLIGHT, MAX_RING_SCOPES};
+pub use profiler::{
+    Profiler, ProfilerOptions, Recorder, WhenFull, MAX_FRAMES_IN_FLIGHT, MAX_RING_SCOPES,
+};
 pub use result::{to_timeline, DropCounts, FrameResult, ScopeResult};

@@ -8,8 +8,7 @@ use gpu_counters_core::{
     cpu_monotonic_ns, Calibration, CommonCounterSet, CounterResultTimestamp,
     CounterSampleBufferDescriptor, ResolvedCounters, SampleStatus, SampleValue,
 };
-use gpu_counters_vulkan::ash::vk;
-use gpu_counters_vulkan::{CounterSampleBuffer, Device};
+use gpu_counters_core::{BackendDevice, BackendMarker, BackendSampleBuffer};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -85,15 +84,22 @@ impl Default for ProfilerOptions {
     }
 }
 
+/// A backend's sample buffer type, for the device type `D`.
+pub(crate) type Buf<D> =
+    <<D as BackendDevice>::Backend as gpu_counters_core::Backend>::SampleBuffer;
+/// A backend's recorder type (what commands are recorded into).
+pub type Recorder<D> = <<D as BackendDevice>::Backend as gpu_counters_core::Backend>::Recorder;
+type Marker<D> = <<D as BackendDevice>::Backend as gpu_counters_core::Backend>::Marker;
+
 /// One set of sample buffers: `2 * max_scopes_per_frame` samples each.
-pub(crate) struct Page {
-    pub(crate) timestamps: CounterSampleBuffer,
-    pub(crate) statistics: Option<CounterSampleBuffer>,
+pub(crate) struct Page<D: BackendDevice> {
+    pub(crate) timestamps: Buf<D>,
+    pub(crate) statistics: Option<Buf<D>>,
 }
 
-struct RingSlot {
+struct RingSlot<D: BackendDevice> {
     /// The buffers and bookkeeping; empty while lent to a live [`Frame`].
-    store: FrameStore,
+    store: FrameStore<D>,
     /// The frame using the slot (recording, in flight, or finished but not
     /// yet reset).
     frame: Option<u64>,
@@ -101,7 +107,7 @@ struct RingSlot {
     /// frame marker): tells the profiler, and the validation layer's
     /// tracking, that everything up to it has finished, so the slot's queries
     /// may be reset on the host.
-    fence: vk::Fence,
+    fence: Marker<D>,
     /// Whether the marker was submitted and the fence not reset since.
     marker: bool,
 }
@@ -118,8 +124,8 @@ struct Pending {
     stage: Stage,
 }
 
-struct State {
-    slots: Vec<RingSlot>,
+struct State<D: BackendDevice> {
+    slots: Vec<RingSlot<D>>,
     /// Slot ids in ring order.
     order: Vec<usize>,
     /// Position in `order` of the slot the next frame takes.
@@ -142,17 +148,17 @@ struct State {
 ///
 /// Nothing is lost silently: every scope begun comes back in a
 /// [`FrameResult`] or is counted in its [`DropCounts`].
-pub struct Profiler {
-    pub(crate) device: Device,
+pub struct Profiler<D: BackendDevice> {
+    pub(crate) device: D,
     pub(crate) options: ProfilerOptions,
     queue_name: String,
-    state: Mutex<State>,
+    state: Mutex<State<D>>,
     calibration: Mutex<Calibration>,
     pub(crate) dropped_total: AtomicU64,
     pub(crate) buffers: AtomicUsize,
 }
 
-impl std::fmt::Debug for Profiler {
+impl<D: BackendDevice> std::fmt::Debug for Profiler<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Profiler")
             .field("device", &self.device)
@@ -164,9 +170,9 @@ impl std::fmt::Debug for Profiler {
 
 const _: fn() = || {
     fn send_sync<T: Send + Sync>() {}
-    send_sync::<Profiler>();
-    send_sync::<Frame<'static>>();
-    send_sync::<crate::Scope<'static>>();
+    send_sync::<Profiler<gpu_counters_core::fake::FakeDevice>>();
+    send_sync::<Frame<'static, gpu_counters_core::fake::FakeDevice>>();
+    send_sync::<crate::Scope<'static, gpu_counters_core::fake::FakeDevice>>();
 };
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -175,10 +181,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Profiler {
-    /// A profiler on `device`: allocates `frames_in_flight` slots of sample
-    /// buffers and calibrates the device's timestamps.
-    pub fn new(device: &Device, options: ProfilerOptions) -> Result<Self> {
+impl<D: BackendDevice> Profiler<D> {
+    /// A profiler on `device` (of any backend): allocates `frames_in_flight`
+    /// slots of sample buffers and calibrates the device's timestamps.
+    pub fn new(device: &D, options: ProfilerOptions) -> Result<Self> {
         if options.frames_in_flight == 0 {
             return Err(ProfilerError::InvalidOptions(
                 "frames_in_flight is 0; the ring needs at least one slot".into(),
@@ -214,7 +220,7 @@ impl Profiler {
         let queue_name = options
             .queue_name
             .clone()
-            .unwrap_or_else(|| format!("queue family {}", device.queue_family_index()));
+            .unwrap_or_else(|| device.queue_name());
         let profiler = Self {
             device: device.clone(),
             options,
@@ -241,7 +247,7 @@ impl Profiler {
     }
 
     /// The device.
-    pub fn device(&self) -> &Device {
+    pub fn device(&self) -> &D {
         &self.device
     }
 
@@ -281,7 +287,7 @@ impl Profiler {
     /// Begins the next frame on the next ring slot. When that slot still
     /// holds an unfinished frame, [`ProfilerOptions::when_full`] decides:
     /// wait for it, grow the ring, or begin the frame without a slot.
-    pub fn begin_frame(&self) -> Result<Frame<'_>> {
+    pub fn begin_frame(&self) -> Result<Frame<'_, D>> {
         let started = Instant::now();
         let mut nap = Duration::from_micros(50);
         loop {
@@ -327,7 +333,7 @@ impl Profiler {
     /// signal says the frame's work is done. With `None` (not submitted yet,
     /// or no time known) the marker is queued once all the frame's samples
     /// are seen available. Dropping a frame ends it with `None`.
-    pub fn end_frame(&self, mut frame: Frame<'_>, cpu_submit_ns: Option<u64>) -> Result<()> {
+    pub fn end_frame(&self, mut frame: Frame<'_, D>, cpu_submit_ns: Option<u64>) -> Result<()> {
         if !std::ptr::eq(frame.profiler, self) {
             return Err(ProfilerError::ForeignFrame);
         }
@@ -394,7 +400,7 @@ impl Profiler {
     }
 
     /// Hands the next slot (or none) to a new frame.
-    fn lend(&self, st: &mut State, slot: Option<usize>) -> Frame<'_> {
+    fn lend(&self, st: &mut State<D>, slot: Option<usize>) -> Frame<'_, D> {
         let index = st.next_frame;
         st.next_frame += 1;
         let store = match slot {
@@ -403,7 +409,7 @@ impl Profiler {
                 st.cursor = (st.cursor + 1) % st.order.len();
                 std::mem::take(&mut st.slots[s].store)
             }
-            None => FrameStore::default(),
+            None => FrameStore::new(),
         };
         st.pending.push_back(Pending {
             index,
@@ -418,7 +424,7 @@ impl Profiler {
         &self,
         index: u64,
         slot: Option<usize>,
-        store: FrameStore,
+        store: FrameStore<D>,
         cpu_submit_ns: Option<u64>,
     ) -> Result<()> {
         let mut st = lock(&self.state);
@@ -451,31 +457,22 @@ impl Profiler {
 
     /// Queues the frame marker: an empty submission that signals the slot's
     /// fence once all work submitted before it has finished.
-    fn submit_marker(&self, slot: &mut RingSlot) -> Result<()> {
-        let queue = lock(self.device.queue());
-        // SAFETY: the queue is externally synchronised by its lock; the fence
-        // belongs to this device and is unsignalled (`marker` is false: it was
-        // created unsignalled or reset since its last submission).
-        unsafe { self.device.raw().queue_submit2(*queue, &[], slot.fence) }
-            .map_err(|e| vk_error("vkQueueSubmit2 (profiler frame marker)", e))?;
+    fn submit_marker(&self, slot: &mut RingSlot<D>) -> Result<()> {
+        // `marker` is false: the marker is new or was reset since it last
+        // signaled, so it may be submitted.
+        self.device.submit_marker(&slot.fence)?;
         slot.marker = true;
         Ok(())
     }
 
-    fn new_slot(&self, st: &mut State) -> Result<usize> {
+    fn new_slot(&self, st: &mut State<D>) -> Result<usize> {
         let id = st.slots.len();
         let page = self.new_page(id, 0)?;
-        // SAFETY: a valid device and create-info; destroyed in Drop.
-        let fence = unsafe {
-            self.device
-                .raw()
-                .create_fence(&vk::FenceCreateInfo::default(), None)
-        }
-        .map_err(|e| vk_error("vkCreateFence (profiler frame marker)", e))?;
+        let fence = self.device.make_marker()?;
         st.slots.push(RingSlot {
             store: FrameStore {
                 pages: vec![page],
-                ..FrameStore::default()
+                ..FrameStore::new()
             },
             frame: None,
             fence,
@@ -485,7 +482,7 @@ impl Profiler {
     }
 
     /// Allocates one set of sample buffers.
-    pub(crate) fn new_page(&self, slot: usize, page: usize) -> Result<Page> {
+    pub(crate) fn new_page(&self, slot: usize, page: usize) -> Result<Page<D>> {
         let samples = self.options.max_scopes_per_frame * 2;
         let make = |set: CommonCounterSet, what: &str| {
             self.device
@@ -512,7 +509,7 @@ impl Profiler {
 
     /// Resolves every in-flight frame whose samples are all available, and
     /// resets the slots of finished frames.
-    fn finish_all(&self, st: &mut State) -> Result<()> {
+    fn finish_all(&self, st: &mut State<D>) -> Result<()> {
         for i in 0..st.pending.len() {
             self.try_finish(st, i)?;
         }
@@ -531,7 +528,7 @@ impl Profiler {
 
     /// Whether slot `s` is free, finishing and resetting it if its frame is
     /// done.
-    fn try_free_slot(&self, st: &mut State, s: usize) -> Result<bool> {
+    fn try_free_slot(&self, st: &mut State<D>, s: usize) -> Result<bool> {
         let Some(f) = st.slots[s].frame else {
             return Ok(true);
         };
@@ -550,13 +547,11 @@ impl Profiler {
         Ok(true)
     }
 
-    fn reset_slot(&self, st: &mut State, s: usize) -> Result<()> {
+    fn reset_slot(&self, st: &mut State<D>, s: usize) -> Result<()> {
         let slot = &mut st.slots[s];
         if slot.marker {
-            // SAFETY: the fence was seen signalled (the frame is done), so no
-            // queue operation still uses it.
-            unsafe { self.device.raw().reset_fences(&[slot.fence]) }
-                .map_err(|e| vk_error("vkResetFences (profiler frame marker)", e))?;
+            // The marker was seen signaled (the frame is done).
+            slot.fence.reset()?;
             slot.marker = false;
         }
         let used = slot.store.records.len();
@@ -574,7 +569,7 @@ impl Profiler {
 
     /// Turns pending frame `i` into its result if it is in flight and all
     /// its samples are available. Returns whether it is done.
-    fn try_finish(&self, st: &mut State, i: usize) -> Result<bool> {
+    fn try_finish(&self, st: &mut State<D>, i: usize) -> Result<bool> {
         let (cpu_submit_ns, s) = match (&st.pending[i].stage, st.pending[i].slot) {
             (Stage::Done(_), _) => return Ok(true),
             (Stage::Recording, _) => return Ok(false),
@@ -589,9 +584,7 @@ impl Profiler {
         let slot = &mut st.slots[s];
         let gpu_work = !slot.store.records.is_empty();
         if gpu_work && slot.marker {
-            // SAFETY: the fence belongs to this device.
-            let signalled = unsafe { self.device.raw().get_fence_status(slot.fence) }
-                .map_err(|e| vk_error("vkGetFenceStatus (profiler frame marker)", e))?;
+            let signalled = slot.fence.is_signaled()?;
             if !signalled {
                 return Ok(false);
             }
@@ -616,9 +609,7 @@ impl Profiler {
                 if slot.marker {
                     // The marker signalled before the frame's work was
                     // submitted: re-arm it once the samples are in.
-                    // SAFETY: the fence is signalled, so no queue uses it.
-                    unsafe { self.device.raw().reset_fences(&[slot.fence]) }
-                        .map_err(|e| vk_error("vkResetFences (profiler frame marker)", e))?;
+                    slot.fence.reset()?;
                     slot.marker = false;
                 }
                 Ok(false)
@@ -631,7 +622,7 @@ impl Profiler {
     /// samples the frame's scopes took.
     fn resolve(
         &self,
-        store: &FrameStore,
+        store: &FrameStore<D>,
         index: u64,
         cpu_submit_ns: Option<u64>,
     ) -> Result<Option<FrameResult>> {
@@ -774,27 +765,13 @@ impl Profiler {
     }
 }
 
-impl Drop for Profiler {
+impl<D: BackendDevice> Drop for Profiler<D> {
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if st.slots.iter().any(|s| s.frame.is_some() || s.marker) {
-            // Markers may still be on the GPU: their fences must outlive
-            // them (wait_idle locks the queue, as vkDeviceWaitIdle needs).
+        if st.slots.iter().any(|s| s.marker) {
+            // Markers may still be in flight: let them finish before they go
+            // (each backend's marker also waits for itself when dropped).
             let _ = self.device.wait_idle();
         }
-        for slot in &st.slots {
-            // SAFETY: the device is idle (or the fence was never submitted).
-            unsafe { self.device.raw().destroy_fence(slot.fence, None) };
-        }
     }
-}
-
-fn vk_error(call: &str, e: vk::Result) -> ProfilerError {
-    let message = format!("{call} failed: {e}");
-    ProfilerError::Counters(match e {
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => {
-            gpu_counters_core::Error::OutOfMemory(message)
-        }
-        _ => gpu_counters_core::Error::Internal(message),
-    })
 }

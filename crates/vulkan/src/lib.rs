@@ -35,6 +35,7 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 mod buffer;
 mod command;
 mod device;
@@ -47,6 +48,7 @@ mod samples;
 mod util;
 
 pub use ash;
+pub use backend::{FenceMarker, Vulkan};
 pub use buffer::{BufferRef, GpuBuffer, MemoryLocation};
 pub use command::{CommandBuffer, Completion, Submission};
 pub use device::{CalibratedTimestamps, Device, EnabledFeatures};

@@ -1,0 +1,122 @@
+//! The backend interface: what differs per GPU API, as the layers above core
+//! (the profiler, the exporters' timelines, the command line) use it.
+//!
+//! Like wgpu-hal's `Api`, one trait, [`Backend`], names a backend's types;
+//! each type implements a small trait of its own:
+//!
+//! - [`BackendDevice`]: device info and counter sets, making sample buffers,
+//!   a calibration pair (through [`Calibration`]), and completion markers;
+//! - [`BackendSampleBuffer`]: a counter sample buffer, resolved on the CPU
+//!   into Metal's layout with statuses, and reset;
+//! - [`BackendRecorder`]: what commands are recorded into (a Vulkan command
+//!   buffer, a wgpu encoder, a CUDA stream's range of work), sampled between
+//!   passes at a placement;
+//! - [`BackendMarker`]: signals once all work submitted before it finished.
+//!
+//! Everything backend-neutral is written once over these: the sample
+//! bookkeeping and CPU resolve ([`crate::bookkeeping`]), the calibration math
+//! ([`Calibration`]), and the profiler. A backend's own query storage plugs
+//! into the bookkeeping through [`crate::bookkeeping::QueryRead`]. The
+//! [`crate::fake`] backend implements all of it on the CPU with scripted
+//! values, for tests that need no GPU.
+
+use crate::{
+    Calibration, CounterSampleBufferDescriptor, DeviceInfo, ResolvedCounters, Result,
+    TimestampGranularity,
+};
+use std::ops::Range;
+
+/// A GPU API gpu-counters runs on: the types it brings.
+pub trait Backend: Sized + Send + Sync + 'static {
+    /// A device and the queue gpu-counters submits to.
+    type Device: BackendDevice<Backend = Self>;
+    /// A counter sample buffer; cloning shares it.
+    type SampleBuffer: BackendSampleBuffer;
+    /// What commands are recorded into.
+    type Recorder: BackendRecorder<Backend = Self>;
+    /// A completion marker on the device's queue.
+    type Marker: BackendMarker;
+}
+
+/// A device, as the layers above core use it. Cloning shares it.
+pub trait BackendDevice: Clone + Send + Sync + std::fmt::Debug + 'static {
+    /// The backend it belongs to.
+    type Backend: Backend<Device = Self>;
+
+    /// Everything gpu-counters reports about the device.
+    fn info(&self) -> &DeviceInfo;
+
+    /// The name of the queue (or stream) work is submitted to, for results.
+    fn queue_name(&self) -> String;
+
+    /// Makes a counter sample buffer (Metal's `makeCounterSampleBuffer`).
+    fn make_counter_sample_buffer(
+        &self,
+        descriptor: &CounterSampleBufferDescriptor,
+    ) -> Result<<Self::Backend as Backend>::SampleBuffer>;
+
+    /// A calibration of the device's timestamps onto the CPU clock, from a
+    /// fresh (CPU, GPU) pair.
+    fn calibration(&self) -> Result<Calibration>;
+
+    /// Adds a fresh pair to `calibration` if it is due for a refit.
+    fn refresh_calibration(&self, calibration: &mut Calibration) -> Result<()>;
+
+    /// A completion marker, not yet submitted.
+    fn make_marker(&self) -> Result<<Self::Backend as Backend>::Marker>;
+
+    /// Queues `marker` behind all work submitted to the device's queue so
+    /// far: it signals once that work finished. The marker must not be in
+    /// flight already (submitted, and not seen signaled and reset since).
+    fn submit_marker(&self, marker: &<Self::Backend as Backend>::Marker) -> Result<()>;
+
+    /// Waits until the device is idle.
+    fn wait_idle(&self) -> Result<()>;
+}
+
+/// A counter sample buffer (Metal's `MTLCounterSampleBuffer`).
+pub trait BackendSampleBuffer: Clone + Send + Sync + 'static {
+    /// The number of samples.
+    fn sample_count(&self) -> u32;
+
+    /// Resolves samples on the CPU into Metal's layout, never waiting and
+    /// never yielding silent zeros (`resolveCounterRange`).
+    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters>;
+
+    /// Resets every sample to "not written" on the host; fails while one is
+    /// still pending on the GPU.
+    fn reset(&self) -> Result<()>;
+}
+
+/// What commands are recorded into: sampled between passes.
+pub trait BackendRecorder {
+    /// The backend it belongs to.
+    type Backend: Backend<Recorder = Self>;
+
+    /// Tells recorders apart while they record: scopes nest per recorder.
+    fn recorder_id(&self) -> u64;
+
+    /// Samples `buffer[index]` between passes. Timestamps are taken after all
+    /// prior work with [`TimestampGranularity::Precise`], at the cheapest
+    /// legal placement with `Relaxed`. Statistic samples of one recorder form
+    /// one chain, so any end minus start of it is exact.
+    fn sample_counters(
+        &mut self,
+        buffer: &<Self::Backend as Backend>::SampleBuffer,
+        index: u32,
+        placement: TimestampGranularity,
+    ) -> Result<()>;
+
+    /// Ends the recorder's open statistic chain, if any.
+    fn end_statistics(&mut self) -> Result<()>;
+}
+
+/// Signals once all work submitted before it finished
+/// ([`BackendDevice::submit_marker`]).
+pub trait BackendMarker: Send + Sync + 'static {
+    /// Whether it signaled.
+    fn is_signaled(&self) -> Result<bool>;
+
+    /// Makes a signaled marker ready to be submitted again.
+    fn reset(&self) -> Result<()>;
+}

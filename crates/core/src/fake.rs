@@ -1,0 +1,549 @@
+//! A backend on the CPU with scripted work: for testing what sits above core
+//! (the profiler, timelines, exporters) on a machine with no GPU and no
+//! Vulkan loader. It is not a GPU mock for checking backends: it records
+//! through the same bookkeeping ([`crate::bookkeeping`]) as real backends,
+//! and "executes" a submission on the CPU when asked to.
+//!
+//! - Its GPU clock is the CPU's `CLOCK_MONOTONIC` plus a fixed offset, masked
+//!   to the valid bits the device is made with, so converted times fall
+//!   inside the CPU window that brackets their execution, exactly.
+//! - Its statistic set counts compute kernel invocations only, as scripted
+//!   with [`FakeRecorder::dispatch`]; every other field is absent (the error
+//!   value).
+//! - Submissions run in order when [`FakeSubmission::wait`] or
+//!   [`FakeDevice::run_all`] is called, never on their own, so tests can look
+//!   at work that is submitted and not yet done.
+
+use crate::backend::{Backend, BackendDevice, BackendMarker, BackendRecorder, BackendSampleBuffer};
+use crate::bookkeeping::{Phase, QueryRead, SampleSet, SlotState, Ticket, ABSENT, NONE};
+use crate::{
+    cpu_monotonic_ns, BackendKind, Calibration, CalibrationMethod, CommonCounter, CommonCounterSet,
+    CounterSampleBufferDescriptor, CounterSamplingPoint, CounterSet, DeviceInfo, DeviceType, Error,
+    InvalidInput, ResolvedCounters, Result, TimestampGranularity, TimestampPair,
+};
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// The fake backend.
+#[derive(Debug, Clone, Copy)]
+pub struct Fake;
+
+impl Backend for Fake {
+    type Device = FakeDevice;
+    type SampleBuffer = FakeSampleBuffer;
+    type Recorder = FakeRecorder;
+    type Marker = FakeMarker;
+}
+
+/// Added to `CLOCK_MONOTONIC` to make the fake GPU clock: GPU ticks never
+/// equal CPU nanoseconds, so a missing conversion cannot pass for one.
+const CLOCK_OFFSET: u64 = 1_000_000_007;
+
+/// Most samples one fake sample buffer holds.
+pub const FAKE_MAX_SAMPLE_COUNT: u32 = 1 << 20;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One command the fake GPU runs.
+enum Op {
+    Timestamp(Arc<Storage>, u32),
+    Begin(Arc<Storage>, u32),
+    End(Arc<Storage>, u32),
+    Reset(Arc<Storage>, u32),
+    Dispatch(u64),
+    Marker(Arc<AtomicU8>),
+    Done(Ticket),
+}
+
+struct Gpu {
+    /// Compute invocations run so far.
+    invocations: u64,
+    /// Submitted work not run yet, in submission order, with the number of
+    /// the submission each op belongs to.
+    queue: VecDeque<(u64, Op)>,
+    /// The number the next submission gets.
+    next: u64,
+}
+
+struct Shared {
+    info: DeviceInfo,
+    gpu: Mutex<Gpu>,
+    mask: u64,
+}
+
+/// A fake device. Cloning shares it.
+#[derive(Clone)]
+pub struct FakeDevice {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for FakeDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeDevice")
+            .field("name", &self.shared.info.name)
+            .finish()
+    }
+}
+
+impl FakeDevice {
+    /// A fake device named `name` whose timestamps have `valid_bits` bits
+    /// (1 to 64), with the timestamp and statistic sets.
+    pub fn new(name: &str, valid_bits: u32) -> Result<Self> {
+        if !(1..=64).contains(&valid_bits) {
+            return Err(InvalidInput::Argument(format!(
+                "valid_bits {valid_bits} is not in 1..=64"
+            ))
+            .into());
+        }
+        let info = DeviceInfo {
+            index: 0,
+            name: name.to_string(),
+            backend: BackendKind::Fake,
+            device_type: DeviceType::Cpu,
+            timestamp_period_ns: 1.0,
+            timestamp_valid_bits: valid_bits,
+            calibration: CalibrationMethod::Bracketing,
+            counter_sets: vec![
+                CounterSet {
+                    set: CommonCounterSet::Timestamp,
+                    counters: vec![CommonCounter::Timestamp],
+                },
+                CounterSet {
+                    set: CommonCounterSet::Statistic,
+                    counters: vec![CommonCounter::ComputeKernelInvocations],
+                },
+            ],
+            sampling_points: vec![
+                CounterSamplingPoint::AtStageBoundary,
+                CounterSamplingPoint::AtDispatchBoundary,
+            ],
+            driver: "gpu-counters fake backend".into(),
+            api_version: "0.0.0".into(),
+            max_sample_count: FAKE_MAX_SAMPLE_COUNT,
+        };
+        Ok(Self {
+            shared: Arc::new(Shared {
+                info,
+                gpu: Mutex::new(Gpu {
+                    invocations: 0,
+                    queue: VecDeque::new(),
+                    next: 1,
+                }),
+                mask: if valid_bits >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << valid_bits) - 1
+                },
+            }),
+        })
+    }
+
+    /// The fake GPU clock now.
+    fn ticks(&self) -> u64 {
+        cpu_monotonic_ns().wrapping_add(CLOCK_OFFSET) & self.shared.mask
+    }
+
+    /// A recorder, open for recording.
+    pub fn recorder(&self) -> FakeRecorder {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        FakeRecorder {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            ops: Vec::new(),
+            chain: None,
+            ticket: Ticket::new(),
+            held: Vec::new(),
+            submitted: false,
+        }
+    }
+
+    /// Submits `recorder`'s commands (closing its statistic chain first).
+    /// They run when the submission is waited for.
+    pub fn submit(&self, mut recorder: FakeRecorder) -> Result<FakeSubmission> {
+        recorder.end_statistics()?;
+        recorder.submitted = true;
+        recorder.ticket.set_phase(Phase::Submitted);
+        let cpu_submit_ns = cpu_monotonic_ns();
+        let mut gpu = lock(&self.shared.gpu);
+        let number = gpu.next;
+        gpu.next += 1;
+        for op in std::mem::take(&mut recorder.ops) {
+            gpu.queue.push_back((number, op));
+        }
+        gpu.queue
+            .push_back((number, Op::Done(recorder.ticket.clone())));
+        Ok(FakeSubmission {
+            device: self.clone(),
+            number,
+            cpu_submit_ns,
+        })
+    }
+
+    /// Runs every submitted op.
+    pub fn run_all(&self) {
+        self.run_through(u64::MAX);
+    }
+
+    fn run_through(&self, number: u64) {
+        let mut gpu = lock(&self.shared.gpu);
+        // A marker right behind finished work signals with it, as an empty
+        // submission on a real queue would.
+        while gpu
+            .queue
+            .front()
+            .is_some_and(|(n, op)| *n <= number || matches!(op, Op::Marker(_)))
+        {
+            let Some((_, op)) = gpu.queue.pop_front() else {
+                break;
+            };
+            match op {
+                Op::Timestamp(s, i) => s.write(i, &[self.ticks()]),
+                Op::Begin(s, i) => lock(&s.begun)[i as usize] = gpu.invocations,
+                Op::End(s, i) => {
+                    let begun = lock(&s.begun)[i as usize];
+                    s.write(i, &[gpu.invocations - begun]);
+                }
+                Op::Reset(s, i) => s.clear(i),
+                Op::Dispatch(n) => gpu.invocations += n,
+                Op::Marker(m) => m.store(SIGNALED, Ordering::Release),
+                Op::Done(t) => t.complete(),
+            }
+        }
+    }
+}
+
+/// A submitted recorder's work.
+#[derive(Debug)]
+pub struct FakeSubmission {
+    device: FakeDevice,
+    number: u64,
+    cpu_submit_ns: u64,
+}
+
+impl FakeSubmission {
+    /// `CLOCK_MONOTONIC` just before it was submitted.
+    pub fn cpu_submit_ns(&self) -> u64 {
+        self.cpu_submit_ns
+    }
+
+    /// Runs everything submitted up to and including this; returns
+    /// `CLOCK_MONOTONIC` right after.
+    pub fn wait(&self) -> u64 {
+        self.device.run_through(self.number);
+        cpu_monotonic_ns()
+    }
+}
+
+/// Query values and availability of one fake sample buffer.
+struct Storage {
+    samples: SampleSet,
+    /// Per query: the value, then the availability word.
+    data: Mutex<Vec<u64>>,
+    /// Invocations counted when each statistic query began.
+    begun: Mutex<Vec<u64>>,
+}
+
+impl Storage {
+    fn write(&self, index: u32, values: &[u64]) {
+        let i = index as usize * 2;
+        let mut data = lock(&self.data);
+        data[i] = values[0];
+        data[i + 1] = 1;
+    }
+
+    fn clear(&self, index: u32) {
+        lock(&self.data)[index as usize * 2 + 1] = 0;
+    }
+}
+
+impl QueryRead for Storage {
+    fn values(&self) -> u32 {
+        1
+    }
+
+    fn read(&self, first: u32, count: u32, out: &mut [u64]) -> Result<()> {
+        let data = lock(&self.data);
+        let from = first as usize * 2;
+        let to = from + count as usize * 2;
+        let src = data.get(from..to).ok_or_else(|| {
+            Error::Internal(format!("fake read of {first}+{count} past the buffer"))
+        })?;
+        if out.len() != src.len() {
+            return Err(Error::Internal("fake read into a wrong-sized slice".into()));
+        }
+        out.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+/// A fake counter sample buffer. Cloning shares it.
+#[derive(Clone)]
+pub struct FakeSampleBuffer {
+    storage: Arc<Storage>,
+}
+
+impl BackendSampleBuffer for FakeSampleBuffer {
+    fn sample_count(&self) -> u32 {
+        self.storage.samples.count
+    }
+
+    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+        self.storage
+            .samples
+            .resolve_cpu(range, &*self.storage, None)
+    }
+
+    fn reset(&self) -> Result<()> {
+        let s = &self.storage.samples;
+        let mut slots = s.lock()?;
+        s.check_host_reset(&mut slots, &*self.storage, 0, s.count, "reset")?;
+        for i in 0..s.count {
+            self.storage.clear(i);
+        }
+        s.host_reset_table(&mut slots, 0, s.count, SlotState::Fresh);
+        Ok(())
+    }
+}
+
+const IDLE: u8 = 0;
+const SUBMITTED: u8 = 1;
+const SIGNALED: u8 = 2;
+
+/// A fake completion marker.
+pub struct FakeMarker {
+    state: Arc<AtomicU8>,
+}
+
+impl BackendMarker for FakeMarker {
+    fn is_signaled(&self) -> Result<bool> {
+        Ok(self.state.load(Ordering::Acquire) == SIGNALED)
+    }
+
+    fn reset(&self) -> Result<()> {
+        self.state
+            .compare_exchange(SIGNALED, IDLE, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
+            .map_err(|_| Error::Internal("fake marker reset before it signaled".into()))
+    }
+}
+
+/// Records fake commands.
+pub struct FakeRecorder {
+    id: u64,
+    ops: Vec<Op>,
+    /// The open statistic chain: buffer, index, chain id.
+    chain: Option<(Arc<Storage>, u32, u64)>,
+    ticket: Ticket,
+    held: Vec<Arc<Storage>>,
+    submitted: bool,
+}
+
+impl FakeRecorder {
+    /// Records a dispatch of `invocations` compute kernel invocations.
+    pub fn dispatch(&mut self, invocations: u64) {
+        self.ops.push(Op::Dispatch(invocations));
+    }
+
+    fn hold(&mut self, s: &Arc<Storage>) -> bool {
+        if self.held.iter().any(|h| Arc::ptr_eq(h, s)) {
+            return false;
+        }
+        self.held.push(s.clone());
+        true
+    }
+}
+
+impl Drop for FakeRecorder {
+    fn drop(&mut self) {
+        if self.submitted {
+            return;
+        }
+        // Never submitted: none of it runs.
+        self.ticket.set_phase(Phase::Abandoned);
+        for s in &self.held {
+            if let Ok(mut slots) = s.samples.lock() {
+                slots.abandon(self.ticket.id());
+            }
+        }
+    }
+}
+
+impl BackendRecorder for FakeRecorder {
+    type Backend = Fake;
+
+    fn recorder_id(&self) -> u64 {
+        self.id
+    }
+
+    fn sample_counters(
+        &mut self,
+        buffer: &FakeSampleBuffer,
+        index: u32,
+        _placement: TimestampGranularity,
+    ) -> Result<()> {
+        let s = buffer.storage.clone();
+        let samples = &s.samples;
+        let mut slots = samples.lock()?;
+        let dirty = samples.check_write(&slots, index, false, self.ticket.id())?;
+        if self.hold(&s) {
+            slots.register(&self.ticket);
+        }
+        if dirty {
+            slots.note_reset(index, &self.ticket);
+            self.ops.push(Op::Reset(s.clone(), index));
+        }
+        match samples.set {
+            CommonCounterSet::Statistic => {
+                let (link, chain) = match self.chain.take() {
+                    Some((open, i, id)) if Arc::ptr_eq(&open, &s) => {
+                        slots.open[i as usize] = false;
+                        self.ops.push(Op::End(open, i));
+                        (i, id)
+                    }
+                    Some((open, i, _)) => {
+                        lock(&open.samples.slots).open[i as usize] = false;
+                        self.ops.push(Op::End(open, i));
+                        (NONE, next_chain())
+                    }
+                    None => (NONE, next_chain()),
+                };
+                self.ops.push(Op::Begin(s.clone(), index));
+                slots.mark_recorded(index, link, false, self.ticket.id(), chain);
+                slots.open[index as usize] = true;
+                drop(slots);
+                self.chain = Some((s, index, chain));
+            }
+            _ => {
+                self.ops.push(Op::Timestamp(s.clone(), index));
+                slots.mark_recorded(index, NONE, false, self.ticket.id(), 0);
+            }
+        }
+        Ok(())
+    }
+
+    fn end_statistics(&mut self) -> Result<()> {
+        if let Some((open, i, _)) = self.chain.take() {
+            lock(&open.samples.slots).open[i as usize] = false;
+            self.ops.push(Op::End(open, i));
+        }
+        Ok(())
+    }
+}
+
+fn next_chain() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+impl BackendDevice for FakeDevice {
+    type Backend = Fake;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.shared.info
+    }
+
+    fn queue_name(&self) -> String {
+        "fake queue".into()
+    }
+
+    fn make_counter_sample_buffer(
+        &self,
+        descriptor: &CounterSampleBufferDescriptor,
+    ) -> Result<FakeSampleBuffer> {
+        let n = descriptor.sample_count;
+        if n == 0 {
+            return Err(InvalidInput::SampleCountZero {
+                label: descriptor.label.clone(),
+            }
+            .into());
+        }
+        if n > FAKE_MAX_SAMPLE_COUNT {
+            return Err(InvalidInput::SampleCountTooLarge {
+                label: descriptor.label.clone(),
+                requested: n,
+                limit: FAKE_MAX_SAMPLE_COUNT,
+            }
+            .into());
+        }
+        let mut field_map = [ABSENT; 8];
+        match descriptor.counter_set {
+            CommonCounterSet::Timestamp => {}
+            CommonCounterSet::Statistic => field_map[7] = 0,
+            set => {
+                return Err(InvalidInput::UnsupportedCounterSet {
+                    set,
+                    device: self.shared.info.name.clone(),
+                }
+                .into())
+            }
+        }
+        Ok(FakeSampleBuffer {
+            storage: Arc::new(Storage {
+                samples: SampleSet::new(
+                    descriptor.label.clone(),
+                    descriptor.counter_set,
+                    descriptor.storage_mode,
+                    n,
+                    field_map,
+                    self.shared.mask,
+                    "sample",
+                )?,
+                data: Mutex::new(vec![0; 2 * n as usize]),
+                begun: Mutex::new(vec![0; n as usize]),
+            }),
+        })
+    }
+
+    fn calibration(&self) -> Result<Calibration> {
+        let cpu = cpu_monotonic_ns();
+        Calibration::new(
+            CalibrationMethod::Bracketing,
+            1.0,
+            self.shared.info.timestamp_valid_bits,
+            TimestampPair {
+                cpu_ns: cpu,
+                gpu_ticks: cpu.wrapping_add(CLOCK_OFFSET) & self.shared.mask,
+                max_deviation_ns: 0,
+            },
+        )
+    }
+
+    fn refresh_calibration(&self, calibration: &mut Calibration) -> Result<()> {
+        let cpu = cpu_monotonic_ns();
+        if calibration.needs_refit(cpu) {
+            calibration.add_anchor(TimestampPair {
+                cpu_ns: cpu,
+                gpu_ticks: cpu.wrapping_add(CLOCK_OFFSET) & self.shared.mask,
+                max_deviation_ns: 0,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn make_marker(&self) -> Result<FakeMarker> {
+        Ok(FakeMarker {
+            state: Arc::new(AtomicU8::new(IDLE)),
+        })
+    }
+
+    fn submit_marker(&self, marker: &FakeMarker) -> Result<()> {
+        marker
+            .state
+            .compare_exchange(IDLE, SUBMITTED, Ordering::AcqRel, Ordering::Acquire)
+            .map_err(|_| Error::Internal("fake marker submitted twice".into()))?;
+        let mut gpu = lock(&self.shared.gpu);
+        let number = gpu.next;
+        gpu.next += 1;
+        gpu.queue
+            .push_back((number, Op::Marker(marker.state.clone())));
+        Ok(())
+    }
+
+    fn wait_idle(&self) -> Result<()> {
+        self.run_all();
+        Ok(())
+    }
+}

@@ -1,0 +1,309 @@
+//! The profiler and the exporters on the fake backend: CPU only, scripted
+//! work, no GPU and no Vulkan loader (CI runs these before it installs one).
+//! The GPU tests on lavapipe (tests/profiler.rs, tests/export.rs) stay.
+
+use gpu_counters_core::fake::{FakeDevice, FakeRecorder, FakeSubmission};
+use gpu_counters_core::timeline::PassKind;
+use gpu_counters_profiler::{
+    export, DropCounts, FrameResult, Profiler, ProfilerError, ProfilerOptions, WhenFull,
+};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+fn device() -> FakeDevice {
+    FakeDevice::new("fake GPU", 64).unwrap()
+}
+
+fn options(ring: usize, scopes: u32, when_full: WhenFull) -> ProfilerOptions {
+    ProfilerOptions {
+        frames_in_flight: ring,
+        max_scopes_per_frame: scopes,
+        statistics: true,
+        when_full,
+        queue_name: Some("fake queue".into()),
+    }
+}
+
+const WAIT: WhenFull = WhenFull::Wait {
+    timeout: Duration::from_secs(10),
+};
+
+/// Submits `cmd`, ends `frame` with its submit time and runs it.
+fn run_frame(
+    device: &FakeDevice,
+    profiler: &Profiler<FakeDevice>,
+    frame: gpu_counters_profiler::Frame<'_, FakeDevice>,
+    cmd: FakeRecorder,
+) -> (u64, u64) {
+    let submission = device.submit(cmd).unwrap();
+    profiler
+        .end_frame(frame, Some(submission.cpu_submit_ns()))
+        .unwrap();
+    let done = submission.wait();
+    (submission.cpu_submit_ns(), done)
+}
+
+/// Nested scopes from two threads, each on its own recorder: exact counts
+/// per scope (outer = sum of inners), nesting by recorder, and every scope
+/// inside the CPU window of its submission.
+#[test]
+fn nested_scopes_from_two_threads_on_the_fake_backend() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(2, 16, WAIT)).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let recorders: Vec<FakeRecorder> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2u64)
+            .map(|t| {
+                let frame = &frame;
+                let device = &device;
+                s.spawn(move || {
+                    let mut cmd = device.recorder();
+                    let outer = frame
+                        .scope(&mut cmd, &format!("outer {t}"), PassKind::Scope)
+                        .unwrap();
+                    for k in 0..3u64 {
+                        let inner = frame
+                            .scope(&mut cmd, &format!("inner {t}.{k}"), PassKind::Compute)
+                            .unwrap();
+                        cmd.dispatch(100 * (t + 1) + k);
+                        inner.end(&mut cmd).unwrap();
+                    }
+                    outer.end(&mut cmd).unwrap();
+                    cmd
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let before = gpu_counters_core::cpu_monotonic_ns();
+    let submissions: Vec<FakeSubmission> = recorders
+        .into_iter()
+        .map(|r| device.submit(r).unwrap())
+        .collect();
+    profiler
+        .end_frame(frame, Some(submissions[0].cpu_submit_ns()))
+        .unwrap();
+    let after = submissions.iter().map(|s| s.wait()).max().unwrap();
+    let frames = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();
+    assert_eq!(frames.len(), 1);
+    let f = &frames[0];
+    assert_eq!(f.drops, DropCounts::default());
+    assert_eq!(f.scopes.len(), 8);
+    for t in 0..2u64 {
+        let outer = f
+            .scopes
+            .iter()
+            .position(|s| s.label == format!("outer {t}"))
+            .unwrap();
+        let o = &f.scopes[outer];
+        assert_eq!(o.depth, 0);
+        let expected: u64 = (0..3).map(|k| 100 * (t + 1) + k).sum();
+        assert_eq!(
+            o.statistics.unwrap().compute_kernel_invocations,
+            expected,
+            "outer {t}"
+        );
+        for k in 0..3u64 {
+            let i = f
+                .scopes
+                .iter()
+                .find(|s| s.label == format!("inner {t}.{k}"))
+                .unwrap();
+            assert_eq!(i.parent, Some(outer));
+            assert_eq!(i.depth, 1);
+            assert_eq!(
+                i.statistics.unwrap().compute_kernel_invocations,
+                100 * (t + 1) + k
+            );
+            assert!(o.start_ns <= i.start_ns && i.end_ns <= o.end_ns);
+        }
+    }
+    for s in &f.scopes {
+        assert!(
+            s.start_ns + s.error_bound_ns >= before && s.end_ns <= after + s.error_bound_ns,
+            "{} [{}, {}] outside [{before}, {after}]",
+            s.label,
+            s.start_ns,
+            s.end_ns
+        );
+        assert!(s.start_ns <= s.end_ns);
+        assert_eq!(
+            s.statistics.unwrap().vertex_invocations,
+            gpu_counters_core::COUNTER_ERROR_VALUE,
+            "the fake counts no vertices: the error value, never 0"
+        );
+    }
+}
+
+/// 1,000 frames through a ring of 3 with nothing lost: every frame comes
+/// back once, in order, with its one scope and its exact count.
+#[test]
+fn thousand_frames_through_a_ring_of_three_on_the_fake_backend() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(3, 2, WAIT)).unwrap();
+    let buffers = profiler.sample_buffer_count();
+    let mut in_flight: VecDeque<FakeSubmission> = VecDeque::new();
+    let mut frames: Vec<FrameResult> = Vec::new();
+    for n in 0..1000u64 {
+        if in_flight.len() == 3 {
+            in_flight.pop_front().unwrap().wait();
+        }
+        let frame = profiler.begin_frame().unwrap();
+        assert_eq!(frame.index(), n);
+        let mut cmd = device.recorder();
+        let scope = frame.scope(&mut cmd, "frame", PassKind::Compute).unwrap();
+        cmd.dispatch(n + 1);
+        scope.end(&mut cmd).unwrap();
+        let submission = device.submit(cmd).unwrap();
+        profiler
+            .end_frame(frame, Some(submission.cpu_submit_ns()))
+            .unwrap();
+        in_flight.push_back(submission);
+        frames.extend(profiler.collect().unwrap());
+        assert_eq!(profiler.ring_size(), 3);
+    }
+    for s in &in_flight {
+        s.wait();
+    }
+    frames.extend(profiler.wait_collect_all(Duration::from_secs(10)).unwrap());
+    assert_eq!(frames.len(), 1000);
+    for (n, f) in frames.iter().enumerate() {
+        assert_eq!(f.index, n as u64);
+        assert_eq!(f.drops, DropCounts::default());
+        assert_eq!(f.scopes.len(), 1);
+        assert_eq!(
+            f.scopes[0].statistics.unwrap().compute_kernel_invocations,
+            n as u64 + 1
+        );
+    }
+    assert_eq!(profiler.sample_buffer_count(), buffers, "no growth");
+    assert_eq!(profiler.dropped_scopes_total(), 0);
+}
+
+/// The drop report, exactly: no slot (Drop with the ring full), over
+/// capacity, not ended, and abandoned (a recorder dropped unsubmitted).
+#[test]
+fn every_dropped_scope_is_counted_on_the_fake_backend() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(1, 2, WhenFull::Drop)).unwrap();
+    // Frame 0: three scopes into room for two; one never ended.
+    let frame = profiler.begin_frame().unwrap();
+    let mut cmd = device.recorder();
+    let a = frame.scope(&mut cmd, "a", PassKind::Compute).unwrap();
+    a.end(&mut cmd).unwrap();
+    let b = frame.scope(&mut cmd, "b", PassKind::Compute).unwrap();
+    let c = frame.scope(&mut cmd, "c", PassKind::Compute).unwrap();
+    assert!(!c.is_recorded());
+    drop(c);
+    drop(b);
+    let submission = device.submit(cmd).unwrap();
+    profiler
+        .end_frame(frame, Some(submission.cpu_submit_ns()))
+        .unwrap();
+    // Frame 1: the only slot is busy until frame 0 ran, so it has none.
+    let frame = profiler.begin_frame().unwrap();
+    assert!(!frame.has_slot());
+    let mut cmd = device.recorder();
+    let d = frame.scope(&mut cmd, "d", PassKind::Compute).unwrap();
+    d.end(&mut cmd).unwrap();
+    profiler.end_frame(frame, None).unwrap();
+    submission.wait();
+    // Frame 2: its recorder is dropped unsubmitted.
+    let frames_01 = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let mut cmd = device.recorder();
+    let e = frame.scope(&mut cmd, "e", PassKind::Compute).unwrap();
+    e.end(&mut cmd).unwrap();
+    drop(cmd);
+    profiler.end_frame(frame, None).unwrap();
+    let frame_2 = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();
+    let frames: Vec<FrameResult> = frames_01.into_iter().chain(frame_2).collect();
+    assert_eq!(frames.len(), 3);
+    assert_eq!(frames[0].scopes.len(), 1);
+    assert_eq!(
+        frames[0].drops,
+        DropCounts {
+            over_capacity: 1,
+            not_ended: 1,
+            ..DropCounts::default()
+        }
+    );
+    assert_eq!(
+        frames[1].drops,
+        DropCounts {
+            no_slot: 1,
+            ..DropCounts::default()
+        }
+    );
+    assert_eq!(
+        frames[2].drops,
+        DropCounts {
+            abandoned: 1,
+            ..DropCounts::default()
+        }
+    );
+    assert_eq!(profiler.dropped_scopes_total(), 4);
+}
+
+/// The Chrome trace, CSV and SVG exports of a fake-backend timeline: one
+/// complete event per scope with the scope's own start and duration, a CSV
+/// row per scope, an SVG that parses.
+#[test]
+fn exports_of_a_fake_backend_timeline() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(2, 8, WAIT)).unwrap();
+    let mut frames = Vec::new();
+    for n in 0..3u64 {
+        let frame = profiler.begin_frame().unwrap();
+        let mut cmd = device.recorder();
+        let outer = frame.scope(&mut cmd, "frame", PassKind::Scope).unwrap();
+        let pass = frame.scope(&mut cmd, "work", PassKind::Compute).unwrap();
+        cmd.dispatch(10 + n);
+        pass.end(&mut cmd).unwrap();
+        outer.end(&mut cmd).unwrap();
+        run_frame(&device, &profiler, frame, cmd);
+        frames.extend(profiler.collect().unwrap());
+    }
+    frames.extend(profiler.wait_collect_all(Duration::from_secs(10)).unwrap());
+    assert_eq!(frames.len(), 3);
+    let timeline = profiler.timeline(&frames);
+    assert_eq!(timeline.device, "fake GPU");
+
+    let mut json = Vec::new();
+    export::write_chrome_trace(&timeline, &mut json).unwrap();
+    let trace: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let scopes: Vec<&gpu_counters_profiler::ScopeResult> =
+        frames.iter().flat_map(|f| &f.scopes).collect();
+    let complete: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && (e["name"] == "frame" || e["name"] == "work"))
+        .collect();
+    assert_eq!(complete.len(), scopes.len());
+    for s in &scopes {
+        let e = complete
+            .iter()
+            .find(|e| {
+                e["name"] == s.label.as_str()
+                    && (e["ts"].as_f64().unwrap() - s.start_ns as f64 / 1000.0).abs() < 1e-3
+            })
+            .unwrap_or_else(|| panic!("no event for {} at {}", s.label, s.start_ns));
+        assert!((e["dur"].as_f64().unwrap() - s.duration_ns as f64 / 1000.0).abs() < 1e-3);
+    }
+
+    let mut csv = Vec::new();
+    export::write_csv(&timeline, &mut csv).unwrap();
+    let text = String::from_utf8(csv).unwrap();
+    assert_eq!(text.lines().count(), 1 + scopes.len(), "{text}");
+
+    let svg = export::render_svg(&timeline, &export::SvgOptions::default());
+    roxmltree::Document::parse(&svg).unwrap();
+}
+
+/// Options over the limits are typed errors on any backend.
+#[test]
+fn huge_options_are_refused_on_the_fake_backend() {
+    let device = device();
+    let e = Profiler::new(&device, options(usize::MAX, 1, WAIT)).unwrap_err();
+    assert!(matches!(e, ProfilerError::InvalidOptions(ref m) if m.contains("frames_in_flight")));
+}

@@ -1,0 +1,185 @@
+//! The Vulkan crate as a gpu-counters backend ([`gpu_counters_core::Backend`]):
+//! what the profiler and the other backend-generic layers use.
+
+use crate::util::vk_err;
+use crate::{CommandBuffer, CounterSampleBuffer, Device};
+use ash::vk;
+use gpu_counters_core::{
+    Backend, BackendDevice, BackendMarker, BackendRecorder, BackendSampleBuffer, Calibration,
+    CounterSampleBufferDescriptor, DeviceInfo, Error, ResolvedCounters, Result,
+    TimestampGranularity,
+};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The Vulkan backend: [`Device`], [`CounterSampleBuffer`], [`CommandBuffer`]
+/// and a fence as the completion marker.
+#[derive(Debug, Clone, Copy)]
+pub struct Vulkan;
+
+impl Backend for Vulkan {
+    type Device = Device;
+    type SampleBuffer = CounterSampleBuffer;
+    type Recorder = CommandBuffer;
+    type Marker = FenceMarker;
+}
+
+/// A fence signaled by an empty submission queued behind earlier work.
+pub struct FenceMarker {
+    device: Device,
+    fence: vk::Fence,
+    /// Submitted and not seen signaled since.
+    in_flight: AtomicBool,
+}
+
+impl std::fmt::Debug for FenceMarker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FenceMarker")
+            .field("fence", &self.fence)
+            .finish()
+    }
+}
+
+impl BackendMarker for FenceMarker {
+    fn is_signaled(&self) -> Result<bool> {
+        // SAFETY: the fence belongs to this device.
+        let done = unsafe { self.device.raw().get_fence_status(self.fence) }
+            .map_err(vk_err("vkGetFenceStatus (marker)"))?;
+        if done {
+            self.in_flight.store(false, Ordering::Release);
+        }
+        Ok(done)
+    }
+
+    fn reset(&self) -> Result<()> {
+        if !self.is_signaled()? {
+            return Err(Error::Internal("marker reset before it signaled".into()));
+        }
+        // SAFETY: the fence signaled, so no queue operation uses it.
+        unsafe { self.device.raw().reset_fences(&[self.fence]) }
+            .map_err(vk_err("vkResetFences (marker)"))
+    }
+}
+
+impl Drop for FenceMarker {
+    fn drop(&mut self) {
+        // SAFETY: a fence in flight is waited for before it is destroyed, so
+        // no queue operation uses it then.
+        unsafe {
+            let d = self.device.raw();
+            if self.in_flight.load(Ordering::Acquire)
+                && d.wait_for_fences(&[self.fence], true, u64::MAX).is_err()
+            {
+                // Device lost: leak the fence rather than destroy it in use.
+                return;
+            }
+            d.destroy_fence(self.fence, None);
+        }
+    }
+}
+
+impl BackendDevice for Device {
+    type Backend = Vulkan;
+
+    fn info(&self) -> &DeviceInfo {
+        Device::info(self)
+    }
+
+    fn queue_name(&self) -> String {
+        format!("queue family {}", self.queue_family_index())
+    }
+
+    fn make_counter_sample_buffer(
+        &self,
+        descriptor: &CounterSampleBufferDescriptor,
+    ) -> Result<CounterSampleBuffer> {
+        Device::make_counter_sample_buffer(self, descriptor)
+    }
+
+    fn calibration(&self) -> Result<Calibration> {
+        Device::calibration(self)
+    }
+
+    fn refresh_calibration(&self, calibration: &mut Calibration) -> Result<()> {
+        Device::refresh_calibration(self, calibration)
+    }
+
+    fn make_marker(&self) -> Result<FenceMarker> {
+        // SAFETY: a valid device and create-info; destroyed in Drop.
+        let fence = unsafe {
+            self.raw()
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+        }
+        .map_err(vk_err("vkCreateFence (marker)"))?;
+        Ok(FenceMarker {
+            device: self.clone(),
+            fence,
+            in_flight: AtomicBool::new(false),
+        })
+    }
+
+    fn submit_marker(&self, marker: &FenceMarker) -> Result<()> {
+        if marker.in_flight.swap(true, Ordering::AcqRel) {
+            return Err(Error::Internal("marker submitted while in flight".into()));
+        }
+        let queue = self
+            .queue()
+            .lock()
+            .map_err(|_| Error::Internal("queue lock poisoned".into()))?;
+        // SAFETY: the queue is externally synchronized by its lock; the fence
+        // belongs to this device and is unsignaled (reset since it last
+        // signaled, or new).
+        let r = unsafe { self.raw().queue_submit2(*queue, &[], marker.fence) };
+        drop(queue);
+        if let Err(e) = r {
+            marker.in_flight.store(false, Ordering::Release);
+            return Err(vk_err("vkQueueSubmit2 (marker)")(e));
+        }
+        Ok(())
+    }
+
+    fn wait_idle(&self) -> Result<()> {
+        Device::wait_idle(self)
+    }
+}
+
+impl BackendSampleBuffer for CounterSampleBuffer {
+    fn sample_count(&self) -> u32 {
+        CounterSampleBuffer::sample_count(self)
+    }
+
+    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+        CounterSampleBuffer::resolve_counter_range(self, range)
+    }
+
+    fn reset(&self) -> Result<()> {
+        CounterSampleBuffer::reset(self)
+    }
+}
+
+impl BackendRecorder for CommandBuffer {
+    type Backend = Vulkan;
+
+    fn recorder_id(&self) -> u64 {
+        use ash::vk::Handle;
+        self.raw().as_raw()
+    }
+
+    fn sample_counters(
+        &mut self,
+        buffer: &CounterSampleBuffer,
+        index: u32,
+        placement: TimestampGranularity,
+    ) -> Result<()> {
+        CommandBuffer::sample_counters(
+            self,
+            buffer,
+            index,
+            placement == TimestampGranularity::Precise,
+        )
+    }
+
+    fn end_statistics(&mut self) -> Result<()> {
+        CommandBuffer::end_statistics(self)
+    }
+}
