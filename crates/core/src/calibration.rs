@@ -7,12 +7,13 @@ use std::collections::VecDeque;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CalibrationMethod {
-    /// `VK_KHR_calibrated_timestamps`: the driver reads both clocks together
-    /// and reports its max deviation.
-    CalibratedTimestampsKhr,
-    /// `VK_EXT_calibrated_timestamps`, the same through the older extension.
-    CalibratedTimestampsExt,
-    /// No calibrated timestamps: a timestamp-only submission is bracketed
+    /// The driver reads the GPU and the CPU clock together and states the
+    /// most the two reads may be apart ([`DeviceInfo::calibration_source`]
+    /// says through what).
+    ///
+    /// [`DeviceInfo::calibration_source`]: crate::DeviceInfo::calibration_source
+    CalibratedPair,
+    /// No calibrated reads: a timestamp-only piece of GPU work is bracketed
     /// between two CPU clock reads; the deviation is half the bracket.
     Bracketing,
 }
@@ -21,8 +22,7 @@ impl CalibrationMethod {
     /// The method's name as printed in reports.
     pub fn name(self) -> &'static str {
         match self {
-            CalibrationMethod::CalibratedTimestampsKhr => "calibrated_timestamps_khr",
-            CalibrationMethod::CalibratedTimestampsExt => "calibrated_timestamps_ext",
+            CalibrationMethod::CalibratedPair => "calibrated_pair",
             CalibrationMethod::Bracketing => "bracketing",
         }
     }
@@ -563,13 +563,8 @@ mod tests {
     }
 
     fn cal(period: f64, bits: u32, first: TimestampPair) -> Calibration {
-        Calibration::new(
-            CalibrationMethod::CalibratedTimestampsKhr,
-            period,
-            bits,
-            first,
-        )
-        .expect("valid calibration")
+        Calibration::new(CalibrationMethod::CalibratedPair, period, bits, first)
+            .expect("valid calibration")
     }
 
     /// An exact GPU clock: at CPU time `t` it reads

@@ -1,7 +1,7 @@
 /// Reads the CPU's `CLOCK_MONOTONIC` in nanoseconds.
 ///
 /// This is the clock every calibrated GPU time in gpu-counters is expressed
-/// on, and the one `VK_TIME_DOMAIN_CLOCK_MONOTONIC` refers to.
+/// on: the CPU clock that GPU APIs' calibrated reads name as `CLOCK_MONOTONIC`.
 pub fn cpu_monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -59,6 +59,9 @@ pub struct DeviceInfo {
     pub timestamp_valid_bits: u32,
     /// How GPU timestamps are mapped onto the CPU clock.
     pub calibration: CalibrationMethod,
+    /// Through what the (CPU, GPU) pairs are read, in the backend's terms
+    /// (`VK_EXT_calibrated_timestamps`, `bracketed submission`, ...).
+    pub calibration_source: String,
     /// The counter sets the device really offers.
     pub counter_sets: Vec<CounterSet>,
     /// Where the device can sample.

@@ -107,6 +107,7 @@ impl FakeDevice {
             timestamp_period_ns: 1.0,
             timestamp_valid_bits: valid_bits,
             calibration: CalibrationMethod::Bracketing,
+            calibration_source: "the fake clock".into(),
             counter_sets: vec![
                 CounterSet {
                     set: CommonCounterSet::Timestamp,

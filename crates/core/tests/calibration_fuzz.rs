@@ -94,8 +94,8 @@ struct Scenario {
 fn scenario() -> impl Strategy<Value = Scenario> {
     (
         prop_oneof![
-            Just(CalibrationMethod::CalibratedTimestampsKhr),
-            Just(CalibrationMethod::CalibratedTimestampsExt),
+            Just(CalibrationMethod::CalibratedPair),
+            Just(CalibrationMethod::CalibratedPair),
             Just(CalibrationMethod::Bracketing),
         ],
         prop_oneof![2 => Just(32u32), 1 => Just(64u32), 3 => 32u32..=64],

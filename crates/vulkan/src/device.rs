@@ -55,17 +55,11 @@ pub enum CalibratedTimestamps {
 }
 
 impl CalibratedTimestamps {
-    fn name(self) -> &'static CStr {
+    /// The extension's name.
+    pub fn name(self) -> &'static CStr {
         match self {
             CalibratedTimestamps::Khr => ash::khr::calibrated_timestamps::NAME,
             CalibratedTimestamps::Ext => ash::ext::calibrated_timestamps::NAME,
-        }
-    }
-
-    fn method(self) -> CalibrationMethod {
-        match self {
-            CalibratedTimestamps::Khr => CalibrationMethod::CalibratedTimestampsKhr,
-            CalibratedTimestamps::Ext => CalibrationMethod::CalibratedTimestampsExt,
         }
     }
 }
@@ -177,14 +171,10 @@ impl Device {
         if caps.push_descriptor {
             extensions.push(ash::khr::push_descriptor::NAME.as_ptr());
         }
-        match caps.calibration_ext {
-            Some(CalibrationMethod::CalibratedTimestampsKhr) => {
-                extensions.push(ash::khr::calibrated_timestamps::NAME.as_ptr())
-            }
-            Some(CalibrationMethod::CalibratedTimestampsExt) => {
-                extensions.push(ash::ext::calibrated_timestamps::NAME.as_ptr())
-            }
-            _ => {}
+        if let (CalibrationMethod::CalibratedPair, Some(ext)) =
+            (caps.calibration, caps.calibration_ext)
+        {
+            extensions.push(ext.name().as_ptr());
         }
         let features = vk::PhysicalDeviceFeatures::default()
             .pipeline_statistics_query(caps.pipeline_statistics)
@@ -221,11 +211,9 @@ impl Device {
             synchronization2: true,
             dynamic_rendering: true,
             push_descriptor: caps.push_descriptor,
-            calibrated_timestamps: match caps.calibration_ext {
-                Some(CalibrationMethod::CalibratedTimestampsKhr) => Some(CalibratedTimestamps::Khr),
-                Some(CalibrationMethod::CalibratedTimestampsExt) => Some(CalibratedTimestamps::Ext),
-                _ => None,
-            },
+            calibrated_timestamps: caps
+                .calibration_ext
+                .filter(|_| caps.calibration == CalibrationMethod::CalibratedPair),
         };
         Ok(Self::assemble(
             instance.clone(),
@@ -332,10 +320,7 @@ impl Device {
                 // Calibrate through the extension the caller enabled; where
                 // the device cannot calibrate its clocks (no DEVICE or
                 // CLOCK_MONOTONIC domain) bracketing stays.
-                if caps.calibration != CalibrationMethod::Bracketing {
-                    caps.calibration = ext.method();
-                }
-                caps.calibration_ext = Some(ext.method());
+                caps.calibration_ext = Some(ext);
             }
         }
         if !features.synchronization2 || !caps.host_query_reset {
@@ -367,10 +352,10 @@ impl Device {
         let raw = instance.raw();
         let calibrated = match (caps.calibration, caps.calibration_ext) {
             (CalibrationMethod::Bracketing, _) | (_, None) => None,
-            (_, Some(CalibrationMethod::CalibratedTimestampsKhr)) => Some(CalibratedLoader::Khr(
+            (_, Some(CalibratedTimestamps::Khr)) => Some(CalibratedLoader::Khr(
                 ash::khr::calibrated_timestamps::Device::new(raw, &device),
             )),
-            (_, Some(_)) => Some(CalibratedLoader::Ext(
+            (_, Some(CalibratedTimestamps::Ext)) => Some(CalibratedLoader::Ext(
                 ash::ext::calibrated_timestamps::Device::new(raw, &device),
             )),
         };

@@ -6,7 +6,7 @@ use crate::command::{write_timestamp, CommandBuffer, Tracker};
 use crate::samples::Samples;
 use crate::{CounterHeap, CounterSampleBuffer};
 use ash::vk;
-use gpu_counters_core::bookkeeping::{SlotState, NONE};
+use gpu_counters_core::bookkeeping::{check_pass_attachments, RelaxedWrites, SlotState, NONE};
 use gpu_counters_core::{
     CommonCounterSet, CounterSamplingPoint, InvalidInput, Result, TimestampGranularity,
 };
@@ -155,53 +155,9 @@ impl<T, const N: usize> Few<T, N> {
 }
 
 /// One heap's relaxed writes waiting for the pass's end.
-struct RelaxedWrites {
+struct HeapRelaxed {
     heap: Arc<Samples>,
-    /// The indices in the order first written.
-    indices: Vec<u32>,
-    /// Which indices are in `indices`, one bit each, once there are enough
-    /// of them that searching the list would cost more.
-    seen: Vec<u64>,
-}
-
-impl RelaxedWrites {
-    /// Searched linearly up to this many indices.
-    const LINEAR: usize = 16;
-
-    /// Removes `index`, if there: a later precise write to it wins.
-    fn remove(&mut self, index: u32) {
-        if !self.seen.is_empty() {
-            let (word, bit) = (index as usize / 64, 1u64 << (index % 64));
-            if self.seen[word] & bit == 0 {
-                return;
-            }
-            self.seen[word] &= !bit;
-        }
-        if let Some(p) = self.indices.iter().position(|&i| i == index) {
-            self.indices.remove(p);
-        }
-    }
-
-    /// Adds `index` (checked against the heap) unless it is already there.
-    fn insert(&mut self, index: u32) {
-        if self.seen.is_empty() {
-            if self.indices.len() < Self::LINEAR {
-                if !self.indices.contains(&index) {
-                    self.indices.push(index);
-                }
-                return;
-            }
-            self.seen = vec![0; (self.heap.count as usize).div_ceil(64)];
-            for &i in &self.indices {
-                self.seen[i as usize / 64] |= 1 << (i % 64);
-            }
-        }
-        let (word, bit) = (index as usize / 64, 1u64 << (index % 64));
-        if self.seen[word] & bit == 0 {
-            self.seen[word] |= bit;
-            self.indices.push(index);
-        }
-    }
+    writes: RelaxedWrites,
 }
 
 /// The state every encoder shares.
@@ -215,7 +171,7 @@ struct EncoderCore<'c> {
     /// The statistic chain: the buffer and the index whose queries are active.
     chain: Option<Chain>,
     /// Relaxed heap writes waiting for the pass's end, per heap.
-    relaxed: Vec<RelaxedWrites>,
+    relaxed: Vec<HeapRelaxed>,
     end_timestamps: Few<EndSample, 4>,
     end_statistics: Few<(Arc<Samples>, u32), 2>,
     ended: bool,
@@ -253,41 +209,23 @@ impl<'c> EncoderCore<'c> {
             self.device()
                 .require_point(CounterSamplingPoint::AtStageBoundary)?;
         }
-        // The first statistic buffer, and how often another came after one.
-        let mut statistic: Option<*const Samples> = None;
-        let mut statistic_buffers = 0;
-        for (k, a) in list.clone().enumerate() {
-            let Some(index) = a.index else { continue };
+        for a in list.clone().filter(|a| a.index.is_some()) {
             self.cmd
                 .check_device(&a.buffer.inner, "counter sample buffer")?;
-            a.buffer.inner.check_index(index)?;
-            // Attachments are few: look back instead of keeping a set.
-            if list
-                .clone()
-                .take(k)
-                .any(|b| b.index == Some(index) && Arc::ptr_eq(&b.buffer.inner, &a.buffer.inner))
-            {
-                return Err(InvalidInput::SampleIndexReuse {
-                    label: a.buffer.label().to_string(),
-                    index,
-                    reason: "is attached twice to the same pass",
-                }
-                .into());
-            }
-            if a.buffer.counter_set() == CommonCounterSet::Statistic {
-                let p = Arc::as_ptr(&a.buffer.inner);
-                if statistic != Some(p) {
-                    statistic_buffers += 1;
-                    statistic.get_or_insert(p);
-                }
-            }
         }
-        if statistic_buffers > 1 {
-            return Err(InvalidInput::Argument(
-                "a pass can attach at most one statistic sample buffer: Vulkan allows one active pipeline-statistics query".into(),
-            )
-            .into());
-        }
+        let points = list.clone().filter_map(|a| {
+            a.index.map(|i| {
+                (
+                    Arc::as_ptr(&a.buffer.inner) as usize,
+                    &a.buffer.inner.core,
+                    i,
+                )
+            })
+        });
+        check_pass_attachments(points)?;
+        let statistic = list
+            .clone()
+            .find(|a| a.index.is_some() && a.buffer.counter_set() == CommonCounterSet::Statistic);
         // Reset re-used indices now, while outside any render pass. Outside
         // render passes, start timestamps (taken at once, and nothing before
         // them can fail when no statistic buffer is attached) reset their
@@ -405,7 +343,7 @@ impl<'c> EncoderCore<'c> {
                     .iter_mut()
                     .find(|r| Arc::ptr_eq(&r.heap, &heap.inner))
                 {
-                    r.remove(index);
+                    r.writes.remove(index);
                 }
                 write_timestamp(
                     &self.cmd.device,
@@ -427,12 +365,15 @@ impl<'c> EncoderCore<'c> {
                     .iter_mut()
                     .find(|r| Arc::ptr_eq(&r.heap, &heap.inner))
                 {
-                    Some(r) => r.insert(index),
-                    None => self.relaxed.push(RelaxedWrites {
-                        heap: heap.inner.clone(),
-                        indices: vec![index],
-                        seen: Vec::new(),
-                    }),
+                    Some(r) => r.writes.insert(index),
+                    None => {
+                        let mut writes = RelaxedWrites::new(heap.inner.count);
+                        writes.insert(index);
+                        self.relaxed.push(HeapRelaxed {
+                            heap: heap.inner.clone(),
+                            writes,
+                        });
+                    }
                 }
                 Ok(())
             }
@@ -480,8 +421,8 @@ impl<'c> EncoderCore<'c> {
                 &mut self.cmd.tracker,
             ));
         }
-        for RelaxedWrites { heap, indices, .. } in std::mem::take(&mut self.relaxed) {
-            let Some((&first, rest)) = indices.split_first() else {
+        for HeapRelaxed { heap, writes } in std::mem::take(&mut self.relaxed) {
+            let Some((&first, rest)) = writes.indices().split_first() else {
                 continue;
             };
             keep(write_timestamp(

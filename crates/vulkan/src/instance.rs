@@ -1,5 +1,6 @@
 //! The Vulkan instance, device discovery and the validation-message capture.
 
+use crate::device::CalibratedTimestamps;
 use crate::util::vk_err;
 use ash::vk;
 use gpu_counters_core::{
@@ -358,7 +359,7 @@ pub(crate) struct Capabilities {
     pub host_query_reset: bool,
     pub push_descriptor: bool,
     pub calibration: CalibrationMethod,
-    pub calibration_ext: Option<CalibrationMethod>,
+    pub calibration_ext: Option<CalibratedTimestamps>,
     pub max_sample_count: u32,
 }
 
@@ -406,9 +407,9 @@ impl Capabilities {
             // EXT is taken because older validation layers (Debian 12's
             // 1.3.239) know only EXT and warn about KHR.
             let calibration_ext = if has(ash::ext::calibrated_timestamps::NAME) {
-                Some(CalibrationMethod::CalibratedTimestampsExt)
+                Some(CalibratedTimestamps::Ext)
             } else if has(ash::khr::calibrated_timestamps::NAME) {
-                Some(CalibrationMethod::CalibratedTimestampsKhr)
+                Some(CalibratedTimestamps::Khr)
             } else {
                 None
             };
@@ -417,7 +418,7 @@ impl Capabilities {
             let calibration = match calibration_ext {
                 Some(m) => {
                     let domains = match m {
-                        CalibrationMethod::CalibratedTimestampsKhr => {
+                        CalibratedTimestamps::Khr => {
                             ash::khr::calibrated_timestamps::Instance::new(
                                 &instance.shared.entry,
                                 raw,
@@ -434,7 +435,7 @@ impl Capabilities {
                     if domains.contains(&vk::TimeDomainKHR::DEVICE)
                         && domains.contains(&vk::TimeDomainKHR::CLOCK_MONOTONIC)
                     {
-                        m
+                        CalibrationMethod::CalibratedPair
                     } else {
                         CalibrationMethod::Bracketing
                     }
@@ -533,6 +534,12 @@ impl Capabilities {
             timestamp_period_ns: self.timestamp_period_ns,
             timestamp_valid_bits: self.timestamp_valid_bits,
             calibration: self.calibration,
+            calibration_source: match (self.calibration, self.calibration_ext) {
+                (CalibrationMethod::CalibratedPair, Some(ext)) => {
+                    ext.name().to_string_lossy().into_owned()
+                }
+                _ => "bracketed submission".into(),
+            },
             counter_sets: self.counter_sets(),
             sampling_points: self.sampling_points(),
             driver: self.driver.clone(),

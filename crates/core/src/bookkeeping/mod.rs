@@ -21,11 +21,13 @@
 //! then an availability word. The CPU resolve turns them into Metal's layout
 //! with [`COUNTER_ERROR_VALUE`] and a status for every sample without a value.
 
+mod pass;
 mod table;
 #[cfg(test)]
 mod tests;
 mod ticket;
 
+pub use pass::{check_pass_attachments, RelaxedWrites};
 pub use table::{SampleTable, SlotState, ABSENT, NONE, OCCLUSION, RECORDED_ELSEWHERE, STILL_OPEN};
 use table::{NOT_SUBMITTED, PENDING};
 pub use ticket::{Held, Phase, Ticket};
@@ -194,7 +196,7 @@ impl SampleSet {
         }
         let dirty = slots.dirty[i];
         if dirty && in_render_pass {
-            return Err(self.reuse(index, "was already written since the last reset, and Vulkan cannot reset it inside a render pass; reset the buffer or use another index"));
+            return Err(self.reuse(index, "was already written since the last reset, and it cannot be reset inside a render pass; reset the buffer or use another index"));
         }
         Ok(dirty)
     }
