@@ -10,7 +10,7 @@ use gpu_counters_workloads::{
 
 fn invalid_size<T: std::fmt::Debug>(result: Result<T, WorkloadError>) -> String {
     match result {
-        Err(WorkloadError::InvalidSize(message)) => message,
+        Err(WorkloadError::InvalidSize { message, .. }) => message,
         other => panic!("expected InvalidSize, got {other:?}"),
     }
 }
