@@ -203,3 +203,18 @@ impl Error {
 
 /// The result type of gpu-counters.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_lost_is_internal_and_names_the_call() {
+        let e = Error::DeviceLost("vkWaitForFences".into());
+        assert_eq!(e.kind(), CounterErrorKind::Internal);
+        assert!(e.is_device_lost());
+        assert!(e.invalid().is_none());
+        assert_eq!(e.to_string(), "device lost (seen by vkWaitForFences)");
+        assert!(!Error::Internal("vkWaitForFences failed".into()).is_device_lost());
+    }
+}

@@ -39,3 +39,42 @@ pub fn map_vk_error(call: &str, result: vk::Result) -> Error {
 pub(crate) fn vk_err(call: &'static str) -> impl Fn(vk::Result) -> Error {
     move |r| map_vk_error(call, r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_counters_core::CounterErrorKind;
+
+    #[test]
+    fn every_vulkan_result_maps_to_one_kind() {
+        for r in [
+            vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+            vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+        ] {
+            let e = map_vk_error("vkAllocateMemory", r);
+            assert_eq!(e.kind(), CounterErrorKind::OutOfMemory);
+            assert_eq!(
+                e,
+                Error::OutOfMemory(format!("vkAllocateMemory failed: {r:?}"))
+            );
+        }
+        assert_eq!(
+            map_vk_error("vkQueueSubmit2", vk::Result::ERROR_DEVICE_LOST),
+            Error::DeviceLost("vkQueueSubmit2".into())
+        );
+        for r in [
+            vk::Result::ERROR_INITIALIZATION_FAILED,
+            vk::Result::ERROR_UNKNOWN,
+            vk::Result::TIMEOUT,
+        ] {
+            assert_eq!(
+                map_vk_error("vkWaitForFences", r),
+                Error::Internal(format!("vkWaitForFences failed: {r:?}"))
+            );
+        }
+        assert_eq!(
+            vk_err("vkCreateFence")(vk::Result::ERROR_DEVICE_LOST),
+            Error::DeviceLost("vkCreateFence".into())
+        );
+    }
+}
