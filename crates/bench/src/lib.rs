@@ -264,7 +264,8 @@ pub enum BenchError {
     /// An argument is out of range.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// gpu-counters reported an error.
+    /// gpu-counters reported an error, or a raw Vulkan call failed (mapped
+    /// with [`gpu_counters_vulkan::map_vk_error`], naming the call).
     #[error(transparent)]
     Counters(#[from] gpu_counters_core::Error),
     /// The profiler layer reported an error.
@@ -273,14 +274,6 @@ pub enum BenchError {
     /// The built-in workload could not be built.
     #[error("workload: {0}")]
     Workload(#[from] gpu_counters_workloads::WorkloadError),
-    /// A raw Vulkan call failed.
-    #[error("{call} failed: {result}")]
-    Vulkan {
-        /// The Vulkan function.
-        call: &'static str,
-        /// What it returned.
-        result: ash::vk::Result,
-    },
     /// wgpu or wgpu-profiler reported an error.
     #[error("wgpu: {0}")]
     Wgpu(String),
@@ -290,8 +283,10 @@ pub enum BenchError {
     Measurement(String),
 }
 
+/// Maps a raw Vulkan call's failure with
+/// [`gpu_counters_vulkan::map_vk_error`] into [`BenchError::Counters`].
 pub(crate) fn vk_err(call: &'static str) -> impl Fn(ash::vk::Result) -> BenchError {
-    move |result| BenchError::Vulkan { call, result }
+    move |result| BenchError::Counters(gpu_counters_vulkan::map_vk_error(call, result))
 }
 
 /// The tool a variant samples with.

@@ -366,6 +366,13 @@ impl VulkanBench {
     }
 
     fn run_raw(&mut self, kind: Kind, samples: u32) -> Result<Measurement, BenchError> {
+        // Recording contract of the workload's `record_*` calls below: `cmd`
+        // is a primary command buffer of `d` (allocated in `create_raw` from
+        // a pool of the device's queue family, which supports compute),
+        // begun below and never inside a render pass; synchronization2 is
+        // enabled on every device gpu-counters opens; the workload was built
+        // on this device and is destroyed only in `destroy`, after the
+        // device is idle, and every run waits for its submission.
         let d = self.device.raw().clone();
         let cmd = self.raw.cmd;
         let pool = self.raw.samples;
@@ -394,23 +401,39 @@ impl VulkanBench {
         for i in 0..self.n {
             match kind {
                 Kind::RawBaseline => {
-                    wl.record_dispatch(&d, cmd);
-                    wl.record_barrier(&d, cmd);
+                    // SAFETY: `cmd` is recording (begun above) outside any render pass;
+                    // see `run_raw`'s recording contract.
+                    unsafe {
+                        wl.record_dispatch(&d, cmd);
+                        wl.record_barrier(&d, cmd);
+                    }
                 }
                 Kind::RawPrecise => {
-                    wl.record_dispatch(&d, cmd);
+                    // SAFETY: `cmd` is recording (begun above) outside any render pass;
+                    // see `run_raw`'s recording contract.
+                    unsafe { wl.record_dispatch(&d, cmd) };
                     write(vk::PipelineStageFlags2::ALL_COMMANDS, i);
-                    wl.record_barrier(&d, cmd);
+                    // SAFETY: `cmd` is recording (begun above) outside any render pass;
+                    // see `run_raw`'s recording contract.
+                    unsafe { wl.record_barrier(&d, cmd) };
                 }
                 Kind::RawRelaxed => {
-                    wl.record_dispatch(&d, cmd);
+                    // SAFETY: `cmd` is recording (begun above) outside any render pass;
+                    // see `run_raw`'s recording contract.
+                    unsafe { wl.record_dispatch(&d, cmd) };
                     write(vk::PipelineStageFlags2::TOP_OF_PIPE, i);
-                    wl.record_barrier(&d, cmd);
+                    // SAFETY: `cmd` is recording (begun above) outside any render pass;
+                    // see `run_raw`'s recording contract.
+                    unsafe { wl.record_barrier(&d, cmd) };
                 }
                 _ => {
                     write(vk::PipelineStageFlags2::TOP_OF_PIPE, 2 * i);
-                    wl.record_dispatch(&d, cmd);
-                    wl.record_barrier(&d, cmd);
+                    // SAFETY: `cmd` is recording (begun above) outside any render pass;
+                    // see `run_raw`'s recording contract.
+                    unsafe {
+                        wl.record_dispatch(&d, cmd);
+                        wl.record_barrier(&d, cmd);
+                    }
                     write(vk::PipelineStageFlags2::ALL_COMMANDS, 2 * i + 1);
                 }
             }
@@ -461,6 +484,14 @@ impl VulkanBench {
     }
 
     fn run_gpu_counters(&mut self, kind: Kind, samples: u32) -> Result<Measurement, BenchError> {
+        // Recording contract of the workload's `record_*` calls below: `cmd`
+        // is a gpu-counters command buffer of this device (recording from
+        // when it is made or recycled), on its graphics and compute queue
+        // family; compute encoders and profiler scopes open no render pass;
+        // synchronization2 is enabled on every device gpu-counters opens; the
+        // workload was built on this device and is destroyed only in
+        // `destroy`, after the device is idle, and every run waits for its
+        // submission.
         let d = self.device.raw().clone();
         let n = self.n;
         let wl = &self.workload;
@@ -487,7 +518,9 @@ impl VulkanBench {
             | Kind::GcHeapRelaxed => {
                 let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
                 for i in 0..n {
-                    wl.record_dispatch(&d, enc.raw());
+                    // SAFETY: `enc.raw()` is recording outside any render pass; see
+                    // `run_gpu_counters`' recording contract.
+                    unsafe { wl.record_dispatch(&d, enc.raw()) };
                     match kind {
                         Kind::GcSampleBarrier => enc.sample_counters(buffer, i, true)?,
                         Kind::GcSampleNoBarrier => enc.sample_counters(buffer, i, false)?,
@@ -499,18 +532,24 @@ impl VulkanBench {
                         }
                         _ => {}
                     }
-                    wl.record_barrier(&d, enc.raw());
+                    // SAFETY: `enc.raw()` is recording outside any render pass; see
+                    // `run_gpu_counters`' recording contract.
+                    unsafe { wl.record_barrier(&d, enc.raw()) };
                 }
                 enc.end_encoding()?;
             }
             Kind::GcBaselinePassPerDispatch | Kind::GcHeapRelaxedPassPerDispatch => {
                 for i in 0..n {
                     let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
-                    wl.record_dispatch(&d, enc.raw());
+                    // SAFETY: `enc.raw()` is recording outside any render pass; see
+                    // `run_gpu_counters`' recording contract.
+                    unsafe { wl.record_dispatch(&d, enc.raw()) };
                     if kind == Kind::GcHeapRelaxedPassPerDispatch {
                         enc.write_timestamp(TimestampGranularity::Relaxed, heap, i)?;
                     }
-                    wl.record_barrier(&d, enc.raw());
+                    // SAFETY: `enc.raw()` is recording outside any render pass; see
+                    // `run_gpu_counters`' recording contract.
+                    unsafe { wl.record_barrier(&d, enc.raw()) };
                     enc.end_encoding()?;
                 }
             }
@@ -523,16 +562,24 @@ impl VulkanBench {
                             end_of_encoder_sample_index: Some(2 * i + 1),
                         }],
                     })?;
-                    wl.record_dispatch(&d, enc.raw());
-                    wl.record_barrier(&d, enc.raw());
+                    // SAFETY: `enc.raw()` is recording outside any render pass; see
+                    // `run_gpu_counters`' recording contract.
+                    unsafe {
+                        wl.record_dispatch(&d, enc.raw());
+                        wl.record_barrier(&d, enc.raw());
+                    }
                     enc.end_encoding()?;
                 }
             }
             Kind::GcScopePairs => {
                 for i in 0..n {
                     cmd.sample_counters(buffer, 2 * i, false)?;
-                    wl.record_dispatch(&d, cmd.raw());
-                    wl.record_barrier(&d, cmd.raw());
+                    // SAFETY: `cmd.raw()` is recording outside any render pass; see
+                    // `run_gpu_counters`' recording contract.
+                    unsafe {
+                        wl.record_dispatch(&d, cmd.raw());
+                        wl.record_barrier(&d, cmd.raw());
+                    }
                     cmd.sample_counters(buffer, 2 * i + 1, true)?;
                 }
             }
@@ -542,8 +589,12 @@ impl VulkanBench {
                         .as_ref()
                         .ok_or_else(|| BenchError::Measurement("no profiler frame".into()))?
                         .scope(&mut cmd, "dispatch", PassKind::Compute)?;
-                    wl.record_dispatch(&d, cmd.raw());
-                    wl.record_barrier(&d, cmd.raw());
+                    // SAFETY: `cmd.raw()` is recording outside any render pass; see
+                    // `run_gpu_counters`' recording contract.
+                    unsafe {
+                        wl.record_dispatch(&d, cmd.raw());
+                        wl.record_barrier(&d, cmd.raw());
+                    }
                     scope.end(&mut cmd)?;
                 }
             }

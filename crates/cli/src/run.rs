@@ -223,27 +223,24 @@ impl Plan {
 }
 
 /// Turns a workload's error into the command's: a size the device cannot
-/// take is a usage error naming the option (`fields` maps the workload's
-/// field names to options and values), anything else a failure.
+/// take is a usage error naming the options of the fields at fault (`fields`
+/// maps the workload's field names to options and values), anything else a
+/// failure.
 fn workload_error(what: &str, e: WorkloadError, fields: &[(&str, &str, String)]) -> CliError {
     match e {
-        WorkloadError::InvalidSize(msg) => {
-            // `InvalidSize` carries only a message that names the size at
-            // fault by its field name (`workgroup_size 4294967295 is over
-            // ...`); until the workloads' error names the field as a typed
-            // value, the option is found as a whole word of the message.
-            let words: Vec<&str> = msg
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .collect();
+        WorkloadError::InvalidSize {
+            fields: at_fault,
+            message,
+        } => {
             let named: Vec<String> = fields
                 .iter()
-                .filter(|(field, _, _)| words.contains(field))
+                .filter(|(field, _, _)| at_fault.contains(field))
                 .map(|(_, flag, value)| format!("{flag} {value}"))
                 .collect();
             if named.is_empty() {
-                CliError::Usage(format!("invalid {what} size: {msg}"))
+                CliError::Usage(format!("invalid {what} size: {message}"))
             } else {
-                CliError::Usage(format!("{}: {msg}", named.join(", ")))
+                CliError::Usage(format!("{}: {message}", named.join(", ")))
             }
         }
         other => CliError::Failure(format!("building the {what} workload: {other}")),
@@ -415,29 +412,59 @@ fn record_work(device: &Device, cmd: &mut CommandBuffer, work: &Work, frame: u32
             // written before the dispatch runs rather than at the next
             // flush.
             for _ in 0..*dispatches {
-                work.record_barrier(d, enc.raw());
-                work.record_dispatch(d, enc.raw());
+                // SAFETY: `enc.raw()` is recording (gpu-counters' command
+                // buffers begin recording when made) outside any render
+                // pass, on `device`'s graphics and compute queue family,
+                // with synchronization2 enabled (every device gpu-counters
+                // opens has it); the workload was built on `device`; it
+                // lives in `Passes`, which waits for the device to be idle
+                // before destroying it, so it outlives the GPU's use.
+                unsafe {
+                    work.record_barrier(d, enc.raw());
+                    work.record_dispatch(d, enc.raw());
+                }
             }
             enc.end_encoding()?;
         }
         Work::Render(work) => {
-            work.record_prepare(d, cmd.raw());
+            // SAFETY: as for the compute work: `cmd` is a recording command
+            // buffer of `device`, outside any render pass (no encoder is
+            // open), and the workload, built on `device`, outlives the GPU's
+            // use in `Passes`.
+            unsafe { work.record_prepare(d, cmd.raw()) };
             let colors = [work.color_attachment()];
             let info = vk::RenderingInfo::default()
                 .render_area(work.render_area())
                 .layer_count(1)
                 .color_attachments(&colors);
-            let enc = cmd.render_encoder(&RenderPassDescriptor {
-                target: RenderTarget::Dynamic(&info),
-                sample_buffer_attachments: Vec::new(),
-            })?;
-            work.record_draw(d, enc.raw());
+            // SAFETY: the rendering info names the workload's own color view
+            // (an object of `device`, live until `Passes` is dropped after
+            // the device is idle), in COLOR_ATTACHMENT_OPTIMAL as the barrier
+            // just recorded leaves it, over its whole extent in one layer;
+            // `colors` and `info` outlive the call; dynamic rendering is
+            // enabled on every device gpu-counters opens.
+            let enc = unsafe {
+                cmd.render_encoder(&RenderPassDescriptor {
+                    target: RenderTarget::Dynamic(&info),
+                    sample_buffer_attachments: Vec::new(),
+                })
+            }?;
+            // SAFETY: `enc.raw()` is recording inside the rendering instance
+            // just begun with the workload's color attachment and no depth
+            // or stencil; the workload outlives the GPU's use (as above).
+            unsafe { work.record_draw(d, enc.raw()) };
             enc.end_encoding()?;
         }
         Work::Copy(work) => {
             let enc = cmd.blit_encoder(&BlitPassDescriptor::default())?;
-            work.record_fill(d, enc.raw(), frame);
-            work.record_copy(d, enc.raw());
+            // SAFETY: `enc.raw()` is a recording command buffer of `device`
+            // outside any render pass, on a graphics and compute queue
+            // family, with synchronization2 enabled; the workload was built
+            // on `device` and outlives the GPU's use (as above).
+            unsafe {
+                work.record_fill(d, enc.raw(), frame);
+                work.record_copy(d, enc.raw());
+            }
             enc.end_encoding()?;
         }
     }

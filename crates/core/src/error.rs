@@ -153,7 +153,8 @@ pub enum InvalidInput {
     Argument(String),
 }
 
-/// The errors of gpu-counters, in Metal's three kinds.
+/// The errors of gpu-counters, in Metal's three kinds
+/// ([`Error::kind`]).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Error {
     /// The device ran out of memory; the message names what was being allocated.
@@ -165,6 +166,14 @@ pub enum Error {
     /// The driver or the library failed; the message names the call.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The device was lost (Vulkan's `VK_ERROR_DEVICE_LOST`: a hang, a
+    /// fault, a reset or a removed GPU). The string names the call that saw
+    /// it (`vkQueueSubmit2`, `vkWaitForFences`, ...). Nothing more can be submitted to the device; work already
+    /// submitted may or may not have run, so samples not yet resolved are
+    /// lost with it. Its [`kind`](Error::kind) is
+    /// [`CounterErrorKind::Internal`]: Metal has no kind of its own for it.
+    #[error("device lost (seen by {0})")]
+    DeviceLost(String),
 }
 
 impl Error {
@@ -173,8 +182,14 @@ impl Error {
         match self {
             Error::OutOfMemory(_) => CounterErrorKind::OutOfMemory,
             Error::Invalid(_) => CounterErrorKind::Invalid,
-            Error::Internal(_) => CounterErrorKind::Internal,
+            Error::Internal(_) | Error::DeviceLost(_) => CounterErrorKind::Internal,
         }
+    }
+
+    /// Whether this is [`Error::DeviceLost`]: the device can take no more
+    /// work, and a new one must be opened.
+    pub fn is_device_lost(&self) -> bool {
+        matches!(self, Error::DeviceLost(_))
     }
 
     /// The details of an [`Error::Invalid`], if this is one.
@@ -188,3 +203,18 @@ impl Error {
 
 /// The result type of gpu-counters.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_lost_is_internal_and_names_the_call() {
+        let e = Error::DeviceLost("vkWaitForFences".into());
+        assert_eq!(e.kind(), CounterErrorKind::Internal);
+        assert!(e.is_device_lost());
+        assert!(e.invalid().is_none());
+        assert_eq!(e.to_string(), "device lost (seen by vkWaitForFences)");
+        assert!(!Error::Internal("vkWaitForFences failed".into()).is_device_lost());
+    }
+}

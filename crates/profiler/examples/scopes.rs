@@ -39,9 +39,15 @@ fn record(
     let outer = frame.scope(cmd, &format!("thread {thread}"), PassKind::Scope)?;
 
     let simulate = frame.scope(cmd, "simulate", PassKind::Compute)?;
-    work.record_dispatch(d, cmd.raw());
-    work.record_barrier(d, cmd.raw());
-    work.record_dispatch(d, cmd.raw());
+    // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
+    // outside any render pass (profiler scopes open none) on `device`, where
+    // `work` was built; `work` is destroyed only after the submissions are
+    // waited for.
+    unsafe {
+        work.record_dispatch(d, cmd.raw());
+        work.record_barrier(d, cmd.raw());
+        work.record_dispatch(d, cmd.raw());
+    }
     simulate.end(cmd)?;
 
     let clear = frame.scope(cmd, "clear", PassKind::Blit)?;

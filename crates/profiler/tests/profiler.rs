@@ -72,6 +72,7 @@ struct Gate {
 
 impl Gate {
     fn new(device: &Device) -> Self {
+        // SAFETY: a valid create-info on a live device; destroyed in `Drop`.
         let event = unsafe {
             device
                 .raw()
@@ -92,6 +93,9 @@ impl Gate {
             .dst_stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
             .dst_access_mask(vk::AccessFlags2::MEMORY_READ)];
         let deps = [vk::DependencyInfo::default().memory_barriers(&barriers)];
+        // SAFETY: `cmd` is a gpu-counters command buffer of this device, recording
+        // (they begin recording when made) outside any render pass; the event is
+        // live until the gate drops, which the tests do after the GPU is done.
         unsafe {
             self.device
                 .raw()
@@ -100,18 +104,25 @@ impl Gate {
     }
 
     fn open(&self) {
+        // SAFETY: the event is a live event of this device; setting it from the host
+        // is always allowed.
         unsafe { self.device.raw().set_event(self.event) }.expect("set event");
     }
 }
 
 impl Drop for Gate {
     fn drop(&mut self) {
+        // SAFETY: the tests drop the gate only after every submission that waits on
+        // the event has finished.
         unsafe { self.device.raw().destroy_event(self.event, None) };
     }
 }
 
 /// Records a fill of `buffer` into `cmd`.
 fn fill(device: &Device, cmd: &CommandBuffer, buffer: &GpuBuffer, value: u32) {
+    // SAFETY: `cmd` is a gpu-counters command buffer of `device`, recording
+    // outside any render pass; the tests' buffers have transfer-destination
+    // usage and outlive the submissions (they are waited for first).
     unsafe {
         device
             .raw()
@@ -151,15 +162,29 @@ fn nested_scopes_from_two_threads() {
                         let a = frame
                             .scope(&mut cmd, &format!("a-{t}"), PassKind::Compute)
                             .unwrap();
-                        work.record_dispatch(d, cmd.raw());
+                        // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
+                        // outside any render pass (profiler scopes open none) on `device`, where
+                        // `work` was built; `work` is destroyed only after the submissions are
+                        // waited for.
+                        unsafe { work.record_dispatch(d, cmd.raw()) };
                         a.end(&mut cmd).unwrap();
-                        work.record_barrier(d, cmd.raw());
+                        // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
+                        // outside any render pass (profiler scopes open none) on `device`, where
+                        // `work` was built; `work` is destroyed only after the submissions are
+                        // waited for.
+                        unsafe { work.record_barrier(d, cmd.raw()) };
                         let b = frame
                             .scope(&mut cmd, &format!("b-{t}"), PassKind::Compute)
                             .unwrap();
-                        work.record_dispatch(d, cmd.raw());
-                        work.record_barrier(d, cmd.raw());
-                        work.record_dispatch(d, cmd.raw());
+                        // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
+                        // outside any render pass (profiler scopes open none) on `device`, where
+                        // `work` was built; `work` is destroyed only after the submissions are
+                        // waited for.
+                        unsafe {
+                            work.record_dispatch(d, cmd.raw());
+                            work.record_barrier(d, cmd.raw());
+                            work.record_dispatch(d, cmd.raw());
+                        }
                         b.end(&mut cmd).unwrap();
                         together.wait();
                         outer.end(&mut cmd).unwrap();
@@ -251,6 +276,9 @@ fn nested_scopes_from_two_threads() {
 
     drop(submissions);
     for w in &mut works {
+        // SAFETY: `submissions` were dropped above, and dropping a submission waits
+        // for its work: no pending command buffer uses the workloads, which were
+        // built on `device`.
         unsafe { w.destroy(device.raw()) };
     }
     drop(profiler);

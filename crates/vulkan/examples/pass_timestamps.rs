@@ -54,8 +54,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sample_buffer_attachments: vec![attach(&times), attach(&stats)],
     })?;
     for _ in 0..3 {
-        work.record_dispatch(device.raw(), pass.raw());
-        work.record_barrier(device.raw(), pass.raw());
+        // SAFETY: `pass.raw()` is recording outside any render pass (a compute encoder)
+        // on `device`, where the workload was built; the GPU is done with it
+        // (the submission is waited for) before it is destroyed.
+        unsafe {
+            work.record_dispatch(device.raw(), pass.raw());
+            work.record_barrier(device.raw(), pass.raw());
+        }
     }
     pass.end_encoding()?;
     let submission = cmd.commit()?;

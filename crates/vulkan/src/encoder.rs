@@ -783,7 +783,39 @@ impl CommandBuffer {
 
     /// Begins a render pass instance (`makeRenderCommandEncoder(descriptor:)`),
     /// sampling its attachments.
-    pub fn render_encoder(
+    ///
+    /// The sampling side (the attachments' buffers, indices and sampling
+    /// points) is checked and returns errors; the render target is the
+    /// caller's raw Vulkan description, recorded as it is with
+    /// `vkCmdBeginRendering` or `vkCmdBeginRenderPass2`.
+    ///
+    /// # Errors
+    ///
+    /// [`gpu_counters_core::Error::Invalid`] when another encoder is open, or
+    /// an attachment is of another device, out of range, attached twice, or
+    /// the device cannot sample at stage boundaries.
+    ///
+    /// # Safety
+    ///
+    /// `descriptor.target` must be valid usage for the begin command it
+    /// selects on this command buffer, as the Vulkan specification states it:
+    ///
+    /// - every handle it holds (image views, resolve views, render pass,
+    ///   framebuffer, and those in its `p_next` chain) must be a live object
+    ///   of this command buffer's device, and stay live until the GPU has
+    ///   finished with this command buffer;
+    /// - its pointers (attachment arrays, clear values, `p_next` chain) must
+    ///   point to valid structures for the whole call;
+    /// - the images must be in the layouts the info names when the commands
+    ///   execute, the render area must lie inside the attachments, and for
+    ///   [`RenderTarget::Dynamic`] the device must have `dynamicRendering`
+    ///   enabled (every device gpu-counters opens does; a
+    ///   [`Device::from_raw`](crate::Device::from_raw) device needs it
+    ///   enabled by its creator).
+    ///
+    /// Within the pass, the commands recorded through
+    /// [`RenderEncoder::raw`] are the caller's, under the same rules.
+    pub unsafe fn render_encoder(
         &mut self,
         descriptor: &RenderPassDescriptor<'_>,
     ) -> Result<RenderEncoder<'_>> {
@@ -792,9 +824,11 @@ impl CommandBuffer {
         core.prepare_attachments(render_attachments(attachments))?;
         let cmd = core.cmd.raw;
         let d = core.cmd.device.raw();
-        // SAFETY: the caller's begin-info describes valid attachments of this
-        // device (their responsibility, as in Vulkan); the command buffer is
-        // recording outside any render pass.
+        // SAFETY: the caller's begin-info is valid usage for this device and
+        // command buffer, its handles live until the GPU is done (this
+        // function's safety contract); the command buffer is recording
+        // outside any render pass, as `EncoderCore::new` checked that no
+        // other encoder is open.
         let uses_render_pass2 = unsafe {
             match descriptor.target {
                 RenderTarget::Dynamic(info) => {

@@ -148,6 +148,8 @@ impl Instance {
         // SAFETY: plain enumeration calls on a loaded entry.
         let available_layers = unsafe { entry.enumerate_instance_layer_properties() }
             .map_err(vk_err("vkEnumerateInstanceLayerProperties"))?;
+        // SAFETY: as above; `None` asks for the implementation's own
+        // extensions, not a layer's.
         let available_exts = unsafe { entry.enumerate_instance_extension_properties(None) }
             .map_err(vk_err("vkEnumerateInstanceExtensionProperties"))?;
         let has_ext = |name: &CStr| {

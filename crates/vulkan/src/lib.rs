@@ -61,6 +61,7 @@ pub use gpu_counters_core as core;
 pub use instance::{Instance, InstanceOptions, MAX_SAMPLE_COUNT, VALIDATION_ENV, VALIDATION_LAYER};
 pub use resolve::compile_wgsl;
 pub use sample_buffer::{CounterHeap, CounterSampleBuffer};
+pub use util::map_vk_error;
 
 /// README.md's Rust examples, compiled by `cargo test --doc` so that they
 /// stay true to the API.

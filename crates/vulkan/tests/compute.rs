@@ -43,8 +43,13 @@ fn check(dispatches: u32, workgroups: u32, size: u32) {
         })
         .unwrap();
     for _ in 0..dispatches {
-        work.record_dispatch(device.raw(), pass.raw());
-        work.record_barrier(device.raw(), pass.raw());
+        // SAFETY: `pass.raw()` is recording outside any render pass (a compute encoder)
+        // on `device`, where the workload was built; the GPU is done with it
+        // (`common::run` waits) before it is destroyed.
+        unsafe {
+            work.record_dispatch(device.raw(), pass.raw());
+            work.record_barrier(device.raw(), pass.raw());
+        }
     }
     pass.end_encoding().unwrap();
     let (submit, complete) = common::run(cmd);
@@ -91,6 +96,8 @@ fn check(dispatches: u32, workgroups: u32, size: u32) {
         );
     }
     let _: &[CounterResultStatistic] = st;
+    // SAFETY: the device finished every command buffer that used the workload
+    // (`common::run` waits), which was built on `device`.
     unsafe { work.destroy(device.raw()) };
     common::assert_no_validation_messages(&device);
 }

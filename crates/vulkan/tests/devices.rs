@@ -1,3 +1,6 @@
+//! The device list: every Vulkan 1.3 device with its counter sets, sampling
+//! points and timestamp properties.
+
 mod common;
 
 use gpu_counters_core::{CommonCounter, CommonCounterSet, CounterSamplingPoint, DeviceType};

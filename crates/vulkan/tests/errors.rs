@@ -396,14 +396,22 @@ fn index_reuse_inside_a_render_pass_and_attached_twice() {
         .unwrap();
     assert!(matches!(invalid(e), InvalidInput::Argument(m) if m.contains("at most one statistic")));
 
-    work.record_prepare(device.raw(), cmd.raw());
+    // SAFETY: `cmd.raw()` is recording outside any render pass on `device`, where
+    // the workload was built; the GPU is done with it (`common::run` waits)
+    // before it is destroyed.
+    unsafe { work.record_prepare(device.raw(), cmd.raw()) };
     let colors = [work.color_attachment()];
     let info = vk::RenderingInfo::default()
         .render_area(work.render_area())
         .layer_count(1)
         .color_attachments(&colors);
-    let mut pass = cmd
-        .render_encoder(&RenderPassDescriptor {
+    // SAFETY: the rendering info names the workload's color view (an object of
+    // `device`, destroyed only after the GPU is done), in
+    // COLOR_ATTACHMENT_OPTIMAL as the workload's prepare barrier leaves it,
+    // over its whole extent in one layer; `colors` and `info` outlive the
+    // call; gpu-counters' devices enable dynamic rendering.
+    let mut pass = unsafe {
+        cmd.render_encoder(&RenderPassDescriptor {
             target: RenderTarget::Dynamic(&info),
             sample_buffer_attachments: vec![RenderPassSampleBufferAttachment {
                 sample_buffer: &b,
@@ -413,8 +421,12 @@ fn index_reuse_inside_a_render_pass_and_attached_twice() {
                 end_of_fragment_sample_index: Some(3),
             }],
         })
-        .unwrap();
-    work.record_draw(device.raw(), pass.raw());
+    }
+    .unwrap();
+    // SAFETY: `pass.raw()` is recording inside the rendering instance just begun
+    // with the workload's color attachment (prepared above) and no depth or
+    // stencil; the workload outlives the GPU's use (`common::run` waits).
+    unsafe { work.record_draw(device.raw(), pass.raw()) };
     // A sampling point the device lacks.
     let e = pass
         .sample_counters_at_tile_dispatch(&b, 2, true)
@@ -436,6 +448,8 @@ fn index_reuse_inside_a_render_pass_and_attached_twice() {
     pass.end_encoding().unwrap();
     common::run(cmd);
     assert!(b.resolve_counter_range(0..2).unwrap().all_written());
+    // SAFETY: the device finished every command buffer that used the workload
+    // (`common::run` waits), which was built on `device`.
     unsafe { work.destroy(device.raw()) };
     common::assert_no_validation_messages(&device);
 }
@@ -444,6 +458,8 @@ fn index_reuse_inside_a_render_pass_and_attached_twice() {
 fn commit_of_a_callers_command_buffer() {
     let device = common::device();
     let d = device.raw();
+    // SAFETY: a valid create-info for a pool of the device's queue family;
+    // destroyed at the end, after the queue is idle.
     let pool = unsafe {
         d.create_command_pool(
             &vk::CommandPoolCreateInfo::default().queue_family_index(device.queue_family_index()),
@@ -451,6 +467,7 @@ fn commit_of_a_callers_command_buffer() {
         )
     }
     .unwrap();
+    // SAFETY: one primary command buffer from the live pool above.
     let raw = unsafe {
         d.allocate_command_buffers(
             &vk::CommandBufferAllocateInfo::default()
@@ -459,8 +476,13 @@ fn commit_of_a_callers_command_buffer() {
         )
     }
     .unwrap()[0];
+    // SAFETY: `raw` is a fresh command buffer of the live pool, not recording yet.
     unsafe { d.begin_command_buffer(raw, &vk::CommandBufferBeginInfo::default()) }.unwrap();
     let b = timestamps(&device, "caller's", 2);
+    // SAFETY: `raw` is a primary command buffer of `device` from a pool of its
+    // queue family, recording, and recorded into only through `cmd`; it is
+    // submitted (to the queue, under `Device::queue`'s lock) and waited for
+    // before `completion` is signaled; no statistics are sampled.
     let mut cmd = unsafe { CommandBuffer::from_raw(&device, raw) };
     cmd.sample_counters(&b, 0, true).unwrap();
     cmd.sample_counters(&b, 1, true).unwrap();
@@ -470,6 +492,9 @@ fn commit_of_a_callers_command_buffer() {
         InvalidInput::EncoderState(_)
     ));
     // The caller submits their own command buffer.
+    // SAFETY: `raw` is recording and no longer used through `cmd` (whose commit
+    // failed); the queue is used under gpu-counters' lock; the wait makes the
+    // GPU done with `raw` before the completion is signaled.
     unsafe {
         d.end_command_buffer(raw).unwrap();
         let infos = [vk::CommandBufferSubmitInfo::default().command_buffer(raw)];
@@ -480,6 +505,7 @@ fn commit_of_a_callers_command_buffer() {
     }
     completion.signal();
     assert!(b.resolve_counter_range(0..2).unwrap().all_written());
+    // SAFETY: the queue is idle, so no command buffer of the pool is pending.
     unsafe { d.destroy_command_pool(pool, None) };
     common::assert_no_validation_messages(&device);
 }

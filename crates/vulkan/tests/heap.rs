@@ -31,15 +31,28 @@ fn heap_writes_resolve_and_invalidate() {
         let mut pass = cmd
             .compute_encoder(&ComputePassDescriptor::default())
             .unwrap();
-        work.record_dispatch(device.raw(), pass.raw());
+        // SAFETY: `pass.raw()` is recording outside any render pass (a compute encoder)
+        // on `device`, where the workload was built; the GPU is done with it
+        // (`common::run` waits) before it is destroyed.
+        unsafe { work.record_dispatch(device.raw(), pass.raw()) };
         pass.write_timestamp(TimestampGranularity::Precise, &heap, 0)
             .unwrap();
-        work.record_barrier(device.raw(), pass.raw());
-        work.record_dispatch(device.raw(), pass.raw());
+        // SAFETY: `pass.raw()` is recording outside any render pass (a compute encoder)
+        // on `device`, where the workload was built; the GPU is done with it
+        // (`common::run` waits) before it is destroyed.
+        unsafe {
+            work.record_barrier(device.raw(), pass.raw());
+            work.record_dispatch(device.raw(), pass.raw());
+        }
         pass.write_timestamp(TimestampGranularity::Relaxed, &heap, 1)
             .unwrap();
-        work.record_barrier(device.raw(), pass.raw());
-        work.record_dispatch(device.raw(), pass.raw());
+        // SAFETY: `pass.raw()` is recording outside any render pass (a compute encoder)
+        // on `device`, where the workload was built; the GPU is done with it
+        // (`common::run` waits) before it is destroyed.
+        unsafe {
+            work.record_barrier(device.raw(), pass.raw());
+            work.record_dispatch(device.raw(), pass.raw());
+        }
         pass.write_timestamp(TimestampGranularity::Relaxed, &heap, 2)
             .unwrap();
         pass.end_encoding().unwrap();
@@ -108,6 +121,8 @@ fn heap_writes_resolve_and_invalidate() {
     common::run(cmd);
     let r = heap.resolve_counter_range(0..4).unwrap();
     assert_eq!(r.statuses(), &[Written, Invalidated, Invalidated, Written]);
+    // SAFETY: the device finished every command buffer that used the workload
+    // (`common::run` waits), which was built on `device`.
     unsafe { work.destroy(device.raw()) };
     common::assert_no_validation_messages(&device);
 }

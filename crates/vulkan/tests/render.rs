@@ -26,7 +26,10 @@ fn check(triangles: u32, width: u32, height: u32) {
         .unwrap();
     let mut work = RenderWorkload::new(&common::ctx(&device), triangles, width, height).unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    work.record_prepare(device.raw(), cmd.raw());
+    // SAFETY: `cmd.raw()` is recording outside any render pass on `device`, where
+    // the workload was built; the GPU is done with it (`common::run` waits)
+    // before it is destroyed.
+    unsafe { work.record_prepare(device.raw(), cmd.raw()) };
     let colors = [work.color_attachment()];
     let info = vk::RenderingInfo::default()
         .render_area(work.render_area())
@@ -39,13 +42,22 @@ fn check(triangles: u32, width: u32, height: u32) {
         start_of_fragment_sample_index: Some(2),
         end_of_fragment_sample_index: Some(3),
     };
-    let pass = cmd
-        .render_encoder(&RenderPassDescriptor {
+    // SAFETY: the rendering info names the workload's color view (an object of
+    // `device`, destroyed only after the GPU is done), in
+    // COLOR_ATTACHMENT_OPTIMAL as the workload's prepare barrier leaves it,
+    // over its whole extent in one layer; `colors` and `info` outlive the
+    // call; gpu-counters' devices enable dynamic rendering.
+    let pass = unsafe {
+        cmd.render_encoder(&RenderPassDescriptor {
             target: RenderTarget::Dynamic(&info),
             sample_buffer_attachments: vec![attach(&stats), attach(&times)],
         })
-        .unwrap();
-    work.record_draw(device.raw(), pass.raw());
+    }
+    .unwrap();
+    // SAFETY: `pass.raw()` is recording inside the rendering instance just begun
+    // with the workload's color attachment (prepared above) and no depth or
+    // stencil; the workload outlives the GPU's use (`common::run` waits).
+    unsafe { work.record_draw(device.raw(), pass.raw()) };
     pass.end_encoding().unwrap();
     let (submit, complete) = common::run(cmd);
     let calibration = device.calibration().unwrap();
@@ -76,6 +88,8 @@ fn check(triangles: u32, width: u32, height: u32) {
         let c = calibration.to_cpu_ns(s.timestamp).unwrap();
         assert!(c.ns + c.error_bound_ns >= submit && c.ns <= complete + c.error_bound_ns);
     }
+    // SAFETY: the device finished every command buffer that used the workload
+    // (`common::run` waits), which was built on `device`.
     unsafe { work.destroy(device.raw()) };
     common::assert_no_validation_messages(&device);
 }

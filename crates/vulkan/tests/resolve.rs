@@ -49,7 +49,10 @@ fn unwritten_samples_resolve_to_the_error_value_on_cpu_and_gpu() {
             sample_buffer_attachments: vec![attach(&times, 1, 3), attach(&stats, 1, 3)],
         })
         .unwrap();
-    work.record_dispatch(device.raw(), pass.raw());
+    // SAFETY: `pass.raw()` is recording outside any render pass (a compute encoder)
+    // on `device`, where the workload was built; the GPU is done with it
+    // (`common::run` waits) before it is destroyed.
+    unsafe { work.record_dispatch(device.raw(), pass.raw()) };
     pass.end_encoding().unwrap();
     common::run(cmd);
 
@@ -89,6 +92,8 @@ fn unwritten_samples_resolve_to_the_error_value_on_cpu_and_gpu() {
     let st = stats.resolve_counter_range(1..4).unwrap();
     let s: &[CounterResultStatistic] = st.statistics().unwrap();
     assert_eq!(s[2].since(&s[0]).compute_kernel_invocations, 24);
+    // SAFETY: the device finished every command buffer that used the workload
+    // (`common::run` waits), which was built on `device`.
     unsafe { work.destroy(device.raw()) };
     common::assert_no_validation_messages(&device);
 }
@@ -163,12 +168,20 @@ fn encoder_level_sampling_splits_dispatches_exactly() {
             .unwrap();
         pass.sample_counters(&stats, 0, true).unwrap();
         pass.sample_counters(&times, 0, true).unwrap();
-        small.record_dispatch(device.raw(), pass.raw());
+        // SAFETY: `pass.raw()` is recording outside any render pass (a compute encoder)
+        // on `device`, where the workload was built; the GPU is done with it
+        // (`common::run` waits) before it is destroyed.
+        unsafe { small.record_dispatch(device.raw(), pass.raw()) };
         pass.sample_counters(&stats, 1, true).unwrap();
         pass.sample_counters(&times, 1, round == 0).unwrap();
-        big.record_barrier(device.raw(), pass.raw());
-        big.record_dispatch(device.raw(), pass.raw());
-        big.record_dispatch(device.raw(), pass.raw());
+        // SAFETY: `pass.raw()` is recording outside any render pass (a compute encoder)
+        // on `device`, where the workload was built; the GPU is done with it
+        // (`common::run` waits) before it is destroyed.
+        unsafe {
+            big.record_barrier(device.raw(), pass.raw());
+            big.record_dispatch(device.raw(), pass.raw());
+            big.record_dispatch(device.raw(), pass.raw());
+        }
         pass.sample_counters(&stats, 2, false).unwrap();
         pass.sample_counters(&times, 2, true).unwrap();
         pass.end_encoding().unwrap();
@@ -189,6 +202,8 @@ fn encoder_level_sampling_splits_dispatches_exactly() {
         common::run(cmd);
         assert_eq!(dst.read(0, 192).unwrap(), r.as_bytes());
     }
+    // SAFETY: the device finished every command buffer that used the workload
+    // (`common::run` waits), which was built on `device`.
     unsafe {
         small.destroy(device.raw());
         big.destroy(device.raw());
@@ -203,11 +218,19 @@ fn command_buffer_level_statistics_nest() {
     let mut work = ComputeWorkload::new(&common::ctx(&device), 9, 2, 1).unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();
     cmd.sample_counters(&stats, 0, true).unwrap(); // outer start
-    work.record_dispatch(device.raw(), cmd.raw());
+                                                   // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
+                                                   // outside any render pass on `device`, where the workload was built; the
+                                                   // GPU is done with it (`common::run` waits) before it is destroyed.
+    unsafe { work.record_dispatch(device.raw(), cmd.raw()) };
     cmd.sample_counters(&stats, 1, true).unwrap(); // inner start
-    work.record_barrier(device.raw(), cmd.raw());
-    work.record_dispatch(device.raw(), cmd.raw());
-    work.record_dispatch(device.raw(), cmd.raw());
+                                                   // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
+                                                   // outside any render pass on `device`, where the workload was built; the
+                                                   // GPU is done with it (`common::run` waits) before it is destroyed.
+    unsafe {
+        work.record_barrier(device.raw(), cmd.raw());
+        work.record_dispatch(device.raw(), cmd.raw());
+        work.record_dispatch(device.raw(), cmd.raw());
+    }
     cmd.sample_counters(&stats, 2, true).unwrap(); // inner end
                                                    // Statistics inside a pass are refused while the chain is open.
     {
@@ -225,6 +248,8 @@ fn command_buffer_level_statistics_nest() {
     let s = r.statistics().unwrap();
     assert_eq!(s[3].since(&s[0]).compute_kernel_invocations, 54);
     assert_eq!(s[2].since(&s[1]).compute_kernel_invocations, 36);
+    // SAFETY: the device finished every command buffer that used the workload
+    // (`common::run` waits), which was built on `device`.
     unsafe { work.destroy(device.raw()) };
     common::assert_no_validation_messages(&device);
 }

@@ -266,7 +266,10 @@ fn statistics_across_command_buffers_are_not_comparable() {
     cmd.sample_counters(&stats, 0, false).unwrap();
     common::run(cmd);
     let cmd = CommandBuffer::new(&device).unwrap();
-    work.record_dispatch(device.raw(), cmd.raw());
+    // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
+    // outside any render pass on `device`, where the workload was built; the
+    // GPU is done with it (`common::run` waits) before it is destroyed.
+    unsafe { work.record_dispatch(device.raw(), cmd.raw()) };
     common::run(cmd);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     cmd.sample_counters(&stats, 1, false).unwrap();
@@ -333,7 +336,10 @@ fn later_precise_write_wins_over_relaxed() {
         .unwrap();
     pass.write_timestamp(TimestampGranularity::Precise, &entries, 2)
         .unwrap();
-    work.record_dispatch(device.raw(), pass.raw());
+    // SAFETY: `pass.raw()` is recording outside any render pass (a compute encoder)
+    // on `device`, where the workload was built; the GPU is done with it
+    // (`common::run` waits) before it is destroyed.
+    unsafe { work.record_dispatch(device.raw(), pass.raw()) };
     pass.end_encoding().unwrap();
     common::run(cmd);
     let resolved = entries.resolve_counter_range(0..3).unwrap();

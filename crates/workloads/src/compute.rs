@@ -78,44 +78,58 @@ impl ComputeWorkload {
     ) -> Result<Self, WorkloadError> {
         let limits = ctx.properties().limits;
         if workgroup_size == 0 {
-            return Err(WorkloadError::InvalidSize(
-                "workgroup_size is 0; it must be at least 1".into(),
+            return Err(WorkloadError::invalid_size(
+                &["workgroup_size"],
+                "workgroup_size is 0; it must be at least 1",
             ));
         }
         if workgroups == 0 {
-            return Err(WorkloadError::InvalidSize(
-                "workgroups is 0; it must be at least 1".into(),
+            return Err(WorkloadError::invalid_size(
+                &["workgroups"],
+                "workgroups is 0; it must be at least 1",
             ));
         }
         let max_size_x = limits.max_compute_work_group_size[0];
         if workgroup_size > max_size_x {
-            return Err(WorkloadError::InvalidSize(format!(
-                "workgroup_size {workgroup_size} is over the device limit \
-                 maxComputeWorkGroupSize[0] = {max_size_x}"
-            )));
+            return Err(WorkloadError::invalid_size(
+                &["workgroup_size"],
+                format!(
+                    "workgroup_size {workgroup_size} is over the device limit \
+                     maxComputeWorkGroupSize[0] = {max_size_x}"
+                ),
+            ));
         }
         let max_invocations = limits.max_compute_work_group_invocations;
         if workgroup_size > max_invocations {
-            return Err(WorkloadError::InvalidSize(format!(
-                "workgroup_size {workgroup_size} is over the device limit \
-                 maxComputeWorkGroupInvocations = {max_invocations}"
-            )));
+            return Err(WorkloadError::invalid_size(
+                &["workgroup_size"],
+                format!(
+                    "workgroup_size {workgroup_size} is over the device limit \
+                     maxComputeWorkGroupInvocations = {max_invocations}"
+                ),
+            ));
         }
         let max_count_x = limits.max_compute_work_group_count[0];
         if workgroups > max_count_x {
-            return Err(WorkloadError::InvalidSize(format!(
-                "workgroups {workgroups} is over the device limit \
-                 maxComputeWorkGroupCount[0] = {max_count_x}"
-            )));
+            return Err(WorkloadError::invalid_size(
+                &["workgroups"],
+                format!(
+                    "workgroups {workgroups} is over the device limit \
+                     maxComputeWorkGroupCount[0] = {max_count_x}"
+                ),
+            ));
         }
         let buffer_size = u64::from(workgroup_size) * u64::from(workgroups) * ELEMENT_BYTES;
         let max_range = u64::from(limits.max_storage_buffer_range);
         if buffer_size > max_range {
-            return Err(WorkloadError::InvalidSize(format!(
-                "storage buffer of workgroup_size {workgroup_size} * workgroups {workgroups} \
-                 * 4 bytes = {buffer_size} bytes is over the device limit \
-                 maxStorageBufferRange = {max_range}"
-            )));
+            return Err(WorkloadError::invalid_size(
+                &["workgroup_size", "workgroups"],
+                format!(
+                    "storage buffer of workgroup_size {workgroup_size} * workgroups {workgroups} \
+                     * 4 bytes = {buffer_size} bytes is over the device limit \
+                     maxStorageBufferRange = {max_range}"
+                ),
+            ));
         }
 
         let mut workload = Self {
@@ -195,10 +209,10 @@ impl ComputeWorkload {
         // SAFETY: the pool has room for exactly this one set of this layout.
         let sets = unsafe { device.allocate_descriptor_sets(&alloc_info) }
             .map_err(vk_err("vkAllocateDescriptorSets"))?;
-        self.descriptor_set = sets.first().copied().ok_or(WorkloadError::Vulkan {
-            call: "vkAllocateDescriptorSets",
-            result: vk::Result::ERROR_UNKNOWN,
-        })?;
+        self.descriptor_set = sets
+            .first()
+            .copied()
+            .ok_or_else(|| vk_err("vkAllocateDescriptorSets")(vk::Result::ERROR_UNKNOWN))?;
 
         let buffer_infos = [vk::DescriptorBufferInfo::default()
             .buffer(self.buffer)
@@ -234,10 +248,10 @@ impl ComputeWorkload {
         // SAFETY: the module is only needed while creating the pipeline.
         unsafe { device.destroy_shader_module(module, None) };
         let pipelines = result.map_err(|(_, e)| vk_err("vkCreateComputePipelines")(e))?;
-        self.pipeline = pipelines.first().copied().ok_or(WorkloadError::Vulkan {
-            call: "vkCreateComputePipelines",
-            result: vk::Result::ERROR_UNKNOWN,
-        })?;
+        self.pipeline = pipelines
+            .first()
+            .copied()
+            .ok_or_else(|| vk_err("vkCreateComputePipelines")(vk::Result::ERROR_UNKNOWN))?;
         Ok(())
     }
 
@@ -280,11 +294,20 @@ impl ComputeWorkload {
     /// `vkCmdDispatch(W, 1, 1)`. Call it `D` times for `D` dispatches, with
     /// [`ComputeWorkload::record_barrier`] in between to serialize them.
     ///
-    /// `cmd` must be in the recording state, outside a render pass instance,
-    /// on a queue family with compute support, and created from `device`.
-    pub fn record_dispatch(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
-        // SAFETY: `cmd` is recording (caller's contract); the pipeline,
-        // layout and set are live objects of `device` and compatible.
+    /// # Safety
+    ///
+    /// - `device` must be the device the workload was created with, and
+    ///   `cmd` a command buffer allocated from it, in the recording state,
+    ///   outside a render pass instance, on a queue family with compute
+    ///   support.
+    /// - The workload must outlive the GPU's use of `cmd`: do not
+    ///   [`destroy`](ComputeWorkload::destroy) it until every submission of
+    ///   `cmd` has completed (or `cmd` is reset or freed unsubmitted).
+    pub unsafe fn record_dispatch(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
+        // SAFETY: `cmd` is recording outside a render pass on a compute
+        // queue family and of `device` (caller's contract); the pipeline,
+        // layout and set are live objects of `device` and compatible, and
+        // stay live while the GPU uses them (caller's contract).
         unsafe {
             device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.pipeline);
             device.cmd_bind_descriptor_sets(
@@ -303,9 +326,14 @@ impl ComputeWorkload {
     /// (`vkCmdPipelineBarrier2`), so that the next dispatch starts after the
     /// previous one's writes.
     ///
-    /// `cmd` must be recording, outside a render pass instance, and the device
-    /// must have `synchronization2` enabled.
-    pub fn record_barrier(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
+    /// # Safety
+    ///
+    /// - `device` must be the device the workload was created with, with
+    ///   `synchronization2` enabled, and `cmd` a command buffer allocated
+    ///   from it, in the recording state, outside a render pass instance.
+    /// - The workload must outlive the GPU's use of `cmd` (see
+    ///   [`ComputeWorkload::record_dispatch`]).
+    pub unsafe fn record_barrier(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
         let barriers = [vk::BufferMemoryBarrier2::default()
             .src_stage_mask(vk::PipelineStageFlags2::COMPUTE_SHADER)
             .src_access_mask(
@@ -321,8 +349,10 @@ impl ComputeWorkload {
             .offset(0)
             .size(vk::WHOLE_SIZE)];
         let dependency = vk::DependencyInfo::default().buffer_memory_barriers(&barriers);
-        // SAFETY: `cmd` is recording (caller's contract); the barrier names a
-        // live buffer of `device` with no queue family transfer.
+        // SAFETY: `cmd` is a recording command buffer of `device` outside a
+        // render pass, and synchronization2 is enabled (caller's contract);
+        // the barrier names a live buffer of `device` with no queue family
+        // transfer, which stays live while the GPU uses it (caller's contract).
         unsafe { device.cmd_pipeline_barrier2(cmd, &dependency) };
     }
 

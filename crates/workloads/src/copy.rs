@@ -31,15 +31,17 @@ impl CopyWorkload {
     ///   building fails (e.g. out of device memory).
     pub fn new(ctx: &GpuContext, bytes: u64) -> Result<Self, WorkloadError> {
         if bytes == 0 {
-            return Err(WorkloadError::InvalidSize(
-                "bytes is 0; it must be at least 1".into(),
+            return Err(WorkloadError::invalid_size(
+                &["bytes"],
+                "bytes is 0; it must be at least 1",
             ));
         }
         let heap = largest_heap(ctx, vk::MemoryHeapFlags::DEVICE_LOCAL);
         if bytes > heap {
-            return Err(WorkloadError::InvalidSize(format!(
-                "bytes {bytes} is over the largest device-local memory heap, {heap} bytes"
-            )));
+            return Err(WorkloadError::invalid_size(
+                &["bytes"],
+                format!("bytes {bytes} is over the largest device-local memory heap, {heap} bytes"),
+            ));
         }
         let mut workload = Self {
             bytes,
@@ -107,37 +109,60 @@ impl CopyWorkload {
     /// `bytes % 4` bytes are left as they are), then records a
     /// transfer-to-transfer barrier so a following copy reads the filled data.
     ///
-    /// `cmd` must be recording, outside a render pass instance, on a queue
-    /// family with transfer, graphics or compute support.
-    pub fn record_fill(&self, device: &ash::Device, cmd: vk::CommandBuffer, value: u32) {
-        // SAFETY: `cmd` is recording outside a render pass (caller's
-        // contract); the buffer is live with TRANSFER_DST usage; WHOLE_SIZE is
-        // always a valid fill size from offset 0.
+    /// # Safety
+    ///
+    /// - `device` must be the device the workload was created with, with
+    ///   `synchronization2` enabled, and `cmd` a command buffer allocated
+    ///   from it, in the recording state, outside a render pass instance, on
+    ///   a queue family with transfer, graphics or compute support.
+    /// - The workload must outlive the GPU's use of `cmd`: do not
+    ///   [`destroy`](CopyWorkload::destroy) it until every submission of
+    ///   `cmd` has completed (or `cmd` is reset or freed unsubmitted).
+    pub unsafe fn record_fill(&self, device: &ash::Device, cmd: vk::CommandBuffer, value: u32) {
+        // SAFETY: `cmd` is a recording command buffer of `device` outside a
+        // render pass (caller's contract); the buffer is live with
+        // TRANSFER_DST usage and stays live while the GPU uses it (caller's
+        // contract); WHOLE_SIZE is always a valid fill size from offset 0.
         unsafe { device.cmd_fill_buffer(cmd, self.src, 0, vk::WHOLE_SIZE, value) };
-        self.record_barrier(device, cmd);
+        // SAFETY: this function's own contract is `record_barrier`'s.
+        unsafe { self.record_barrier(device, cmd) };
     }
 
     /// Records `vkCmdCopyBuffer` of `bytes` bytes from the source to the
     /// destination buffer, both at offset 0.
     ///
-    /// `cmd` must be recording, outside a render pass instance.
-    pub fn record_copy(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
+    /// # Safety
+    ///
+    /// - `device` must be the device the workload was created with, and
+    ///   `cmd` a command buffer allocated from it, in the recording state,
+    ///   outside a render pass instance, on a queue family with transfer,
+    ///   graphics or compute support.
+    /// - The workload must outlive the GPU's use of `cmd` (see
+    ///   [`CopyWorkload::record_fill`]).
+    pub unsafe fn record_copy(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
         let regions = [vk::BufferCopy {
             src_offset: 0,
             dst_offset: 0,
             size: self.bytes,
         }];
-        // SAFETY: `cmd` is recording outside a render pass (caller's
-        // contract); both buffers are live, `bytes` long, with the needed
-        // usages, and distinct, so the region does not overlap itself.
+        // SAFETY: `cmd` is a recording command buffer of `device` outside a
+        // render pass (caller's contract); both buffers are live (and stay so
+        // while the GPU uses them: caller's contract), `bytes` long, with the
+        // needed usages, and distinct, so the region does not overlap itself.
         unsafe { device.cmd_copy_buffer(cmd, self.src, self.dst, &regions) };
     }
 
     /// Records a transfer-to-transfer memory barrier on both buffers
     /// (`vkCmdPipelineBarrier2`), to serialize repeated fills and copies.
     ///
-    /// `cmd` must be recording, outside a render pass instance.
-    pub fn record_barrier(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
+    /// # Safety
+    ///
+    /// - `device` must be the device the workload was created with, with
+    ///   `synchronization2` enabled, and `cmd` a command buffer allocated
+    ///   from it, in the recording state, outside a render pass instance.
+    /// - The workload must outlive the GPU's use of `cmd` (see
+    ///   [`CopyWorkload::record_fill`]).
+    pub unsafe fn record_barrier(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
         let barrier = |buffer| {
             vk::BufferMemoryBarrier2::default()
                 .src_stage_mask(vk::PipelineStageFlags2::TRANSFER)
@@ -152,9 +177,11 @@ impl CopyWorkload {
         };
         let barriers = [barrier(self.src), barrier(self.dst)];
         let dependency = vk::DependencyInfo::default().buffer_memory_barriers(&barriers);
-        // SAFETY: `cmd` is recording outside a render pass (caller's
-        // contract); the barriers name live buffers of `device` with no queue
-        // family transfer; synchronization2 is enabled (GpuContext contract).
+        // SAFETY: `cmd` is a recording command buffer of `device` outside a
+        // render pass, and synchronization2 is enabled (caller's contract);
+        // the barriers name live buffers of `device` with no queue family
+        // transfer, which stay live while the GPU uses them (caller's
+        // contract).
         unsafe { device.cmd_pipeline_barrier2(cmd, &dependency) };
     }
 

@@ -9,25 +9,45 @@ pub enum WorkloadError {
     /// The message is naga's, with the source location where naga gives one.
     #[error("shader error: {0}")]
     Shader(String),
-    /// A Vulkan call failed.
-    #[error("Vulkan call {call} failed: {result}")]
-    Vulkan {
-        /// The Vulkan function that failed, e.g. `vkCreateBuffer`.
-        call: &'static str,
-        /// The result code it returned.
-        result: vk::Result,
-    },
+    /// A Vulkan call failed, or the device lacks a format the workload
+    /// needs. The error is [`gpu_counters_vulkan::map_vk_error`]'s, naming
+    /// the call: [`gpu_counters_core::Error::OutOfMemory`],
+    /// [`gpu_counters_core::Error::DeviceLost`] or
+    /// [`gpu_counters_core::Error::Internal`].
+    #[error("{0}")]
+    Vulkan(gpu_counters_core::Error),
     /// No memory type of the device fits the resource named in the message.
     #[error("no suitable memory type for {0}")]
     NoMemoryType(&'static str),
-    /// A size given to a constructor is zero or over a device limit; the
-    /// message names the bad size and the limit.
-    #[error("invalid size: {0}")]
-    InvalidSize(String),
+    /// A size given to a constructor is zero, over a device limit, or does
+    /// not fit with the other sizes.
+    #[error("invalid size: {message}")]
+    InvalidSize {
+        /// The constructor parameters at fault, by name (`workgroup_size`,
+        /// `workgroups`, `triangles`, `width`, `height`, `bytes`), in the
+        /// order of the constructor's parameters; several when the sizes are
+        /// only wrong together (a storage buffer of `workgroup_size *
+        /// workgroups` over its limit names both), none when no parameter
+        /// is at fault (an internal layout error).
+        fields: Vec<&'static str>,
+        /// What is wrong, naming the sizes and the limit.
+        message: String,
+    },
 }
 
-/// Returns a closure that wraps a [`vk::Result`] into
-/// [`WorkloadError::Vulkan`] naming `call`.
+impl WorkloadError {
+    /// An [`WorkloadError::InvalidSize`] naming `fields`.
+    pub(crate) fn invalid_size(fields: &[&'static str], message: impl Into<String>) -> Self {
+        WorkloadError::InvalidSize {
+            fields: fields.to_vec(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Returns a closure that maps a [`vk::Result`] with
+/// [`gpu_counters_vulkan::map_vk_error`] into [`WorkloadError::Vulkan`],
+/// naming `call`.
 pub(crate) fn vk_err(call: &'static str) -> impl FnOnce(vk::Result) -> WorkloadError {
-    move |result| WorkloadError::Vulkan { call, result }
+    move |result| WorkloadError::Vulkan(gpu_counters_vulkan::map_vk_error(call, result))
 }

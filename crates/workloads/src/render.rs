@@ -153,15 +153,17 @@ impl RenderWorkload {
         height: u32,
     ) -> Result<Self, WorkloadError> {
         if triangles == 0 {
-            return Err(WorkloadError::InvalidSize(
-                "triangles is 0; it must be at least 1".into(),
+            return Err(WorkloadError::invalid_size(
+                &["triangles"],
+                "triangles is 0; it must be at least 1",
             ));
         }
         for (name, value) in [("width", width), ("height", height)] {
             if value == 0 {
-                return Err(WorkloadError::InvalidSize(format!(
-                    "{name} is 0; it must be at least 1"
-                )));
+                return Err(WorkloadError::invalid_size(
+                    &[name],
+                    format!("{name} is 0; it must be at least 1"),
+                ));
             }
         }
         let limits = ctx.properties().limits;
@@ -205,34 +207,46 @@ impl RenderWorkload {
         ];
         for (name, value, limit_name, limit) in checks {
             if value > limit {
-                return Err(WorkloadError::InvalidSize(format!(
-                    "{name} {value} is over the device limit {limit_name} = {limit}"
-                )));
+                return Err(WorkloadError::invalid_size(
+                    &[name],
+                    format!("{name} {value} is over the device limit {limit_name} = {limit}"),
+                ));
             }
         }
         let layout = Layout::choose(triangles, width, height).ok_or_else(|| {
             let fit = u64::from(width / MIN_CELL) * u64::from(height / MIN_CELL);
-            WorkloadError::InvalidSize(format!(
-                "triangles {triangles} do not fit in a {width}x{height} target: \
-                 each needs a cell of at least {MIN_CELL}x{MIN_CELL} pixels, so at most \
-                 {fit} fit"
-            ))
+            WorkloadError::invalid_size(
+                // Too many triangles for the target: the count is at fault,
+                // the target's size is the limit.
+                &["triangles"],
+                format!(
+                    "triangles {triangles} do not fit in a {width}x{height} target: \
+                     each needs a cell of at least {MIN_CELL}x{MIN_CELL} pixels, so at most \
+                     {fit} fit"
+                ),
+            )
         })?;
         triangles.checked_mul(3).ok_or_else(|| {
-            WorkloadError::InvalidSize(format!(
-                "triangles {triangles} * 3 vertices is over the u32 vertex count limit {}",
-                u32::MAX
-            ))
+            WorkloadError::invalid_size(
+                &["triangles"],
+                format!(
+                    "triangles {triangles} * 3 vertices is over the u32 vertex count limit {}",
+                    u32::MAX
+                ),
+            )
         })?;
         // Every triangle is a translate of triangle 0 by whole pixels, so each
         // covers the same pixel centers.
         let (per_triangle, ambiguous) = count_centers(layout.triangle(0));
         if ambiguous != 0 {
-            return Err(WorkloadError::InvalidSize(format!(
-                "internal layout error: {ambiguous} pixel centers lie on a triangle edge \
-                 for cell {} in a {width}x{height} target",
-                layout.cell
-            )));
+            return Err(WorkloadError::invalid_size(
+                &[],
+                format!(
+                    "internal layout error: {ambiguous} pixel centers lie on a triangle edge \
+                     for cell {} in a {width}x{height} target",
+                    layout.cell
+                ),
+            ));
         }
         let covered = per_triangle * u64::from(triangles);
 
@@ -290,10 +304,7 @@ impl RenderWorkload {
         let needed =
             vk::FormatFeatureFlags::COLOR_ATTACHMENT | vk::FormatFeatureFlags::TRANSFER_SRC;
         if !format_props.optimal_tiling_features.contains(needed) {
-            return Err(WorkloadError::Vulkan {
-                call: "vkGetPhysicalDeviceFormatProperties (R8G8B8A8_UNORM lacks color attachment or transfer source support)",
-                result: vk::Result::ERROR_FORMAT_NOT_SUPPORTED,
-            });
+            return Err(vk_err("vkGetPhysicalDeviceFormatProperties (R8G8B8A8_UNORM lacks color attachment or transfer source support)")(vk::Result::ERROR_FORMAT_NOT_SUPPORTED));
         }
 
         // Color target.
@@ -445,10 +456,10 @@ impl RenderWorkload {
         let pipelines =
             unsafe { device.create_graphics_pipelines(vk::PipelineCache::null(), &[info], None) }
                 .map_err(|(_, e)| vk_err("vkCreateGraphicsPipelines")(e))?;
-        pipelines.first().copied().ok_or(WorkloadError::Vulkan {
-            call: "vkCreateGraphicsPipelines",
-            result: vk::Result::ERROR_UNKNOWN,
-        })
+        pipelines
+            .first()
+            .copied()
+            .ok_or_else(|| vk_err("vkCreateGraphicsPipelines")(vk::Result::ERROR_UNKNOWN))
     }
 
     /// The number of triangles `T`.
@@ -518,8 +529,16 @@ impl RenderWorkload {
     /// `UNDEFINED` (discarding its contents) to `COLOR_ATTACHMENT_OPTIMAL`,
     /// after all earlier work on it. Record it before beginning rendering.
     ///
-    /// `cmd` must be recording, outside a render pass instance.
-    pub fn record_prepare(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
+    /// # Safety
+    ///
+    /// - `device` must be the device the workload was created with, with
+    ///   `synchronization2` enabled, and `cmd` a command buffer allocated
+    ///   from it, in the recording state, outside a render pass instance, on
+    ///   a queue family with graphics support.
+    /// - The workload must outlive the GPU's use of `cmd`: do not
+    ///   [`destroy`](RenderWorkload::destroy) it until every submission of
+    ///   `cmd` has completed (or `cmd` is reset or freed unsubmitted).
+    pub unsafe fn record_prepare(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
         let barriers = [vk::ImageMemoryBarrier2::default()
             .src_stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
             .src_access_mask(vk::AccessFlags2::MEMORY_WRITE)
@@ -534,9 +553,11 @@ impl RenderWorkload {
             .image(self.image)
             .subresource_range(color_range())];
         let dependency = vk::DependencyInfo::default().image_memory_barriers(&barriers);
-        // SAFETY: `cmd` is recording outside a render pass (caller's
-        // contract); the barrier names a live image of `device` and its whole
-        // subresource range; synchronization2 is enabled (GpuContext contract).
+        // SAFETY: `cmd` is a recording command buffer of `device` outside a
+        // render pass, and synchronization2 is enabled (caller's contract);
+        // the barrier names a live image of `device` and its whole
+        // subresource range, which stays live while the GPU uses it (caller's
+        // contract).
         unsafe { device.cmd_pipeline_barrier2(cmd, &dependency) };
     }
 
@@ -560,7 +581,19 @@ impl RenderWorkload {
     /// view and format, and no depth or stencil attachment): sets the
     /// viewport and scissor to the whole target, binds the pipeline and the
     /// vertex buffer, and records `vkCmdDraw(3T, 1, 0, 0)`.
-    pub fn record_draw(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
+    ///
+    /// # Safety
+    ///
+    /// - `device` must be the device the workload was created with, and
+    ///   `cmd` a command buffer allocated from it, in the recording state,
+    ///   inside a render pass instance begun with dynamic rendering whose
+    ///   only color attachment is this workload's view (as
+    ///   [`RenderWorkload::color_attachment`] describes), in
+    ///   `COLOR_ATTACHMENT_OPTIMAL` (see [`RenderWorkload::record_prepare`]),
+    ///   with no depth or stencil attachment.
+    /// - The workload must outlive the GPU's use of `cmd` (see
+    ///   [`RenderWorkload::record_prepare`]).
+    pub unsafe fn record_draw(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
         let viewport = vk::Viewport {
             x: 0.0,
             y: 0.0,
@@ -570,9 +603,11 @@ impl RenderWorkload {
             max_depth: 1.0,
         };
         let vertex_count = self.triangles.saturating_mul(3);
-        // SAFETY: `cmd` is recording inside a compatible rendering instance
-        // (caller's contract); the pipeline and vertex buffer are live objects
-        // of `device`; the buffer holds exactly `3T` vertices.
+        // SAFETY: `cmd` is a recording command buffer of `device` inside a
+        // compatible rendering instance (caller's contract); the pipeline and
+        // vertex buffer are live objects of `device` that stay live while the
+        // GPU uses them (caller's contract); the buffer holds exactly `3T`
+        // vertices.
         unsafe {
             device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.pipeline);
             device.cmd_set_viewport(cmd, 0, &[viewport]);

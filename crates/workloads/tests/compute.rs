@@ -53,9 +53,15 @@ fn run(gpu: &Gpu, workgroup_size: u32, workgroups: u32, dispatches: u32, iterati
         }
         for d in 0..dispatches {
             if d > 0 {
-                workload.record_barrier(device, cmd);
+                // SAFETY: `cmd` is a recording command buffer of `device` (the harness
+                // begins it), outside any render pass, and the harness waits for it to
+                // finish before the workload is destroyed.
+                unsafe { workload.record_barrier(device, cmd) };
             }
-            workload.record_dispatch(device, cmd);
+            // SAFETY: `cmd` is a recording command buffer of `device` (the harness
+            // begins it), outside any render pass, and the harness waits for it to
+            // finish before the workload is destroyed.
+            unsafe { workload.record_dispatch(device, cmd) };
         }
         // SAFETY: as above.
         unsafe {

@@ -15,9 +15,14 @@ fn copy_moves_the_filled_bytes() {
         assert_eq!(workload.bytes(), bytes);
         let readback = gpu.host_buffer(bytes);
         gpu.submit_and_wait(|cmd| {
-            workload.record_fill(device, cmd, 0xA5C3_0F1E);
-            workload.record_copy(device, cmd);
-            workload.record_barrier(device, cmd);
+            // SAFETY: `cmd` is a recording command buffer of `device` (the harness
+            // begins it), outside any render pass, and the harness waits for it to
+            // finish before the workload is destroyed.
+            unsafe {
+                workload.record_fill(device, cmd, 0xA5C3_0F1E);
+                workload.record_copy(device, cmd);
+                workload.record_barrier(device, cmd);
+            }
             // SAFETY: recording outside a render pass; live buffers; the
             // barrier above orders the copy's write before this read.
             unsafe {

@@ -10,7 +10,7 @@ use gpu_counters_workloads::{
 
 fn invalid_size<T: std::fmt::Debug>(result: Result<T, WorkloadError>) -> String {
     match result {
-        Err(WorkloadError::InvalidSize(message)) => message,
+        Err(WorkloadError::InvalidSize { message, .. }) => message,
         other => panic!("expected InvalidSize, got {other:?}"),
     }
 }
@@ -98,4 +98,74 @@ fn bad_wgsl_is_a_shader_error() {
         Err(WorkloadError::Shader(message)) => assert!(!message.is_empty()),
         other => panic!("expected a shader error, got {other:?}"),
     }
+}
+
+/// The constructor parameters an `InvalidSize` names.
+fn invalid_fields<T: std::fmt::Debug>(result: Result<T, WorkloadError>) -> Vec<&'static str> {
+    match result {
+        Err(WorkloadError::InvalidSize { fields, .. }) => fields,
+        other => panic!("expected InvalidSize, got {other:?}"),
+    }
+}
+
+#[test]
+fn invalid_sizes_name_their_parameters() {
+    let gpu = Gpu::new();
+    let ctx = gpu.ctx();
+    let limits = gpu.limits();
+
+    assert_eq!(
+        invalid_fields(ComputeWorkload::new(&ctx, 0, 1, 1)),
+        ["workgroup_size"]
+    );
+    assert_eq!(
+        invalid_fields(ComputeWorkload::new(&ctx, 1, 0, 1)),
+        ["workgroups"]
+    );
+    let too_wide = limits.max_compute_work_group_size[0] + 1;
+    assert_eq!(
+        invalid_fields(ComputeWorkload::new(&ctx, too_wide, 1, 1)),
+        ["workgroup_size"]
+    );
+    if let Some(w) = limits.max_compute_work_group_count[0].checked_add(1) {
+        assert_eq!(
+            invalid_fields(ComputeWorkload::new(&ctx, 1, w, 1)),
+            ["workgroups"]
+        );
+    }
+    let s = limits.max_compute_work_group_size[0].min(limits.max_compute_work_group_invocations);
+    let w = (u64::from(limits.max_storage_buffer_range) / 4 / u64::from(s) + 1)
+        .min(u64::from(limits.max_compute_work_group_count[0])) as u32;
+    if u64::from(s) * u64::from(w) * 4 > u64::from(limits.max_storage_buffer_range) {
+        assert_eq!(
+            invalid_fields(ComputeWorkload::new(&ctx, s, w, 1)),
+            ["workgroup_size", "workgroups"]
+        );
+    }
+
+    assert_eq!(
+        invalid_fields(RenderWorkload::new(&ctx, 0, 64, 64)),
+        ["triangles"]
+    );
+    assert_eq!(
+        invalid_fields(RenderWorkload::new(&ctx, 1, 0, 64)),
+        ["width"]
+    );
+    assert_eq!(
+        invalid_fields(RenderWorkload::new(&ctx, 1, 64, 0)),
+        ["height"]
+    );
+    let too_big = limits.max_image_dimension2_d + 1;
+    assert_eq!(
+        invalid_fields(RenderWorkload::new(&ctx, 1, too_big, 64)),
+        ["width"]
+    );
+    assert_eq!(
+        invalid_fields(RenderWorkload::new(&ctx, 5, 8, 8)),
+        ["triangles"]
+    );
+
+    assert_eq!(invalid_fields(CopyWorkload::new(&ctx, 0)), ["bytes"]);
+    assert_eq!(invalid_fields(CopyWorkload::new(&ctx, u64::MAX)), ["bytes"]);
+    gpu.finish();
 }

@@ -53,7 +53,10 @@ fn run(gpu: &Gpu, triangles: u32, width: u32, height: u32) -> (Counts, u64) {
             device.cmd_reset_query_pool(cmd, stats, 0, 1);
             device.cmd_reset_query_pool(cmd, occlusion, 0, 1);
         }
-        workload.record_prepare(device, cmd);
+        // SAFETY: `cmd` is a recording command buffer of `device` (the harness
+        // begins it), outside any render pass, and the harness waits for it to
+        // finish before the workload is destroyed.
+        unsafe { workload.record_prepare(device, cmd) };
         let attachments = [workload.color_attachment()];
         let rendering = vk::RenderingInfo::default()
             .render_area(workload.render_area())
@@ -65,7 +68,10 @@ fn run(gpu: &Gpu, triangles: u32, width: u32, height: u32) -> (Counts, u64) {
             device.cmd_begin_query(cmd, occlusion, 0, vk::QueryControlFlags::PRECISE);
             device.cmd_begin_rendering(cmd, &rendering);
         }
-        workload.record_draw(device, cmd);
+        // SAFETY: `cmd` is recording inside the rendering instance begun above with
+        // the workload's color attachment (prepared above) and no depth or
+        // stencil; the harness waits for it before the workload is destroyed.
+        unsafe { workload.record_draw(device, cmd) };
         // SAFETY: as above; then the image goes to TRANSFER_SRC_OPTIMAL and is
         // copied whole into the host buffer.
         unsafe {

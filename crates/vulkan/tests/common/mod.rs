@@ -48,6 +48,7 @@ pub struct Gate {
 
 impl Gate {
     pub fn new(device: &Device) -> Self {
+        // SAFETY: a valid create-info on a live device; destroyed in `Drop`.
         let event = unsafe {
             device
                 .raw()
@@ -68,6 +69,9 @@ impl Gate {
             .dst_stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
             .dst_access_mask(vk::AccessFlags2::MEMORY_READ)];
         let deps = [vk::DependencyInfo::default().memory_barriers(&barriers)];
+        // SAFETY: callers pass a recording command buffer of this device, outside
+        // any render pass; the event is live until the gate drops, which the
+        // tests do after the GPU is done.
         unsafe {
             self.device
                 .raw()
@@ -76,12 +80,16 @@ impl Gate {
     }
 
     pub fn open(&self) {
+        // SAFETY: the event is a live event of this device; setting it from the host
+        // is always allowed.
         unsafe { self.device.raw().set_event(self.event) }.expect("set event");
     }
 }
 
 impl Drop for Gate {
     fn drop(&mut self) {
+        // SAFETY: the tests drop the gate only after every submission that waits on
+        // the event has finished.
         unsafe { self.device.raw().destroy_event(self.event, None) };
     }
 }
