@@ -324,13 +324,12 @@ impl<D: BackendDevice> Profiler<D> {
     /// Ends `frame`'s recording. Scopes begun and not ended are counted in
     /// [`DropCounts::not_ended`].
     ///
-    /// `Some(cpu_submit_ns)` says the frame's command buffers were submitted
-    /// to the device's queue ([`Device::queue`]), `cpu_submit_ns` being the
-    /// CPU time just before
-    /// ([`Submission::cpu_submit_ns`](gpu_counters_vulkan::Submission::cpu_submit_ns)
-    /// for gpu-counters' own command buffers): the profiler then queues an
-    /// empty submission with a fence behind them, the frame marker, whose
-    /// signal says the frame's work is done. With `None` (not submitted yet,
+    /// `Some(cpu_submit_ns)` says the frame's recorders were submitted to the
+    /// device's queue, `cpu_submit_ns` being the CPU time just before (the
+    /// Vulkan backend's `Submission::cpu_submit_ns` for its own command
+    /// buffers): the profiler then queues a completion marker behind them
+    /// ([`BackendDevice::submit_marker`]), whose signal says the frame's work
+    /// is done. With `None` (not submitted yet,
     /// or no time known) the marker is queued once all the frame's samples
     /// are seen available. Dropping a frame ends it with `None`.
     pub fn end_frame(&self, mut frame: Frame<'_, D>, cpu_submit_ns: Option<u64>) -> Result<()> {

@@ -213,7 +213,7 @@ impl SampleSet {
     }
 
     /// Fails unless `first..first+count` may be reset on the host now: no
-    /// index is pending on the GPU (see [`Samples::first_pending`]) and no
+    /// index is pending on the GPU (see [`SampleSet::first_pending`]) and no
     /// GPU resolve of these samples is recorded and unfinished.
     pub fn check_host_reset(
         &self,
