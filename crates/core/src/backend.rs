@@ -8,6 +8,8 @@
 //!   a calibration pair (through [`Calibration`]), and completion markers;
 //! - [`BackendSampleBuffer`]: a counter sample buffer, resolved on the CPU
 //!   into Metal's layout with statuses, and reset;
+//! - [`BackendHeap`]: a Metal 4 counter heap of timestamps, resolved and
+//!   invalidated;
 //! - [`BackendRecorder`]: what commands are recorded into (a Vulkan command
 //!   buffer, a wgpu encoder, a CUDA stream's range of work), sampled between
 //!   passes at a placement;
@@ -21,8 +23,8 @@
 //! values, for tests that need no GPU.
 
 use crate::{
-    Calibration, CounterSampleBufferDescriptor, DeviceInfo, ResolvedCounters, Result,
-    TimestampGranularity,
+    Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo,
+    ResolvedCounters, Result, TimestampGranularity,
 };
 use std::ops::Range;
 
@@ -32,6 +34,8 @@ pub trait Backend: Sized + Send + Sync + 'static {
     type Device: BackendDevice<Backend = Self>;
     /// A counter sample buffer; cloning shares it.
     type SampleBuffer: BackendSampleBuffer;
+    /// A Metal 4 counter heap of timestamps; cloning shares it.
+    type Heap: BackendHeap;
     /// What commands are recorded into.
     type Recorder: BackendRecorder<Backend = Self>;
     /// A completion marker on the device's queue.
@@ -54,6 +58,12 @@ pub trait BackendDevice: Clone + Send + Sync + std::fmt::Debug + 'static {
         &self,
         descriptor: &CounterSampleBufferDescriptor,
     ) -> Result<<Self::Backend as Backend>::SampleBuffer>;
+
+    /// Makes a Metal 4 counter heap (`MTLDevice.makeCounterHeap`).
+    fn make_counter_heap(
+        &self,
+        descriptor: &CounterHeapDescriptor,
+    ) -> Result<<Self::Backend as Backend>::Heap>;
 
     /// A calibration of the device's timestamps onto the CPU clock, from a
     /// fresh (CPU, GPU) pair.
@@ -88,6 +98,20 @@ pub trait BackendSampleBuffer: Clone + Send + Sync + 'static {
     fn reset(&self) -> Result<()>;
 }
 
+/// A Metal 4 counter heap of timestamps (`MTL4CounterHeap`).
+pub trait BackendHeap: Clone + Send + Sync + 'static {
+    /// The number of entries.
+    fn count(&self) -> u32;
+
+    /// Resolves entries on the CPU: written entries hold ticks, invalidated
+    /// ones 0, the rest the error value (`resolveCounterRange`).
+    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters>;
+
+    /// Invalidates entries (`invalidateCounterRange`); fails while one is
+    /// still pending on the GPU.
+    fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()>;
+}
+
 /// What commands are recorded into: sampled between passes.
 pub trait BackendRecorder {
     /// The backend it belongs to.
@@ -105,6 +129,15 @@ pub trait BackendRecorder {
         buffer: &<Self::Backend as Backend>::SampleBuffer,
         index: u32,
         placement: TimestampGranularity,
+    ) -> Result<()>;
+
+    /// Writes a timestamp into `heap[index]` between passes
+    /// (`writeTimestamp(granularity:counterHeap:index:)`).
+    fn write_timestamp(
+        &mut self,
+        granularity: TimestampGranularity,
+        heap: &<Self::Backend as Backend>::Heap,
+        index: u32,
     ) -> Result<()>;
 
     /// Ends the recorder's open statistic chain, if any.

@@ -14,12 +14,15 @@
 //!   [`FakeDevice::run_all`] is called, never on their own, so tests can look
 //!   at work that is submitted and not yet done.
 
-use crate::backend::{Backend, BackendDevice, BackendMarker, BackendRecorder, BackendSampleBuffer};
+use crate::backend::{
+    Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
+};
 use crate::bookkeeping::{Phase, QueryRead, SampleSet, SlotState, Ticket, ABSENT, NONE};
 use crate::{
     cpu_monotonic_ns, BackendKind, Calibration, CalibrationMethod, CommonCounter, CommonCounterSet,
-    CounterSampleBufferDescriptor, CounterSamplingPoint, CounterSet, DeviceInfo, DeviceType, Error,
-    InvalidInput, ResolvedCounters, Result, TimestampGranularity, TimestampPair,
+    CounterHeapDescriptor, CounterSampleBufferDescriptor, CounterSamplingPoint, CounterSet,
+    DeviceInfo, DeviceType, Error, InvalidInput, ResolvedCounters, Result, TimestampGranularity,
+    TimestampPair,
 };
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -33,6 +36,7 @@ pub struct Fake;
 impl Backend for Fake {
     type Device = FakeDevice;
     type SampleBuffer = FakeSampleBuffer;
+    type Heap = FakeHeap;
     type Recorder = FakeRecorder;
     type Marker = FakeMarker;
 }
@@ -309,6 +313,36 @@ impl BackendSampleBuffer for FakeSampleBuffer {
     }
 }
 
+/// A fake Metal 4 counter heap of timestamps. Cloning shares it.
+#[derive(Clone)]
+pub struct FakeHeap {
+    storage: Arc<Storage>,
+}
+
+impl BackendHeap for FakeHeap {
+    fn count(&self) -> u32 {
+        self.storage.samples.count
+    }
+
+    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+        self.storage
+            .samples
+            .resolve_cpu(range, &*self.storage, None)
+    }
+
+    fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
+        let s = &self.storage.samples;
+        let (first, count) = s.check_range(&range)?;
+        let mut slots = s.lock()?;
+        s.check_host_reset(&mut slots, &*self.storage, first, count, "invalidating")?;
+        for i in first..first + count {
+            self.storage.clear(i);
+        }
+        s.host_reset_table(&mut slots, first, count, SlotState::Invalidated);
+        Ok(())
+    }
+}
+
 const IDLE: u8 = 0;
 const SUBMITTED: u8 = 1;
 const SIGNALED: u8 = 2;
@@ -385,7 +419,31 @@ impl BackendRecorder for FakeRecorder {
         index: u32,
         _placement: TimestampGranularity,
     ) -> Result<()> {
-        let s = buffer.storage.clone();
+        self.sample(buffer.storage.clone(), index)
+    }
+
+    fn write_timestamp(
+        &mut self,
+        _granularity: TimestampGranularity,
+        heap: &FakeHeap,
+        index: u32,
+    ) -> Result<()> {
+        self.sample(heap.storage.clone(), index)
+    }
+
+    fn end_statistics(&mut self) -> Result<()> {
+        if let Some((open, i, _)) = self.chain.take() {
+            lock(&open.samples.slots).open[i as usize] = false;
+            self.ops.push(Op::End(open, i));
+        }
+        Ok(())
+    }
+}
+
+impl FakeRecorder {
+    /// Records a sample of `s[index]`: a timestamp, or a statistic chain
+    /// element.
+    fn sample(&mut self, s: Arc<Storage>, index: u32) -> Result<()> {
         let samples = &s.samples;
         let mut slots = samples.lock()?;
         let dirty = samples.check_write(&slots, index, false, self.ticket.id())?;
@@ -421,14 +479,6 @@ impl BackendRecorder for FakeRecorder {
                 self.ops.push(Op::Timestamp(s.clone(), index));
                 slots.mark_recorded(index, NONE, false, self.ticket.id(), 0);
             }
-        }
-        Ok(())
-    }
-
-    fn end_statistics(&mut self) -> Result<()> {
-        if let Some((open, i, _)) = self.chain.take() {
-            lock(&open.samples.slots).open[i as usize] = false;
-            self.ops.push(Op::End(open, i));
         }
         Ok(())
     }
@@ -491,6 +541,32 @@ impl BackendDevice for FakeDevice {
                     field_map,
                     self.shared.mask,
                     "sample",
+                )?,
+                data: Mutex::new(vec![0; 2 * n as usize]),
+                begun: Mutex::new(vec![0; n as usize]),
+            }),
+        })
+    }
+
+    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<FakeHeap> {
+        let n = descriptor.count;
+        if n == 0 || n > FAKE_MAX_SAMPLE_COUNT {
+            return Err(InvalidInput::HeapCountOutOfRange {
+                requested: n,
+                limit: FAKE_MAX_SAMPLE_COUNT,
+            }
+            .into());
+        }
+        Ok(FakeHeap {
+            storage: Arc::new(Storage {
+                samples: SampleSet::new(
+                    format!("timestamp heap of {n}"),
+                    CommonCounterSet::Timestamp,
+                    crate::StorageMode::Shared,
+                    n,
+                    [ABSENT; 8],
+                    self.shared.mask,
+                    "heap entry",
                 )?,
                 data: Mutex::new(vec![0; 2 * n as usize]),
                 begun: Mutex::new(vec![0; n as usize]),

@@ -27,7 +27,9 @@ pub mod fake;
 mod results;
 pub mod timeline;
 
-pub use backend::{Backend, BackendDevice, BackendMarker, BackendRecorder, BackendSampleBuffer};
+pub use backend::{
+    Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
+};
 pub use calibration::{
     CalibratedTime, Calibration, CalibrationMethod, ConversionError, TimestampPair,
     REFIT_INTERVAL_NS,

@@ -2,12 +2,12 @@
 //! what the profiler and the other backend-generic layers use.
 
 use crate::util::vk_err;
-use crate::{CommandBuffer, CounterSampleBuffer, Device};
+use crate::{CommandBuffer, CounterHeap, CounterSampleBuffer, Device};
 use ash::vk;
 use gpu_counters_core::{
-    Backend, BackendDevice, BackendMarker, BackendRecorder, BackendSampleBuffer, Calibration,
-    CounterSampleBufferDescriptor, DeviceInfo, Error, ResolvedCounters, Result,
-    TimestampGranularity,
+    Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
+    Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo, Error,
+    ResolvedCounters, Result, TimestampGranularity,
 };
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +20,7 @@ pub struct Vulkan;
 impl Backend for Vulkan {
     type Device = Device;
     type SampleBuffer = CounterSampleBuffer;
+    type Heap = CounterHeap;
     type Recorder = CommandBuffer;
     type Marker = FenceMarker;
 }
@@ -96,6 +97,10 @@ impl BackendDevice for Device {
         Device::make_counter_sample_buffer(self, descriptor)
     }
 
+    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CounterHeap> {
+        Device::make_counter_heap(self, descriptor)
+    }
+
     fn calibration(&self) -> Result<Calibration> {
         Device::calibration(self)
     }
@@ -157,6 +162,20 @@ impl BackendSampleBuffer for CounterSampleBuffer {
     }
 }
 
+impl BackendHeap for CounterHeap {
+    fn count(&self) -> u32 {
+        CounterHeap::count(self)
+    }
+
+    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+        CounterHeap::resolve_counter_range(self, range)
+    }
+
+    fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
+        CounterHeap::invalidate_counter_range(self, range)
+    }
+}
+
 impl BackendRecorder for CommandBuffer {
     type Backend = Vulkan;
 
@@ -177,6 +196,15 @@ impl BackendRecorder for CommandBuffer {
             index,
             placement == TimestampGranularity::Precise,
         )
+    }
+
+    fn write_timestamp(
+        &mut self,
+        granularity: TimestampGranularity,
+        heap: &CounterHeap,
+        index: u32,
+    ) -> Result<()> {
+        CommandBuffer::write_timestamp(self, granularity, heap, index)
     }
 
     fn end_statistics(&mut self) -> Result<()> {
