@@ -24,7 +24,7 @@
 
 use crate::{
     Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo,
-    ResolvedCounters, Result, TimestampGranularity,
+    ResolvedCounters, Result, TimestampGranularity, TimestampPair,
 };
 use std::ops::Range;
 
@@ -65,12 +65,31 @@ pub trait BackendDevice: Clone + Send + Sync + std::fmt::Debug + 'static {
         descriptor: &CounterHeapDescriptor,
     ) -> Result<<Self::Backend as Backend>::Heap>;
 
+    /// A CPU `CLOCK_MONOTONIC` time and a GPU timestamp taken together,
+    /// with the most they may be apart (Metal's `sampleTimestamps()`): the
+    /// calibration pair.
+    fn sample_timestamps(&self) -> Result<TimestampPair>;
+
     /// A calibration of the device's timestamps onto the CPU clock, from a
-    /// fresh (CPU, GPU) pair.
-    fn calibration(&self) -> Result<Calibration>;
+    /// fresh pair; core's calibration math over the device's period and
+    /// valid bits.
+    fn calibration(&self) -> Result<Calibration> {
+        let info = self.info();
+        Calibration::new(
+            info.calibration,
+            info.timestamp_period_ns,
+            info.timestamp_valid_bits,
+            self.sample_timestamps()?,
+        )
+    }
 
     /// Adds a fresh pair to `calibration` if it is due for a refit.
-    fn refresh_calibration(&self, calibration: &mut Calibration) -> Result<()>;
+    fn refresh_calibration(&self, calibration: &mut Calibration) -> Result<()> {
+        if calibration.needs_refit(crate::cpu_monotonic_ns()) {
+            calibration.add_anchor(self.sample_timestamps()?)?;
+        }
+        Ok(())
+    }
 
     /// A completion marker, not yet submitted.
     fn make_marker(&self) -> Result<<Self::Backend as Backend>::Marker>;

@@ -19,7 +19,7 @@ use crate::backend::{
 };
 use crate::bookkeeping::{Phase, QueryRead, SampleSet, SlotState, Ticket, ABSENT, NONE};
 use crate::{
-    cpu_monotonic_ns, BackendKind, Calibration, CalibrationMethod, CommonCounter, CommonCounterSet,
+    cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
     CounterHeapDescriptor, CounterSampleBufferDescriptor, CounterSamplingPoint, CounterSet,
     DeviceInfo, DeviceType, Error, InvalidInput, ResolvedCounters, Result, TimestampGranularity,
     TimestampPair,
@@ -574,30 +574,14 @@ impl BackendDevice for FakeDevice {
         })
     }
 
-    fn calibration(&self) -> Result<Calibration> {
+    fn sample_timestamps(&self) -> Result<TimestampPair> {
+        // The fake GPU clock is the CPU clock plus an offset: read exactly.
         let cpu = cpu_monotonic_ns();
-        Calibration::new(
-            CalibrationMethod::Bracketing,
-            1.0,
-            self.shared.info.timestamp_valid_bits,
-            TimestampPair {
-                cpu_ns: cpu,
-                gpu_ticks: cpu.wrapping_add(CLOCK_OFFSET) & self.shared.mask,
-                max_deviation_ns: 0,
-            },
-        )
-    }
-
-    fn refresh_calibration(&self, calibration: &mut Calibration) -> Result<()> {
-        let cpu = cpu_monotonic_ns();
-        if calibration.needs_refit(cpu) {
-            calibration.add_anchor(TimestampPair {
-                cpu_ns: cpu,
-                gpu_ticks: cpu.wrapping_add(CLOCK_OFFSET) & self.shared.mask,
-                max_deviation_ns: 0,
-            })?;
-        }
-        Ok(())
+        Ok(TimestampPair {
+            cpu_ns: cpu,
+            gpu_ticks: cpu.wrapping_add(CLOCK_OFFSET) & self.shared.mask,
+            max_deviation_ns: 0,
+        })
     }
 
     fn make_marker(&self) -> Result<FakeMarker> {

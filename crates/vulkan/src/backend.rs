@@ -7,7 +7,7 @@ use ash::vk;
 use gpu_counters_core::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
     Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo, Error,
-    ResolvedCounters, Result, TimestampGranularity,
+    ResolvedCounters, Result, TimestampGranularity, TimestampPair,
 };
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,6 +99,10 @@ impl BackendDevice for Device {
 
     fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CounterHeap> {
         Device::make_counter_heap(self, descriptor)
+    }
+
+    fn sample_timestamps(&self) -> Result<TimestampPair> {
+        Device::sample_timestamps(self)
     }
 
     fn calibration(&self) -> Result<Calibration> {
