@@ -198,12 +198,7 @@ struct VulkanBench {
 
 impl VulkanBench {
     fn new(device: &Device, n: u32) -> Result<Self, BenchError> {
-        let ctx = GpuContext {
-            instance: device.instance().raw(),
-            physical_device: device.physical_device(),
-            device: device.raw(),
-            queue_family_index: device.queue_family_index(),
-        };
+        let ctx = GpuContext::from_device(device);
         let workload = ComputeWorkload::new(&ctx, WORKGROUP_SIZE, 1, ITERATIONS)?;
         let mut this = Self {
             device: device.clone(),

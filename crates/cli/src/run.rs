@@ -290,12 +290,7 @@ impl Drop for Passes {
 
 /// Builds the plan's workloads on `device`.
 fn build_passes(device: &Device, plan: &Plan) -> CliResult<Passes> {
-    let ctx = GpuContext {
-        instance: device.instance().raw(),
-        physical_device: device.physical_device(),
-        device: device.raw(),
-        queue_family_index: device.queue_family_index(),
-    };
+    let ctx = GpuContext::from_device(device);
     let offered: Vec<CommonCounter> = device
         .info()
         .counter_set(CommonCounterSet::Statistic)

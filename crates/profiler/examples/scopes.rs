@@ -83,12 +83,7 @@ fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
             queue_name: Some("graphics".into()),
         },
     )?;
-    let ctx = GpuContext {
-        instance: device.instance().raw(),
-        physical_device: device.physical_device(),
-        device: device.raw(),
-        queue_family_index: device.queue_family_index(),
-    };
+    let ctx = GpuContext::from_device(&device);
     let mut works = Vec::new();
     let mut targets = Vec::new();
     for t in 0..THREADS {

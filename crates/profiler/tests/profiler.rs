@@ -33,12 +33,7 @@ fn assert_no_validation_messages(device: &Device) {
 }
 
 fn ctx(device: &Device) -> GpuContext<'_> {
-    GpuContext {
-        instance: device.instance().raw(),
-        physical_device: device.physical_device(),
-        device: device.raw(),
-        queue_family_index: device.queue_family_index(),
-    }
+    GpuContext::from_device(device)
 }
 
 fn options(ring: usize, max_scopes: u32, statistics: bool, when_full: WhenFull) -> ProfilerOptions {

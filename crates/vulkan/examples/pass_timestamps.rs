@@ -37,12 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ))?;
 
     // 3 dispatches of 100 workgroups of 64 invocations.
-    let ctx = GpuContext {
-        instance: device.instance().raw(),
-        physical_device: device.physical_device(),
-        device: device.raw(),
-        queue_family_index: device.queue_family_index(),
-    };
+    let ctx = GpuContext::from_device(&device);
     let mut work = ComputeWorkload::new(&ctx, 64, 100, 200)?;
     let mut cmd = CommandBuffer::new(&device)?;
     let attach = |b| PassSampleBufferAttachment {

@@ -6,18 +6,73 @@ use crate::error::{vk_err, WorkloadError};
 
 /// The Vulkan objects a workload is built with. Borrowed; the workloads never
 /// create or destroy instances or devices.
+///
+/// Made safely from a gpu-counters [`gpu_counters_vulkan::Device`]
+/// ([`GpuContext::from_device`]), or from raw handles the caller vouches for
+/// ([`GpuContext::from_raw`]): the workloads call Vulkan with these handles,
+/// so they must belong together.
 #[derive(Clone, Copy)]
 pub struct GpuContext<'a> {
     /// The instance the device was created from.
-    pub instance: &'a ash::Instance,
+    pub(crate) instance: &'a ash::Instance,
     /// The physical device of `device`.
-    pub physical_device: vk::PhysicalDevice,
-    /// The logical device. It must be a Vulkan 1.3 device with the
-    /// `synchronization2` and `dynamicRendering` features enabled.
-    pub device: &'a ash::Device,
+    pub(crate) physical_device: vk::PhysicalDevice,
+    /// The logical device: Vulkan 1.3 with `synchronization2`.
+    pub(crate) device: &'a ash::Device,
     /// The queue family the command buffers the workloads record into are
-    /// submitted to; it must support graphics and compute.
-    pub queue_family_index: u32,
+    /// submitted to; it supports graphics and compute.
+    pub(crate) queue_family_index: u32,
+    /// Whether `dynamicRendering` is enabled (the render workload needs it).
+    pub(crate) dynamic_rendering: bool,
+}
+
+impl<'a> GpuContext<'a> {
+    /// The context of a gpu-counters device: its instance, physical and
+    /// logical device and queue family, which belong together by
+    /// construction.
+    pub fn from_device(device: &'a gpu_counters_vulkan::Device) -> Self {
+        Self {
+            instance: device.instance().raw(),
+            physical_device: device.physical_device(),
+            device: device.raw(),
+            queue_family_index: device.queue_family_index(),
+            dynamic_rendering: device.enabled_features().dynamic_rendering,
+        }
+    }
+
+    /// A context from raw handles.
+    ///
+    /// # Safety
+    /// `device` must have been created from `physical_device` of `instance`
+    /// with Vulkan 1.3 and the `synchronization2` feature (and
+    /// `dynamicRendering` for the render workload, as `dynamic_rendering`
+    /// says), `queue_family_index` must be a graphics and compute family of
+    /// it, and all must outlive the workloads built with the context.
+    pub unsafe fn from_raw(
+        instance: &'a ash::Instance,
+        physical_device: vk::PhysicalDevice,
+        device: &'a ash::Device,
+        queue_family_index: u32,
+        dynamic_rendering: bool,
+    ) -> Self {
+        Self {
+            instance,
+            physical_device,
+            device,
+            queue_family_index,
+            dynamic_rendering,
+        }
+    }
+
+    /// The logical device.
+    pub fn device(&self) -> &'a ash::Device {
+        self.device
+    }
+
+    /// The queue family index.
+    pub fn queue_family_index(&self) -> u32 {
+        self.queue_family_index
+    }
 }
 
 impl std::fmt::Debug for GpuContext<'_> {

@@ -152,6 +152,14 @@ impl RenderWorkload {
         width: u32,
         height: u32,
     ) -> Result<Self, WorkloadError> {
+        if !ctx.dynamic_rendering {
+            return Err(WorkloadError::Vulkan(gpu_counters_core::Error::from(
+                gpu_counters_core::InvalidInput::Unsupported(
+                    "the render workload needs the dynamicRendering feature enabled on the device"
+                        .into(),
+                ),
+            )));
+        }
         if triangles == 0 {
             return Err(WorkloadError::invalid_size(
                 &["triangles"],

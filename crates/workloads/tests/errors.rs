@@ -169,3 +169,26 @@ fn invalid_sizes_name_their_parameters() {
     assert_eq!(invalid_fields(CopyWorkload::new(&ctx, u64::MAX)), ["bytes"]);
     gpu.finish();
 }
+
+/// The render workload refuses a context whose device lacks
+/// dynamicRendering, instead of building a pipeline the device cannot use.
+#[test]
+fn render_needs_dynamic_rendering() {
+    let gpu = Gpu::new();
+    let ctx = gpu.ctx();
+    // SAFETY: the handles are the harness's, which belong together; the
+    // context only claims less than the device has.
+    let without = unsafe {
+        gpu_counters_workloads::GpuContext::from_raw(
+            &gpu.instance,
+            gpu.physical_device,
+            ctx.device(),
+            ctx.queue_family_index(),
+            false,
+        )
+    };
+    match RenderWorkload::new(&without, 1, 16, 16) {
+        Err(WorkloadError::Vulkan(e)) => assert!(e.to_string().contains("dynamicRendering"), "{e}"),
+        other => panic!("expected the missing feature, got {other:?}"),
+    }
+}

@@ -25,12 +25,7 @@ pub fn assert_no_validation_messages(device: &Device) {
 
 /// The workloads' view of a device.
 pub fn ctx(device: &Device) -> GpuContext<'_> {
-    GpuContext {
-        instance: device.instance().raw(),
-        physical_device: device.physical_device(),
-        device: device.raw(),
-        queue_family_index: device.queue_family_index(),
-    }
+    GpuContext::from_device(device)
 }
 
 /// Commits and waits; returns (CPU time before submit, CPU time after completion).

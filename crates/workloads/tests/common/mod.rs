@@ -213,11 +213,18 @@ impl Gpu {
 
     /// The context the workloads are built with.
     pub fn ctx(&self) -> GpuContext<'_> {
-        GpuContext {
-            instance: &self.instance,
-            physical_device: self.physical_device,
-            device: &self.device,
-            queue_family_index: self.queue_family_index,
+        // SAFETY: the device was created above from this physical device of
+        // this instance with Vulkan 1.3, synchronization2 and
+        // dynamicRendering, on a graphics and compute family, and all live as
+        // long as `self`, which the context borrows.
+        unsafe {
+            GpuContext::from_raw(
+                &self.instance,
+                self.physical_device,
+                &self.device,
+                self.queue_family_index,
+                true,
+            )
         }
     }
 
