@@ -8,10 +8,13 @@
 //! error sentinel [`COUNTER_ERROR_VALUE`], resolved data with a typed view per
 //! sample ([`ResolvedCounters`], [`SampleValue`]), the mapping of GPU ticks
 //! onto the CPU clock ([`Calibration`]), the timeline of labelled intervals that
-//! exporters draw ([`timeline`]), and the errors ([`Error`]).
+//! exporters draw ([`timeline`]), and the errors ([`Error`]). It also holds
+//! what every backend shares: the backend interface ([`backend`]), the
+//! per-sample bookkeeping and CPU resolve ([`bookkeeping`]), and a CPU-only
+//! fake backend for tests of the layers above ([`fake`]).
 //!
 //! The names follow Apple's Metal counter-sampling API so that Metal code ports
-//! line for line; see `DESIGN.md` for the mapping.
+//! line for line; `docs/ARCHITECTURE.md` in the repository has the mapping.
 
 #![warn(missing_docs)]
 

@@ -1,4 +1,4 @@
-//! Every bad input of DESIGN.md's list gets its own typed error: no panic,
+//! Every bad input the design lists (docs/ARCHITECTURE.md) gets its own typed error: no panic,
 //! no validation-layer message.
 mod common;
 
