@@ -377,3 +377,79 @@ fn profiler_over_an_encoder() {
     }
     gpu.check();
 }
+
+/// A sample recorded again in a submission not yet seen done is NotReady,
+/// never the older value; heap entries invalidate to 0; markers signal once
+/// the work before them is done.
+#[test]
+fn rerecorded_samples_heaps_and_markers() {
+    use gpu_counters_core::{BackendHeap, BackendMarker, CounterHeapDescriptor};
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+        return;
+    }
+    let buffer = timestamps(d, 2);
+    let record = |d: &WgpuDevice| {
+        let mut rec = d.recorder(None);
+        let w = rec
+            .compute_pass_timestamp_writes(&buffer, Some(0), None)
+            .unwrap();
+        drop(
+            rec.encoder()
+                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: Some(w),
+                }),
+        );
+        rec
+    };
+    d.submit(record(d)).unwrap().wait().unwrap();
+    let first = buffer.resolve_counter_range(0..1).unwrap();
+    assert_eq!(first.statuses(), &[SampleStatus::Written]);
+    // Recorded again: until its submission is seen done, not the old value.
+    let rec = record(d);
+    let pending = buffer.resolve_counter_range(0..1).unwrap();
+    assert_eq!(pending.statuses(), &[SampleStatus::NotReady]);
+    assert_eq!(
+        pending.timestamps().unwrap()[0].timestamp,
+        COUNTER_ERROR_VALUE
+    );
+    let marker = d.make_marker().unwrap();
+    let s = d.submit(rec).unwrap();
+    d.submit_marker(&marker).unwrap();
+    s.wait().unwrap();
+    d.wait_idle().unwrap();
+    assert!(marker.is_signaled().unwrap());
+    marker.reset().unwrap();
+    let second = buffer.resolve_counter_range(0..1).unwrap();
+    assert_eq!(second.statuses(), &[SampleStatus::Written]);
+    assert!(second.timestamps().unwrap()[0].timestamp >= first.timestamps().unwrap()[0].timestamp);
+
+    if d.features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+    {
+        let heap = d
+            .make_counter_heap(&CounterHeapDescriptor::timestamp(3))
+            .unwrap();
+        let mut rec = d.recorder(None);
+        rec.write_timestamp(TimestampGranularity::Precise, &heap, 1)
+            .unwrap();
+        d.submit(rec).unwrap().wait().unwrap();
+        let r = heap.resolve_counter_range(0..3).unwrap();
+        assert_eq!(
+            r.statuses(),
+            &[
+                SampleStatus::NotWritten,
+                SampleStatus::Written,
+                SampleStatus::NotWritten
+            ]
+        );
+        heap.invalidate_counter_range(1..2).unwrap();
+        let r = heap.resolve_counter_range(1..2).unwrap();
+        assert_eq!(r.statuses(), &[SampleStatus::Invalidated]);
+        assert_eq!(r.timestamps().unwrap()[0].timestamp, 0);
+    }
+    gpu.check();
+}
