@@ -1,0 +1,317 @@
+//! The wgpu crate as a gpu-counters backend ([`gpu_counters_core::Backend`]).
+
+use crate::storage::Storage;
+use crate::{poll_err, WgpuDevice, WgpuRecorder, MAX_SAMPLE_COUNT, STATISTIC_TYPES};
+use gpu_counters_core::bookkeeping::{SampleSet, SlotState, ABSENT};
+use gpu_counters_core::{
+    Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
+    CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo, Error,
+    InvalidInput, ResolvedCounters, Result, StorageMode, TimestampGranularity, TimestampPair,
+};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+/// The wgpu backend: [`WgpuDevice`], [`WgpuSampleBuffer`], [`WgpuHeap`],
+/// [`WgpuRecorder`] and a work-done callback as the completion marker.
+#[derive(Debug, Clone, Copy)]
+pub struct Wgpu;
+
+impl Backend for Wgpu {
+    type Device = WgpuDevice;
+    type SampleBuffer = WgpuSampleBuffer;
+    type Heap = WgpuHeap;
+    type Recorder = WgpuRecorder;
+    type Marker = WgpuMarker;
+}
+
+/// A counter sample buffer: a wgpu query set. Cloning shares it.
+#[derive(Clone)]
+pub struct WgpuSampleBuffer {
+    pub(crate) storage: Arc<Storage>,
+}
+
+impl WgpuSampleBuffer {
+    /// The wgpu query set, for the caller's own pass descriptors (record
+    /// through [`WgpuRecorder`] so the bookkeeping knows of the writes).
+    pub fn query_set(&self) -> &wgpu::QuerySet {
+        &self.storage.query_set
+    }
+}
+
+fn resolve(storage: &Storage, range: Range<u64>) -> Result<ResolvedCounters> {
+    storage.harvest()?;
+    storage.samples.resolve_cpu(range, storage, None)
+}
+
+fn host_reset(
+    storage: &Storage,
+    range: Range<u64>,
+    state: SlotState,
+    what: &'static str,
+) -> Result<()> {
+    storage.harvest()?;
+    let s = &storage.samples;
+    let (first, count) = s.check_range(&range)?;
+    let mut slots = s.lock()?;
+    s.check_host_reset(&mut slots, storage, first, count, what)?;
+    storage.clear(first, count);
+    s.host_reset_table(&mut slots, first, count, state);
+    Ok(())
+}
+
+impl BackendSampleBuffer for WgpuSampleBuffer {
+    fn sample_count(&self) -> u32 {
+        self.storage.samples.count
+    }
+
+    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+        resolve(&self.storage, range)
+    }
+
+    fn reset(&self) -> Result<()> {
+        let n = u64::from(self.storage.samples.count);
+        host_reset(&self.storage, 0..n, SlotState::Fresh, "reset")
+    }
+}
+
+/// A Metal 4 counter heap of timestamps: a wgpu query set. Cloning shares
+/// it.
+#[derive(Clone)]
+pub struct WgpuHeap {
+    storage: Arc<Storage>,
+}
+
+impl BackendHeap for WgpuHeap {
+    fn count(&self) -> u32 {
+        self.storage.samples.count
+    }
+
+    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+        resolve(&self.storage, range)
+    }
+
+    fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
+        host_reset(&self.storage, range, SlotState::Invalidated, "invalidating")
+    }
+}
+
+const IDLE: u8 = 0;
+const SUBMITTED: u8 = 1;
+const SIGNALED: u8 = 2;
+
+/// A completion marker: a `Queue::on_submitted_work_done` callback setting
+/// an atomic.
+pub struct WgpuMarker {
+    device: wgpu::Device,
+    state: Arc<AtomicU8>,
+}
+
+impl BackendMarker for WgpuMarker {
+    fn is_signaled(&self) -> Result<bool> {
+        if self.state.load(Ordering::Acquire) == SUBMITTED {
+            // Callbacks run only when the device is polled.
+            self.device
+                .poll(wgpu::PollType::Poll)
+                .map_err(poll_err("marker"))?;
+        }
+        Ok(self.state.load(Ordering::Acquire) == SIGNALED)
+    }
+
+    fn reset(&self) -> Result<()> {
+        self.state
+            .compare_exchange(SIGNALED, IDLE, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
+            .map_err(|_| Error::Internal("marker reset before it signaled".into()))
+    }
+}
+
+impl BackendRecorder for WgpuRecorder {
+    type Backend = Wgpu;
+
+    fn recorder_id(&self) -> u64 {
+        self.id
+    }
+
+    fn sample_counters(
+        &mut self,
+        buffer: &WgpuSampleBuffer,
+        index: u32,
+        _placement: TimestampGranularity,
+    ) -> Result<()> {
+        if buffer.storage.samples.set == CommonCounterSet::Statistic {
+            return Err(InvalidInput::Unsupported(
+                "wgpu cannot sample pipeline statistics between passes: its pipeline statistics queries can only be begun and ended inside a pass".into(),
+            )
+            .into());
+        }
+        // wgpu's encoder timestamps come after all prior work: both
+        // placements are the same.
+        let storage = buffer.storage.clone();
+        self.encoder_timestamp(&storage, index)
+    }
+
+    fn write_timestamp(
+        &mut self,
+        _granularity: TimestampGranularity,
+        heap: &WgpuHeap,
+        index: u32,
+    ) -> Result<()> {
+        let storage = heap.storage.clone();
+        self.encoder_timestamp(&storage, index)
+    }
+
+    fn end_statistics(&mut self) -> Result<()> {
+        // Statistic chains are never opened between passes.
+        Ok(())
+    }
+}
+
+impl WgpuDevice {
+    fn make_storage(
+        &self,
+        label: String,
+        set: CommonCounterSet,
+        storage: StorageMode,
+        count: u32,
+        what: &'static str,
+    ) -> Result<Arc<Storage>> {
+        let (ty, values, field_map) = match set {
+            CommonCounterSet::Timestamp => {
+                self.require(
+                    wgpu::Features::TIMESTAMP_QUERY,
+                    "TIMESTAMP_QUERY",
+                    "timestamp sample buffers need it",
+                )?;
+                (wgpu::QueryType::Timestamp, 1, [ABSENT; 8])
+            }
+            CommonCounterSet::Statistic => {
+                self.require(
+                    wgpu::Features::PIPELINE_STATISTICS_QUERY,
+                    "PIPELINE_STATISTICS_QUERY",
+                    "statistic sample buffers need it",
+                )?;
+                // CounterResultStatistic's fields from wgpu's values:
+                // vertex 0, clipper invocations 1, clipper primitives 2,
+                // fragment 3, compute 4; the rest are not counted.
+                let map = [ABSENT, 0, ABSENT, 1, 2, 3, ABSENT, 4];
+                (
+                    wgpu::QueryType::PipelineStatistics(STATISTIC_TYPES),
+                    STATISTIC_TYPES.bits().count_ones(),
+                    map,
+                )
+            }
+            set => {
+                return Err(InvalidInput::UnsupportedCounterSet {
+                    set,
+                    device: self.info().name.clone(),
+                }
+                .into())
+            }
+        };
+        let samples = SampleSet::new(label, set, storage, count, field_map, u64::MAX, what)?;
+        let query_set = self.device().create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some(&samples.label),
+            ty,
+            count,
+        });
+        Ok(Arc::new(Storage::new(
+            samples,
+            query_set,
+            self.device().clone(),
+            values,
+        )))
+    }
+}
+
+impl BackendDevice for WgpuDevice {
+    type Backend = Wgpu;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.shared.info
+    }
+
+    fn queue_name(&self) -> String {
+        "wgpu queue".into()
+    }
+
+    fn make_counter_sample_buffer(
+        &self,
+        descriptor: &CounterSampleBufferDescriptor,
+    ) -> Result<WgpuSampleBuffer> {
+        let n = descriptor.sample_count;
+        if n == 0 {
+            return Err(InvalidInput::SampleCountZero {
+                label: descriptor.label.clone(),
+            }
+            .into());
+        }
+        if n > MAX_SAMPLE_COUNT {
+            return Err(InvalidInput::SampleCountTooLarge {
+                label: descriptor.label.clone(),
+                requested: n,
+                limit: MAX_SAMPLE_COUNT,
+            }
+            .into());
+        }
+        Ok(WgpuSampleBuffer {
+            storage: self.make_storage(
+                descriptor.label.clone(),
+                descriptor.counter_set,
+                descriptor.storage_mode,
+                n,
+                "sample",
+            )?,
+        })
+    }
+
+    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<WgpuHeap> {
+        let n = descriptor.count;
+        if n == 0 || n > MAX_SAMPLE_COUNT {
+            return Err(InvalidInput::HeapCountOutOfRange {
+                requested: n,
+                limit: MAX_SAMPLE_COUNT,
+            }
+            .into());
+        }
+        Ok(WgpuHeap {
+            storage: self.make_storage(
+                format!("timestamp heap of {n}"),
+                CommonCounterSet::Timestamp,
+                StorageMode::Shared,
+                n,
+                "heap entry",
+            )?,
+        })
+    }
+
+    fn sample_timestamps(&self) -> Result<TimestampPair> {
+        self.bracketed_read()
+    }
+
+    fn make_marker(&self) -> Result<WgpuMarker> {
+        Ok(WgpuMarker {
+            device: self.device().clone(),
+            state: Arc::new(AtomicU8::new(IDLE)),
+        })
+    }
+
+    fn submit_marker(&self, marker: &WgpuMarker) -> Result<()> {
+        marker
+            .state
+            .compare_exchange(IDLE, SUBMITTED, Ordering::AcqRel, Ordering::Acquire)
+            .map_err(|_| Error::Internal("marker submitted while in flight".into()))?;
+        let state = marker.state.clone();
+        self.queue().on_submitted_work_done(move || {
+            state.store(SIGNALED, Ordering::Release);
+        });
+        Ok(())
+    }
+
+    fn wait_idle(&self) -> Result<()> {
+        self.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(poll_err("wait_idle"))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,538 @@
+//! gpu-counters on wgpu: core's backend interface
+//! ([`gpu_counters_core::Backend`]) over the caller's own [`wgpu::Device`] and
+//! [`wgpu::Queue`], recording through wgpu's own query sets.
+//!
+//! - A counter sample buffer (or heap) is a [`wgpu::QuerySet`] and a core
+//!   [`SampleSet`]. Raw values come back through `resolve_query_set` into a
+//!   buffer, copied into a `MAP_READ` buffer at the end of each submission and
+//!   mapped once the submission is done.
+//! - wgpu has no availability word and gives 0 for queries never written, so
+//!   availability comes from the bookkeeping: a sample is available once the
+//!   submission that last wrote it is done and its read-back values arrived.
+//!   A sample never written resolves to the error value with
+//!   [`gpu_counters_core::SampleStatus::NotWritten`], never to wgpu's 0.
+//! - [`WgpuRecorder`] wraps the caller's [`wgpu::CommandEncoder`]. Between
+//!   passes it samples timestamps with `CommandEncoder::write_timestamp`
+//!   (needs [`wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS`]); in passes,
+//!   [`WgpuRecorder::compute_pass_timestamp_writes`] and
+//!   [`WgpuRecorder::render_pass_timestamp_writes`] hand back the
+//!   timestamp-writes struct for the caller's pass descriptor.
+//! - Pipeline statistics: the set is offered where the device has
+//!   [`wgpu::Features::PIPELINE_STATISTICS_QUERY`], but wgpu only allows
+//!   statistics queries inside passes, so sampling them between passes is a
+//!   typed error; a pass path for statistics is not written yet.
+//! - Calibration is a bracketed timestamp-only submission.
+//!
+//! Every object holds clones of the wgpu handles it uses (wgpu handles are
+//! reference counted), so there is no drop order to get wrong.
+
+mod backend;
+mod storage;
+
+pub use backend::{Wgpu, WgpuHeap, WgpuMarker, WgpuSampleBuffer};
+
+use gpu_counters_core::bookkeeping::{Phase, Ticket};
+use gpu_counters_core::{
+    cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
+    CounterSamplingPoint, CounterSet, DeviceInfo, DeviceType, Error, InvalidInput, Result,
+    TimestampPair,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use storage::Storage;
+
+/// Most queries one sample buffer holds: wgpu's query set limit.
+pub const MAX_SAMPLE_COUNT: u32 = wgpu::QUERY_SET_MAX_QUERIES;
+
+/// The statistics wgpu counts, in the order a query's values come back
+/// (wgpu's [`wgpu::PipelineStatisticsTypes`] bit order).
+const STATISTIC_TYPES: wgpu::PipelineStatisticsTypes = wgpu::PipelineStatisticsTypes::all();
+
+struct Shared {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: DeviceInfo,
+    features: wgpu::Features,
+    adapter: wgpu::AdapterInfo,
+}
+
+/// A wgpu device and queue as a gpu-counters device. Cloning shares it.
+#[derive(Clone)]
+pub struct WgpuDevice {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for WgpuDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuDevice")
+            .field("name", &self.shared.info.name)
+            .field("features", &self.shared.features)
+            .finish()
+    }
+}
+
+fn device_type(t: wgpu::DeviceType) -> DeviceType {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => DeviceType::DiscreteGpu,
+        wgpu::DeviceType::IntegratedGpu => DeviceType::IntegratedGpu,
+        wgpu::DeviceType::VirtualGpu => DeviceType::VirtualGpu,
+        wgpu::DeviceType::Cpu => DeviceType::Cpu,
+        wgpu::DeviceType::Other => DeviceType::Other,
+    }
+}
+
+/// Maps a failed poll onto core's errors.
+pub(crate) fn poll_err(what: &'static str) -> impl Fn(wgpu::PollError) -> Error {
+    move |e| match e {
+        wgpu::PollError::Timeout => Error::Internal(format!("{what}: wgpu poll timed out")),
+        other => Error::DeviceLost(format!("{what}: {other}")),
+    }
+}
+
+impl WgpuDevice {
+    /// Wraps the caller's `device` and `queue` (of the adapter `adapter_info`
+    /// describes). Counter sets are offered where the device has the
+    /// features: timestamps with [`wgpu::Features::TIMESTAMP_QUERY`],
+    /// statistics with [`wgpu::Features::PIPELINE_STATISTICS_QUERY`].
+    pub fn new(device: wgpu::Device, queue: wgpu::Queue, adapter_info: wgpu::AdapterInfo) -> Self {
+        let features = device.features();
+        let mut counter_sets = Vec::new();
+        if features.contains(wgpu::Features::TIMESTAMP_QUERY) {
+            counter_sets.push(CounterSet {
+                set: CommonCounterSet::Timestamp,
+                counters: vec![CommonCounter::Timestamp],
+            });
+        }
+        if features.contains(wgpu::Features::PIPELINE_STATISTICS_QUERY) {
+            counter_sets.push(CounterSet {
+                set: CommonCounterSet::Statistic,
+                counters: vec![
+                    CommonCounter::VertexInvocations,
+                    CommonCounter::ClipperInvocations,
+                    CommonCounter::ClipperPrimitivesOut,
+                    CommonCounter::FragmentInvocations,
+                    CommonCounter::ComputeKernelInvocations,
+                ],
+            });
+        }
+        let mut sampling_points = Vec::new();
+        if features.contains(wgpu::Features::TIMESTAMP_QUERY) {
+            sampling_points.push(CounterSamplingPoint::AtStageBoundary);
+        }
+        let info = DeviceInfo {
+            index: 0,
+            name: adapter_info.name.clone(),
+            backend: BackendKind::Wgpu,
+            device_type: device_type(adapter_info.device_type),
+            timestamp_period_ns: f64::from(queue.get_timestamp_period()),
+            // wgpu does not say; its resolve hands back full 64-bit values.
+            timestamp_valid_bits: 64,
+            calibration: CalibrationMethod::Bracketing,
+            calibration_source: "bracketed submission".into(),
+            counter_sets,
+            sampling_points,
+            driver: format!("{} {}", adapter_info.driver, adapter_info.driver_info)
+                .trim()
+                .to_string(),
+            api_version: format!("wgpu 30 on {:?}", adapter_info.backend),
+            max_sample_count: MAX_SAMPLE_COUNT,
+        };
+        Self {
+            shared: Arc::new(Shared {
+                device,
+                queue,
+                info,
+                features,
+                adapter: adapter_info,
+            }),
+        }
+    }
+
+    /// The wrapped wgpu device.
+    pub fn device(&self) -> &wgpu::Device {
+        &self.shared.device
+    }
+
+    /// The wrapped wgpu queue.
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.shared.queue
+    }
+
+    /// The adapter's info, as given to [`WgpuDevice::new`].
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.shared.adapter
+    }
+
+    /// The device's wgpu features.
+    pub fn features(&self) -> wgpu::Features {
+        self.shared.features
+    }
+
+    /// Fails with a typed error naming `feature` unless the device has it.
+    pub(crate) fn require(&self, feature: wgpu::Features, name: &str, why: &str) -> Result<()> {
+        if self.shared.features.contains(feature) {
+            return Ok(());
+        }
+        Err(InvalidInput::Unsupported(format!(
+            "device `{}` lacks wgpu::Features::{name}: {why}",
+            self.shared.info.name
+        ))
+        .into())
+    }
+
+    /// A recorder over a new command encoder of this device.
+    pub fn recorder(&self, label: Option<&str>) -> WgpuRecorder {
+        let encoder = self
+            .shared
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label });
+        self.wrap(encoder)
+    }
+
+    /// A recorder over the caller's `encoder` (of this device).
+    pub fn wrap(&self, encoder: wgpu::CommandEncoder) -> WgpuRecorder {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        WgpuRecorder {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            device: self.clone(),
+            encoder: Some(encoder),
+            ticket: Ticket::new(),
+            written: Vec::new(),
+        }
+    }
+
+    /// Finishes `recorder`'s encoder (with the resolves and read-back copies
+    /// of the samples it wrote) and submits it. Its samples become available
+    /// once the submission is done and the device was polled
+    /// ([`WgpuSubmission::wait`], or any resolve, which polls without
+    /// waiting).
+    pub fn submit(&self, mut recorder: WgpuRecorder) -> Result<WgpuSubmission> {
+        let mut encoder = recorder
+            .encoder
+            .take()
+            .ok_or_else(|| Error::Internal("recorder without an encoder".into()))?;
+        let written = std::mem::take(&mut recorder.written);
+        let mut readbacks = Vec::with_capacity(written.len());
+        for (storage, indices) in written {
+            if let Some(rb) = storage.record_readback(&mut encoder, indices, &recorder.ticket) {
+                readbacks.push((storage, rb));
+            }
+        }
+        let ticket = recorder.ticket.clone();
+        // The recorder is consumed: its drop must not abandon the ticket.
+        ticket.set_phase(Phase::Submitted);
+        drop(recorder);
+        let cpu_submit_ns = cpu_monotonic_ns();
+        let index = self.shared.queue.submit([encoder.finish()]);
+        let mut held: gpu_counters_core::bookkeeping::Held = Vec::new();
+        for (storage, rb) in readbacks {
+            storage.start_map(rb);
+            held.push(Box::new(storage));
+        }
+        ticket.hold_until_complete(held);
+        let done = ticket.clone();
+        self.shared
+            .queue
+            .on_submitted_work_done(move || done.complete());
+        Ok(WgpuSubmission {
+            device: self.clone(),
+            index,
+            ticket,
+            cpu_submit_ns,
+        })
+    }
+
+    /// A CPU time and a GPU timestamp taken together: one timestamp written
+    /// by a submission of its own, between two CPU clock reads (the
+    /// submission and the wait for it).
+    pub(crate) fn bracketed_read(&self) -> Result<TimestampPair> {
+        self.require(
+            wgpu::Features::TIMESTAMP_QUERY,
+            "TIMESTAMP_QUERY",
+            "calibration needs a GPU timestamp",
+        )?;
+        let d = &self.shared.device;
+        let set = d.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("gpu-counters calibration"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 1,
+        });
+        let resolve = d.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("gpu-counters calibration resolve"),
+            size: 8,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let read = d.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("gpu-counters calibration read-back"),
+            size: 8,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("gpu-counters calibration"),
+        });
+        if self
+            .shared
+            .features
+            .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+        {
+            encoder.write_timestamp(&set, 0);
+        } else {
+            // An empty pass whose start timestamp is the one read.
+            drop(encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("gpu-counters calibration"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &set,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: None,
+                }),
+            }));
+        }
+        encoder.resolve_query_set(&set, 0..1, &resolve, 0);
+        encoder.copy_buffer_to_buffer(&resolve, 0, &read, 0, 8);
+        let before = cpu_monotonic_ns();
+        let index = self.shared.queue.submit([encoder.finish()]);
+        let mapped = Arc::new(std::sync::Mutex::new(None));
+        let sink = mapped.clone();
+        read.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            if let Ok(mut m) = sink.lock() {
+                *m = Some(r);
+            }
+        });
+        d.poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: None,
+        })
+        .map_err(poll_err("calibration"))?;
+        let after = cpu_monotonic_ns();
+        let result = mapped.lock().ok().and_then(|mut m| m.take());
+        match result {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(Error::Internal(format!("calibration map_async: {e}"))),
+            None => {
+                return Err(Error::Internal(
+                    "calibration read-back not mapped after its submission completed".into(),
+                ))
+            }
+        }
+        let ticks = {
+            let view = read
+                .slice(..)
+                .get_mapped_range()
+                .map_err(|e| Error::Internal(format!("calibration get_mapped_range: {e}")))?;
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&view[..8]);
+            u64::from_ne_bytes(b)
+        };
+        read.unmap();
+        let half = (after - before) / 2;
+        Ok(TimestampPair {
+            cpu_ns: before + half,
+            gpu_ticks: ticks,
+            max_deviation_ns: half + (after - before) % 2,
+        })
+    }
+}
+
+/// A submitted recorder's work; holds its query sets and read-back buffers
+/// until it is done.
+#[derive(Debug)]
+pub struct WgpuSubmission {
+    device: WgpuDevice,
+    index: wgpu::SubmissionIndex,
+    ticket: Ticket,
+    cpu_submit_ns: u64,
+}
+
+impl WgpuSubmission {
+    /// `CLOCK_MONOTONIC` just before it was submitted.
+    pub fn cpu_submit_ns(&self) -> u64 {
+        self.cpu_submit_ns
+    }
+
+    /// Whether the GPU finished it (as far as the last poll saw).
+    pub fn is_done(&self) -> bool {
+        self.ticket.is_done()
+    }
+
+    /// Waits until it finished and its samples' values arrived; returns
+    /// `CLOCK_MONOTONIC` right after.
+    pub fn wait(&self) -> Result<u64> {
+        self.device
+            .shared
+            .device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(self.index.clone()),
+                timeout: None,
+            })
+            .map_err(poll_err("WgpuSubmission::wait"))?;
+        let now = cpu_monotonic_ns();
+        if !self.ticket.is_done() {
+            // The work-done callback runs in the poll that saw the
+            // submission finish; this one did.
+            self.ticket.complete();
+        }
+        Ok(now)
+    }
+}
+
+/// One index a recorder wrote, and the write's sequence number.
+pub(crate) type Write = (u32, u64);
+
+/// Records into the caller's [`wgpu::CommandEncoder`], sampling counters
+/// between passes and attaching timestamp writes to passes.
+pub struct WgpuRecorder {
+    id: u64,
+    device: WgpuDevice,
+    encoder: Option<wgpu::CommandEncoder>,
+    ticket: Ticket,
+    /// Per storage written: the indices and their writes' sequence numbers.
+    written: Vec<(Arc<Storage>, Vec<Write>)>,
+}
+
+impl WgpuRecorder {
+    /// The wrapped encoder, for the caller's own commands and passes.
+    pub fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
+        // Only `submit` takes it, consuming the recorder.
+        self.encoder.get_or_insert_with(|| {
+            self.device
+                .shared
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
+        })
+    }
+
+    /// The recording's ticket.
+    pub fn ticket(&self) -> &Ticket {
+        &self.ticket
+    }
+
+    /// Notes writes of `indices` (in order) of `storage` by this recording:
+    /// core's `check_write` for each, then `mark_recorded`. All are checked
+    /// before any is marked.
+    fn note_writes(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> Result<()> {
+        if storage.samples.set != CommonCounterSet::Timestamp {
+            return Err(InvalidInput::Unsupported(
+                "wgpu pipeline statistics queries can only be begun and ended inside a pass, not between passes or as pass timestamp writes; sample statistics is not possible here".into(),
+            )
+            .into());
+        }
+        let s = &storage.samples;
+        let mut slots = s.lock()?;
+        for &i in indices {
+            // wgpu queries need no reset before a write: the dirty flag
+            // does not matter here.
+            s.check_write(&slots, i, false, self.ticket.id())?;
+        }
+        let first_time = !self.written.iter().any(|(h, _)| Arc::ptr_eq(h, storage));
+        if first_time {
+            slots.register(&self.ticket);
+            self.written.push((storage.clone(), Vec::new()));
+        }
+        let seqs = storage.begin_writes(indices);
+        for &i in indices {
+            slots.mark_recorded(
+                i,
+                gpu_counters_core::bookkeeping::NONE,
+                false,
+                self.ticket.id(),
+                0,
+            );
+        }
+        drop(slots);
+        if let Some((_, list)) = self
+            .written
+            .iter_mut()
+            .find(|(h, _)| Arc::ptr_eq(h, storage))
+        {
+            list.extend(indices.iter().copied().zip(seqs));
+        }
+        Ok(())
+    }
+
+    fn pass_indices(start: Option<u32>, end: Option<u32>) -> Result<Vec<u32>> {
+        if start.is_some() && start == end {
+            return Err(InvalidInput::Argument(format!(
+                "a pass's start and end timestamps are both index {}",
+                start.unwrap_or_default()
+            ))
+            .into());
+        }
+        Ok(start.into_iter().chain(end).collect())
+    }
+
+    /// The timestamp writes of a compute pass into `buffer[start]` and
+    /// `buffer[end]`, for the caller's `ComputePassDescriptor`, after core's
+    /// bookkeeping for both indices. Put it in the pass you record into this
+    /// recorder's encoder: an index handed back and never written by a pass
+    /// would read as wgpu's 0.
+    pub fn compute_pass_timestamp_writes<'a>(
+        &mut self,
+        buffer: &'a WgpuSampleBuffer,
+        start: Option<u32>,
+        end: Option<u32>,
+    ) -> Result<wgpu::ComputePassTimestampWrites<'a>> {
+        self.device.require(
+            wgpu::Features::TIMESTAMP_QUERY,
+            "TIMESTAMP_QUERY",
+            "pass timestamp writes need it",
+        )?;
+        let indices = Self::pass_indices(start, end)?;
+        self.note_writes(&buffer.storage, &indices)?;
+        Ok(wgpu::ComputePassTimestampWrites {
+            query_set: &buffer.storage.query_set,
+            beginning_of_pass_write_index: start,
+            end_of_pass_write_index: end,
+        })
+    }
+
+    /// As [`WgpuRecorder::compute_pass_timestamp_writes`], for a render pass.
+    pub fn render_pass_timestamp_writes<'a>(
+        &mut self,
+        buffer: &'a WgpuSampleBuffer,
+        start: Option<u32>,
+        end: Option<u32>,
+    ) -> Result<wgpu::RenderPassTimestampWrites<'a>> {
+        self.device.require(
+            wgpu::Features::TIMESTAMP_QUERY,
+            "TIMESTAMP_QUERY",
+            "pass timestamp writes need it",
+        )?;
+        let indices = Self::pass_indices(start, end)?;
+        self.note_writes(&buffer.storage, &indices)?;
+        Ok(wgpu::RenderPassTimestampWrites {
+            query_set: &buffer.storage.query_set,
+            beginning_of_pass_write_index: start,
+            end_of_pass_write_index: end,
+        })
+    }
+
+    /// A timestamp into `storage[index]` between passes.
+    fn encoder_timestamp(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+        self.device.require(
+            wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS,
+            "TIMESTAMP_QUERY_INSIDE_ENCODERS",
+            "timestamps between passes need it (pass timestamp writes still work: see WgpuRecorder::compute_pass_timestamp_writes)",
+        )?;
+        self.note_writes(storage, &[index])?;
+        let set = storage.query_set.clone();
+        self.encoder().write_timestamp(&set, index);
+        Ok(())
+    }
+}
+
+impl Drop for WgpuRecorder {
+    fn drop(&mut self) {
+        if self.ticket.phase() != Phase::Recording {
+            return;
+        }
+        // Never submitted by gpu-counters: none of it runs.
+        self.ticket.set_phase(Phase::Abandoned);
+        for (s, _) in &self.written {
+            if let Ok(mut slots) = s.samples.lock() {
+                slots.abandon(self.ticket.id());
+            }
+        }
+    }
+}

@@ -1,0 +1,455 @@
+//! The wgpu backend on lavapipe, through wgpu's Vulkan backend, with wgpu's
+//! validation (and the Khronos validation layer where installed) on: any
+//! validation error captured fails the test.
+
+use gpu_counters_core::{
+    cpu_monotonic_ns, BackendDevice, BackendRecorder, BackendSampleBuffer, CommonCounterSet,
+    CounterSampleBufferDescriptor, Error, InvalidInput, SampleStatus, TimestampGranularity,
+    COUNTER_ERROR_VALUE,
+};
+use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
+use std::sync::{Arc, Mutex, Once};
+
+/// Validation messages logged at error level by wgpu (the Vulkan debug
+/// messenger's errors come through `log`).
+static LOGGED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+struct Collect;
+
+impl log::Log for Collect {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::Level::Error
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            LOGGED
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(format!("{}: {}", r.target(), r.args()));
+        }
+    }
+    fn flush(&self) {}
+}
+
+/// A device and its captured errors.
+struct Gpu {
+    device: WgpuDevice,
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl Gpu {
+    /// Fails on any uncaptured wgpu error or logged validation error.
+    fn check(&self) {
+        let errors = self.errors.lock().unwrap().clone();
+        let logged = LOGGED.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert!(
+            errors.is_empty() && logged.is_empty(),
+            "validation errors: {errors:?} {logged:?}"
+        );
+    }
+}
+
+/// The features the tests use.
+fn wanted() -> wgpu::Features {
+    wgpu::Features::TIMESTAMP_QUERY
+        | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
+        | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
+        | wgpu::Features::PIPELINE_STATISTICS_QUERY
+}
+
+/// A device on the first Vulkan adapter (lavapipe on CI) with `features`
+/// (restricted to what the adapter has).
+fn gpu_with(features: impl FnOnce(wgpu::Features) -> wgpu::Features) -> Gpu {
+    static LOGGER: Once = Once::new();
+    LOGGER.call_once(|| {
+        if log::set_logger(&Collect).is_ok() {
+            log::set_max_level(log::LevelFilter::Error);
+        }
+    });
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = wgpu::Backends::VULKAN;
+    // Not DEBUG: naga then writes OpSource with WGSL (10), which the
+    // installed validation layer's SPIR-V validator does not know.
+    desc.flags = wgpu::InstanceFlags::VALIDATION;
+    let instance = wgpu::Instance::new(desc);
+    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
+    let adapter = adapters
+        .iter()
+        .find(|a| a.get_info().device_type == wgpu::DeviceType::Cpu)
+        .or(adapters.first())
+        .expect("no Vulkan adapter (is lavapipe installed?)")
+        .clone();
+    let have = adapter.features();
+    let features = features(have) & have;
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("gpu-counters-wgpu test"),
+        required_features: features,
+        required_limits: wgpu::Limits::default(),
+        ..Default::default()
+    }))
+    .expect("request_device");
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let sink = errors.clone();
+    device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+        sink.lock().unwrap().push(e.to_string());
+    }));
+    Gpu {
+        device: WgpuDevice::new(device, queue, adapter.get_info()),
+        errors,
+    }
+}
+
+fn gpu() -> Gpu {
+    gpu_with(|have| have & wanted())
+}
+
+fn timestamps(d: &WgpuDevice, n: u32) -> WgpuSampleBuffer {
+    d.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+        CommonCounterSet::Timestamp,
+        "timestamps",
+        n,
+    ))
+    .unwrap()
+}
+
+const SHADER: &str = "
+@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    data[id.x] = data[id.x] * 3u + id.x;
+}
+";
+
+/// A compute pass of a small dispatch with timestamps at `buffer[0]` (start)
+/// and `buffer[1]` (end): Written, end >= start, and calibrated inside the
+/// CPU window around the submission; index 2, never written, resolves to the
+/// error value with NotWritten (not wgpu's 0).
+#[test]
+fn pass_timestamps_are_written_ordered_and_inside_the_cpu_window() {
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+        return;
+    }
+    let raw = d.device();
+    let module = raw.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("test shader"),
+        source: wgpu::ShaderSource::Wgsl(SHADER.into()),
+    });
+    let pipeline = raw.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("test pipeline"),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let data = raw.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("test data"),
+        size: 4 * 64 * 64,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    let bind = raw.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("test bind group"),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[wgpu::BindGroupEntry {
+            binding: 0,
+            resource: data.as_entire_binding(),
+        }],
+    });
+    let calibration = d.calibration().unwrap();
+    let buffer = timestamps(d, 4);
+    let mut rec = d.recorder(Some("test"));
+    let writes = rec
+        .compute_pass_timestamp_writes(&buffer, Some(0), Some(1))
+        .unwrap();
+    {
+        let mut pass = rec
+            .encoder()
+            .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("timed pass"),
+                timestamp_writes: Some(writes),
+            });
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind, &[]);
+        pass.dispatch_workgroups(64, 1, 1);
+    }
+    // Written by the recording, not yet submitted: never a value.
+    let before_submit = buffer.resolve_counter_range(0..4).unwrap();
+    assert_eq!(before_submit.statuses()[0], SampleStatus::NotReady);
+    assert_eq!(
+        before_submit.timestamps().unwrap()[0].timestamp,
+        COUNTER_ERROR_VALUE
+    );
+    let before = cpu_monotonic_ns();
+    let submission = d.submit(rec).unwrap();
+    let after = submission.wait().unwrap();
+    let r = buffer.resolve_counter_range(0..4).unwrap();
+    let st = r.statuses();
+    let ts = r.timestamps().unwrap();
+    assert_eq!(&st[..2], &[SampleStatus::Written, SampleStatus::Written]);
+    let (start, end) = (ts[0].timestamp, ts[1].timestamp);
+    assert!(end >= start, "end {end} before start {start}");
+    for t in [start, end] {
+        let c = calibration.to_cpu_ns(t).unwrap();
+        assert!(
+            c.ns + c.error_bound_ns >= before && c.ns <= after + c.error_bound_ns,
+            "timestamp {t} calibrated to {} ± {} outside {before}..{after}",
+            c.ns,
+            c.error_bound_ns
+        );
+    }
+    // Never written: the error value and NotWritten, not wgpu's 0.
+    for i in 2..4 {
+        assert_eq!(st[i], SampleStatus::NotWritten);
+        assert_eq!(ts[i].timestamp, COUNTER_ERROR_VALUE);
+    }
+    // A host reset of finished samples is allowed, and forgets them.
+    buffer.reset().unwrap();
+    let r = buffer.resolve_counter_range(0..2).unwrap();
+    assert_eq!(r.statuses(), &[SampleStatus::NotWritten; 2]);
+    gpu.check();
+}
+
+/// An encoder timestamp between passes with TIMESTAMP_QUERY_INSIDE_ENCODERS.
+#[test]
+fn encoder_timestamps_between_passes() {
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d
+        .features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+    {
+        eprintln!("skipped: the adapter lacks TIMESTAMP_QUERY_INSIDE_ENCODERS");
+        return;
+    }
+    let buffer = timestamps(d, 3);
+    let mut rec = d.recorder(None);
+    rec.sample_counters(&buffer, 0, TimestampGranularity::Precise)
+        .unwrap();
+    rec.sample_counters(&buffer, 2, TimestampGranularity::Relaxed)
+        .unwrap();
+    let s = d.submit(rec).unwrap();
+    s.wait().unwrap();
+    let r = buffer.resolve_counter_range(0..3).unwrap();
+    assert_eq!(
+        r.statuses(),
+        &[
+            SampleStatus::Written,
+            SampleStatus::NotWritten,
+            SampleStatus::Written
+        ]
+    );
+    let ts = r.timestamps().unwrap();
+    assert!(ts[2].timestamp >= ts[0].timestamp);
+    assert_eq!(ts[1].timestamp, COUNTER_ERROR_VALUE);
+    gpu.check();
+}
+
+fn unsupported(e: Error) -> String {
+    match e {
+        Error::Invalid(InvalidInput::Unsupported(m)) => m,
+        other => panic!("not a typed Unsupported error: {other:?}"),
+    }
+}
+
+/// Without the features, typed errors that name them.
+#[test]
+fn missing_features_are_typed_errors_naming_them() {
+    let gpu = gpu_with(|_| wgpu::Features::empty());
+    let d = &gpu.device;
+    assert!(d.info().counter_sets.is_empty());
+    let e = d
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Timestamp,
+            "t",
+            2,
+        ))
+        .err()
+        .expect("a timestamp buffer without TIMESTAMP_QUERY");
+    assert!(unsupported(e).contains("TIMESTAMP_QUERY"));
+    let e = d
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Statistic,
+            "s",
+            2,
+        ))
+        .err()
+        .expect("a statistic buffer without PIPELINE_STATISTICS_QUERY");
+    assert!(unsupported(e).contains("PIPELINE_STATISTICS_QUERY"));
+    assert!(unsupported(d.calibration().unwrap_err()).contains("TIMESTAMP_QUERY"));
+    gpu.check();
+
+    // Pass timestamps only: encoder timestamps name the missing feature and
+    // say pass timestamp writes still work.
+    let gpu = gpu_with(|_| wgpu::Features::TIMESTAMP_QUERY);
+    let d = &gpu.device;
+    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("skipped the encoder part: the adapter lacks TIMESTAMP_QUERY");
+        return;
+    }
+    let buffer = timestamps(d, 2);
+    let mut rec = d.recorder(None);
+    let m = unsupported(
+        rec.sample_counters(&buffer, 0, TimestampGranularity::Precise)
+            .unwrap_err(),
+    );
+    assert!(m.contains("TIMESTAMP_QUERY_INSIDE_ENCODERS") && m.contains("pass timestamp writes"));
+    drop(rec);
+    let r = buffer.resolve_counter_range(0..2).unwrap();
+    assert_eq!(r.statuses(), &[SampleStatus::NotWritten; 2]);
+    gpu.check();
+}
+
+/// Statistics between passes: a typed error saying why.
+#[test]
+fn statistics_between_passes_are_a_typed_error() {
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d
+        .features()
+        .contains(wgpu::Features::PIPELINE_STATISTICS_QUERY)
+    {
+        eprintln!("skipped: the adapter lacks PIPELINE_STATISTICS_QUERY");
+        return;
+    }
+    let stats = d
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Statistic,
+            "s",
+            2,
+        ))
+        .unwrap();
+    let mut rec = d.recorder(None);
+    let m = unsupported(
+        rec.sample_counters(&stats, 0, TimestampGranularity::Precise)
+            .unwrap_err(),
+    );
+    assert!(m.contains("inside a pass"), "{m}");
+    gpu.check();
+}
+
+/// The profiler over encoders, where encoder timestamps are available.
+#[test]
+fn profiler_over_an_encoder() {
+    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_profiler::{Profiler, ProfilerOptions};
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d
+        .features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+    {
+        eprintln!("skipped: the adapter lacks TIMESTAMP_QUERY_INSIDE_ENCODERS");
+        return;
+    }
+    let profiler = Profiler::new(d, ProfilerOptions::default()).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let mut rec = d.recorder(Some("profiled"));
+    let outer = frame.scope(&mut rec, "outer", PassKind::Scope).unwrap();
+    let inner = frame.scope(&mut rec, "inner", PassKind::Compute).unwrap();
+    drop(
+        rec.encoder()
+            .begin_compute_pass(&wgpu::ComputePassDescriptor::default()),
+    );
+    inner.end(&mut rec).unwrap();
+    outer.end(&mut rec).unwrap();
+    let before = cpu_monotonic_ns();
+    let submission = d.submit(rec).unwrap();
+    profiler
+        .end_frame(frame, Some(submission.cpu_submit_ns()))
+        .unwrap();
+    let after = submission.wait().unwrap();
+    let frames = profiler
+        .wait_collect_all(std::time::Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(frames.len(), 1);
+    let scopes = &frames[0].scopes;
+    assert_eq!(scopes.len(), 2);
+    for s in scopes {
+        assert!(s.start_ns <= s.end_ns, "{s:?}");
+        assert!(
+            s.start_ns + s.error_bound_ns >= before && s.end_ns <= after + s.error_bound_ns,
+            "{s:?} outside {before}..{after}"
+        );
+    }
+    gpu.check();
+}
+
+/// A sample recorded again in a submission not yet seen done is NotReady,
+/// never the older value; heap entries invalidate to 0; markers signal once
+/// the work before them is done.
+#[test]
+fn rerecorded_samples_heaps_and_markers() {
+    use gpu_counters_core::{BackendHeap, BackendMarker, CounterHeapDescriptor};
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+        return;
+    }
+    let buffer = timestamps(d, 2);
+    let record = |d: &WgpuDevice| {
+        let mut rec = d.recorder(None);
+        let w = rec
+            .compute_pass_timestamp_writes(&buffer, Some(0), None)
+            .unwrap();
+        drop(
+            rec.encoder()
+                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: Some(w),
+                }),
+        );
+        rec
+    };
+    d.submit(record(d)).unwrap().wait().unwrap();
+    let first = buffer.resolve_counter_range(0..1).unwrap();
+    assert_eq!(first.statuses(), &[SampleStatus::Written]);
+    // Recorded again: until its submission is seen done, not the old value.
+    let rec = record(d);
+    let pending = buffer.resolve_counter_range(0..1).unwrap();
+    assert_eq!(pending.statuses(), &[SampleStatus::NotReady]);
+    assert_eq!(
+        pending.timestamps().unwrap()[0].timestamp,
+        COUNTER_ERROR_VALUE
+    );
+    let marker = d.make_marker().unwrap();
+    let s = d.submit(rec).unwrap();
+    d.submit_marker(&marker).unwrap();
+    s.wait().unwrap();
+    d.wait_idle().unwrap();
+    assert!(marker.is_signaled().unwrap());
+    marker.reset().unwrap();
+    let second = buffer.resolve_counter_range(0..1).unwrap();
+    assert_eq!(second.statuses(), &[SampleStatus::Written]);
+    assert!(second.timestamps().unwrap()[0].timestamp >= first.timestamps().unwrap()[0].timestamp);
+
+    if d.features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+    {
+        let heap = d
+            .make_counter_heap(&CounterHeapDescriptor::timestamp(3))
+            .unwrap();
+        let mut rec = d.recorder(None);
+        rec.write_timestamp(TimestampGranularity::Precise, &heap, 1)
+            .unwrap();
+        d.submit(rec).unwrap().wait().unwrap();
+        let r = heap.resolve_counter_range(0..3).unwrap();
+        assert_eq!(
+            r.statuses(),
+            &[
+                SampleStatus::NotWritten,
+                SampleStatus::Written,
+                SampleStatus::NotWritten
+            ]
+        );
+        heap.invalidate_counter_range(1..2).unwrap();
+        let r = heap.resolve_counter_range(1..2).unwrap();
+        assert_eq!(r.statuses(), &[SampleStatus::Invalidated]);
+        assert_eq!(r.timestamps().unwrap()[0].timestamp, 0);
+    }
+    gpu.check();
+}
