@@ -226,7 +226,14 @@ impl Storage {
                     continue;
                 };
                 host.values[q * values..(q + 1) * values].copy_from_slice(src);
-                host.available[q] = true;
+                // wgpu reads an unwritten query as 0 (a pass's timestamp
+                // writes handed out and never used, say). No GPU clock reads
+                // exactly 0 ticks, so a timestamp of 0 has no value: it stays
+                // unavailable and resolves to the error value, never to 0.
+                let unwritten_timestamp = self.samples.set
+                    == gpu_counters_core::CommonCounterSet::Timestamp
+                    && src.first() == Some(&0);
+                host.available[q] = !unwritten_timestamp;
             }
         }
         first_error.map_or(Ok(()), Err)

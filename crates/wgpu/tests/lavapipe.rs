@@ -453,3 +453,28 @@ fn rerecorded_samples_heaps_and_markers() {
     }
     gpu.check();
 }
+
+/// Pass timestamp writes handed out and never put in a pass: wgpu reads
+/// those queries as 0, which resolve to the error value, never to a
+/// plausible 0 marked written.
+#[test]
+fn unused_pass_timestamp_writes_are_never_a_zero() {
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+        return;
+    }
+    let buffer = timestamps(d, 2);
+    let mut rec = d.recorder(Some("unused writes"));
+    let _unused = rec
+        .compute_pass_timestamp_writes(&buffer, Some(0), Some(1))
+        .unwrap();
+    d.submit(rec).unwrap().wait().unwrap();
+    let r = buffer.resolve_counter_range(0..2).unwrap();
+    for (st, t) in r.statuses().iter().zip(r.timestamps().unwrap()) {
+        assert_ne!(*st, SampleStatus::Written);
+        assert_eq!(t.timestamp, COUNTER_ERROR_VALUE);
+    }
+    gpu.check();
+}
