@@ -286,7 +286,7 @@ impl BackendDevice for WgpuDevice {
     }
 
     fn sample_timestamps(&self) -> Result<TimestampPair> {
-        self.bracketed_read()
+        self.timestamp_pair()
     }
 
     fn make_marker(&self) -> Result<WgpuMarker> {

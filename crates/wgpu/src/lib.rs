@@ -21,12 +21,19 @@
 //!   [`wgpu::Features::PIPELINE_STATISTICS_QUERY`], but wgpu only allows
 //!   statistics queries inside passes, so sampling them between passes is a
 //!   typed error; a pass path for statistics is not written yet.
-//! - Calibration is a bracketed timestamp-only submission.
+//! - Calibration: on wgpu's Vulkan backend with `VK_EXT_calibrated_timestamps`
+//!   (or KHR) enabled on the device, `vkGetCalibratedTimestamps` of the
+//!   device and `CLOCK_MONOTONIC` domains through wgpu-hal's raw device
+//!   ([`CalibrationMethod::CalibratedPair`], a burst of 32 reads keeping the
+//!   smallest deviation); otherwise a bracketed timestamp-only submission.
+//!   wgpu does not enable the extension itself: [`WgpuDevice::request`]
+//!   opens a device with it.
 //!
 //! Every object holds clones of the wgpu handles it uses (wgpu handles are
 //! reference counted), so there is no drop order to get wrong.
 
 mod backend;
+mod calibrated;
 mod storage;
 
 pub use backend::{Wgpu, WgpuHeap, WgpuMarker, WgpuSampleBuffer};
@@ -54,6 +61,8 @@ struct Shared {
     info: DeviceInfo,
     features: wgpu::Features,
     adapter: wgpu::AdapterInfo,
+    /// The calibrated-timestamps extension calibration reads through.
+    calibrated: Option<calibrated::Extension>,
 }
 
 /// A wgpu device and queue as a gpu-counters device. Cloning shares it.
@@ -119,16 +128,26 @@ impl WgpuDevice {
         if features.contains(wgpu::Features::TIMESTAMP_QUERY) {
             sampling_points.push(CounterSamplingPoint::AtStageBoundary);
         }
+        let probe = calibrated::probe(&device);
+        let extension = probe.and_then(|p| p.extension);
+        let (calibration, calibration_source) = match extension {
+            Some(e) => (CalibrationMethod::CalibratedPair, e.source()),
+            None => (CalibrationMethod::Bracketing, "bracketed submission".into()),
+        };
         let info = DeviceInfo {
             index: 0,
             name: adapter_info.name.clone(),
             backend: BackendKind::Wgpu,
             device_type: device_type(adapter_info.device_type),
             timestamp_period_ns: f64::from(queue.get_timestamp_period()),
-            // wgpu does not say; its resolve hands back full 64-bit values.
-            timestamp_valid_bits: 64,
-            calibration: CalibrationMethod::Bracketing,
-            calibration_source: "bracketed submission".into(),
+            // Vulkan's queue family says; elsewhere wgpu does not, and its
+            // resolve hands back full 64-bit values.
+            timestamp_valid_bits: probe
+                .and_then(|p| p.valid_bits)
+                .filter(|&b| b > 0)
+                .unwrap_or(64),
+            calibration,
+            calibration_source,
             counter_sets,
             sampling_points,
             driver: format!("{} {}", adapter_info.driver, adapter_info.driver_info)
@@ -144,7 +163,52 @@ impl WgpuDevice {
                 info,
                 features,
                 adapter: adapter_info,
+                calibrated: extension,
             }),
+        }
+    }
+
+    /// Requests a device on `adapter` as [`wgpu::Adapter::request_device`]
+    /// does, and wraps it. On a Vulkan adapter supporting
+    /// `VK_EXT_calibrated_timestamps` (or KHR) the device is opened through
+    /// wgpu-hal with that extension enabled too, so calibration is a
+    /// calibrated pair; otherwise (another backend, no such extension, or
+    /// the wgpu-hal open failing) it is wgpu's plain `request_device`, and
+    /// calibration brackets a submission.
+    pub async fn request(
+        adapter: &wgpu::Adapter,
+        desc: &wgpu::DeviceDescriptor<'_>,
+    ) -> std::result::Result<Self, wgpu::RequestDeviceError> {
+        let (device, queue) = match calibrated::open_with_extension(adapter, desc)? {
+            Some(pair) => pair,
+            None => adapter.request_device(desc).await?,
+        };
+        Ok(Self::new(device, queue, adapter.get_info()))
+    }
+
+    /// The calibrated-timestamps extension calibration reads through, if
+    /// any (`None`: calibration brackets a submission).
+    pub fn calibrated_timestamps_extension(&self) -> Option<&'static str> {
+        self.shared
+            .calibrated
+            .map(|e| e.name().to_str().unwrap_or("calibrated timestamps"))
+    }
+
+    /// A CPU time and a GPU timestamp taken together: a calibrated pair
+    /// where the device has the extension, else a bracketed submission.
+    pub(crate) fn timestamp_pair(&self) -> Result<TimestampPair> {
+        self.require(
+            wgpu::Features::TIMESTAMP_QUERY,
+            "TIMESTAMP_QUERY",
+            "calibration needs a GPU timestamp",
+        )?;
+        match self.shared.calibrated {
+            Some(e) => calibrated::read_burst(
+                &self.shared.device,
+                e,
+                self.shared.info.timestamp_valid_bits,
+            ),
+            None => self.bracketed_read(),
         }
     }
 

@@ -3,9 +3,9 @@
 //! validation error captured fails the test.
 
 use gpu_counters_core::{
-    cpu_monotonic_ns, BackendDevice, BackendRecorder, BackendSampleBuffer, CommonCounterSet,
-    CounterSampleBufferDescriptor, Error, InvalidInput, SampleStatus, TimestampGranularity,
-    COUNTER_ERROR_VALUE,
+    cpu_monotonic_ns, BackendDevice, BackendRecorder, BackendSampleBuffer, CalibrationMethod,
+    CommonCounterSet, CounterSampleBufferDescriptor, Error, InvalidInput, SampleStatus,
+    TimestampGranularity, COUNTER_ERROR_VALUE,
 };
 use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
 use std::sync::{Arc, Mutex, Once};
@@ -60,6 +60,13 @@ fn wanted() -> wgpu::Features {
 /// A device on the first Vulkan adapter (lavapipe on CI) with `features`
 /// (restricted to what the adapter has).
 fn gpu_with(features: impl FnOnce(wgpu::Features) -> wgpu::Features) -> Gpu {
+    gpu_opened(features, false)
+}
+
+/// As [`gpu_with`]; `calibrated`: through [`WgpuDevice::request`] (which
+/// enables the calibrated-timestamps extension), else wgpu's plain
+/// `request_device`.
+fn gpu_opened(features: impl FnOnce(wgpu::Features) -> wgpu::Features, calibrated: bool) -> Gpu {
     static LOGGER: Once = Once::new();
     LOGGER.call_once(|| {
         if log::set_logger(&Collect).is_ok() {
@@ -81,22 +88,27 @@ fn gpu_with(features: impl FnOnce(wgpu::Features) -> wgpu::Features) -> Gpu {
         .clone();
     let have = adapter.features();
     let features = features(have) & have;
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+    let desc = wgpu::DeviceDescriptor {
         label: Some("gpu-counters-wgpu test"),
         required_features: features,
         required_limits: wgpu::Limits::default(),
         ..Default::default()
-    }))
-    .expect("request_device");
+    };
+    let device = if calibrated {
+        pollster::block_on(WgpuDevice::request(&adapter, &desc)).expect("WgpuDevice::request")
+    } else {
+        let (device, queue) =
+            pollster::block_on(adapter.request_device(&desc)).expect("request_device");
+        WgpuDevice::new(device, queue, adapter.get_info())
+    };
     let errors = Arc::new(Mutex::new(Vec::new()));
     let sink = errors.clone();
-    device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-        sink.lock().unwrap().push(e.to_string());
-    }));
-    Gpu {
-        device: WgpuDevice::new(device, queue, adapter.get_info()),
-        errors,
-    }
+    device
+        .device()
+        .on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            sink.lock().unwrap().push(e.to_string());
+        }));
+    Gpu { device, errors }
 }
 
 fn gpu() -> Gpu {
@@ -126,7 +138,79 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 /// error value with NotWritten (not wgpu's 0).
 #[test]
 fn pass_timestamps_are_written_ordered_and_inside_the_cpu_window() {
+    pass_timestamps_inside_the_cpu_window(gpu());
+}
+
+/// wgpu's plain `request_device` does not enable
+/// `VK_EXT_calibrated_timestamps` (lavapipe has it): calibration falls back
+/// to a bracketed submission, and says so.
+#[test]
+fn without_the_extension_calibration_brackets_a_submission() {
     let gpu = gpu();
+    let d = &gpu.device;
+    let info = d.info();
+    assert_eq!(info.calibration, CalibrationMethod::Bracketing);
+    assert_eq!(info.calibration_source, "bracketed submission");
+    assert_eq!(d.calibrated_timestamps_extension(), None);
+    if d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        let pair = d.sample_timestamps().unwrap();
+        eprintln!("bracketed pair: {pair:?}");
+        let c = d.calibration().unwrap();
+        assert_eq!(c.method(), CalibrationMethod::Bracketing);
+    }
+    gpu.check();
+}
+
+/// Through [`WgpuDevice::request`] on lavapipe (which has
+/// `VK_EXT_calibrated_timestamps`): a calibrated pair naming the extension,
+/// CPU times inside the CPU window of the read, and pass timestamps
+/// calibrated inside the window around their submission.
+#[test]
+fn with_the_extension_calibration_is_a_calibrated_pair() {
+    let gpu = gpu_opened(|have| have & wanted(), true);
+    let d = &gpu.device;
+    let info = d.info().clone();
+    let Some(ext) = d.calibrated_timestamps_extension() else {
+        eprintln!("skipped: the adapter lacks VK_EXT/KHR_calibrated_timestamps");
+        assert_eq!(info.calibration, CalibrationMethod::Bracketing);
+        return;
+    };
+    eprintln!(
+        "calibration: {:?} via {}",
+        info.calibration, info.calibration_source
+    );
+    assert_eq!(info.calibration, CalibrationMethod::CalibratedPair);
+    assert_eq!(info.calibration_source, ext);
+    assert!(ext.ends_with("_calibrated_timestamps"), "{ext}");
+    // Lavapipe has the EXT; it is preferred over the KHR.
+    if info.name.contains("llvmpipe") {
+        assert_eq!(ext, "VK_EXT_calibrated_timestamps");
+    }
+    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("skipped the rest: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+        return;
+    }
+    let mut deviations = Vec::new();
+    for _ in 0..8 {
+        let before = cpu_monotonic_ns();
+        let pair = d.sample_timestamps().unwrap();
+        let after = cpu_monotonic_ns();
+        assert!(
+            pair.cpu_ns >= before && pair.cpu_ns <= after,
+            "calibrated CPU time {} outside {before}..{after}",
+            pair.cpu_ns
+        );
+        deviations.push(pair.max_deviation_ns);
+    }
+    eprintln!("calibrated max deviations (ns): {deviations:?}");
+    let c = d.calibration().unwrap();
+    assert_eq!(c.method(), CalibrationMethod::CalibratedPair);
+    pass_timestamps_inside_the_cpu_window(gpu);
+}
+
+/// A compute pass's timestamps, calibrated, inside the CPU window around its
+/// submission (see the test above for the rest of what is checked).
+fn pass_timestamps_inside_the_cpu_window(gpu: Gpu) {
     let d = &gpu.device;
     if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
         eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
@@ -194,6 +278,13 @@ fn pass_timestamps_are_written_ordered_and_inside_the_cpu_window() {
     assert!(end >= start, "end {end} before start {start}");
     for t in [start, end] {
         let c = calibration.to_cpu_ns(t).unwrap();
+        eprintln!(
+            "{:?}: timestamp at cpu {} ± {} ns, window {before}..{after} ({} ns)",
+            calibration.method(),
+            c.ns,
+            c.error_bound_ns,
+            after - before
+        );
         assert!(
             c.ns + c.error_bound_ns >= before && c.ns <= after + c.error_bound_ns,
             "timestamp {t} calibrated to {} ± {} outside {before}..{after}",
