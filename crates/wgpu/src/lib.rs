@@ -20,16 +20,22 @@
 //! - Pipeline statistics: the set is offered where the device has
 //!   [`wgpu::Features::PIPELINE_STATISTICS_QUERY`], but wgpu only allows
 //!   statistics queries inside passes, so sampling them between passes is a
-//!   typed error; a pass path for statistics is not written yet.
+//!   typed error; a pass counts its statistics through
+//!   [`WgpuRecorder::begin_compute_pass_with_statistics`] (or
+//!   [`WgpuRecorder::begin_render_pass_with_statistics`]): each counted pass
+//!   is a two-sample chain whose `statistics_between(start, end)` is the
+//!   pass's work (see [`WgpuComputePass`]).
 //! - Calibration is a bracketed timestamp-only submission.
 //!
 //! Every object holds clones of the wgpu handles it uses (wgpu handles are
 //! reference counted), so there is no drop order to get wrong.
 
 mod backend;
+mod stats;
 mod storage;
 
 pub use backend::{Wgpu, WgpuHeap, WgpuMarker, WgpuSampleBuffer};
+pub use stats::{WgpuComputePass, WgpuRenderPass};
 
 use gpu_counters_core::bookkeeping::{Phase, Ticket};
 use gpu_counters_core::{
@@ -408,16 +414,33 @@ impl WgpuRecorder {
         &self.ticket
     }
 
-    /// Notes writes of `indices` (in order) of `storage` by this recording:
-    /// core's `check_write` for each, then `mark_recorded`. All are checked
-    /// before any is marked.
+    /// Notes timestamp writes of `indices` (in order) of `storage` by this
+    /// recording: core's `check_write` for each, then `mark_recorded`. All
+    /// are checked before any is marked.
     fn note_writes(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> Result<()> {
         if storage.samples.set != CommonCounterSet::Timestamp {
             return Err(InvalidInput::Unsupported(
-                "wgpu pipeline statistics queries can only be begun and ended inside a pass, not between passes or as pass timestamp writes; sample statistics is not possible here".into(),
+                "wgpu pipeline statistics queries can only be begun and ended inside a pass, not between passes or as pass timestamp writes; count a pass with WgpuRecorder::begin_compute_pass_with_statistics (or the render one)".into(),
             )
             .into());
         }
+        let id = self.ticket.id();
+        self.note_writes_with(storage, indices, |slots| {
+            for &i in indices {
+                slots.mark_recorded(i, gpu_counters_core::bookkeeping::NONE, false, id, 0);
+            }
+        })
+    }
+
+    /// Notes writes of `indices` of `storage` by this recording: core's
+    /// `check_write` for each, all before `mark` marks them (under the
+    /// bookkeeping's lock); each is read back at the end of the submission.
+    pub(crate) fn note_writes_with(
+        &mut self,
+        storage: &Arc<Storage>,
+        indices: &[u32],
+        mark: impl FnOnce(&mut gpu_counters_core::bookkeeping::SampleTable),
+    ) -> Result<()> {
         let s = &storage.samples;
         let mut slots = s.lock()?;
         for &i in indices {
@@ -431,15 +454,7 @@ impl WgpuRecorder {
             self.written.push((storage.clone(), Vec::new()));
         }
         let seqs = storage.begin_writes(indices);
-        for &i in indices {
-            slots.mark_recorded(
-                i,
-                gpu_counters_core::bookkeeping::NONE,
-                false,
-                self.ticket.id(),
-                0,
-            );
-        }
+        mark(&mut slots);
         drop(slots);
         if let Some((_, list)) = self
             .written
