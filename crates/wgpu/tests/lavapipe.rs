@@ -684,3 +684,112 @@ fn pass_statistics_misuse_is_refused() {
     assert_eq!(r.statuses()[2], SampleStatus::NotWritten);
     gpu.check();
 }
+
+/// A render pass counts its draw: one triangle of 3 vertices is 3 vertex
+/// invocations and some fragment invocations between the pass's samples;
+/// compute invocations 0.
+#[test]
+fn pass_statistics_count_a_render_pass() {
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d
+        .features()
+        .contains(wgpu::Features::PIPELINE_STATISTICS_QUERY)
+    {
+        eprintln!("skipped: the adapter lacks PIPELINE_STATISTICS_QUERY");
+        return;
+    }
+    let raw = d.device();
+    let module = raw.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("triangle"),
+        source: wgpu::ShaderSource::Wgsl(
+            "
+@vertex
+fn vs(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
+    let x = f32(i32(i) - 1);
+    let y = f32(i32(i & 1u) * 2 - 1);
+    return vec4<f32>(x, y, 0.0, 1.0);
+}
+@fragment
+fn fs() -> @location(0) vec4<f32> {
+    return vec4<f32>(1.0, 0.0, 0.0, 1.0);
+}
+"
+            .into(),
+        ),
+    });
+    let format = wgpu::TextureFormat::Rgba8Unorm;
+    let pipeline = raw.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+        label: Some("triangle"),
+        layout: None,
+        vertex: wgpu::VertexState {
+            module: &module,
+            entry_point: Some("vs"),
+            compilation_options: Default::default(),
+            buffers: &[],
+        },
+        primitive: wgpu::PrimitiveState::default(),
+        depth_stencil: None,
+        multisample: wgpu::MultisampleState::default(),
+        fragment: Some(wgpu::FragmentState {
+            module: &module,
+            entry_point: Some("fs"),
+            compilation_options: Default::default(),
+            targets: &[Some(format.into())],
+        }),
+        multiview_mask: None,
+        cache: None,
+    });
+    let target = raw.create_texture(&wgpu::TextureDescriptor {
+        label: Some("target"),
+        size: wgpu::Extent3d {
+            width: 16,
+            height: 16,
+            depth_or_array_layers: 1,
+        },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format,
+        usage: wgpu::TextureUsages::RENDER_ATTACHMENT,
+        view_formats: &[],
+    });
+    let view = target.create_view(&Default::default());
+    let buffer = statistics(d, 2);
+    let mut rec = d.recorder(Some("render"));
+    {
+        let mut pass = rec
+            .begin_render_pass_with_statistics(
+                &wgpu::RenderPassDescriptor {
+                    label: Some("counted render pass"),
+                    color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                        view: &view,
+                        depth_slice: None,
+                        resolve_target: None,
+                        ops: wgpu::Operations {
+                            load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                            store: wgpu::StoreOp::Store,
+                        },
+                    })],
+                    ..Default::default()
+                },
+                &buffer,
+                0,
+                1,
+            )
+            .unwrap();
+        pass.set_pipeline(&pipeline);
+        pass.draw(0..3, 0..1);
+    }
+    d.submit(rec).unwrap().wait().unwrap();
+    let r = buffer.resolve_counter_range(0..2).unwrap();
+    assert_eq!(r.statuses(), &[SampleStatus::Written; 2]);
+    let SampleValue::Value(between) = r.statistics_between(0, 1).unwrap() else {
+        panic!("not a value: {:?}", r.statistics_between(0, 1));
+    };
+    assert_eq!(between.vertex_invocations, 3, "{between:?}");
+    assert!(between.clipper_invocations >= 1, "{between:?}");
+    assert!(between.fragment_invocations > 0, "{between:?}");
+    assert_eq!(between.compute_kernel_invocations, 0);
+    gpu.check();
+}
