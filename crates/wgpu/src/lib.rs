@@ -25,12 +25,18 @@
 //!   [`WgpuRecorder::begin_render_pass_with_statistics`]): each counted pass
 //!   is a two-sample chain whose `statistics_between(start, end)` is the
 //!   pass's work (see [`WgpuComputePass`]).
+//! - Profiled passes (feature `profiler`, on by default):
+//!   `WgpuRecorder::begin_profiled_compute_pass` (and the render one) begin
+//!   a pass that is a scope of a `gpu_counters_profiler::Frame`, timed by the
+//!   pass's own timestamp writes (and counted by its statistics query): the
+//!   profiler then needs only [`wgpu::Features::TIMESTAMP_QUERY`].
 //! - Calibration is a bracketed timestamp-only submission.
 //!
 //! Every object holds clones of the wgpu handles it uses (wgpu handles are
 //! reference counted), so there is no drop order to get wrong.
 
 mod backend;
+mod scope;
 mod stats;
 mod storage;
 
@@ -204,6 +210,7 @@ impl WgpuDevice {
             encoder: Some(encoder),
             ticket: Ticket::new(),
             written: Vec::new(),
+            capture: None,
         }
     }
 
@@ -395,6 +402,9 @@ pub struct WgpuRecorder {
     ticket: Ticket,
     /// Per storage written: the indices and their writes' sequence numbers.
     written: Vec<(Arc<Storage>, Vec<Write>)>,
+    /// While a profiled pass's scope is begun and ended: the samples the
+    /// profiler asked for, to be written by the pass itself.
+    capture: Option<scope::Capture>,
 }
 
 impl WgpuRecorder {

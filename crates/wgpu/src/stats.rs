@@ -31,16 +31,17 @@ fn next_chain() -> u64 {
 }
 
 /// The open statistics query of a pass: `start` and `end` of `storage`.
-struct Open {
+pub(crate) struct Open {
     storage: Arc<Storage>,
     start: u32,
     end: u32,
 }
 
-impl Open {
-    /// The query is ended: its samples may be written again (by a later
-    /// recording) and resolved as soon as its submission is done.
-    fn close(&self) {
+impl Drop for Open {
+    /// The query is ended (or was never begun): its samples may be written
+    /// again (by a later recording) and resolved as soon as its submission
+    /// is done.
+    fn drop(&mut self) {
         if let Ok(mut slots) = self.storage.samples.lock() {
             slots.open[self.start as usize] = false;
             slots.open[self.end as usize] = false;
@@ -53,8 +54,9 @@ impl Open {
 /// Dereferences to the [`wgpu::ComputePass`]; dropping it ends the
 /// statistics query, then the pass.
 pub struct WgpuComputePass<'e> {
-    pass: wgpu::ComputePass<'e>,
-    open: Open,
+    pub(crate) pass: wgpu::ComputePass<'e>,
+    /// `None` where nothing is counted (a profiled pass without statistics).
+    pub(crate) open: Option<Open>,
 }
 
 impl<'e> Deref for WgpuComputePass<'e> {
@@ -72,8 +74,10 @@ impl DerefMut for WgpuComputePass<'_> {
 
 impl Drop for WgpuComputePass<'_> {
     fn drop(&mut self) {
-        self.pass.end_pipeline_statistics_query();
-        self.open.close();
+        if let Some(open) = self.open.take() {
+            self.pass.end_pipeline_statistics_query();
+            drop(open);
+        }
     }
 }
 
@@ -82,8 +86,9 @@ impl Drop for WgpuComputePass<'_> {
 /// Dereferences to the [`wgpu::RenderPass`]; dropping it ends the
 /// statistics query, then the pass.
 pub struct WgpuRenderPass<'e> {
-    pass: wgpu::RenderPass<'e>,
-    open: Open,
+    pub(crate) pass: wgpu::RenderPass<'e>,
+    /// `None` where nothing is counted (a profiled pass without statistics).
+    pub(crate) open: Option<Open>,
 }
 
 impl<'e> Deref for WgpuRenderPass<'e> {
@@ -101,8 +106,10 @@ impl DerefMut for WgpuRenderPass<'_> {
 
 impl Drop for WgpuRenderPass<'_> {
     fn drop(&mut self) {
-        self.pass.end_pipeline_statistics_query();
-        self.open.close();
+        if let Some(open) = self.open.take() {
+            self.pass.end_pipeline_statistics_query();
+            drop(open);
+        }
     }
 }
 
@@ -110,7 +117,12 @@ impl WgpuRecorder {
     /// Core's bookkeeping of a counted pass: `start` and `end` of `buffer`
     /// checked, then recorded as a new two-sample chain, both open until the
     /// pass ends.
-    fn note_statistics(&mut self, buffer: &WgpuSampleBuffer, start: u32, end: u32) -> Result<Open> {
+    pub(crate) fn note_statistics(
+        &mut self,
+        buffer: &WgpuSampleBuffer,
+        start: u32,
+        end: u32,
+    ) -> Result<Open> {
         let storage = &buffer.storage;
         if storage.samples.set != CommonCounterSet::Statistic {
             return Err(InvalidInput::Argument(format!(
@@ -165,7 +177,10 @@ impl WgpuRecorder {
         let open = self.note_statistics(buffer, start, end)?;
         let mut pass = self.encoder().begin_compute_pass(descriptor);
         pass.begin_pipeline_statistics_query(&buffer.storage.query_set, start);
-        Ok(WgpuComputePass { pass, open })
+        Ok(WgpuComputePass {
+            pass,
+            open: Some(open),
+        })
     }
 
     /// As [`WgpuRecorder::begin_compute_pass_with_statistics`], for a render
@@ -180,6 +195,9 @@ impl WgpuRecorder {
         let open = self.note_statistics(buffer, start, end)?;
         let mut pass = self.encoder().begin_render_pass(descriptor);
         pass.begin_pipeline_statistics_query(&buffer.storage.query_set, start);
-        Ok(WgpuRenderPass { pass, open })
+        Ok(WgpuRenderPass {
+            pass,
+            open: Some(open),
+        })
     }
 }

@@ -793,3 +793,101 @@ fn fs() -> @location(0) vec4<f32> {
     assert_eq!(between.compute_kernel_invocations, 0);
     gpu.check();
 }
+
+/// Profiled passes on a device with pass timestamps only (no timestamps
+/// between passes): each pass is a profiler scope timed by its own
+/// timestamp writes, nested in an enclosing scope's parent, and with the
+/// profiler's statistics on, the scope counts the pass's invocations
+/// exactly.
+#[test]
+fn profiled_passes_need_only_pass_timestamps() {
+    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_profiler::{Profiler, ProfilerOptions};
+    let gpu = gpu_with(|have| {
+        have & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::PIPELINE_STATISTICS_QUERY)
+    });
+    let d = &gpu.device;
+    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("skipped: the adapter lacks TIMESTAMP_QUERY");
+        return;
+    }
+    assert!(!d
+        .features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS));
+    let statistics = d
+        .features()
+        .contains(wgpu::Features::PIPELINE_STATISTICS_QUERY);
+    let raw = d.device();
+    let module = raw.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("profiled kernel"),
+        source: wgpu::ShaderSource::Wgsl(kernel(13).into()),
+    });
+    let pipeline = raw.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("profiled pipeline"),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let data = raw.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("profiled data"),
+        size: 4,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    let bind = raw.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("profiled bind group"),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[wgpu::BindGroupEntry {
+            binding: 0,
+            resource: data.as_entire_binding(),
+        }],
+    });
+    let profiler = Profiler::new(
+        d,
+        ProfilerOptions {
+            statistics,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let mut rec = d.recorder(Some("profiled"));
+    for (label, groups) in [("first", 1u32), ("second", 7)] {
+        let mut pass = rec.begin_profiled_compute_pass(&frame, label).unwrap();
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind, &[]);
+        for _ in 0..3 {
+            pass.dispatch_workgroups(groups, 1, 1);
+        }
+    }
+    let before = cpu_monotonic_ns();
+    let submission = d.submit(rec).unwrap();
+    profiler
+        .end_frame(frame, Some(submission.cpu_submit_ns()))
+        .unwrap();
+    let after = submission.wait().unwrap();
+    let frames = profiler
+        .wait_collect_all(std::time::Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(frames.len(), 1);
+    let scopes = &frames[0].scopes;
+    assert_eq!(scopes.len(), 2, "{scopes:?}");
+    for (s, (label, groups)) in scopes.iter().zip([("first", 1u64), ("second", 7)]) {
+        assert_eq!(s.label, label);
+        assert_eq!(s.kind, PassKind::Compute);
+        assert!(s.start_ns <= s.end_ns, "{s:?}");
+        assert!(s.start_ticks > 0, "{s:?}");
+        assert!(
+            s.start_ns + s.error_bound_ns >= before && s.end_ns <= after + s.error_bound_ns,
+            "{s:?} outside {before}..{after}"
+        );
+        if statistics {
+            let st = s.statistics.expect("the scope's statistics");
+            assert_eq!(st.compute_kernel_invocations, 3 * groups * 13, "{st:?}");
+        }
+    }
+    assert!(scopes[0].end_ticks <= scopes[1].start_ticks);
+    gpu.check();
+}
