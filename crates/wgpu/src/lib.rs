@@ -3,7 +3,7 @@
 //! [`wgpu::Queue`], recording through wgpu's own query sets.
 //!
 //! - A counter sample buffer (or heap) is a [`wgpu::QuerySet`] and a core
-//!   [`SampleSet`]. Raw values come back through `resolve_query_set` into a
+//!   [`SampleSet`](gpu_counters_core::bookkeeping::SampleSet). Raw values come back through `resolve_query_set` into a
 //!   buffer, copied into a `MAP_READ` buffer at the end of each submission and
 //!   mapped once the submission is done.
 //! - wgpu has no availability word and gives 0 for queries never written, so

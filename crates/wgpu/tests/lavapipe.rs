@@ -891,3 +891,121 @@ fn profiled_passes_need_only_pass_timestamps() {
     assert!(scopes[0].end_ticks <= scopes[1].start_ticks);
     gpu.check();
 }
+
+/// A profiled render pass inside an encoder-timed scope: its scope is the
+/// outer scope's child, and timed inside it.
+#[test]
+fn profiled_render_pass_nests_in_an_encoder_scope() {
+    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_profiler::{Profiler, ProfilerOptions};
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d
+        .features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+    {
+        eprintln!("skipped: the adapter lacks encoder timestamps");
+        return;
+    }
+    let raw = d.device();
+    let module = raw.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("points"),
+        source: wgpu::ShaderSource::Wgsl(
+            "
+@vertex
+fn vs(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
+    return vec4<f32>(f32(i) * 0.1, 0.0, 0.0, 1.0);
+}
+@fragment
+fn fs() -> @location(0) vec4<f32> {
+    return vec4<f32>(1.0);
+}
+"
+            .into(),
+        ),
+    });
+    let format = wgpu::TextureFormat::Rgba8Unorm;
+    let pipeline = raw.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+        label: Some("points"),
+        layout: None,
+        vertex: wgpu::VertexState {
+            module: &module,
+            entry_point: Some("vs"),
+            compilation_options: Default::default(),
+            buffers: &[],
+        },
+        primitive: wgpu::PrimitiveState::default(),
+        depth_stencil: None,
+        multisample: wgpu::MultisampleState::default(),
+        fragment: Some(wgpu::FragmentState {
+            module: &module,
+            entry_point: Some("fs"),
+            compilation_options: Default::default(),
+            targets: &[Some(format.into())],
+        }),
+        multiview_mask: None,
+        cache: None,
+    });
+    let target = raw.create_texture(&wgpu::TextureDescriptor {
+        label: Some("target"),
+        size: wgpu::Extent3d {
+            width: 8,
+            height: 8,
+            depth_or_array_layers: 1,
+        },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format,
+        usage: wgpu::TextureUsages::RENDER_ATTACHMENT,
+        view_formats: &[],
+    });
+    let view = target.create_view(&Default::default());
+    // Timestamps only: the profiler's statistics would also sample between
+    // passes (the outer scope), which wgpu cannot.
+    let profiler = Profiler::new(d, ProfilerOptions::default()).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let mut rec = d.recorder(Some("profiled render"));
+    let outer = frame.scope(&mut rec, "outer", PassKind::Scope).unwrap();
+    {
+        let mut pass = rec
+            .begin_profiled_render_pass(
+                &frame,
+                &wgpu::RenderPassDescriptor {
+                    label: Some("points pass"),
+                    color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                        view: &view,
+                        depth_slice: None,
+                        resolve_target: None,
+                        ops: wgpu::Operations {
+                            load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                            store: wgpu::StoreOp::Store,
+                        },
+                    })],
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        pass.set_pipeline(&pipeline);
+        pass.draw(0..3, 0..1);
+    }
+    outer.end(&mut rec).unwrap();
+    let submission = d.submit(rec).unwrap();
+    profiler
+        .end_frame(frame, Some(submission.cpu_submit_ns()))
+        .unwrap();
+    submission.wait().unwrap();
+    let frames = profiler
+        .wait_collect_all(std::time::Duration::from_secs(10))
+        .unwrap();
+    let scopes = &frames[0].scopes;
+    assert_eq!(scopes.len(), 2, "{scopes:?}");
+    let (o, p) = (&scopes[0], &scopes[1]);
+    assert_eq!(o.label, "outer");
+    assert_eq!(p.label, "points pass");
+    assert_eq!(p.kind, PassKind::Render);
+    assert_eq!(p.parent, Some(0));
+    assert_eq!(p.depth, o.depth + 1);
+    assert!(o.start_ticks <= p.start_ticks && p.end_ticks <= o.end_ticks);
+    gpu.check();
+}
