@@ -139,6 +139,10 @@ impl BackendRecorder for WgpuRecorder {
         index: u32,
         _placement: TimestampGranularity,
     ) -> Result<()> {
+        if self.capture.is_some() {
+            // A profiled pass's scope: the pass writes it.
+            return self.capture_sample(buffer, index);
+        }
         if buffer.storage.samples.set == CommonCounterSet::Statistic {
             return Err(InvalidInput::Unsupported(
                 "wgpu cannot sample pipeline statistics between passes: its pipeline statistics queries can only be begun and ended inside a pass".into(),

@@ -20,7 +20,16 @@
 //! - Pipeline statistics: the set is offered where the device has
 //!   [`wgpu::Features::PIPELINE_STATISTICS_QUERY`], but wgpu only allows
 //!   statistics queries inside passes, so sampling them between passes is a
-//!   typed error; a pass path for statistics is not written yet.
+//!   typed error; a pass counts its statistics through
+//!   [`WgpuRecorder::begin_compute_pass_with_statistics`] (or
+//!   [`WgpuRecorder::begin_render_pass_with_statistics`]): each counted pass
+//!   is a two-sample chain whose `statistics_between(start, end)` is the
+//!   pass's work (see [`WgpuComputePass`]).
+//! - Profiled passes (feature `profiler`, on by default):
+//!   `WgpuRecorder::begin_profiled_compute_pass` (and the render one) begin
+//!   a pass that is a scope of a `gpu_counters_profiler::Frame`, timed by the
+//!   pass's own timestamp writes (and counted by its statistics query): the
+//!   profiler then needs only [`wgpu::Features::TIMESTAMP_QUERY`].
 //! - Calibration: on wgpu's Vulkan backend with `VK_EXT_calibrated_timestamps`
 //!   (or KHR) enabled on the device, `vkGetCalibratedTimestamps` of the
 //!   device and `CLOCK_MONOTONIC` domains through wgpu-hal's raw device
@@ -34,9 +43,12 @@
 
 mod backend;
 mod calibrated;
+mod scope;
+mod stats;
 mod storage;
 
 pub use backend::{Wgpu, WgpuHeap, WgpuMarker, WgpuSampleBuffer};
+pub use stats::{WgpuComputePass, WgpuRenderPass};
 
 use gpu_counters_core::bookkeeping::{Phase, Ticket};
 use gpu_counters_core::{
@@ -262,6 +274,7 @@ impl WgpuDevice {
             encoder: Some(encoder),
             ticket: Ticket::new(),
             written: Vec::new(),
+            capture: None,
         }
     }
 
@@ -453,6 +466,9 @@ pub struct WgpuRecorder {
     ticket: Ticket,
     /// Per storage written: the indices and their writes' sequence numbers.
     written: Vec<(Arc<Storage>, Vec<Write>)>,
+    /// While a profiled pass's scope is begun and ended: the samples the
+    /// profiler asked for, to be written by the pass itself.
+    capture: Option<scope::Capture>,
 }
 
 impl WgpuRecorder {
@@ -472,16 +488,33 @@ impl WgpuRecorder {
         &self.ticket
     }
 
-    /// Notes writes of `indices` (in order) of `storage` by this recording:
-    /// core's `check_write` for each, then `mark_recorded`. All are checked
-    /// before any is marked.
+    /// Notes timestamp writes of `indices` (in order) of `storage` by this
+    /// recording: core's `check_write` for each, then `mark_recorded`. All
+    /// are checked before any is marked.
     fn note_writes(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> Result<()> {
         if storage.samples.set != CommonCounterSet::Timestamp {
             return Err(InvalidInput::Unsupported(
-                "wgpu pipeline statistics queries can only be begun and ended inside a pass, not between passes or as pass timestamp writes; sample statistics is not possible here".into(),
+                "wgpu pipeline statistics queries can only be begun and ended inside a pass, not between passes or as pass timestamp writes; count a pass with WgpuRecorder::begin_compute_pass_with_statistics (or the render one)".into(),
             )
             .into());
         }
+        let id = self.ticket.id();
+        self.note_writes_with(storage, indices, |slots| {
+            for &i in indices {
+                slots.mark_recorded(i, gpu_counters_core::bookkeeping::NONE, false, id, 0);
+            }
+        })
+    }
+
+    /// Notes writes of `indices` of `storage` by this recording: core's
+    /// `check_write` for each, all before `mark` marks them (under the
+    /// bookkeeping's lock); each is read back at the end of the submission.
+    pub(crate) fn note_writes_with(
+        &mut self,
+        storage: &Arc<Storage>,
+        indices: &[u32],
+        mark: impl FnOnce(&mut gpu_counters_core::bookkeeping::SampleTable),
+    ) -> Result<()> {
         let s = &storage.samples;
         let mut slots = s.lock()?;
         for &i in indices {
@@ -495,15 +528,7 @@ impl WgpuRecorder {
             self.written.push((storage.clone(), Vec::new()));
         }
         let seqs = storage.begin_writes(indices);
-        for &i in indices {
-            slots.mark_recorded(
-                i,
-                gpu_counters_core::bookkeeping::NONE,
-                false,
-                self.ticket.id(),
-                0,
-            );
-        }
+        mark(&mut slots);
         drop(slots);
         if let Some((_, list)) = self
             .written

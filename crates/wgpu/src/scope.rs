@@ -1,0 +1,215 @@
+//! Profiled passes: a profiler scope whose two timestamps are the pass's own
+//! timestamp writes (and, with statistics, whose statistics are the pass's
+//! statistics query), as a wgpu-profiler user knows them. Needs only
+//! [`wgpu::Features::TIMESTAMP_QUERY`], not timestamps between passes.
+//!
+//! The generic profiler's [`gpu_counters_profiler::Frame::scope`] and
+//! [`gpu_counters_profiler::Scope::end`] sample through
+//! [`gpu_counters_core::BackendRecorder::sample_counters`]; while a profiled
+//! pass is set up, the recorder captures those samples (with core's
+//! bookkeeping) instead of writing them between passes, and the pass it then
+//! begins writes them: the scope is begun and ended in recording order just
+//! before the pass, and on the GPU it spans exactly the pass.
+
+use crate::stats::Open;
+use crate::{WgpuRecorder, WgpuSampleBuffer};
+use gpu_counters_core::{CommonCounterSet, Error, Result};
+
+/// The samples of one profiled pass's scope, as the profiler asked for them.
+#[derive(Default)]
+pub(crate) struct Capture {
+    /// The scope's start and end timestamps: buffer, index.
+    timestamps: Vec<(WgpuSampleBuffer, u32)>,
+    /// The start statistic sample, until the end one comes.
+    statistic_start: Option<(WgpuSampleBuffer, u32)>,
+    /// The statistics query: buffer, start index, the open chain.
+    statistics: Option<(WgpuSampleBuffer, u32, Open)>,
+}
+
+impl WgpuRecorder {
+    /// A sample the profiler asked for while a profiled pass is set up:
+    /// core's bookkeeping now (so that a refused index fails the profiler's
+    /// scope), the write by the pass.
+    pub(crate) fn capture_sample(&mut self, buffer: &WgpuSampleBuffer, index: u32) -> Result<()> {
+        let mut capture = self.capture.take().unwrap_or_default();
+        let done = self.capture_into(&mut capture, buffer, index);
+        self.capture = Some(capture);
+        done
+    }
+
+    fn capture_into(
+        &mut self,
+        capture: &mut Capture,
+        buffer: &WgpuSampleBuffer,
+        index: u32,
+    ) -> Result<()> {
+        match buffer.storage.samples.set {
+            CommonCounterSet::Timestamp => {
+                if capture.timestamps.len() == 2 {
+                    return Err(Error::Internal(
+                        "a profiled pass's scope sampled more than two timestamps".into(),
+                    ));
+                }
+                self.device.require(
+                    wgpu::Features::TIMESTAMP_QUERY,
+                    "TIMESTAMP_QUERY",
+                    "profiled passes need it",
+                )?;
+                self.note_writes(&buffer.storage, &[index])?;
+                capture.timestamps.push((buffer.clone(), index));
+            }
+            CommonCounterSet::Statistic => match capture.statistic_start.take() {
+                None if capture.statistics.is_none() => {
+                    let s = &buffer.storage.samples;
+                    let slots = s.lock()?;
+                    s.check_write(&slots, index, false, self.ticket.id())?;
+                    capture.statistic_start = Some((buffer.clone(), index));
+                }
+                Some((start_buffer, start))
+                    if std::sync::Arc::ptr_eq(&start_buffer.storage, &buffer.storage) =>
+                {
+                    let open = self.note_statistics(buffer, start, index)?;
+                    capture.statistics = Some((buffer.clone(), start, open));
+                }
+                _ => {
+                    return Err(Error::Internal(
+                        "a profiled pass's scope sampled statistics out of order".into(),
+                    ))
+                }
+            },
+            set => {
+                return Err(Error::Internal(format!(
+                    "a profiled pass's scope sampled {set:?} counters"
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(feature = "profiler")]
+mod profiled {
+    use super::Capture;
+    use crate::{WgpuComputePass, WgpuDevice, WgpuRecorder, WgpuRenderPass, WgpuSampleBuffer};
+    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_core::Error;
+    use gpu_counters_profiler::{Frame, ProfilerError};
+
+    /// What a profiled pass writes: its timestamps and statistics query.
+    struct PassWrites {
+        timestamps: Option<(WgpuSampleBuffer, u32, u32)>,
+        statistics: Option<(WgpuSampleBuffer, u32, crate::stats::Open)>,
+    }
+
+    impl WgpuRecorder {
+        /// Begins and ends `frame`'s scope `label` with the recorder
+        /// capturing its samples: what the pass must write.
+        fn profiled_scope(
+            &mut self,
+            frame: &Frame<'_, WgpuDevice>,
+            label: &str,
+            kind: PassKind,
+        ) -> Result<PassWrites, ProfilerError> {
+            self.capture = Some(Capture::default());
+            let ended = frame
+                .scope(self, label, kind)
+                .and_then(|scope| scope.end(self));
+            let capture = self.capture.take().unwrap_or_default();
+            let statistics = capture.statistics;
+            // Taken before the error, so that an open chain is closed.
+            ended?;
+            let timestamps = match capture.timestamps.as_slice() {
+                // A dropped scope (no ring slot or room): nothing to write.
+                [] => None,
+                [(a, start), (b, end)] if std::sync::Arc::ptr_eq(&a.storage, &b.storage) => {
+                    Some((a.clone(), *start, *end))
+                }
+                _ => {
+                    return Err(Error::Internal(
+                        "a profiled pass's scope sampled unpaired timestamps".into(),
+                    )
+                    .into())
+                }
+            };
+            Ok(PassWrites {
+                timestamps,
+                statistics,
+            })
+        }
+
+        /// Begins a compute pass labelled `label` as a scope of `frame`
+        /// (a [`PassKind::Compute`] scope, nested in the scopes open on this
+        /// recorder): the scope's start and end timestamps are the pass's
+        /// own timestamp writes, and with the profiler's statistics on, its
+        /// statistics are the pass's statistics query. The scope is complete
+        /// when the pass (dropped) ends. Needs only
+        /// [`wgpu::Features::TIMESTAMP_QUERY`] (and
+        /// [`wgpu::Features::PIPELINE_STATISTICS_QUERY`] for statistics).
+        /// A scope the frame drops (see the profiler's `WhenFull`) records
+        /// nothing; the pass is still begun.
+        pub fn begin_profiled_compute_pass<'e>(
+            &'e mut self,
+            frame: &Frame<'_, WgpuDevice>,
+            label: &str,
+        ) -> Result<WgpuComputePass<'e>, ProfilerError> {
+            let writes = self.profiled_scope(frame, label, PassKind::Compute)?;
+            let timestamp_writes = writes.timestamps.as_ref().map(|(b, start, end)| {
+                wgpu::ComputePassTimestampWrites {
+                    query_set: &b.storage.query_set,
+                    beginning_of_pass_write_index: Some(*start),
+                    end_of_pass_write_index: Some(*end),
+                }
+            });
+            let mut pass = self
+                .encoder()
+                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(label),
+                    timestamp_writes,
+                });
+            let open = writes.statistics.map(|(b, start, open)| {
+                pass.begin_pipeline_statistics_query(&b.storage.query_set, start);
+                open
+            });
+            Ok(WgpuComputePass { pass, open })
+        }
+
+        /// As [`WgpuRecorder::begin_profiled_compute_pass`], for a render pass
+        /// of `descriptor` (whose label is the scope's label, `"render pass"`
+        /// without one; its `timestamp_writes` must be `None`: the scope's
+        /// take their place).
+        pub fn begin_profiled_render_pass<'e>(
+            &'e mut self,
+            frame: &Frame<'_, WgpuDevice>,
+            descriptor: &wgpu::RenderPassDescriptor<'_>,
+        ) -> Result<WgpuRenderPass<'e>, ProfilerError> {
+            if descriptor.timestamp_writes.is_some() {
+                return Err(Error::from(gpu_counters_core::InvalidInput::Argument(
+                    "a profiled render pass's descriptor has timestamp writes of its own: the scope's take their place".into(),
+                ))
+                .into());
+            }
+            let label = descriptor.label.unwrap_or("render pass");
+            let writes = self.profiled_scope(frame, label, PassKind::Render)?;
+            let timestamp_writes =
+                writes
+                    .timestamps
+                    .as_ref()
+                    .map(|(b, start, end)| wgpu::RenderPassTimestampWrites {
+                        query_set: &b.storage.query_set,
+                        beginning_of_pass_write_index: Some(*start),
+                        end_of_pass_write_index: Some(*end),
+                    });
+            let mut pass = self
+                .encoder()
+                .begin_render_pass(&wgpu::RenderPassDescriptor {
+                    timestamp_writes,
+                    ..descriptor.clone()
+                });
+            let open = writes.statistics.map(|(b, start, open)| {
+                pass.begin_pipeline_statistics_query(&b.storage.query_set, start);
+                open
+            });
+            Ok(WgpuRenderPass { pass, open })
+        }
+    }
+}
