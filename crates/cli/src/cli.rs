@@ -24,8 +24,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List every Vulkan device with its counter sets, sampling points,
-    /// timestamp period and calibration.
+    /// List every Vulkan device (with `--backend wgpu` or `all`, every wgpu
+    /// adapter) with its counter sets, sampling points, timestamp period and
+    /// calibration.
     Devices(DevicesArgs),
     /// Run a built-in workload for some frames, sampling every pass's
     /// timestamps and statistics, and check the statistics against the
@@ -43,6 +44,55 @@ pub struct DevicesArgs {
     /// Print one JSON object `{"devices": [...]}` instead of a listing.
     #[arg(long)]
     pub json: bool,
+
+    /// Which devices to list: Vulkan devices (as `run` and `bench` use
+    /// them), wgpu adapters opened through gpu-counters-wgpu (with the wgpu
+    /// backends compiled in: Vulkan), or both: vulkan, wgpu or all
+    /// [default: vulkan]
+    // Parsed by `DevicesBackend::parse` rather than clap, so a bad value is
+    // one `error:` line (exit 2) like every other bad input.
+    #[arg(
+        long,
+        value_name = "BACKEND",
+        default_value = "vulkan",
+        hide_default_value = true
+    )]
+    pub backend: String,
+}
+
+/// What `devices --backend` lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DevicesBackend {
+    /// Vulkan devices through gpu-counters-vulkan.
+    Vulkan,
+    /// wgpu adapters through gpu-counters-wgpu.
+    Wgpu,
+    /// Vulkan devices, then wgpu adapters.
+    All,
+}
+
+impl DevicesBackend {
+    /// Parses `--backend`'s value.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "vulkan" => Ok(DevicesBackend::Vulkan),
+            "wgpu" => Ok(DevicesBackend::Wgpu),
+            "all" => Ok(DevicesBackend::All),
+            other => Err(format!(
+                "--backend {other}: must be one of vulkan, wgpu, all"
+            )),
+        }
+    }
+
+    /// Whether Vulkan devices are listed.
+    pub fn vulkan(self) -> bool {
+        matches!(self, DevicesBackend::Vulkan | DevicesBackend::All)
+    }
+
+    /// Whether wgpu adapters are listed.
+    pub fn wgpu(self) -> bool {
+        matches!(self, DevicesBackend::Wgpu | DevicesBackend::All)
+    }
 }
 
 /// The built-in workloads.
@@ -294,6 +344,22 @@ mod tests {
             let h = help(sub, id);
             assert!(h.contains(&limit), "{sub} --{id}: `{limit}` not in {h}");
         }
+    }
+
+    #[test]
+    fn devices_backends() {
+        assert_eq!(DevicesBackend::parse("vulkan"), Ok(DevicesBackend::Vulkan));
+        assert_eq!(DevicesBackend::parse("wgpu"), Ok(DevicesBackend::Wgpu));
+        assert_eq!(DevicesBackend::parse("all"), Ok(DevicesBackend::All));
+        assert!(DevicesBackend::parse("metal").is_err());
+        let cmd = Cli::command();
+        let help = cmd
+            .find_subcommand("devices")
+            .and_then(|c| c.get_arguments().find(|a| a.get_id() == "backend"))
+            .and_then(|a| a.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        assert!(help.contains("[default: vulkan]"), "{help}");
     }
 
     #[test]

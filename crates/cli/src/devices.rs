@@ -1,7 +1,9 @@
-//! `gpu-counters devices`: every Vulkan device and what it can sample.
+//! `gpu-counters devices`: every Vulkan device (and, with `--backend wgpu`
+//! or `all`, every wgpu adapter) and what it can sample.
 
-use crate::cli::DevicesArgs;
+use crate::cli::{DevicesArgs, DevicesBackend};
 use crate::error::{CliError, CliResult};
+use gpu_counters_core::backend::BackendDevice;
 use gpu_counters_core::{CommonCounterSet, DeviceInfo};
 use gpu_counters_vulkan::{Instance, InstanceOptions};
 use serde_json::{json, Value};
@@ -73,16 +75,139 @@ pub fn print_validation(instance: &Instance) -> usize {
     messages.len()
 }
 
+/// A wgpu adapter opened as a gpu-counters device.
+pub struct WgpuAdapter {
+    /// The device's [`DeviceInfo`] (`backend` is `wgpu`), `index` its
+    /// position among the adapters.
+    pub info: DeviceInfo,
+    /// The adapter's wgpu backend (`vulkan`, `metal`, ...).
+    pub wgpu_backend: &'static str,
+}
+
+/// The features gpu-counters-wgpu uses, requested where the adapter has them.
+fn wgpu_features() -> wgpu::Features {
+    wgpu::Features::TIMESTAMP_QUERY
+        | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
+        | wgpu::Features::PIPELINE_STATISTICS_QUERY
+}
+
+/// wgpu's logged errors (its validation-layer messages among them), kept
+/// while validation is on.
+static WGPU_LOGGED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Keeps wgpu's error-level log records in [`WGPU_LOGGED`].
+struct WgpuLog;
+
+impl log::Log for WgpuLog {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::Level::Error
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            WGPU_LOGGED
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(format!("{}: {}", r.target(), r.args()));
+        }
+    }
+    fn flush(&self) {}
+}
+
+/// Every wgpu adapter of the backends compiled in (Vulkan), each opened with
+/// the features of [`wgpu_features`] it offers and wrapped by
+/// [`gpu_counters_wgpu::WgpuDevice::request`]. Under
+/// `GPU_COUNTERS_VALIDATION=1` the instance runs with wgpu's validation and
+/// any error it logs fails the command.
+pub fn list_wgpu() -> CliResult<Vec<WgpuAdapter>> {
+    let validation = std::env::var(gpu_counters_vulkan::VALIDATION_ENV).is_ok_and(|v| v == "1");
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = wgpu::Backends::all();
+    desc.flags = if validation {
+        if log::set_logger(&WgpuLog).is_ok() {
+            log::set_max_level(log::LevelFilter::Error);
+        }
+        wgpu::InstanceFlags::VALIDATION
+    } else {
+        wgpu::InstanceFlags::empty()
+    };
+    let instance = wgpu::Instance::new(desc);
+    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    let mut out = Vec::with_capacity(adapters.len());
+    for (index, adapter) in adapters.iter().enumerate() {
+        let adapter_info = adapter.get_info();
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("gpu-counters devices"),
+            required_features: adapter.features() & wgpu_features(),
+            required_limits: wgpu::Limits::default(),
+            ..Default::default()
+        };
+        let device = pollster::block_on(gpu_counters_wgpu::WgpuDevice::request(adapter, &desc))
+            .map_err(|e| {
+                CliError::Failure(format!(
+                    "wgpu adapter [{index}] `{}`: request_device: {e}",
+                    adapter_info.name
+                ))
+            })?;
+        let mut info = device.info().clone();
+        info.index = index;
+        out.push(WgpuAdapter {
+            info,
+            wgpu_backend: adapter_info.backend.to_str(),
+        });
+    }
+    drop(adapters);
+    drop(instance);
+    let logged = std::mem::take(&mut *WGPU_LOGGED.lock().unwrap_or_else(|p| p.into_inner()));
+    for m in &logged {
+        eprintln!("validation: {m}");
+    }
+    match logged.len() {
+        0 => Ok(out),
+        n => Err(CliError::Failure(format!(
+            "wgpu's validation reported {n} error{} (printed above)",
+            if n == 1 { "" } else { "s" }
+        ))),
+    }
+}
+
+/// A wgpu adapter's JSON form: [`device_json`] (never the default: `run`
+/// uses Vulkan devices) with `wgpu_backend` added.
+pub fn wgpu_json(a: &WgpuAdapter) -> Value {
+    let mut v = device_json(&a.info, false);
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("wgpu_backend".into(), Value::from(a.wgpu_backend));
+    }
+    v
+}
+
 /// Runs `gpu-counters devices`.
 pub fn run(args: &DevicesArgs) -> CliResult<()> {
-    let instance = Instance::new(&InstanceOptions::default())?;
-    let (devices, default) = list(&instance)?;
-    check_validation(&instance)?;
+    let backend = DevicesBackend::parse(&args.backend).map_err(CliError::Usage)?;
+    let vulkan = if backend.vulkan() {
+        let instance = Instance::new(&InstanceOptions::default())?;
+        let listed = list(&instance)?;
+        check_validation(&instance)?;
+        Some(listed)
+    } else {
+        None
+    };
+    let wgpu = if backend.wgpu() {
+        Some(list_wgpu()?)
+    } else {
+        None
+    };
     if args.json {
-        let list: Vec<Value> = devices
-            .iter()
-            .map(|d| device_json(d, Some(d.index) == default))
-            .collect();
+        let mut list: Vec<Value> = Vec::new();
+        if let Some((devices, default)) = &vulkan {
+            list.extend(
+                devices
+                    .iter()
+                    .map(|d| device_json(d, Some(d.index) == *default)),
+            );
+        }
+        if let Some(adapters) = &wgpu {
+            list.extend(adapters.iter().map(wgpu_json));
+        }
         let out = json!({ "devices": list });
         println!(
             "{}",
@@ -90,20 +215,51 @@ pub fn run(args: &DevicesArgs) -> CliResult<()> {
         );
         return Ok(());
     }
+    if let Some((devices, default)) = &vulkan {
+        print_vulkan(devices, *default);
+    }
+    if let Some(adapters) = &wgpu {
+        if vulkan.is_some() {
+            println!();
+        }
+        print_wgpu(adapters);
+    }
+    Ok(())
+}
+
+/// Prints the Vulkan devices.
+fn print_vulkan(devices: &[DeviceInfo], default: Option<usize>) {
     if devices.is_empty() {
         println!("No Vulkan 1.3 device found.");
-        return Ok(());
+        return;
     }
     println!(
         "{} Vulkan device{} (* = default, used by `run` without --device):",
         devices.len(),
         if devices.len() == 1 { "" } else { "s" }
     );
-    for d in &devices {
+    for d in devices {
         println!();
         print_device(d, Some(d.index) == default);
     }
-    Ok(())
+}
+
+/// Prints the wgpu adapters.
+fn print_wgpu(adapters: &[WgpuAdapter]) {
+    if adapters.is_empty() {
+        println!("No wgpu adapter found.");
+        return;
+    }
+    println!(
+        "{} wgpu adapter{} (through gpu-counters-wgpu; not used by `run`):",
+        adapters.len(),
+        if adapters.len() == 1 { "" } else { "s" }
+    );
+    for a in adapters {
+        println!();
+        print_device(&a.info, false);
+        println!("    {:<16}{}", "wgpu backend", a.wgpu_backend);
+    }
 }
 
 /// Prints one device as an indented listing.

@@ -1,7 +1,8 @@
 //! `gpu-counters`: the command line of gpu-counters.
 //!
-//! - `gpu-counters devices [--json]`: every Vulkan device, its counter sets,
-//!   sampling points, timestamp period and calibration.
+//! - `gpu-counters devices [--json] [--backend vulkan|wgpu|all]`: every
+//!   Vulkan device (or wgpu adapter), its counter sets, sampling points,
+//!   timestamp period and calibration.
 //! - `gpu-counters run <compute|render|mixed> [...]`: a built-in workload for
 //!   some frames, every pass sampled (timestamps and statistics), the
 //!   statistics checked against the counts known in advance, with tables or

@@ -874,3 +874,58 @@ fn vk_instance_layers_in_the_environment_does_not_fail_validation() {
         assert!(!stderr.contains("validation:"), "{stderr}");
     }
 }
+
+#[test]
+fn devices_backend_wgpu_lists_wgpu_adapters() {
+    let v = json(&["devices", "--backend", "wgpu"]);
+    let devices = v["devices"].as_array().expect("devices array");
+    assert!(!devices.is_empty(), "no wgpu adapter: {v}");
+    for (i, d) in devices.iter().enumerate() {
+        assert_eq!(u(&d["index"]), i as u64);
+        assert_eq!(d["backend"], "wgpu", "{d}");
+        assert!(
+            d["wgpu_backend"].as_str().is_some_and(|s| !s.is_empty()),
+            "{d}"
+        );
+        assert!(d["name"].as_str().is_some_and(|s| !s.is_empty()));
+        assert!(d["calibration"].is_string());
+        assert_eq!(d["default"], Value::Bool(false));
+        let sets = d["counter_sets"].as_array().expect("counter_sets");
+        let timestamp = sets
+            .iter()
+            .find(|s| s["name"] == "timestamp")
+            .expect("timestamp set");
+        assert_eq!(timestamp["counters"], serde_json::json!(["timestamp"]));
+    }
+    // lavapipe through wgpu's Vulkan backend.
+    assert!(devices.iter().any(|d| d["wgpu_backend"] == "vulkan"), "{v}");
+}
+
+#[test]
+fn devices_backend_all_lists_vulkan_then_wgpu() {
+    let v = json(&["devices", "--backend", "all"]);
+    let devices = v["devices"].as_array().expect("devices array");
+    let backends: Vec<&str> = devices
+        .iter()
+        .map(|d| d["backend"].as_str().expect("backend"))
+        .collect();
+    assert!(
+        backends.contains(&"vulkan") && backends.contains(&"wgpu"),
+        "{v}"
+    );
+    let first_wgpu = backends.iter().position(|b| *b == "wgpu").expect("wgpu");
+    assert!(backends[first_wgpu..].iter().all(|b| *b == "wgpu"), "{v}");
+    let text = ok(&["devices", "--backend", "all"]);
+    assert!(text.contains("Vulkan device"), "{text}");
+    assert!(text.contains("wgpu adapter"), "{text}");
+    assert!(text.contains("wgpu backend"), "{text}");
+}
+
+#[test]
+fn devices_bad_backend_exits_2() {
+    bad_input(&["devices", "--backend", "metal"], "--backend metal");
+    bad_input(
+        &["devices", "--backend", "metal", "--json"],
+        "--backend metal",
+    );
+}
