@@ -205,32 +205,34 @@ impl<'c> EncoderCore<'c> {
         &mut self,
         list: impl Iterator<Item = Attachment<'a>> + Clone,
     ) -> Result<()> {
-        if list.clone().any(|a| a.index.is_some()) {
-            self.device()
-                .require_point(CounterSamplingPoint::AtStageBoundary)?;
-        }
+        // One walk for what is checked per point: the device, and whether
+        // any point samples at all or samples statistics.
+        let (mut any, mut statistic) = (false, false);
         for a in list.clone().filter(|a| a.index.is_some()) {
             self.cmd
                 .check_device(&a.buffer.inner, "counter sample buffer")?;
+            any = true;
+            statistic |= a.buffer.counter_set() == CommonCounterSet::Statistic;
         }
-        let points = list.clone().filter_map(|a| {
-            a.index.map(|i| {
-                (
-                    Arc::as_ptr(&a.buffer.inner) as usize,
-                    &a.buffer.inner.core,
-                    i,
-                )
-            })
-        });
-        check_pass_attachments(points)?;
-        let statistic = list
-            .clone()
-            .find(|a| a.index.is_some() && a.buffer.counter_set() == CommonCounterSet::Statistic);
+        if any {
+            self.device()
+                .require_point(CounterSamplingPoint::AtStageBoundary)?;
+            let points = list.clone().filter_map(|a| {
+                a.index.map(|i| {
+                    (
+                        Arc::as_ptr(&a.buffer.inner) as usize,
+                        &a.buffer.inner.core,
+                        i,
+                    )
+                })
+            });
+            check_pass_attachments(points)?;
+        }
         // Reset re-used indices now, while outside any render pass. Outside
         // render passes, start timestamps (taken at once, and nothing before
         // them can fail when no statistic buffer is attached) reset their
         // indices themselves, under the same lock as the write.
-        let starts_reset_themselves = self.kind != EncoderKind::Render && statistic.is_none();
+        let starts_reset_themselves = self.kind != EncoderKind::Render && !statistic;
         for a in list {
             let Some(index) = a.index else { continue };
             if a.is_start && starts_reset_themselves {

@@ -551,6 +551,23 @@ impl WgpuRecorder {
         Ok(start.into_iter().chain(end).collect())
     }
 
+    /// Checks the feature and does core's bookkeeping for a pass's start and
+    /// end timestamp indices (compute and render passes alike).
+    fn reserve_pass_timestamps(
+        &mut self,
+        buffer: &WgpuSampleBuffer,
+        start: Option<u32>,
+        end: Option<u32>,
+    ) -> Result<()> {
+        self.device.require(
+            wgpu::Features::TIMESTAMP_QUERY,
+            "TIMESTAMP_QUERY",
+            "pass timestamp writes need it",
+        )?;
+        let indices = Self::pass_indices(start, end)?;
+        self.note_writes(&buffer.storage, &indices)
+    }
+
     /// The timestamp writes of a compute pass into `buffer[start]` and
     /// `buffer[end]`, for the caller's `ComputePassDescriptor`, after core's
     /// bookkeeping for both indices. Put it in the pass you record into this
@@ -562,13 +579,7 @@ impl WgpuRecorder {
         start: Option<u32>,
         end: Option<u32>,
     ) -> Result<wgpu::ComputePassTimestampWrites<'a>> {
-        self.device.require(
-            wgpu::Features::TIMESTAMP_QUERY,
-            "TIMESTAMP_QUERY",
-            "pass timestamp writes need it",
-        )?;
-        let indices = Self::pass_indices(start, end)?;
-        self.note_writes(&buffer.storage, &indices)?;
+        self.reserve_pass_timestamps(buffer, start, end)?;
         Ok(wgpu::ComputePassTimestampWrites {
             query_set: &buffer.storage.query_set,
             beginning_of_pass_write_index: start,
@@ -583,13 +594,7 @@ impl WgpuRecorder {
         start: Option<u32>,
         end: Option<u32>,
     ) -> Result<wgpu::RenderPassTimestampWrites<'a>> {
-        self.device.require(
-            wgpu::Features::TIMESTAMP_QUERY,
-            "TIMESTAMP_QUERY",
-            "pass timestamp writes need it",
-        )?;
-        let indices = Self::pass_indices(start, end)?;
-        self.note_writes(&buffer.storage, &indices)?;
+        self.reserve_pass_timestamps(buffer, start, end)?;
         Ok(wgpu::RenderPassTimestampWrites {
             query_set: &buffer.storage.query_set,
             beginning_of_pass_write_index: start,
