@@ -8,7 +8,7 @@ use gpu_counters_core::{
     SampleValue, TimestampGranularity, COUNTER_ERROR_VALUE,
 };
 use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 
 /// Validation messages logged at error level by wgpu (the Vulkan debug
 /// messenger's errors come through `log`).
@@ -73,19 +73,7 @@ fn gpu_opened(features: impl FnOnce(wgpu::Features) -> wgpu::Features, calibrate
             log::set_max_level(log::LevelFilter::Error);
         }
     });
-    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = wgpu::Backends::VULKAN;
-    // Not DEBUG: naga then writes OpSource with WGSL (10), which the
-    // installed validation layer's SPIR-V validator does not know.
-    desc.flags = wgpu::InstanceFlags::VALIDATION;
-    let instance = wgpu::Instance::new(desc);
-    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
-    let adapter = adapters
-        .iter()
-        .find(|a| a.get_info().device_type == wgpu::DeviceType::Cpu)
-        .or(adapters.first())
-        .expect("no Vulkan adapter (is lavapipe installed?)")
-        .clone();
+    let adapter = shared_adapter();
     let have = adapter.features();
     let features = features(have) & have;
     let desc = wgpu::DeviceDescriptor {
@@ -95,7 +83,7 @@ fn gpu_opened(features: impl FnOnce(wgpu::Features) -> wgpu::Features, calibrate
         ..Default::default()
     };
     let device = if calibrated {
-        pollster::block_on(WgpuDevice::request(&adapter, &desc)).expect("WgpuDevice::request")
+        pollster::block_on(WgpuDevice::request(adapter, &desc)).expect("WgpuDevice::request")
     } else {
         let (device, queue) =
             pollster::block_on(adapter.request_device(&desc)).expect("request_device");
@@ -109,6 +97,31 @@ fn gpu_opened(features: impl FnOnce(wgpu::Features) -> wgpu::Features, calibrate
             sink.lock().unwrap().push(e.to_string());
         }));
     Gpu { device, errors }
+}
+
+/// One wgpu instance and adapter for the whole test binary, created once.
+/// With one instance per test, 14 threads creating instances and enumerating
+/// adapters at once died with SIGSEGV at start-up on CI (once; not reproduced
+/// in 200 local runs), inside the loader's implicit layers (Mesa's
+/// device-select layer connects to the display server during enumeration).
+/// Devices, which the tests are about, are still one per test, in parallel.
+fn shared_adapter() -> &'static wgpu::Adapter {
+    static ADAPTER: OnceLock<wgpu::Adapter> = OnceLock::new();
+    ADAPTER.get_or_init(|| {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = wgpu::Backends::VULKAN;
+        // Not DEBUG: naga then writes OpSource with WGSL (10), which the
+        // installed validation layer's SPIR-V validator does not know.
+        desc.flags = wgpu::InstanceFlags::VALIDATION;
+        let instance = wgpu::Instance::new(desc);
+        let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
+        adapters
+            .iter()
+            .find(|a| a.get_info().device_type == wgpu::DeviceType::Cpu)
+            .or(adapters.first())
+            .expect("no Vulkan adapter (is lavapipe installed?)")
+            .clone()
+    })
 }
 
 fn gpu() -> Gpu {
