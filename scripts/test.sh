@@ -8,12 +8,14 @@
 #      layer and fonts, with apt-get (needs root or sudo);
 #   3. the whole workspace's tests, GPU tests on lavapipe (or any Vulkan
 #      driver present) under the validation layer: any validation message
-#      fails a test.
+#      fails a test;
+#   4. the wgpu backend's tests again on its portable path (without its
+#      `vulkan` feature: no wgpu-hal, as on every non-Vulkan wgpu backend).
 # Once set up, `cargo test --workspace --locked` alone runs step 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== 1/3 core, and the profiler and exporters on the fake backend, before installing anything"
+echo "== 1/4 core, and the profiler and exporters on the fake backend, before installing anything"
 cargo test --locked -p gpu-counters-core
 cargo test --locked -p gpu-counters-profiler --lib --test fake
 if ldconfig -p 2>/dev/null | grep libvulkan.so.1 >/dev/null; then
@@ -22,8 +24,11 @@ else
   echo "core and fake-backend tests passed with no Vulkan loader installed: they need none"
 fi
 
-echo "== 2/3 scripts/setup.sh"
+echo "== 2/4 scripts/setup.sh"
 bash scripts/setup.sh
 
-echo "== 3/3 cargo test --workspace --locked"
+echo "== 3/4 cargo test --workspace --locked"
 cargo test --workspace --locked
+
+echo "== 4/4 the wgpu backend on its portable path (no wgpu-hal)"
+cargo test --locked -p gpu-counters-wgpu --no-default-features --features profiler

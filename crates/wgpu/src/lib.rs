@@ -36,12 +36,20 @@
 //!   ([`CalibrationMethod::CalibratedPair`], a burst of 32 reads keeping the
 //!   smallest deviation); otherwise a bracketed timestamp-only submission.
 //!   wgpu does not enable the extension itself: [`WgpuDevice::request`]
-//!   opens a device with it.
+//!   opens a device with it. This wgpu-hal path is the `vulkan` feature (on
+//!   by default); without it the crate uses only wgpu's portable API, as on
+//!   every other backend, and calibration always brackets a submission.
 //!
 //! Every object holds clones of the wgpu handles it uses (wgpu handles are
 //! reference counted), so there is no drop order to get wrong.
 
 mod backend;
+// wgpu-hal's Vulkan device for calibrated timestamps; without the `vulkan`
+// feature only wgpu's portable API is used (what runs on every backend).
+#[cfg(feature = "vulkan")]
+mod calibrated;
+#[cfg(not(feature = "vulkan"))]
+#[path = "calibrated_portable.rs"]
 mod calibrated;
 mod scope;
 mod stats;
