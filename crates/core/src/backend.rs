@@ -161,6 +161,14 @@ pub trait BackendRecorder {
 
     /// Ends the recorder's open statistic chain, if any.
     fn end_statistics(&mut self) -> Result<()>;
+
+    /// Whether [`BackendRecorder::sample_counters`] of a statistic sample
+    /// buffer would record here and now. Backends that count statistics only
+    /// inside passes (wgpu) say no between passes, so a profiler scope there
+    /// is timed without statistics instead of failing.
+    fn samples_statistics(&self) -> bool {
+        true
+    }
 }
 
 /// Signals once all work submitted before it finished

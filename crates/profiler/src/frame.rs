@@ -38,6 +38,10 @@ pub(crate) struct ScopeRecord {
     pub(crate) thread: u32,
     pub(crate) kind: PassKind,
     pub(crate) state: RecordState,
+    /// Whether its statistics are sampled: the profiler's option, and the
+    /// recorder able to where the scope began
+    /// ([`BackendRecorder::samples_statistics`]).
+    pub(crate) statistics: bool,
 }
 
 /// What a ring slot holds, lent to the frame that records into it. Clearing
@@ -269,7 +273,10 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     /// its first scope's start to its outermost scope's end, so encoders
     /// cannot sample statistics inside scopes, and a scope left unended keeps
     /// it open: call the recorder's `end_statistics` before ending a
-    /// caller's command buffer in that case.
+    /// caller's command buffer in that case. Where the recorder cannot
+    /// sample statistics at this point
+    /// ([`BackendRecorder::samples_statistics`]: wgpu between passes), the
+    /// scope is timed only and its result has no statistics.
     pub fn scope(
         &self,
         cmd: &mut Recorder<D>,
@@ -310,7 +317,9 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         // recording threads anyway, and the record and its samples stay in
         // step.
         let p = &store.pages[page];
-        let sampled = sample::<D>(cmd, &p.timestamps, p.statistics.as_ref(), index);
+        let statistics = p.statistics.as_ref().filter(|_| cmd.samples_statistics());
+        let with_statistics = statistics.is_some();
+        let sampled = sample::<D>(cmd, &p.timestamps, statistics, index);
         let parent = store.innermost(raw).map_or(NO_SCOPE, |i| store.open[i]);
         let thread = store.thread_index();
         let (label_start, label_len) = store.push_label(label);
@@ -322,6 +331,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             thread,
             kind,
             state: RecordState::Open,
+            statistics: with_statistics,
         });
         store.not_ended += 1;
         store.next_in_page += 1;
@@ -442,7 +452,10 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
             }
         }
         let p = &store.pages[self.page as usize];
-        let statistics = p.statistics.as_ref();
+        let statistics = p
+            .statistics
+            .as_ref()
+            .filter(|_| store.records[id as usize].statistics);
         let mut recorded = sample::<D>(cmd, &p.timestamps, statistics, self.index + 1);
         if recorded.is_ok() && statistics.is_some() && store.innermost(raw).is_none() {
             // Close this command buffer's statistic chain: nothing is counted

@@ -687,7 +687,7 @@ impl<D: BackendDevice> Profiler<D> {
                 continue;
             }
             let (t0, t1) = (t[at].timestamp, t[at + 1].timestamp);
-            let statistics = if self.options.statistics {
+            let statistics = if self.options.statistics && rec.statistics {
                 match stats
                     .get(page)
                     .filter(|_| with_stats)

@@ -62,7 +62,10 @@ pub struct ScopeResult {
     /// and `end_ns`.
     pub error_bound_ns: u64,
     /// What the GPU counted between start and end, where statistics were
-    /// sampled. Counters the device does not count hold
+    /// sampled: `None` without the profiler's `statistics` option, or where
+    /// the scope's recorder could not sample them (wgpu counts statistics
+    /// only inside passes: a scope over an encoder is timed only, its
+    /// profiled passes are counted). Counters the device does not count hold
     /// [`COUNTER_ERROR_VALUE`](gpu_counters_core::COUNTER_ERROR_VALUE), never 0.
     pub statistics: Option<CounterResultStatistic>,
 }

@@ -169,6 +169,11 @@ impl BackendRecorder for WgpuRecorder {
         // Statistic chains are never opened between passes.
         Ok(())
     }
+
+    fn samples_statistics(&self) -> bool {
+        // Only a profiled pass's scope, whose pass holds the query.
+        self.capture.is_some()
+    }
 }
 
 impl WgpuDevice {
