@@ -53,6 +53,10 @@ impl Drop for Open {
 /// sample buffer (see [`WgpuRecorder::begin_compute_pass_with_statistics`]).
 /// Dereferences to the [`wgpu::ComputePass`]; dropping it ends the
 /// statistics query, then the pass.
+///
+/// Leaking it (`std::mem::forget`) is safe but leaves the pass unended: wgpu
+/// then refuses to finish the encoder, and the pass's two samples stay marked
+/// open, so writing them again is refused with a typed error.
 pub struct WgpuComputePass<'e> {
     pub(crate) pass: wgpu::ComputePass<'e>,
     /// `None` where nothing is counted (a profiled pass without statistics).
@@ -85,6 +89,10 @@ impl Drop for WgpuComputePass<'_> {
 /// sample buffer (see [`WgpuRecorder::begin_render_pass_with_statistics`]).
 /// Dereferences to the [`wgpu::RenderPass`]; dropping it ends the
 /// statistics query, then the pass.
+///
+/// Leaking it (`std::mem::forget`) is safe but leaves the pass unended: wgpu
+/// then refuses to finish the encoder, and the pass's two samples stay marked
+/// open, so writing them again is refused with a typed error.
 pub struct WgpuRenderPass<'e> {
     pub(crate) pass: wgpu::RenderPass<'e>,
     /// `None` where nothing is counted (a profiled pass without statistics).
