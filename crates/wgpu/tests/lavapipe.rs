@@ -796,6 +796,50 @@ fn pass_statistics_misuse_is_refused() {
     gpu.check();
 }
 
+/// A counted pass leaked with `mem::forget`: its samples stay open, so a
+/// later recording cannot write them (a typed error), and the rest of the
+/// buffer still works.
+#[test]
+fn a_leaked_counted_pass_keeps_its_samples_refused() {
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d
+        .features()
+        .contains(wgpu::Features::PIPELINE_STATISTICS_QUERY)
+    {
+        eprintln!("skipped: the adapter lacks PIPELINE_STATISTICS_QUERY");
+        return;
+    }
+    let desc = wgpu::ComputePassDescriptor::default();
+    let stats = statistics(d, 4);
+    let mut leaked = d.recorder(None);
+    std::mem::forget(
+        leaked
+            .begin_compute_pass_with_statistics(&desc, &stats, 0, 1)
+            .unwrap(),
+    );
+    let mut rec = d.recorder(None);
+    let e = rec
+        .begin_compute_pass_with_statistics(&desc, &stats, 0, 1)
+        .err()
+        .expect("a leaked pass's samples written again");
+    assert!(
+        matches!(e.invalid(), Some(InvalidInput::SampleIndexReuse { .. })),
+        "{e}"
+    );
+    drop(
+        rec.begin_compute_pass_with_statistics(&desc, &stats, 2, 3)
+            .unwrap(),
+    );
+    d.submit(rec).unwrap().wait().unwrap();
+    let r = stats.resolve_counter_range(2..4).unwrap();
+    assert_eq!(
+        r.statuses(),
+        &[SampleStatus::Written, SampleStatus::Written]
+    );
+    gpu.check();
+}
+
 /// A render pass counts its draw: one triangle of 3 vertices is 3 vertex
 /// invocations and some fragment invocations between the pass's samples;
 /// compute invocations 0.
