@@ -8,7 +8,7 @@ mkdir -p .bin
 cargo build --release -p gpu-counters-cli
 cp "${CARGO_TARGET_DIR:-target}/release/gpu-counters" .bin/
 rm -f .bin/test-*
-cargo test --release --no-run -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-workloads -p gpu-counters-wgpu \
+cargo test --release --no-run -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-workloads -p gpu-counters-wgpu -p gpu-counters-cuda \
   --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys, shutil

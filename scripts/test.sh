@@ -10,12 +10,14 @@
 #      driver present) under the validation layer: any validation message
 #      fails a test;
 #   4. the wgpu backend's tests again on its portable path (without its
-#      `vulkan` feature: no wgpu-hal, as on every non-Vulkan wgpu backend).
+#      `vulkan` feature: no wgpu-hal, as on every non-Vulkan wgpu backend);
+#   5. the CUDA backend's tests with their output shown: without a CUDA
+#      driver each GPU test prints one line saying it skipped.
 # Once set up, `cargo test --workspace --locked` alone runs step 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== 1/4 core, and the profiler and exporters on the fake backend, before installing anything"
+echo "== 1/5 core, and the profiler and exporters on the fake backend, before installing anything"
 cargo test --locked -p gpu-counters-core
 cargo test --locked -p gpu-counters-profiler --lib --test fake
 if ldconfig -p 2>/dev/null | grep libvulkan.so.1 >/dev/null; then
@@ -24,11 +26,14 @@ else
   echo "core and fake-backend tests passed with no Vulkan loader installed: they need none"
 fi
 
-echo "== 2/4 scripts/setup.sh"
+echo "== 2/5 scripts/setup.sh"
 bash scripts/setup.sh
 
-echo "== 3/4 cargo test --workspace --locked"
+echo "== 3/5 cargo test --workspace --locked"
 cargo test --workspace --locked
 
-echo "== 4/4 the wgpu backend on its portable path (no wgpu-hal)"
+echo "== 4/5 the wgpu backend on its portable path (no wgpu-hal)"
 cargo test --locked -p gpu-counters-wgpu --no-default-features --features profiler
+
+echo "== 5/5 the CUDA backend (each GPU test says so where it skips: no CUDA driver)"
+cargo test --locked -p gpu-counters-cuda -- --nocapture --test-threads=1

@@ -1,0 +1,440 @@
+//! The backend interface on CUDA: sample buffers and heaps over host-mapped
+//! memory, recorders over the device's stream, markers as events.
+
+use crate::storage::{MappedWords, Storage};
+use crate::{driver_err, kernels, CudaDevice, MAX_SAMPLE_COUNT};
+use cudarc::driver::CudaEvent;
+use gpu_counters_core::backend::{
+    Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
+};
+use gpu_counters_core::bookkeeping::{Held, SampleSet, SlotState, Ticket, ABSENT, NONE};
+use gpu_counters_core::{
+    cpu_monotonic_ns, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
+    CounterSampleBufferDescriptor, DeviceInfo, Error, InvalidInput, ResolvedCounters, Result,
+    StorageMode, TimestampGranularity, TimestampPair,
+};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+/// The CUDA backend.
+#[derive(Debug, Clone, Copy)]
+pub struct Cuda;
+
+impl Backend for Cuda {
+    type Device = CudaDevice;
+    type SampleBuffer = CudaSampleBuffer;
+    type Heap = CudaHeap;
+    type Recorder = CudaRecorder;
+    type Marker = CudaMarker;
+}
+
+/// A counter sample buffer of timestamps. Cloning shares it.
+#[derive(Clone)]
+pub struct CudaSampleBuffer {
+    pub(crate) storage: Arc<Storage>,
+}
+
+/// A Metal 4 counter heap of timestamps. Cloning shares it.
+#[derive(Clone)]
+pub struct CudaHeap {
+    pub(crate) storage: Arc<Storage>,
+}
+
+fn resolve(storage: &Storage, range: Range<u64>) -> Result<ResolvedCounters> {
+    storage.poll()?;
+    storage.samples.resolve_cpu(range, storage, None)
+}
+
+/// A host reset of `first..first+count` to `state`, refused while any of it
+/// may still be written by the GPU.
+fn host_reset(
+    storage: &Storage,
+    first: u32,
+    count: u32,
+    state: SlotState,
+    what: &'static str,
+) -> Result<()> {
+    storage.poll()?;
+    let s = &storage.samples;
+    let mut slots = s.lock()?;
+    s.check_host_reset(&mut slots, storage, first, count, what)?;
+    for i in first..first + count {
+        storage.clear(i);
+    }
+    s.host_reset_table(&mut slots, first, count, state);
+    Ok(())
+}
+
+impl BackendSampleBuffer for CudaSampleBuffer {
+    fn sample_count(&self) -> u32 {
+        self.storage.samples.count
+    }
+
+    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+        resolve(&self.storage, range)
+    }
+
+    fn reset(&self) -> Result<()> {
+        let n = self.storage.samples.count;
+        host_reset(&self.storage, 0, n, SlotState::Fresh, "reset")
+    }
+}
+
+impl BackendHeap for CudaHeap {
+    fn count(&self) -> u32 {
+        self.storage.samples.count
+    }
+
+    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+        resolve(&self.storage, range)
+    }
+
+    fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
+        let (first, count) = self.storage.samples.check_range(&range)?;
+        host_reset(
+            &self.storage,
+            first,
+            count,
+            SlotState::Invalidated,
+            "invalidating",
+        )
+    }
+}
+
+const IDLE: u8 = 0;
+const SUBMITTED: u8 = 1;
+
+/// A completion marker: an event recorded on the device's stream.
+pub struct CudaMarker {
+    event: CudaEvent,
+    state: AtomicU8,
+}
+
+impl BackendMarker for CudaMarker {
+    fn is_signaled(&self) -> Result<bool> {
+        if self.state.load(Ordering::Acquire) != SUBMITTED {
+            return Ok(false);
+        }
+        self.event
+            .try_is_complete()
+            .map_err(driver_err("cuEventQuery"))
+    }
+
+    fn reset(&self) -> Result<()> {
+        if !self.is_signaled()? {
+            return Err(Error::Internal(
+                "CUDA marker reset before it signaled".into(),
+            ));
+        }
+        self.state.store(IDLE, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// A range of the device stream's work, from [`CudaDevice::recorder`] to
+/// [`CudaDevice::submit`]: samples are launched on the stream as they are
+/// recorded (a stream runs work as it comes), and become available once the
+/// range's work is done.
+pub struct CudaRecorder {
+    id: u64,
+    device: CudaDevice,
+    ticket: Ticket,
+    /// The storages written: held until the work is done.
+    held: Vec<Arc<Storage>>,
+    cpu_start_ns: u64,
+    /// Submitted: the drop has nothing left to do.
+    submitted: bool,
+}
+
+impl CudaRecorder {
+    pub(crate) fn new(device: CudaDevice) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            device,
+            ticket: Ticket::new(),
+            held: Vec::new(),
+            cpu_start_ns: cpu_monotonic_ns(),
+            submitted: false,
+        }
+    }
+
+    /// The stream to launch the measured work on (the device's).
+    pub fn stream(&self) -> &Arc<cudarc::driver::CudaStream> {
+        &self.device.shared.stream
+    }
+
+    /// The recording's ticket.
+    pub fn ticket(&self) -> &Ticket {
+        &self.ticket
+    }
+
+    fn held(&mut self) -> Held {
+        std::mem::take(&mut self.held)
+            .into_iter()
+            .map(|s| Box::new(s) as Box<dyn std::any::Any + Send + Sync>)
+            .collect()
+    }
+
+    pub(crate) fn submit(mut self) -> Result<CudaSubmission> {
+        self.submitted = true;
+        let held = self.held();
+        let event = self.device.shared.enqueue(&self.ticket, held)?;
+        Ok(CudaSubmission {
+            device: self.device.clone(),
+            event,
+            ticket: self.ticket.clone(),
+            cpu_submit_ns: self.cpu_start_ns,
+        })
+    }
+
+    /// A timestamp of `storage[index]` after all prior work on the stream.
+    fn timestamp(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+        if storage.device_id != self.device.shared.id {
+            return Err(InvalidInput::ForeignObject {
+                what: "sample buffer or heap",
+            }
+            .into());
+        }
+        let s = &storage.samples;
+        let mut slots = s.lock()?;
+        let dirty = s.check_write(&slots, index, false, self.ticket.id())?;
+        if !self.held.iter().any(|h| Arc::ptr_eq(h, storage)) {
+            self.held.push(storage.clone());
+            slots.register(&self.ticket);
+        }
+        if dirty {
+            // The launch overwrites both words; until this range is done
+            // the old value may still be what is there.
+            slots.note_reset(index, &self.ticket);
+        }
+        // SAFETY: the two words of sample `index` lie in `storage`'s mapped
+        // memory (index checked by check_write), which this recorder holds
+        // (just above) and hands to its ticket, released only once an event
+        // recorded after this launch completed or the stream was
+        // synchronized.
+        unsafe {
+            kernels::launch_timestamp(
+                &self.device.shared.stream,
+                &self.device.shared.timestamp,
+                storage.words.device_address(2 * index as usize),
+            )
+        }
+        .map_err(driver_err("timestamp kernel launch"))?;
+        slots.mark_recorded(index, NONE, false, self.ticket.id(), 0);
+        Ok(())
+    }
+}
+
+impl Drop for CudaRecorder {
+    fn drop(&mut self) {
+        if self.submitted {
+            return;
+        }
+        // Its launches run whatever happens: it is submitted, so that its
+        // samples resolve and its storages live until they ran.
+        let held = self.held();
+        let _ = self.device.shared.enqueue(&self.ticket, held);
+    }
+}
+
+impl BackendRecorder for CudaRecorder {
+    type Backend = Cuda;
+
+    fn recorder_id(&self) -> u64 {
+        self.id
+    }
+
+    fn sample_counters(
+        &mut self,
+        buffer: &CudaSampleBuffer,
+        index: u32,
+        _placement: TimestampGranularity,
+    ) -> Result<()> {
+        // Only timestamp buffers are made; a kernel on the stream runs after
+        // all prior work, so both placements are the same.
+        let storage = buffer.storage.clone();
+        self.timestamp(&storage, index)
+    }
+
+    fn write_timestamp(
+        &mut self,
+        _granularity: TimestampGranularity,
+        heap: &CudaHeap,
+        index: u32,
+    ) -> Result<()> {
+        let storage = heap.storage.clone();
+        self.timestamp(&storage, index)
+    }
+
+    fn end_statistics(&mut self) -> Result<()> {
+        // No statistic set is offered.
+        Ok(())
+    }
+
+    fn samples_statistics(&self) -> bool {
+        false
+    }
+}
+
+/// A submitted recorder's range of work.
+#[derive(Debug)]
+pub struct CudaSubmission {
+    device: CudaDevice,
+    event: Arc<CudaEvent>,
+    ticket: Ticket,
+    cpu_submit_ns: u64,
+}
+
+impl CudaSubmission {
+    /// `CLOCK_MONOTONIC` when its recorder was made: the range's work may
+    /// have started from then on (a stream runs work as it is launched).
+    pub fn cpu_submit_ns(&self) -> u64 {
+        self.cpu_submit_ns
+    }
+
+    /// Whether its work is done.
+    pub fn is_done(&self) -> Result<bool> {
+        self.device.shared.poll()?;
+        Ok(self.ticket.is_done())
+    }
+
+    /// Waits until its work is done; returns `CLOCK_MONOTONIC` right after.
+    pub fn wait(&self) -> Result<u64> {
+        self.event
+            .synchronize()
+            .map_err(driver_err("cuEventSynchronize"))?;
+        let now = cpu_monotonic_ns();
+        self.device.shared.poll()?;
+        Ok(now)
+    }
+}
+
+impl CudaDevice {
+    fn make_storage(
+        &self,
+        label: String,
+        storage: StorageMode,
+        count: u32,
+        what: &'static str,
+    ) -> Result<Arc<Storage>> {
+        Ok(Arc::new(Storage {
+            samples: SampleSet::new(
+                label.clone(),
+                CommonCounterSet::Timestamp,
+                storage,
+                count,
+                [ABSENT; 8],
+                u64::MAX,
+                what,
+            )?,
+            words: MappedWords::new(&self.shared.ctx, 2 * count as usize, &label)?,
+            device: Arc::downgrade(&self.shared),
+            device_id: self.shared.id,
+        }))
+    }
+}
+
+impl BackendDevice for CudaDevice {
+    type Backend = Cuda;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.shared.info
+    }
+
+    fn queue_name(&self) -> String {
+        format!("{} stream", self.shared.info.name)
+    }
+
+    fn make_counter_sample_buffer(
+        &self,
+        descriptor: &CounterSampleBufferDescriptor,
+    ) -> Result<CudaSampleBuffer> {
+        let n = descriptor.sample_count;
+        if n == 0 {
+            return Err(InvalidInput::SampleCountZero {
+                label: descriptor.label.clone(),
+            }
+            .into());
+        }
+        if n > MAX_SAMPLE_COUNT {
+            return Err(InvalidInput::SampleCountTooLarge {
+                label: descriptor.label.clone(),
+                requested: n,
+                limit: MAX_SAMPLE_COUNT,
+            }
+            .into());
+        }
+        if descriptor.counter_set != CommonCounterSet::Timestamp {
+            return Err(InvalidInput::UnsupportedCounterSet {
+                set: descriptor.counter_set,
+                device: self.shared.info.name.clone(),
+            }
+            .into());
+        }
+        let storage = self.make_storage(
+            descriptor.label.clone(),
+            descriptor.storage_mode,
+            n,
+            "sample",
+        )?;
+        Ok(CudaSampleBuffer { storage })
+    }
+
+    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CudaHeap> {
+        let n = descriptor.count;
+        if n == 0 || n > MAX_SAMPLE_COUNT {
+            return Err(InvalidInput::HeapCountOutOfRange {
+                requested: n,
+                limit: MAX_SAMPLE_COUNT,
+            }
+            .into());
+        }
+        match descriptor.heap_type {
+            CounterHeapType::Timestamp => {}
+        }
+        let storage = self.make_storage(
+            format!("timestamp heap of {n}"),
+            StorageMode::Shared,
+            n,
+            "heap entry",
+        )?;
+        Ok(CudaHeap { storage })
+    }
+
+    fn sample_timestamps(&self) -> Result<TimestampPair> {
+        self.shared.sample_timestamps()
+    }
+
+    fn make_marker(&self) -> Result<CudaMarker> {
+        let event = self
+            .shared
+            .ctx
+            .new_event(None)
+            .map_err(driver_err("cuEventCreate"))?;
+        Ok(CudaMarker {
+            event,
+            state: AtomicU8::new(IDLE),
+        })
+    }
+
+    fn submit_marker(&self, marker: &CudaMarker) -> Result<()> {
+        marker
+            .state
+            .compare_exchange(IDLE, SUBMITTED, Ordering::AcqRel, Ordering::Acquire)
+            .map_err(|_| Error::Internal("CUDA marker submitted twice".into()))?;
+        marker
+            .event
+            .record(&self.shared.stream)
+            .map_err(driver_err("cuEventRecord"))
+    }
+
+    fn wait_idle(&self) -> Result<()> {
+        self.shared
+            .stream
+            .synchronize()
+            .map_err(driver_err("cuStreamSynchronize"))?;
+        self.shared.poll()
+    }
+}

@@ -1,0 +1,97 @@
+//! The PTX kernels gpu-counters launches, as text the driver JIT-compiles
+//! (no NVRTC, no nvcc at build time), and their launches.
+//!
+//! Both read `%globaltimer`, the GPU's 64-bit nanosecond timer, and write a
+//! value then an availability word (1) into host-mapped memory, with a
+//! system-scope fence between them so that the CPU never sees the word
+//! before the value.
+
+use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+
+/// `gc_timestamp(slot)`: `slot[0] = %globaltimer`, then `slot[1] = 1`.
+/// `gc_calibrate(flag, out)`: `out[2] = 1` (started), spin until `*flag` is
+/// non-zero, then `out[0] = %globaltimer`, then `out[1] = 1`.
+pub(crate) const PTX: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry gc_timestamp(.param .u64 slot)
+{
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [slot];
+    mov.u64 %rd2, %globaltimer;
+    st.volatile.global.u64 [%rd1], %rd2;
+    membar.sys;
+    mov.u64 %rd3, 1;
+    st.volatile.global.u64 [%rd1+8], %rd3;
+    ret;
+}
+
+.visible .entry gc_calibrate(.param .u64 flag, .param .u64 out)
+{
+    .reg .b64 %rd<6>;
+    .reg .pred %p;
+    ld.param.u64 %rd1, [flag];
+    ld.param.u64 %rd2, [out];
+    mov.u64 %rd3, 1;
+    st.volatile.global.u64 [%rd2+16], %rd3;
+    membar.sys;
+WAIT:
+    ld.volatile.global.u64 %rd4, [%rd1];
+    setp.eq.u64 %p, %rd4, 0;
+    @%p bra WAIT;
+    mov.u64 %rd5, %globaltimer;
+    st.volatile.global.u64 [%rd2], %rd5;
+    membar.sys;
+    st.volatile.global.u64 [%rd2+8], %rd3;
+    ret;
+}
+"#;
+
+/// One thread.
+const ONE: LaunchConfig = LaunchConfig {
+    grid_dim: (1, 1, 1),
+    block_dim: (1, 1, 1),
+    shared_mem_bytes: 0,
+};
+
+/// Launches `gc_timestamp` on `stream`, writing the two words at device
+/// address `slot`.
+///
+/// # Safety
+///
+/// `slot` must be the device address of two `u64`s of host-mapped memory
+/// that stay allocated until the launch has run.
+pub(crate) unsafe fn launch_timestamp(
+    stream: &CudaStream,
+    func: &CudaFunction,
+    slot: u64,
+) -> Result<(), cudarc::driver::DriverError> {
+    let mut launch = stream.launch_builder(func);
+    launch.arg(&slot);
+    // SAFETY: the kernel takes one u64 (a device address), given here; it
+    // writes only the two words there, which the caller keeps allocated.
+    unsafe { launch.launch(ONE) }.map(|_| ())
+}
+
+/// Launches `gc_calibrate` on `stream`.
+///
+/// # Safety
+///
+/// `flag` must be the device address of one `u64`, and `out` of three, of
+/// host-mapped memory that stays allocated until the launch has run; the
+/// kernel spins until `*flag` is non-zero, so the caller must set it.
+pub(crate) unsafe fn launch_calibrate(
+    stream: &CudaStream,
+    func: &CudaFunction,
+    flag: u64,
+    out: u64,
+) -> Result<(), cudarc::driver::DriverError> {
+    let mut launch = stream.launch_builder(func);
+    launch.arg(&flag).arg(&out);
+    // SAFETY: the kernel takes two u64 device addresses, given here; it
+    // reads `flag` and writes the three words at `out`, which the caller
+    // keeps allocated.
+    unsafe { launch.launch(ONE) }.map(|_| ())
+}

@@ -1,0 +1,501 @@
+//! gpu-counters on CUDA: core's backend interface
+//! ([`gpu_counters_core::Backend`]) over the caller's own cudarc context and
+//! stream.
+//!
+//! - The driver is loaded at run time (cudarc's dynamic loading): the crate
+//!   builds anywhere, and with no driver [`CudaDevice::open`] is a typed
+//!   [`OpenError::NoDriver`], never a panic.
+//! - A timestamp is `%globaltimer`, the GPU's 64-bit nanosecond timer, read
+//!   by a one-thread kernel launched on the stream: it runs after all prior
+//!   work on the stream, so both placements (precise and relaxed) are the
+//!   same. The kernel writes the value, then an availability word, into
+//!   page-locked host memory mapped into the device, which core's CPU
+//!   resolve reads without a copy.
+//! - A stream is not a command buffer: its work runs as soon as it is
+//!   launched. A [`CudaRecorder`] is a range of one stream's work: samples it
+//!   writes become available once the work launched before
+//!   [`CudaDevice::submit`] (or the recorder's drop) is done, which an event
+//!   recorded there tells. Nothing is ever abandoned: a recorder dropped
+//!   without being submitted is submitted by its drop.
+//! - Calibration: a kernel that reads `%globaltimer` the moment it sees a
+//!   flag the CPU sets through mapped memory, with the CPU clock read just
+//!   before setting it and just after seeing the result: the pair's bound is
+//!   half that window plus the timer's measured step.
+//! - Counter sets: timestamps only, for now. Statistics and stage
+//!   utilization (CUPTI) are not offered, so they are a typed
+//!   `UnsupportedCounterSet` error, never zeros.
+//!
+//! Every object holds what it needs (a sample buffer holds its memory,
+//! every recording holds the buffers it writes until its work is done), so
+//! there is no drop order to get wrong.
+
+mod backend;
+mod kernels;
+mod storage;
+
+pub use backend::{Cuda, CudaHeap, CudaMarker, CudaRecorder, CudaSampleBuffer, CudaSubmission};
+
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream, DriverError};
+use gpu_counters_core::bookkeeping::Ticket;
+use gpu_counters_core::{
+    cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
+    CounterSamplingPoint, CounterSet, DeviceInfo, DeviceType, Error, Result, TimestampPair,
+};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use storage::MappedWords;
+
+/// Most samples one sample buffer or heap holds (16 bytes of host-mapped
+/// memory each).
+pub const MAX_SAMPLE_COUNT: u32 = 1 << 24;
+
+/// The calibration reads in one [`CudaDevice`] calibration; the one with
+/// the smallest window is kept.
+const CALIBRATION_BURST: usize = 8;
+
+/// How long calibration waits for its kernel to start or answer before
+/// giving up with an error (the GPU may be busy with other contexts' work).
+const CALIBRATION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What cudarc's loader looks for.
+const DRIVER_NAMES: &str = "libcuda.so, libcuda.so.1 (nvcuda.dll on Windows)";
+
+/// Why a CUDA device could not be opened or listed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// No CUDA driver library could be loaded.
+    #[error("no CUDA driver: none of {searched} could be loaded; install NVIDIA's driver, or put the directory holding libcuda.so.1 on LD_LIBRARY_PATH")]
+    NoDriver {
+        /// The library names tried.
+        searched: &'static str,
+    },
+    /// The ordinal names no device.
+    #[error("CUDA device {ordinal}: no such device; {there}")]
+    NoDevice {
+        /// The ordinal asked for.
+        ordinal: usize,
+        /// How many there are, in words.
+        there: String,
+    },
+    /// A driver call failed.
+    #[error("{what}: {error}")]
+    Driver {
+        /// The call.
+        what: &'static str,
+        /// The driver's error.
+        error: DriverError,
+    },
+    /// Setting the device up for sampling failed.
+    #[error(transparent)]
+    Counters(#[from] Error),
+}
+
+/// Whether a CUDA driver library can be loaded.
+pub fn driver_present() -> bool {
+    // SAFETY: loads (and unloads) NVIDIA's driver library by name, as
+    // cudarc does on its first call; its initialisers are the driver's own.
+    unsafe { sys::is_culib_present() }
+}
+
+fn require_driver() -> std::result::Result<(), OpenError> {
+    if driver_present() {
+        Ok(())
+    } else {
+        Err(OpenError::NoDriver {
+            searched: DRIVER_NAMES,
+        })
+    }
+}
+
+/// The number of CUDA devices.
+pub fn device_count() -> std::result::Result<usize, OpenError> {
+    require_driver()?;
+    CudaContext::device_count()
+        .map(|n| n.max(0) as usize)
+        .map_err(|error| OpenError::Driver {
+            what: "cuDeviceGetCount",
+            error,
+        })
+}
+
+/// Every CUDA device, opened and described.
+pub fn devices() -> std::result::Result<Vec<DeviceInfo>, OpenError> {
+    (0..device_count()?)
+        .map(|i| CudaDevice::open(i).map(|d| d.shared.info.clone()))
+        .collect()
+}
+
+/// Maps a driver error onto core's errors.
+pub(crate) fn driver_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
+    move |e| match e.0 {
+        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory(format!("{what}: {e}")),
+        sys::CUresult::CUDA_ERROR_LAUNCH_FAILED
+        | sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
+        | sys::CUresult::CUDA_ERROR_ECC_UNCORRECTABLE
+        | sys::CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR
+        | sys::CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION
+        | sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED => {
+            Error::DeviceLost(format!("{what}: {e}"))
+        }
+        _ => Error::Internal(format!("{what}: {e}")),
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Work launched and not yet seen finished: the event recorded after it and
+/// the recording's ticket.
+type Pending = VecDeque<(Arc<CudaEvent>, Ticket)>;
+
+pub(crate) struct Shared {
+    /// Tells devices apart, for refusing another device's objects.
+    pub(crate) id: u64,
+    pub(crate) ctx: Arc<CudaContext>,
+    /// The caller's stream, that samples are launched on.
+    pub(crate) stream: Arc<CudaStream>,
+    /// A stream of our own for calibration, so that it never waits behind
+    /// the caller's work.
+    calibration_stream: Arc<CudaStream>,
+    pub(crate) timestamp: CudaFunction,
+    calibrate: CudaFunction,
+    pub(crate) info: DeviceInfo,
+    /// `%globaltimer`'s step, in ns, measured at open.
+    timer_step_ns: u64,
+    pending: Mutex<Pending>,
+    /// Calibration's flag and answer words, kept between calibrations.
+    calibration_words: Mutex<Option<MappedWords>>,
+}
+
+impl Shared {
+    /// Completes the tickets of every recording whose work is done, in
+    /// launch order.
+    pub(crate) fn poll(&self) -> Result<()> {
+        let mut pending = lock(&self.pending);
+        while let Some((event, ticket)) = pending.front() {
+            match event.try_is_complete() {
+                Ok(true) => {
+                    ticket.complete();
+                    pending.pop_front();
+                }
+                Ok(false) => break,
+                Err(e) => return Err(driver_err("cuEventQuery")(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues `ticket`'s completion behind all work launched on the stream
+    /// so far; `held` stays alive until then.
+    pub(crate) fn enqueue(
+        &self,
+        ticket: &Ticket,
+        held: gpu_counters_core::bookkeeping::Held,
+    ) -> Result<Arc<CudaEvent>> {
+        ticket.set_phase(gpu_counters_core::bookkeeping::Phase::Submitted);
+        ticket.hold_until_complete(held);
+        let recorded = self
+            .ctx
+            .new_event(None)
+            .and_then(|e| e.record(&self.stream).map(|()| e));
+        match recorded {
+            Ok(event) => {
+                let event = Arc::new(event);
+                lock(&self.pending).push_back((event.clone(), ticket.clone()));
+                Ok(event)
+            }
+            Err(e) => {
+                // No event to tell when the work is done: wait for it here,
+                // so nothing it writes is freed early.
+                let waited = self.stream.synchronize();
+                ticket.complete();
+                waited.map_err(driver_err("cuStreamSynchronize"))?;
+                Err(driver_err("cuEventRecord")(e))
+            }
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Every launch that writes a buffer must finish before the buffers
+        // held for it are freed.
+        let _ = self.stream.synchronize();
+        let pending = std::mem::take(&mut *lock(&self.pending));
+        for (_, ticket) in pending {
+            ticket.complete();
+        }
+    }
+}
+
+/// A CUDA context and stream as a gpu-counters device. Cloning shares it.
+#[derive(Clone)]
+pub struct CudaDevice {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDevice")
+            .field("name", &self.shared.info.name)
+            .field("ordinal", &self.shared.ctx.ordinal())
+            .finish()
+    }
+}
+
+impl CudaDevice {
+    /// Opens device `ordinal`'s primary context with a new stream of its
+    /// own.
+    pub fn open(ordinal: usize) -> std::result::Result<Self, OpenError> {
+        let count = device_count()?;
+        if ordinal >= count {
+            let there = match count {
+                0 => "there are no CUDA devices".to_string(),
+                1 => "there is 1 device (ordinal 0)".to_string(),
+                n => format!("there are {n} devices (ordinals 0 to {})", n - 1),
+            };
+            return Err(OpenError::NoDevice { ordinal, there });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|error| OpenError::Driver {
+            what: "cuDevicePrimaryCtxRetain",
+            error,
+        })?;
+        let stream = ctx.new_stream().map_err(|error| OpenError::Driver {
+            what: "cuStreamCreate",
+            error,
+        })?;
+        Self::from_stream(stream)
+    }
+
+    /// Samples on the caller's own `stream` (of the caller's cudarc
+    /// context): timestamps are launched on it, after the caller's work.
+    pub fn from_stream(stream: Arc<CudaStream>) -> std::result::Result<Self, OpenError> {
+        let ctx = stream.context().clone();
+        let driver = |what| move |error| OpenError::Driver { what, error };
+        let module = ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(kernels::PTX))
+            .map_err(driver("cuModuleLoadData (gpu-counters' PTX)"))?;
+        let timestamp = module
+            .load_function("gc_timestamp")
+            .map_err(driver("cuModuleGetFunction"))?;
+        let calibrate = module
+            .load_function("gc_calibrate")
+            .map_err(driver("cuModuleGetFunction"))?;
+        let calibration_stream = ctx.new_stream().map_err(driver("cuStreamCreate"))?;
+        let name = ctx.name().map_err(driver("cuDeviceGetName"))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(driver("cuDeviceGetAttribute"))?;
+        let mut version = 0i32;
+        // SAFETY: a valid out-pointer; the driver is loaded (the context
+        // exists).
+        let v = unsafe { sys::cuDriverGetVersion(&mut version) };
+        if v != sys::CUresult::CUDA_SUCCESS {
+            return Err(driver("cuDriverGetVersion")(DriverError(v)));
+        }
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let info = DeviceInfo {
+            index: ctx.ordinal(),
+            name,
+            backend: BackendKind::Cuda,
+            device_type: DeviceType::DiscreteGpu,
+            timestamp_period_ns: 1.0,
+            timestamp_valid_bits: 64,
+            calibration: CalibrationMethod::Bracketing,
+            calibration_source: "a %globaltimer kernel answering a flag set through mapped memory"
+                .into(),
+            counter_sets: vec![CounterSet {
+                set: CommonCounterSet::Timestamp,
+                counters: vec![CommonCounter::Timestamp],
+            }],
+            sampling_points: vec![CounterSamplingPoint::AtStageBoundary],
+            driver: format!("CUDA driver {}.{}", version / 1000, (version % 1000) / 10),
+            api_version: format!("CUDA 12.8 API, compute capability {major}.{minor}"),
+            max_sample_count: MAX_SAMPLE_COUNT,
+        };
+        let mut shared = Shared {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            ctx,
+            stream,
+            calibration_stream,
+            timestamp,
+            calibrate,
+            info,
+            timer_step_ns: 0,
+            pending: Mutex::new(VecDeque::new()),
+            calibration_words: Mutex::new(None),
+        };
+        shared.timer_step_ns = shared.measure_timer_step()?;
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// The stream samples are launched on: launch the work to measure here.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.shared.stream
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.shared.ctx
+    }
+
+    /// `%globaltimer`'s step, as measured when the device was opened: part
+    /// of every calibration's bound.
+    pub fn timer_step_ns(&self) -> u64 {
+        self.shared.timer_step_ns
+    }
+
+    /// A recorder: a range of the stream's work, from now until it is
+    /// submitted.
+    pub fn recorder(&self) -> CudaRecorder {
+        CudaRecorder::new(self.clone())
+    }
+
+    /// Ends `recorder`'s range: its samples become available once all work
+    /// launched on the stream so far is done.
+    pub fn submit(&self, recorder: CudaRecorder) -> Result<CudaSubmission> {
+        recorder.submit()
+    }
+
+    /// Completes every finished recording (resolves do this themselves).
+    pub fn poll(&self) -> Result<()> {
+        self.shared.poll()
+    }
+}
+
+impl Shared {
+    /// The calibration words, made on first use: word 0 the flag, 1..4 the
+    /// answer (value, done, started).
+    fn with_calibration_words<T>(&self, f: impl FnOnce(&MappedWords) -> Result<T>) -> Result<T> {
+        let mut words = lock(&self.calibration_words);
+        if words.is_none() {
+            *words = Some(MappedWords::new(&self.ctx, 4, "calibration words")?);
+        }
+        match words.as_ref() {
+            Some(w) => f(w),
+            None => Err(Error::Internal("calibration words missing".into())),
+        }
+    }
+
+    /// One calibrated read: the CPU window around the GPU's read of
+    /// `%globaltimer`.
+    fn calibrated_read(&self, w: &MappedWords) -> Result<(u64, u64, u64)> {
+        let word = |i| {
+            w.word(i)
+                .ok_or_else(|| Error::Internal("calibration word out of range".into()))
+        };
+        let (flag, value, done, started) = (word(0)?, word(1)?, word(2)?, word(3)?);
+        for x in [flag, value, done, started] {
+            x.store(0, Ordering::SeqCst);
+        }
+        // SAFETY: the four words are host-mapped memory that `w` keeps
+        // allocated; it is held under `calibration_words`' lock until the
+        // stream is synchronized below, after the kernel ended, on every
+        // path (the flag is always set before returning).
+        unsafe {
+            kernels::launch_calibrate(
+                &self.calibration_stream,
+                &self.calibrate,
+                w.device_address(0),
+                w.device_address(1),
+            )
+        }
+        .map_err(driver_err("calibration kernel launch"))?;
+        let wait_for = |x: &AtomicU64| {
+            let deadline = Instant::now() + CALIBRATION_TIMEOUT;
+            while x.load(Ordering::Acquire) == 0 {
+                if Instant::now() > deadline {
+                    return false;
+                }
+                std::hint::spin_loop();
+            }
+            true
+        };
+        let read = if wait_for(started) {
+            let before = cpu_monotonic_ns();
+            flag.store(1, Ordering::SeqCst);
+            let answered = wait_for(done);
+            let after = cpu_monotonic_ns();
+            answered.then(|| (before, value.load(Ordering::Acquire), after))
+        } else {
+            None
+        };
+        // Let the kernel end whatever happened, and wait for it.
+        flag.store(1, Ordering::SeqCst);
+        self.calibration_stream
+            .synchronize()
+            .map_err(driver_err("calibration cuStreamSynchronize"))?;
+        read.ok_or_else(|| {
+            Error::Internal(format!(
+                "calibration: the GPU did not answer within {CALIBRATION_TIMEOUT:?}"
+            ))
+        })
+    }
+
+    /// `%globaltimer`'s step: the smallest non-zero difference between two
+    /// back-to-back timestamp kernels, over 64 pairs (an upper bound of the
+    /// step).
+    fn measure_timer_step(&self) -> std::result::Result<u64, OpenError> {
+        const ROUNDS: usize = 64;
+        let words = MappedWords::new(&self.ctx, 4 * ROUNDS, "timer step words")?;
+        for r in 0..ROUNDS {
+            for k in 0..2 {
+                // SAFETY: two words at `4r + 2k` of `words`, which lives
+                // until after the stream is synchronized below.
+                unsafe {
+                    kernels::launch_timestamp(
+                        &self.calibration_stream,
+                        &self.timestamp,
+                        words.device_address(4 * r + 2 * k),
+                    )
+                }
+                .map_err(|error| OpenError::Driver {
+                    what: "timestamp kernel launch",
+                    error,
+                })?;
+            }
+        }
+        self.calibration_stream
+            .synchronize()
+            .map_err(|error| OpenError::Driver {
+                what: "cuStreamSynchronize",
+                error,
+            })?;
+        let read = |i| words.word(i).map_or(0, |w| w.load(Ordering::Acquire));
+        let step = (0..ROUNDS)
+            .map(|r| read(4 * r + 2).wrapping_sub(read(4 * r)))
+            .filter(|&d| d > 0 && d < 1_000_000)
+            .min();
+        // Every pair equal would mean a step longer than a launch: say 1 ms
+        // rather than claim a fine timer.
+        Ok(step.unwrap_or(1_000_000))
+    }
+
+    /// The calibration pair: the tightest of a burst of calibrated reads.
+    pub(crate) fn sample_timestamps(&self) -> Result<TimestampPair> {
+        self.with_calibration_words(|w| {
+            let mut best: Option<TimestampPair> = None;
+            for _ in 0..CALIBRATION_BURST {
+                let (before, ticks, after) = self.calibrated_read(w)?;
+                let half = (after - before) / 2;
+                let pair = TimestampPair {
+                    cpu_ns: before + half,
+                    gpu_ticks: ticks,
+                    // The window, and the timer's step: the GPU read lies
+                    // within the window, and its value up to one step
+                    // before the true time.
+                    max_deviation_ns: half + (after - before) % 2 + self.timer_step_ns,
+                };
+                if best.is_none_or(|b| pair.max_deviation_ns < b.max_deviation_ns) {
+                    best = Some(pair);
+                }
+            }
+            best.ok_or_else(|| Error::Internal("no calibrated read".into()))
+        })
+    }
+}

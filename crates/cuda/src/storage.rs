@@ -1,0 +1,153 @@
+//! Host-mapped memory the GPU writes samples into, and one sample buffer's
+//! (or heap's) storage: two words per sample, the value then the
+//! availability word, read by core's CPU resolve without any copy.
+
+use crate::{driver_err, Shared};
+use cudarc::driver::{result, sys, CudaContext};
+use gpu_counters_core::bookkeeping::{QueryRead, SampleSet};
+use gpu_counters_core::{Error, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+/// Page-locked host memory mapped into the device's address space
+/// (`cuMemHostAlloc` with `DEVICEMAP`), as `u64` words.
+pub(crate) struct MappedWords {
+    ctx: Arc<CudaContext>,
+    host: *mut u64,
+    device: u64,
+    len: usize,
+}
+
+// SAFETY: the memory is only accessed through `&AtomicU64` views (the GPU
+// writes it concurrently), and freed once, in `drop`; the context handle is
+// shareable across threads (cudarc's `CudaContext` is Send + Sync).
+unsafe impl Send for MappedWords {}
+// SAFETY: as above: every access is atomic.
+unsafe impl Sync for MappedWords {}
+
+impl MappedWords {
+    /// `len` zeroed words.
+    pub(crate) fn new(ctx: &Arc<CudaContext>, len: usize, what: &str) -> Result<Self> {
+        let bytes = len
+            .checked_mul(8)
+            .filter(|&b| b > 0 && b < isize::MAX as usize)
+            .ok_or_else(|| Error::OutOfMemory(format!("{what}: {len} words")))?;
+        ctx.bind_to_thread().map_err(driver_err(what))?;
+        // SAFETY: a plain allocation of `bytes` bytes in the current
+        // context (bound above); the pointer is checked before use.
+        let host = unsafe {
+            result::malloc_host(
+                bytes,
+                sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE,
+            )
+        }
+        .map_err(driver_err(what))? as *mut u64;
+        if host.is_null() || !host.is_aligned() {
+            return Err(Error::Internal(format!(
+                "{what}: cuMemHostAlloc gave a null or unaligned pointer"
+            )));
+        }
+        // SAFETY: `host` points to `bytes` bytes just allocated, aligned for
+        // u64 (checked), that nothing else uses yet.
+        unsafe { std::ptr::write_bytes(host, 0, len) };
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: `host` was allocated with DEVICEMAP in this context, so it
+        // has a device address; `device` is a valid out-pointer.
+        let mapped = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host.cast(), 0) };
+        let mut words = Self {
+            ctx: ctx.clone(),
+            host,
+            device: 0,
+            len,
+        };
+        if mapped != sys::CUresult::CUDA_SUCCESS {
+            // Freed by `words`' drop.
+            return Err(driver_err(what)(cudarc::driver::DriverError(mapped)));
+        }
+        words.device = device;
+        Ok(words)
+    }
+
+    /// Word `i`, `None` past the end.
+    pub(crate) fn word(&self, i: usize) -> Option<&AtomicU64> {
+        // SAFETY: `i < len`, so the word lies in the allocation, which lives
+        // as long as `self`; u64 and AtomicU64 have the same layout, and
+        // every access to the memory from the host is atomic.
+        (i < self.len).then(|| unsafe { AtomicU64::from_ptr(self.host.add(i)) })
+    }
+
+    /// The device address of word `i` (`i < len`).
+    pub(crate) fn device_address(&self, i: usize) -> u64 {
+        self.device + 8 * i as u64
+    }
+}
+
+impl Drop for MappedWords {
+    fn drop(&mut self) {
+        // Whoever owns the words keeps them until no launch writing them
+        // can still run (see `Storage`), so freeing here is the last use.
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by cuMemHostAlloc in `new`, freed only here.
+        let _ = unsafe { result::free_host(self.host.cast()) };
+    }
+}
+
+/// One sample buffer's or heap's storage: its bookkeeping and its words.
+/// Held by every recording that writes it until that recording is done, so
+/// the memory outlives every launch that writes it.
+pub(crate) struct Storage {
+    pub(crate) samples: SampleSet,
+    pub(crate) words: MappedWords,
+    /// The device, to poll for finished work before a resolve (weak: the
+    /// device's pending work holds storages).
+    pub(crate) device: Weak<Shared>,
+    /// Which device it belongs to, for refusing foreign objects.
+    pub(crate) device_id: u64,
+}
+
+impl Storage {
+    /// Completes the tickets of finished work before a resolve reads.
+    pub(crate) fn poll(&self) -> Result<()> {
+        match self.device.upgrade() {
+            Some(shared) => shared.poll(),
+            // The device is gone: its drop waited for all of its work.
+            None => Ok(()),
+        }
+    }
+
+    /// Clears sample `i`'s availability word on the host (a host reset;
+    /// the bookkeeping checked that no launch writing it is pending).
+    pub(crate) fn clear(&self, i: u32) {
+        if let Some(w) = self.words.word(2 * i as usize + 1) {
+            w.store(0, Ordering::Release);
+        }
+    }
+}
+
+impl QueryRead for Storage {
+    fn values(&self) -> u32 {
+        1
+    }
+
+    fn read(&self, first: u32, count: u32, out: &mut [u64]) -> Result<()> {
+        let from = 2 * first as usize;
+        if out.len() != 2 * count as usize {
+            return Err(Error::Internal("CUDA read into a wrong-sized slice".into()));
+        }
+        for (k, o) in out.chunks_exact_mut(2).enumerate() {
+            let value = self.words.word(from + 2 * k);
+            let avail = self.words.word(from + 2 * k + 1);
+            let (Some(value), Some(avail)) = (value, avail) else {
+                return Err(Error::Internal(format!(
+                    "CUDA read of {first}+{count} past the buffer"
+                )));
+            };
+            // The availability word first: the kernel fences the value
+            // before it, so a set word means the value is the new one.
+            let a = avail.load(Ordering::Acquire);
+            o[0] = value.load(Ordering::Acquire);
+            o[1] = a;
+        }
+        Ok(())
+    }
+}

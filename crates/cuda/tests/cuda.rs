@@ -1,0 +1,256 @@
+//! The CUDA backend. Without a CUDA driver (CI) the GPU tests each print one
+//! line saying they skipped, and the no-driver test checks the typed error;
+//! on a machine with one (the H200 through `device`) they all run.
+
+use gpu_counters_core::{
+    cpu_monotonic_ns, BackendDevice, BackendHeap, BackendRecorder, BackendSampleBuffer,
+    CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, InvalidInput,
+    SampleStatus, TimestampGranularity, COUNTER_ERROR_VALUE,
+};
+use gpu_counters_cuda::{CudaDevice, CudaSampleBuffer, OpenError};
+
+/// Device 0, or `None` (after one line saying why) without a driver or a
+/// device.
+fn device(test: &str) -> Option<CudaDevice> {
+    if !gpu_counters_cuda::driver_present() {
+        eprintln!("skipped {test}: no CUDA driver (libcuda.so.1) on this machine");
+        return None;
+    }
+    match gpu_counters_cuda::device_count() {
+        Ok(0) => {
+            eprintln!("skipped {test}: the CUDA driver sees no device");
+            None
+        }
+        Ok(_) => Some(CudaDevice::open(0).expect("CudaDevice::open(0)")),
+        Err(e) => panic!("device_count with a driver present: {e}"),
+    }
+}
+
+fn timestamps(d: &CudaDevice, n: u32) -> CudaSampleBuffer {
+    d.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+        CommonCounterSet::Timestamp,
+        "timestamps",
+        n,
+    ))
+    .unwrap()
+}
+
+#[test]
+fn without_a_driver_opening_is_a_typed_error() {
+    if gpu_counters_cuda::driver_present() {
+        // With a driver: an ordinal past the end is the typed error.
+        let n = gpu_counters_cuda::device_count().unwrap();
+        match CudaDevice::open(n + 3) {
+            Err(OpenError::NoDevice { ordinal, there }) => {
+                assert_eq!(ordinal, n + 3);
+                assert!(there.contains(&n.to_string()) || n == 0, "{there}");
+            }
+            other => panic!("open past the end: {other:?}"),
+        }
+        return;
+    }
+    let e = CudaDevice::open(0).expect_err("no driver, yet a device");
+    assert!(matches!(e, OpenError::NoDriver { .. }), "{e:?}");
+    let message = e.to_string();
+    assert!(message.contains("libcuda.so.1"), "{message}");
+    assert!(matches!(
+        gpu_counters_cuda::devices(),
+        Err(OpenError::NoDriver { .. })
+    ));
+    assert!(matches!(
+        gpu_counters_cuda::device_count(),
+        Err(OpenError::NoDriver { .. })
+    ));
+}
+
+/// Two timestamps on the stream: written, ordered, and calibrated inside the
+/// CPU window around their work ± the bound; a sample never written is the
+/// error value with NotWritten.
+#[test]
+fn timestamps_are_written_ordered_and_inside_the_cpu_window() {
+    let Some(d) = device("timestamps_are_written_ordered_and_inside_the_cpu_window") else {
+        return;
+    };
+    let calibration = d.calibration().unwrap();
+    eprintln!(
+        "calibration: {:?}, timer step {} ns",
+        d.sample_timestamps().unwrap(),
+        d.timer_step_ns()
+    );
+    let buffer = timestamps(&d, 3);
+    let before = cpu_monotonic_ns();
+    let mut rec = d.recorder();
+    rec.sample_counters(&buffer, 0, TimestampGranularity::Precise)
+        .unwrap();
+    rec.sample_counters(&buffer, 1, TimestampGranularity::Relaxed)
+        .unwrap();
+    let submission = d.submit(rec).unwrap();
+    let after = submission.wait().unwrap();
+    let r = buffer.resolve_counter_range(0..3).unwrap();
+    assert_eq!(
+        r.statuses(),
+        &[
+            SampleStatus::Written,
+            SampleStatus::Written,
+            SampleStatus::NotWritten
+        ]
+    );
+    let t = r.timestamps().unwrap();
+    assert!(t[0].timestamp <= t[1].timestamp, "{t:?}");
+    assert_eq!(t[2].timestamp, COUNTER_ERROR_VALUE);
+    for s in &t[..2] {
+        let c = calibration.to_cpu_ns(s.timestamp).unwrap();
+        assert!(
+            c.ns + c.error_bound_ns >= before && c.ns <= after + c.error_bound_ns,
+            "{c:?} outside {before}..{after}"
+        );
+    }
+}
+
+/// A recorder dropped without being submitted: its launches ran anyway, so
+/// its samples resolve as written (never a lost or made-up value), and
+/// every object may be dropped in any order.
+#[test]
+fn a_dropped_recorder_still_resolves_and_drop_order_is_free() {
+    let Some(d) = device("a_dropped_recorder_still_resolves_and_drop_order_is_free") else {
+        return;
+    };
+    let buffer = timestamps(&d, 2);
+    let heap = d
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(2))
+        .unwrap();
+    let mut rec = d.recorder();
+    rec.sample_counters(&buffer, 0, TimestampGranularity::Precise)
+        .unwrap();
+    rec.write_timestamp(TimestampGranularity::Precise, &heap, 1)
+        .unwrap();
+    drop(rec);
+    d.wait_idle().unwrap();
+    let r = buffer.resolve_counter_range(0..2).unwrap();
+    assert_eq!(r.statuses()[0], SampleStatus::Written);
+    assert_eq!(r.statuses()[1], SampleStatus::NotWritten);
+    let h = heap.resolve_counter_range(0..2).unwrap();
+    assert_eq!(h.statuses()[1], SampleStatus::Written);
+    heap.invalidate_counter_range(1..2).unwrap();
+    let h = heap.resolve_counter_range(1..2).unwrap();
+    assert_eq!(h.timestamps().unwrap()[0].timestamp, 0);
+    // A submission, the device and the buffer dropped in that order, with
+    // the submission's work possibly still running.
+    let mut rec = d.recorder();
+    rec.sample_counters(&buffer, 1, TimestampGranularity::Precise)
+        .unwrap();
+    let submission = d.submit(rec).unwrap();
+    drop(d);
+    drop(submission);
+    let r = buffer.resolve_counter_range(1..2).unwrap();
+    assert_eq!(r.statuses()[0], SampleStatus::Written);
+}
+
+/// What CUDA does not offer is a typed error naming it, never zeros.
+#[test]
+fn unsupported_sets_and_bad_sizes_are_typed_errors() {
+    let Some(d) = device("unsupported_sets_and_bad_sizes_are_typed_errors") else {
+        return;
+    };
+    for set in [
+        CommonCounterSet::Statistic,
+        CommonCounterSet::StageUtilization,
+    ] {
+        let e = d
+            .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(set, "x", 4))
+            .err()
+            .expect("an unoffered set");
+        assert!(
+            matches!(
+                e.invalid(),
+                Some(InvalidInput::UnsupportedCounterSet { .. })
+            ),
+            "{e}"
+        );
+    }
+    let e = d
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Timestamp,
+            "empty",
+            0,
+        ))
+        .err()
+        .expect("zero samples");
+    assert!(
+        matches!(e.invalid(), Some(InvalidInput::SampleCountZero { .. })),
+        "{e}"
+    );
+    let buffer = timestamps(&d, 2);
+    let mut rec = d.recorder();
+    let e = rec
+        .sample_counters(&buffer, 2, TimestampGranularity::Precise)
+        .err()
+        .expect("index past the end");
+    assert!(
+        matches!(e.invalid(), Some(InvalidInput::IndexOutOfRange { .. })),
+        "{e}"
+    );
+    // Another device's buffer.
+    let other = CudaDevice::open(0).unwrap();
+    let foreign = timestamps(&other, 1);
+    let e = rec
+        .sample_counters(&foreign, 0, TimestampGranularity::Precise)
+        .err()
+        .expect("a foreign buffer");
+    assert!(
+        matches!(e.invalid(), Some(InvalidInput::ForeignObject { .. })),
+        "{e}"
+    );
+}
+
+/// The profiler over CUDA: nested scopes from two threads' recorders, every
+/// scope inside its CPU window ± bound, nothing dropped.
+#[test]
+fn profiler_scopes_from_two_threads() {
+    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_profiler::{Profiler, ProfilerOptions};
+    let Some(d) = device("profiler_scopes_from_two_threads") else {
+        return;
+    };
+    let profiler = Profiler::new(&d, ProfilerOptions::default()).unwrap();
+    for _ in 0..10 {
+        let frame = profiler.begin_frame().unwrap();
+        let before = cpu_monotonic_ns();
+        std::thread::scope(|s| {
+            for t in 0..2 {
+                let (frame, d) = (&frame, &d);
+                s.spawn(move || {
+                    let mut rec = d.recorder();
+                    let outer = frame
+                        .scope(&mut rec, &format!("outer {t}"), PassKind::Scope)
+                        .unwrap();
+                    let inner = frame
+                        .scope(&mut rec, &format!("inner {t}"), PassKind::Compute)
+                        .unwrap();
+                    inner.end(&mut rec).unwrap();
+                    outer.end(&mut rec).unwrap();
+                    d.submit(rec).unwrap().wait().unwrap();
+                });
+            }
+        });
+        let after = cpu_monotonic_ns();
+        profiler.end_frame(frame, Some(before)).unwrap();
+        let frames = profiler
+            .wait_collect_all(std::time::Duration::from_secs(10))
+            .unwrap();
+        let f = &frames[0];
+        assert_eq!(f.dropped_scopes, 0, "{:?}", f.drops);
+        assert_eq!(f.scopes.len(), 4);
+        for s in &f.scopes {
+            assert!(s.start_ns <= s.end_ns, "{s:?}");
+            assert!(
+                s.start_ns + s.error_bound_ns >= before && s.end_ns <= after + s.error_bound_ns,
+                "{s:?} outside {before}..{after}"
+            );
+            if s.label.starts_with("inner") {
+                let parent = &f.scopes[s.parent.expect("a parent")];
+                assert_eq!(parent.label, s.label.replace("inner", "outer"));
+            }
+        }
+    }
+}
