@@ -184,8 +184,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
     let mut rec = d.recorder();
     let e = rec
         .sample_counters(&buffer, 2, TimestampGranularity::Precise)
-        .err()
-        .expect("index past the end");
+        .expect_err("index past the end");
     assert!(
         matches!(e.invalid(), Some(InvalidInput::IndexOutOfRange { .. })),
         "{e}"
@@ -195,8 +194,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
     let foreign = timestamps(&other, 1);
     let e = rec
         .sample_counters(&foreign, 0, TimestampGranularity::Precise)
-        .err()
-        .expect("a foreign buffer");
+        .expect_err("a foreign buffer");
     assert!(
         matches!(e.invalid(), Some(InvalidInput::ForeignObject { .. })),
         "{e}"
