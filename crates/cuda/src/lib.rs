@@ -443,29 +443,33 @@ impl Shared {
     fn measure_timer_step(&self) -> std::result::Result<u64, OpenError> {
         const ROUNDS: usize = 64;
         let words = MappedWords::new(&self.ctx, 4 * ROUNDS, "timer step words")?;
-        for r in 0..ROUNDS {
+        let mut launched = Ok(());
+        'rounds: for r in 0..ROUNDS {
             for k in 0..2 {
                 // SAFETY: two words at `4r + 2k` of `words`, which lives
-                // until after the stream is synchronized below.
-                unsafe {
+                // until after the stream is synchronized below (on every
+                // path: a failed launch only stops further ones).
+                launched = unsafe {
                     kernels::launch_timestamp(
                         &self.calibration_stream,
                         &self.timestamp,
                         words.device_address(4 * r + 2 * k),
                     )
+                };
+                if launched.is_err() {
+                    break 'rounds;
                 }
-                .map_err(|error| OpenError::Driver {
-                    what: "timestamp kernel launch",
-                    error,
-                })?;
             }
         }
-        self.calibration_stream
-            .synchronize()
-            .map_err(|error| OpenError::Driver {
-                what: "cuStreamSynchronize",
-                error,
-            })?;
+        let synced = self.calibration_stream.synchronize();
+        launched.map_err(|error| OpenError::Driver {
+            what: "timestamp kernel launch",
+            error,
+        })?;
+        synced.map_err(|error| OpenError::Driver {
+            what: "cuStreamSynchronize",
+            error,
+        })?;
         let read = |i| words.word(i).map_or(0, |w| w.load(Ordering::Acquire));
         let step = (0..ROUNDS)
             .map(|r| read(4 * r + 2).wrapping_sub(read(4 * r)))
