@@ -189,14 +189,32 @@ impl CudaRecorder {
         })
     }
 
-    /// A timestamp of `storage[index]` after all prior work on the stream.
-    fn timestamp(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+    fn check_device(&self, storage: &Storage) -> Result<()> {
         if storage.device_id != self.device.shared.id {
             return Err(InvalidInput::ForeignObject {
                 what: "sample buffer or heap",
             }
             .into());
         }
+        Ok(())
+    }
+
+    /// Fails unless [`CudaRecorder::timestamp`] of `index` (if any) would
+    /// be accepted now; records nothing.
+    pub(crate) fn check_timestamp(&self, storage: &Storage, index: Option<u32>) -> Result<()> {
+        let Some(index) = index else {
+            return Ok(());
+        };
+        self.check_device(storage)?;
+        let s = &storage.samples;
+        let slots = s.lock()?;
+        s.check_write(&slots, index, false, self.ticket.id())
+            .map(|_| ())
+    }
+
+    /// A timestamp of `storage[index]` after all prior work on the stream.
+    pub(crate) fn timestamp(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+        self.check_device(storage)?;
         let s = &storage.samples;
         let mut slots = s.lock()?;
         let dirty = s.check_write(&slots, index, false, self.ticket.id())?;

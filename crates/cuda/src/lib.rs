@@ -31,9 +31,11 @@
 
 mod backend;
 mod kernels;
+mod pass;
 mod storage;
 
 pub use backend::{Cuda, CudaHeap, CudaMarker, CudaRecorder, CudaSampleBuffer, CudaSubmission};
+pub use pass::{CudaComputePass, CudaPassAttachment};
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream, DriverError};
 use gpu_counters_core::bookkeeping::Ticket;

@@ -252,3 +252,80 @@ fn profiler_scopes_from_two_threads() {
         }
     }
 }
+
+/// A kernel of the caller's: `n` iterations of busy work by one thread.
+const BUSY_PTX: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry busy(.param .u32 n)
+{
+    .reg .b32 %r<3>;
+    .reg .pred %p;
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, 0;
+LOOP:
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p, %r2, %r1;
+    @%p bra LOOP;
+    ret;
+}
+"#;
+
+/// Pass attachments bracket the caller's kernels: the start sample before
+/// them, the end one after; bad attachments are refused before anything is
+/// sampled.
+#[test]
+fn pass_attachments_bracket_the_callers_kernels() {
+    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    use gpu_counters_cuda::CudaPassAttachment;
+    let Some(d) = device("pass_attachments_bracket_the_callers_kernels") else {
+        return;
+    };
+    let module = d
+        .context()
+        .load_module(cudarc::nvrtc::Ptx::from_src(BUSY_PTX))
+        .unwrap();
+    let busy = module.load_function("busy").unwrap();
+    let buffer = timestamps(&d, 4);
+    let mut rec = d.recorder();
+    let attach = |start, end| CudaPassAttachment {
+        sample_buffer: &buffer,
+        start_of_encoder_sample_index: start,
+        end_of_encoder_sample_index: end,
+    };
+    for (bad, what) in [
+        (vec![attach(Some(0), Some(0))], "attached twice"),
+        (vec![attach(Some(0), Some(4))], "out of range"),
+        (
+            vec![attach(Some(0), None), attach(Some(0), None)],
+            "attached twice",
+        ),
+    ] {
+        let e = rec.begin_compute_pass(&bad).err().expect(what);
+        assert!(e.invalid().is_some(), "{what}: {e}");
+    }
+    {
+        let pass = rec.begin_compute_pass(&[attach(Some(0), Some(1))]).unwrap();
+        let n = 100_000u32;
+        let mut launch = pass.stream().launch_builder(&busy);
+        launch.arg(&n);
+        // SAFETY: `busy` takes one u32, given; it touches no memory.
+        unsafe { launch.launch(LaunchConfig::for_num_elems(1)) }.unwrap();
+        pass.end().unwrap();
+    }
+    d.submit(rec).unwrap().wait().unwrap();
+    let r = buffer.resolve_counter_range(0..4).unwrap();
+    assert_eq!(
+        r.statuses(),
+        &[
+            SampleStatus::Written,
+            SampleStatus::Written,
+            SampleStatus::NotWritten,
+            SampleStatus::NotWritten
+        ],
+        "only the good pass sampled"
+    );
+    let t = r.timestamps().unwrap();
+    assert!(t[0].timestamp < t[1].timestamp, "{t:?}");
+}
