@@ -145,6 +145,27 @@ pub struct CudaRecorder {
     cpu_start_ns: u64,
     /// Submitted: the drop has nothing left to do.
     submitted: bool,
+    /// The open statistic chain element: buffer, index, chain id, and the
+    /// stream's count when it was sampled.
+    chain: Option<OpenStatistic>,
+}
+
+/// The last statistic sample of a recorder's chain, whose query (what the
+/// stream runs from it to the next sample) is written by the next sample or
+/// `end_statistics`.
+#[cfg_attr(not(feature = "cupti"), allow(dead_code))]
+struct OpenStatistic {
+    storage: Arc<Storage>,
+    index: u32,
+    chain: u64,
+    #[cfg(feature = "cupti")]
+    then: crate::launches::StreamCount,
+}
+
+#[cfg(feature = "cupti")]
+fn next_chain() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl CudaRecorder {
@@ -157,6 +178,7 @@ impl CudaRecorder {
             held: Vec::new(),
             cpu_start_ns: cpu_monotonic_ns(),
             submitted: false,
+            chain: None,
         }
     }
 
@@ -178,9 +200,11 @@ impl CudaRecorder {
     }
 
     pub(crate) fn submit(mut self) -> Result<CudaSubmission> {
+        let ended = self.end_statistics();
         self.submitted = true;
         let held = self.held();
         let event = self.device.shared.enqueue(&self.ticket, held)?;
+        ended?;
         Ok(CudaSubmission {
             device: self.device.clone(),
             event,
@@ -217,16 +241,7 @@ impl CudaRecorder {
         self.check_device(storage)?;
         let s = &storage.samples;
         let mut slots = s.lock()?;
-        let dirty = s.check_write(&slots, index, false, self.ticket.id())?;
-        if !self.held.iter().any(|h| Arc::ptr_eq(h, storage)) {
-            self.held.push(storage.clone());
-            slots.register(&self.ticket);
-        }
-        if dirty {
-            // The launch overwrites both words; until this range is done
-            // the old value may still be what is there.
-            slots.note_reset(index, &self.ticket);
-        }
+        self.prepare_write(storage, &mut slots, index)?;
         // SAFETY: the two words of sample `index` lie in `storage`'s mapped
         // memory (index checked by check_write), which this recorder holds
         // (just above) and hands to its ticket, released only once an event
@@ -245,6 +260,134 @@ impl CudaRecorder {
     }
 }
 
+impl CudaRecorder {
+    /// Core's checks of a write of `storage[index]` by this recording, and
+    /// its bookkeeping: the storage held, a dirty index noted as reset.
+    fn prepare_write(
+        &mut self,
+        storage: &Arc<Storage>,
+        slots: &mut gpu_counters_core::bookkeeping::SampleTable,
+        index: u32,
+    ) -> Result<()> {
+        let dirty = storage
+            .samples
+            .check_write(slots, index, false, self.ticket.id())?;
+        if !self.held.iter().any(|h| Arc::ptr_eq(h, storage)) {
+            self.held.push(storage.clone());
+            slots.register(&self.ticket);
+        }
+        if dirty {
+            // The launch overwrites both words; until this range is done
+            // the old value may still be what is there.
+            slots.note_reset(index, &self.ticket);
+        }
+        Ok(())
+    }
+
+    /// Writes `value` as `storage[index]`'s query once the stream gets
+    /// there.
+    fn store(&self, storage: &Storage, index: u32, value: u64) -> Result<()> {
+        // SAFETY: the two words of `index` (checked by the bookkeeping when
+        // it was sampled) lie in `storage`'s mapped memory, which this
+        // recorder holds and hands to its ticket, released only once an
+        // event recorded after this launch completed.
+        unsafe {
+            kernels::launch_store(
+                &self.device.shared.stream,
+                &self.device.shared.store,
+                storage.words.device_address(2 * index as usize),
+                value,
+            )
+        }
+        .map_err(driver_err("statistic kernel launch"))
+    }
+
+    /// A statistic sample of `storage[index]`: closes the open chain
+    /// element (its query is what the stream launched since) and opens
+    /// this one, in the same chain where the buffer and the stream's epoch
+    /// are the same.
+    #[cfg(feature = "cupti")]
+    fn statistic(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+        self.check_device(storage)?;
+        let Some(launches) = self.device.shared.launches else {
+            return Err(InvalidInput::UnsupportedCounterSet {
+                set: CommonCounterSet::Statistic,
+                device: self.device.shared.info.name.clone(),
+            }
+            .into());
+        };
+        let s = &storage.samples;
+        let mut slots = s.lock()?;
+        self.prepare_write(storage, &mut slots, index)?;
+        let now = launches.count(self.device.shared.stream.cu_stream());
+        let mut closed_elsewhere = None;
+        let (link, chain) = match self.chain.take() {
+            Some(open) => {
+                self.store(
+                    &open.storage,
+                    open.index,
+                    now.invocations.wrapping_sub(open.then.invocations),
+                )?;
+                let same_buffer = Arc::ptr_eq(&open.storage, storage);
+                let link = if same_buffer && open.then.epoch == now.epoch {
+                    (open.index, open.chain)
+                } else {
+                    (NONE, next_chain())
+                };
+                if same_buffer {
+                    slots.open[open.index as usize] = false;
+                } else {
+                    // Another buffer's flag, cleared once this one's lock is
+                    // released (never two bookkeeping locks at once).
+                    closed_elsewhere = Some(open);
+                }
+                link
+            }
+            None => (NONE, next_chain()),
+        };
+        slots.mark_recorded(index, link, false, self.ticket.id(), chain);
+        slots.open[index as usize] = true;
+        drop(slots);
+        if let Some(open) = closed_elsewhere {
+            if let Ok(mut other) = open.storage.samples.lock() {
+                other.open[open.index as usize] = false;
+            }
+        }
+        self.chain = Some(OpenStatistic {
+            storage: storage.clone(),
+            index,
+            chain,
+            then: now,
+        });
+        Ok(())
+    }
+
+    /// Closes the open chain element: its query is what the stream
+    /// launched since it.
+    fn close_chain(&mut self) -> Result<()> {
+        let Some(open) = self.chain.take() else {
+            return Ok(());
+        };
+        #[cfg(feature = "cupti")]
+        let counted = self
+            .device
+            .shared
+            .launches
+            .map(|l| l.count(self.device.shared.stream.cu_stream()))
+            .map(|now| now.invocations.wrapping_sub(open.then.invocations));
+        #[cfg(not(feature = "cupti"))]
+        let counted: Option<u64> = None;
+        let stored = match counted {
+            Some(v) => self.store(&open.storage, open.index, v),
+            None => Ok(()),
+        };
+        if let Ok(mut slots) = open.storage.samples.lock() {
+            slots.open[open.index as usize] = false;
+        }
+        stored
+    }
+}
+
 impl Drop for CudaRecorder {
     fn drop(&mut self) {
         if self.submitted {
@@ -252,6 +395,7 @@ impl Drop for CudaRecorder {
         }
         // Its launches run whatever happens: it is submitted, so that its
         // samples resolve and its storages live until they ran.
+        let _ = self.end_statistics();
         let held = self.held();
         let _ = self.device.shared.enqueue(&self.ticket, held);
     }
@@ -270,10 +414,14 @@ impl BackendRecorder for CudaRecorder {
         index: u32,
         _placement: TimestampGranularity,
     ) -> Result<()> {
-        // Only timestamp buffers are made; a kernel on the stream runs after
-        // all prior work, so both placements are the same.
         let storage = buffer.storage.clone();
-        self.timestamp(&storage, index)
+        match storage.samples.set {
+            #[cfg(feature = "cupti")]
+            CommonCounterSet::Statistic => self.statistic(&storage, index),
+            // A kernel on the stream runs after all prior work, so both
+            // placements are the same.
+            _ => self.timestamp(&storage, index),
+        }
     }
 
     fn write_timestamp(
@@ -287,12 +435,7 @@ impl BackendRecorder for CudaRecorder {
     }
 
     fn end_statistics(&mut self) -> Result<()> {
-        // No statistic set is offered.
-        Ok(())
-    }
-
-    fn samples_statistics(&self) -> bool {
-        false
+        self.close_chain()
     }
 }
 
@@ -333,6 +476,8 @@ impl CudaDevice {
     fn make_storage(
         &self,
         label: String,
+        set: CommonCounterSet,
+        field_map: [u8; 8],
         storage: StorageMode,
         count: u32,
         what: &'static str,
@@ -340,10 +485,10 @@ impl CudaDevice {
         Ok(Arc::new(Storage {
             samples: SampleSet::new(
                 label.clone(),
-                CommonCounterSet::Timestamp,
+                set,
                 storage,
                 count,
-                [ABSENT; 8],
+                field_map,
                 u64::MAX,
                 what,
             )?,
@@ -384,15 +529,23 @@ impl BackendDevice for CudaDevice {
             }
             .into());
         }
-        if descriptor.counter_set != CommonCounterSet::Timestamp {
+        let set = descriptor.counter_set;
+        if self.shared.info.counter_set(set).is_none() {
             return Err(InvalidInput::UnsupportedCounterSet {
-                set: descriptor.counter_set,
+                set,
                 device: self.shared.info.name.clone(),
             }
             .into());
         }
+        let mut field_map = [ABSENT; 8];
+        if set == CommonCounterSet::Statistic {
+            // compute_kernel_invocations, the one value of its queries.
+            field_map[7] = 0;
+        }
         let storage = self.make_storage(
             descriptor.label.clone(),
+            set,
+            field_map,
             descriptor.storage_mode,
             n,
             "sample",
@@ -414,6 +567,8 @@ impl BackendDevice for CudaDevice {
         }
         let storage = self.make_storage(
             format!("timestamp heap of {n}"),
+            CommonCounterSet::Timestamp,
+            [ABSENT; 8],
             StorageMode::Shared,
             n,
             "heap entry",

@@ -9,6 +9,7 @@
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 
 /// `gc_timestamp(slot)`: `slot[0] = %globaltimer`, then `slot[1] = 1`.
+/// `gc_store(slot, value)`: `slot[0] = value`, then `slot[1] = 1`.
 /// `gc_calibrate(flag, out)`: `out[2] = 1` (started), spin until `*flag` is
 /// non-zero, then `out[0] = %globaltimer`, then `out[1] = 1`.
 pub(crate) const PTX: &str = r#"
@@ -21,6 +22,18 @@ pub(crate) const PTX: &str = r#"
     .reg .b64 %rd<4>;
     ld.param.u64 %rd1, [slot];
     mov.u64 %rd2, %globaltimer;
+    st.volatile.global.u64 [%rd1], %rd2;
+    membar.sys;
+    mov.u64 %rd3, 1;
+    st.volatile.global.u64 [%rd1+8], %rd3;
+    ret;
+}
+
+.visible .entry gc_store(.param .u64 slot, .param .u64 value)
+{
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [slot];
+    ld.param.u64 %rd2, [value];
     st.volatile.global.u64 [%rd1], %rd2;
     membar.sys;
     mov.u64 %rd3, 1;
@@ -72,6 +85,26 @@ pub(crate) unsafe fn launch_timestamp(
     launch.arg(&slot);
     // SAFETY: the kernel takes one u64 (a device address), given here; it
     // writes only the two words there, which the caller keeps allocated.
+    unsafe { launch.launch(ONE) }.map(|_| ())
+}
+
+/// Launches `gc_store` on `stream`: `value` is written at device address
+/// `slot` once the stream reaches it.
+///
+/// # Safety
+///
+/// As [`launch_timestamp`].
+pub(crate) unsafe fn launch_store(
+    stream: &CudaStream,
+    func: &CudaFunction,
+    slot: u64,
+    value: u64,
+) -> Result<(), cudarc::driver::DriverError> {
+    let mut launch = stream.launch_builder(func);
+    launch.arg(&slot).arg(&value);
+    // SAFETY: the kernel takes two u64s (a device address and a value),
+    // given here; it writes only the two words at `slot`, which the caller
+    // keeps allocated.
     unsafe { launch.launch(ONE) }.map(|_| ())
 }
 

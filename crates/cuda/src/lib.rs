@@ -21,8 +21,11 @@
 //!   flag the CPU sets through mapped memory, with the CPU clock read just
 //!   before setting it and just after seeing the result: the pair's bound is
 //!   half that window plus the timer's measured step.
-//! - Counter sets: timestamps only, for now. Statistics and stage
-//!   utilization (CUPTI) are not offered, so they are a typed
+//! - Counter sets: timestamps; statistics with `compute_kernel_invocations`
+//!   (feature `cupti`, on by default) from the launch configurations CUPTI's
+//!   callback API reports, exact for a range of one stream's kernels (see
+//!   [`CudaOptions::statistics`]); its other fields are the error value.
+//!   Stage utilization is not offered yet: asking for it is a typed
 //!   `UnsupportedCounterSet` error, never zeros.
 //!
 //! Every object holds what it needs (a sample buffer holds its memory,
@@ -31,6 +34,8 @@
 
 mod backend;
 mod kernels;
+#[cfg(feature = "cupti")]
+mod launches;
 mod pass;
 mod storage;
 
@@ -63,6 +68,24 @@ const CALIBRATION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What cudarc's loader looks for.
 const DRIVER_NAMES: &str = "libcuda.so, libcuda.so.1 (nvcuda.dll on Windows)";
+
+/// How a [`CudaDevice`] is opened.
+#[derive(Debug, Clone)]
+pub struct CudaOptions {
+    /// Offer the statistic set: subscribes (once per process) to CUPTI's
+    /// launch callbacks, which then run on every kernel launch of the
+    /// process. Where CUPTI cannot be loaded or subscribed (another profiler
+    /// attached), the set is not offered and
+    /// [`CudaDevice::statistics_unavailable`] says why (also: built without
+    /// the `cupti` feature). Default: on.
+    pub statistics: bool,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        Self { statistics: true }
+    }
+}
 
 /// Why a CUDA device could not be opened or listed.
 #[derive(Debug, thiserror::Error)]
@@ -163,7 +186,13 @@ pub(crate) struct Shared {
     /// the caller's work.
     calibration_stream: Arc<CudaStream>,
     pub(crate) timestamp: CudaFunction,
+    pub(crate) store: CudaFunction,
     calibrate: CudaFunction,
+    /// The launch counts statistics come from, where offered.
+    #[cfg(feature = "cupti")]
+    pub(crate) launches: Option<&'static launches::Launches>,
+    /// Why the statistic set is not offered, where it is not.
+    statistics_unavailable: Option<String>,
     pub(crate) info: DeviceInfo,
     /// `%globaltimer`'s step, in ns, measured at open.
     timer_step_ns: u64,
@@ -250,8 +279,16 @@ impl std::fmt::Debug for CudaDevice {
 
 impl CudaDevice {
     /// Opens device `ordinal`'s primary context with a new stream of its
-    /// own.
+    /// own, with the default [`CudaOptions`].
     pub fn open(ordinal: usize) -> std::result::Result<Self, OpenError> {
+        Self::open_with(ordinal, &CudaOptions::default())
+    }
+
+    /// [`CudaDevice::open`] with `options`.
+    pub fn open_with(
+        ordinal: usize,
+        options: &CudaOptions,
+    ) -> std::result::Result<Self, OpenError> {
         let count = device_count()?;
         if ordinal >= count {
             let there = match count {
@@ -269,12 +306,21 @@ impl CudaDevice {
             what: "cuStreamCreate",
             error,
         })?;
-        Self::from_stream(stream)
+        Self::from_stream_with(stream, options)
     }
 
     /// Samples on the caller's own `stream` (of the caller's cudarc
     /// context): timestamps are launched on it, after the caller's work.
+    /// Default [`CudaOptions`].
     pub fn from_stream(stream: Arc<CudaStream>) -> std::result::Result<Self, OpenError> {
+        Self::from_stream_with(stream, &CudaOptions::default())
+    }
+
+    /// [`CudaDevice::from_stream`] with `options`.
+    pub fn from_stream_with(
+        stream: Arc<CudaStream>,
+        options: &CudaOptions,
+    ) -> std::result::Result<Self, OpenError> {
         let ctx = stream.context().clone();
         let driver = |what| move |error| OpenError::Driver { what, error };
         let module = ctx
@@ -286,6 +332,39 @@ impl CudaDevice {
         let calibrate = module
             .load_function("gc_calibrate")
             .map_err(driver("cuModuleGetFunction"))?;
+        let store = module
+            .load_function("gc_store")
+            .map_err(driver("cuModuleGetFunction"))?;
+        #[cfg(feature = "cupti")]
+        let (launches, statistics_unavailable) = if options.statistics {
+            match launches::Launches::get() {
+                Ok(l) => {
+                    for f in [&timestamp, &calibrate, &store] {
+                        l.exclude(f.cu_function());
+                    }
+                    (Some(l), None)
+                }
+                Err(why) => (None, Some(why)),
+            }
+        } else {
+            (None, Some("CudaOptions::statistics is off".to_string()))
+        };
+        #[cfg(not(feature = "cupti"))]
+        let statistics_unavailable = Some(if options.statistics {
+            "built without the `cupti` feature".to_string()
+        } else {
+            "CudaOptions::statistics is off".to_string()
+        });
+        let mut counter_sets = vec![CounterSet {
+            set: CommonCounterSet::Timestamp,
+            counters: vec![CommonCounter::Timestamp],
+        }];
+        if statistics_unavailable.is_none() {
+            counter_sets.push(CounterSet {
+                set: CommonCounterSet::Statistic,
+                counters: vec![CommonCounter::ComputeKernelInvocations],
+            });
+        }
         let calibration_stream = ctx.new_stream().map_err(driver("cuStreamCreate"))?;
         let name = ctx.name().map_err(driver("cuDeviceGetName"))?;
         let (major, minor) = ctx
@@ -309,10 +388,7 @@ impl CudaDevice {
             calibration: CalibrationMethod::Bracketing,
             calibration_source: "a %globaltimer kernel answering a flag set through mapped memory"
                 .into(),
-            counter_sets: vec![CounterSet {
-                set: CommonCounterSet::Timestamp,
-                counters: vec![CommonCounter::Timestamp],
-            }],
+            counter_sets,
             sampling_points: vec![CounterSamplingPoint::AtStageBoundary],
             driver: format!("CUDA driver {}.{}", version / 1000, (version % 1000) / 10),
             api_version: format!("CUDA 12.8 API, compute capability {major}.{minor}"),
@@ -324,7 +400,11 @@ impl CudaDevice {
             stream,
             calibration_stream,
             timestamp,
+            store,
             calibrate,
+            #[cfg(feature = "cupti")]
+            launches,
+            statistics_unavailable,
             info,
             timer_step_ns: 0,
             pending: Mutex::new(VecDeque::new()),
@@ -344,6 +424,11 @@ impl CudaDevice {
     /// The context.
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.shared.ctx
+    }
+
+    /// Why the statistic set is not offered (`None` where it is).
+    pub fn statistics_unavailable(&self) -> Option<&str> {
+        self.shared.statistics_unavailable.as_deref()
     }
 
     /// `%globaltimer`'s step, as measured when the device was opened: part

@@ -152,10 +152,11 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
     let Some(d) = device("unsupported_sets_and_bad_sizes_are_typed_errors") else {
         return;
     };
-    for set in [
-        CommonCounterSet::Statistic,
-        CommonCounterSet::StageUtilization,
-    ] {
+    let mut unoffered = vec![CommonCounterSet::StageUtilization];
+    if d.statistics_unavailable().is_some() {
+        unoffered.push(CommonCounterSet::Statistic);
+    }
+    for set in unoffered {
         let e = d
             .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(set, "x", 4))
             .err()
@@ -328,4 +329,82 @@ fn pass_attachments_bracket_the_callers_kernels() {
     );
     let t = r.timestamps().unwrap();
     assert!(t[0].timestamp < t[1].timestamp, "{t:?}");
+}
+
+/// Statistics count exactly the caller's launches between two samples of a
+/// recorder (grid × block threads each), not gpu-counters' own kernels;
+/// samples of two recorders are not comparable.
+#[test]
+fn statistics_count_the_callers_launches_exactly() {
+    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    use gpu_counters_core::SampleValue;
+    let Some(d) = device("statistics_count_the_callers_launches_exactly") else {
+        return;
+    };
+    if let Some(why) = d.statistics_unavailable() {
+        eprintln!("skipped statistics_count_the_callers_launches_exactly: {why}");
+        return;
+    }
+    let module = d
+        .context()
+        .load_module(cudarc::nvrtc::Ptx::from_src(BUSY_PTX))
+        .unwrap();
+    let busy = module.load_function("busy").unwrap();
+    let launch = |grid: u32, block: u32| {
+        let n = 10u32;
+        let mut l = d.stream().launch_builder(&busy);
+        l.arg(&n);
+        let cfg = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: `busy` takes one u32, given; it touches no memory.
+        unsafe { l.launch(cfg) }.unwrap();
+    };
+    let stats = d
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Statistic,
+            "statistics",
+            4,
+        ))
+        .unwrap();
+    let stamps = timestamps(&d, 1);
+    let mut rec = d.recorder();
+    rec.sample_counters(&stats, 0, TimestampGranularity::Precise)
+        .unwrap();
+    launch(3, 64);
+    rec.sample_counters(&stamps, 0, TimestampGranularity::Precise)
+        .unwrap();
+    launch(5, 32);
+    rec.sample_counters(&stats, 1, TimestampGranularity::Precise)
+        .unwrap();
+    launch(7, 1);
+    rec.sample_counters(&stats, 2, TimestampGranularity::Precise)
+        .unwrap();
+    d.submit(rec).unwrap().wait().unwrap();
+    let mut other = d.recorder();
+    other
+        .sample_counters(&stats, 3, TimestampGranularity::Precise)
+        .unwrap();
+    d.submit(other).unwrap().wait().unwrap();
+    let r = stats.resolve_counter_range(0..4).unwrap();
+    assert!(
+        r.statuses().iter().all(|s| *s == SampleStatus::Written),
+        "{:?}",
+        r.statuses()
+    );
+    let between = |a, b| match r.statistics_between(a, b).unwrap() {
+        SampleValue::Value(v) => Some(v),
+        _ => None,
+    };
+    let v = between(0, 1).expect("comparable");
+    assert_eq!(v.compute_kernel_invocations, 3 * 64 + 5 * 32);
+    assert_eq!(v.vertex_invocations, COUNTER_ERROR_VALUE);
+    assert_eq!(between(1, 2).unwrap().compute_kernel_invocations, 7);
+    assert_eq!(
+        between(0, 2).unwrap().compute_kernel_invocations,
+        3 * 64 + 5 * 32 + 7
+    );
+    assert_eq!(between(2, 3), None, "two recorders' samples compared");
 }

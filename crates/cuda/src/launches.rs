@@ -1,0 +1,235 @@
+//! `compute_kernel_invocations` from the launch configurations CUPTI's
+//! callback API reports: every successful `cuLaunchKernel` (and `_ptsz`,
+//! `cuLaunchKernelEx`) adds grid × block threads to its stream's running
+//! count, at the call's exit. A stream runs its work in launch order, so a
+//! sample's count, read when the sample is launched, is exactly the
+//! invocations launched on the stream before it.
+//!
+//! - gpu-counters' own kernels are not counted.
+//! - A graph launch on a stream starts a new epoch of the stream's count:
+//!   its kernels are not counted, so samples on either side of it are not
+//!   comparable (they get different chain origins), never a wrong number.
+//! - Launches into one stream from several threads at the moment a sample is
+//!   taken may fall on either side of it; launches from one thread, or
+//!   ordered between threads, are exact.
+//!
+//! CUPTI allows one subscriber per process: with another profiler (Nsight
+//! Systems, ...) attached, subscribing fails and the statistic set is not
+//! offered.
+
+use cudarc::cupti::sys as cs;
+use cudarc::driver::sys as ds;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Mutex, OnceLock};
+
+/// A stream's count: invocations launched so far, and its epoch (bumped by
+/// each graph launch).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StreamCount {
+    pub(crate) invocations: u64,
+    pub(crate) epoch: u64,
+}
+
+#[derive(Default)]
+struct Counts {
+    per_stream: HashMap<usize, StreamCount>,
+    /// gpu-counters' own kernels (`CUfunction`s), not counted.
+    ours: Vec<usize>,
+}
+
+/// The process's launch counts, once subscribed.
+pub(crate) struct Launches {
+    counts: Mutex<Counts>,
+}
+
+static LAUNCHES: OnceLock<Result<Launches, String>> = OnceLock::new();
+
+fn counts(l: &Launches) -> std::sync::MutexGuard<'_, Counts> {
+    l.counts
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Launches {
+    /// Subscribes to CUPTI's launch callbacks (once per process); an error
+    /// says why not (no CUPTI library, another subscriber, ...).
+    pub(crate) fn get() -> Result<&'static Launches, String> {
+        LAUNCHES
+            .get_or_init(subscribe)
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Notes gpu-counters' own kernel `f`, which is never counted.
+    pub(crate) fn exclude(&self, f: ds::CUfunction) {
+        let mut c = counts(self);
+        if !c.ours.contains(&(f as usize)) {
+            c.ours.push(f as usize);
+        }
+    }
+
+    /// `stream`'s count now.
+    pub(crate) fn count(&self, stream: ds::CUstream) -> StreamCount {
+        counts(self)
+            .per_stream
+            .get(&(stream as usize))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn add(&self, f: ds::CUfunction, stream: ds::CUstream, threads: u64) {
+        let mut c = counts(self);
+        if c.ours.contains(&(f as usize)) {
+            return;
+        }
+        let s = c.per_stream.entry(stream as usize).or_default();
+        s.invocations = s.invocations.wrapping_add(threads);
+    }
+
+    fn graph_launched(&self, stream: ds::CUstream) {
+        let mut c = counts(self);
+        c.per_stream.entry(stream as usize).or_default().epoch += 1;
+    }
+}
+
+/// The callbacks subscribed to.
+const CALLBACKS: [cs::CUpti_driver_api_trace_cbid; 6] = [
+    cs::CUpti_driver_api_trace_cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    cs::CUpti_driver_api_trace_cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    cs::CUpti_driver_api_trace_cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    cs::CUpti_driver_api_trace_cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    cs::CUpti_driver_api_trace_cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    cs::CUpti_driver_api_trace_cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+];
+
+fn subscribe() -> Result<Launches, String> {
+    // SAFETY: loads (and unloads) CUPTI's library by name, as cudarc does on
+    // its first CUPTI call; its initialisers are NVIDIA's own.
+    if !unsafe { cs::is_culib_present() } {
+        return Err("no CUPTI library (libcupti.so): put the directory holding it (CUDA's extras/CUPTI/lib64, or targets/x86_64-linux/lib) on LD_LIBRARY_PATH".into());
+    }
+    let mut subscriber: cs::CUpti_SubscriberHandle = std::ptr::null_mut();
+    // SAFETY: `subscriber` is a valid out-pointer; `on_launch` has the
+    // callback signature and uses no user data.
+    let r = unsafe { cs::cuptiSubscribe(&mut subscriber, Some(on_launch), std::ptr::null_mut()) };
+    if r != cs::CUptiResult::CUPTI_SUCCESS {
+        return Err(format!(
+            "cuptiSubscribe: {r:?} (CUPTI allows one subscriber per process: is another profiler attached?)"
+        ));
+    }
+    for cbid in CALLBACKS {
+        // SAFETY: `subscriber` was just subscribed; the domain and callback
+        // ids are CUPTI's own constants.
+        let r = unsafe {
+            cs::cuptiEnableCallback(
+                1,
+                subscriber,
+                cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API,
+                cbid as cs::CUpti_CallbackId,
+            )
+        };
+        if r != cs::CUptiResult::CUPTI_SUCCESS {
+            // SAFETY: the subscriber is ours; no callback of it is enabled
+            // that could still be running with this failure returned.
+            let _ = unsafe { cs::cuptiUnsubscribe(subscriber) };
+            return Err(format!("cuptiEnableCallback({cbid:?}): {r:?}"));
+        }
+    }
+    Ok(Launches {
+        counts: Mutex::new(Counts::default()),
+    })
+}
+
+/// Threads of a launch: grid × block, in u64 (each factor is u32).
+fn threads(grid: [u32; 3], block: [u32; 3]) -> u64 {
+    grid.iter()
+        .chain(&block)
+        .fold(1u64, |n, &d| n.saturating_mul(u64::from(d)))
+}
+
+/// CUPTI's driver-API callback: counts successful launches at their exit.
+unsafe extern "C" fn on_launch(
+    _userdata: *mut c_void,
+    domain: cs::CUpti_CallbackDomain,
+    cbid: cs::CUpti_CallbackId,
+    cbdata: *const c_void,
+) {
+    if domain != cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API || cbdata.is_null() {
+        return;
+    }
+    // Callbacks can come before subscribing finished: nothing to count into.
+    let Some(Ok(launches)) = LAUNCHES.get() else {
+        return;
+    };
+    // SAFETY: for the driver-API domain, CUPTI passes a CUpti_CallbackData
+    // that is valid for the duration of the callback.
+    let data = unsafe { &*(cbdata as *const cs::CUpti_CallbackData) };
+    if data.callbackSite != cs::CUpti_ApiCallbackSite::CUPTI_API_EXIT
+        || data.functionParams.is_null()
+        || data.functionReturnValue.is_null()
+    {
+        return;
+    }
+    // SAFETY: at a driver-API call's exit, functionReturnValue points to
+    // the call's CUresult.
+    let ok =
+        unsafe { *(data.functionReturnValue as *const ds::CUresult) } == ds::CUresult::CUDA_SUCCESS;
+    if !ok {
+        return;
+    }
+    use cs::CUpti_driver_api_trace_cbid as Id;
+    let is = |id: Id| cbid == id as cs::CUpti_CallbackId;
+    let params = data.functionParams;
+    if is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz)
+    {
+        // SAFETY: for these ids functionParams points to the call's
+        // parameters, laid out as cuLaunchKernel_params (the `_ptsz`
+        // variant has the same layout).
+        let p = unsafe { &*(params as *const cs::cuLaunchKernel_params_st) };
+        let n = threads(
+            [p.gridDimX, p.gridDimY, p.gridDimZ],
+            [p.blockDimX, p.blockDimY, p.blockDimZ],
+        );
+        launches.add(p.f, p.hStream, n);
+    } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz)
+    {
+        // SAFETY: as above, cuLaunchKernelEx_params; its config pointer is
+        // the caller's, valid during the call (checked for null).
+        let p = unsafe { &*(params as *const cs::cuLaunchKernelEx_params_st) };
+        if p.config.is_null() {
+            return;
+        }
+        // SAFETY: non-null, the launch's own configuration.
+        let c = unsafe { &*p.config };
+        let n = threads(
+            [c.gridDimX, c.gridDimY, c.gridDimZ],
+            [c.blockDimX, c.blockDimY, c.blockDimZ],
+        );
+        launches.add(p.f, c.hStream, n);
+    } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)
+    {
+        // SAFETY: as above, cuGraphLaunch_params.
+        let p = unsafe { &*(params as *const cs::cuGraphLaunch_params_st) };
+        launches.graph_launched(p.hStream);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads;
+
+    #[test]
+    fn threads_multiply_without_overflow() {
+        assert_eq!(threads([3, 2, 1], [64, 1, 1]), 384);
+        assert_eq!(threads([1, 1, 1], [1, 1, 1]), 1);
+        assert_eq!(threads([0, 1, 1], [64, 1, 1]), 0);
+        assert_eq!(
+            threads([u32::MAX, u32::MAX, u32::MAX], [1024, 1, 1]),
+            u64::MAX
+        );
+    }
+}
