@@ -9,6 +9,8 @@
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 
 /// `gc_timestamp(slot)`: `slot[0] = %globaltimer`, then `slot[1] = 1`.
+/// `gc_timer_step(slot)`: waits for `%globaltimer` to change twice and
+/// writes the second change's size, then `slot[1] = 1`.
 /// `gc_store(slot, value)`: `slot[0] = value`, then `slot[1] = 1`.
 /// `gc_calibrate(flag, out)`: `out[2] = 1` (started), spin until `*flag` is
 /// non-zero, then `out[0] = %globaltimer`, then `out[1] = 1`.
@@ -26,6 +28,28 @@ pub(crate) const PTX: &str = r#"
     membar.sys;
     mov.u64 %rd3, 1;
     st.volatile.global.u64 [%rd1+8], %rd3;
+    ret;
+}
+
+.visible .entry gc_timer_step(.param .u64 slot)
+{
+    .reg .b64 %rd<7>;
+    .reg .pred %p;
+    ld.param.u64 %rd1, [slot];
+    mov.u64 %rd2, %globaltimer;
+FIRST:
+    mov.u64 %rd3, %globaltimer;
+    setp.eq.u64 %p, %rd3, %rd2;
+    @%p bra FIRST;
+SECOND:
+    mov.u64 %rd4, %globaltimer;
+    setp.eq.u64 %p, %rd4, %rd3;
+    @%p bra SECOND;
+    sub.u64 %rd5, %rd4, %rd3;
+    st.volatile.global.u64 [%rd1], %rd5;
+    membar.sys;
+    mov.u64 %rd6, 1;
+    st.volatile.global.u64 [%rd1+8], %rd6;
     ret;
 }
 

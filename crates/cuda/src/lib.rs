@@ -335,11 +335,14 @@ impl CudaDevice {
         let store = module
             .load_function("gc_store")
             .map_err(driver("cuModuleGetFunction"))?;
+        let step_kernel = module
+            .load_function("gc_timer_step")
+            .map_err(driver("cuModuleGetFunction"))?;
         #[cfg(feature = "cupti")]
         let (launches, statistics_unavailable) = if options.statistics {
             match launches::Launches::get() {
                 Ok(l) => {
-                    for f in [&timestamp, &calibrate, &store] {
+                    for f in [&timestamp, &calibrate, &store, &step_kernel] {
                         l.exclude(f.cu_function());
                     }
                     (Some(l), None)
@@ -410,7 +413,7 @@ impl CudaDevice {
             pending: Mutex::new(VecDeque::new()),
             calibration_words: Mutex::new(None),
         };
-        shared.timer_step_ns = shared.measure_timer_step()?;
+        shared.timer_step_ns = shared.measure_timer_step(&step_kernel)?;
         Ok(Self {
             shared: Arc::new(shared),
         })
@@ -524,47 +527,50 @@ impl Shared {
         })
     }
 
-    /// `%globaltimer`'s step: the smallest non-zero difference between two
-    /// back-to-back timestamp kernels, over 64 pairs (an upper bound of the
-    /// step).
-    fn measure_timer_step(&self) -> std::result::Result<u64, OpenError> {
-        const ROUNDS: usize = 64;
-        let words = MappedWords::new(&self.ctx, 4 * ROUNDS, "timer step words")?;
+    /// `%globaltimer`'s step: the largest of 16 measurements by a kernel
+    /// that waits for the timer to change twice and takes the second
+    /// change's size.
+    fn measure_timer_step(
+        &self,
+        step_kernel: &CudaFunction,
+    ) -> std::result::Result<u64, OpenError> {
+        const ROUNDS: usize = 16;
+        let words = MappedWords::new(&self.ctx, 2 * ROUNDS, "timer step words")?;
         let mut launched = Ok(());
-        'rounds: for r in 0..ROUNDS {
-            for k in 0..2 {
-                // SAFETY: two words at `4r + 2k` of `words`, which lives
-                // until after the stream is synchronized below (on every
-                // path: a failed launch only stops further ones).
-                launched = unsafe {
-                    kernels::launch_timestamp(
-                        &self.calibration_stream,
-                        &self.timestamp,
-                        words.device_address(4 * r + 2 * k),
-                    )
-                };
-                if launched.is_err() {
-                    break 'rounds;
-                }
+        for r in 0..ROUNDS {
+            // SAFETY: two words at `2r` of `words`, which lives until after
+            // the stream is synchronized below (on every path: a failed
+            // launch only stops further ones).
+            launched = unsafe {
+                kernels::launch_timestamp(
+                    &self.calibration_stream,
+                    step_kernel,
+                    words.device_address(2 * r),
+                )
+            };
+            if launched.is_err() {
+                break;
             }
         }
         let synced = self.calibration_stream.synchronize();
         launched.map_err(|error| OpenError::Driver {
-            what: "timestamp kernel launch",
+            what: "timer step kernel launch",
             error,
         })?;
         synced.map_err(|error| OpenError::Driver {
             what: "cuStreamSynchronize",
             error,
         })?;
-        let read = |i| words.word(i).map_or(0, |w| w.load(Ordering::Acquire));
         let step = (0..ROUNDS)
-            .map(|r| read(4 * r + 2).wrapping_sub(read(4 * r)))
-            .filter(|&d| d > 0 && d < 1_000_000)
-            .min();
-        // Every pair equal would mean a step longer than a launch: say 1 ms
-        // rather than claim a fine timer.
-        Ok(step.unwrap_or(1_000_000))
+            .map(|r| words.word(2 * r).map_or(0, |w| w.load(Ordering::Acquire)))
+            .max()
+            .unwrap_or(0);
+        if step == 0 {
+            return Err(OpenError::Counters(Error::Internal(
+                "the timer step kernel wrote nothing".into(),
+            )));
+        }
+        Ok(step)
     }
 
     /// The calibration pair: the tightest of a burst of calibrated reads.
