@@ -95,6 +95,51 @@ impl DevicesBackend {
     }
 }
 
+/// Which backend `run` measures on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A Vulkan device through gpu-counters-vulkan.
+    Vulkan,
+    /// A wgpu adapter through gpu-counters-wgpu.
+    Wgpu,
+}
+
+impl Backend {
+    /// Parses `run --backend`'s value.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "vulkan" => Ok(Backend::Vulkan),
+            "wgpu" => Ok(Backend::Wgpu),
+            "all" => Err("--backend all: `run` measures on one backend, vulkan or wgpu".into()),
+            other => Err(format!("--backend {other}: must be one of vulkan, wgpu")),
+        }
+    }
+
+    /// What one device of the backend is called in messages.
+    pub fn device_noun(self) -> &'static str {
+        match self {
+            Backend::Vulkan => "device",
+            Backend::Wgpu => "wgpu adapter",
+        }
+    }
+
+    /// The devices the backend looks for, in "no ... found".
+    pub fn devices_found(self) -> &'static str {
+        match self {
+            Backend::Vulkan => "Vulkan 1.3 devices",
+            Backend::Wgpu => "wgpu adapters",
+        }
+    }
+
+    /// The command that lists the backend's devices with their indices.
+    pub fn devices_command(self) -> &'static str {
+        match self {
+            Backend::Vulkan => "gpu-counters devices",
+            Backend::Wgpu => "gpu-counters devices --backend wgpu",
+        }
+    }
+}
+
 /// The built-in workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum WorkloadName {
@@ -160,10 +205,29 @@ pub struct RunArgs {
     #[arg(value_enum)]
     pub workload: WorkloadName,
 
-    /// Device index, as `gpu-counters devices` lists them [default: the
-    /// first hardware GPU, else the first device].
+    /// Device index, as `gpu-counters devices` lists them (with `--backend
+    /// wgpu`: the wgpu adapter's index, as `gpu-counters devices --backend
+    /// wgpu` lists them) [default: the first hardware GPU, else the first
+    /// device]
     #[arg(long, value_name = "N")]
     pub device: Option<usize>,
+
+    /// What to measure on: vulkan (gpu-counters-vulkan, the Vulkan
+    /// encoders and command buffers) or wgpu (gpu-counters-wgpu on a wgpu
+    /// adapter, with the wgpu backends compiled in: Vulkan; each pass a
+    /// profiled pass timed by its own timestamp writes and counted by its
+    /// own statistics query; compute and render only, as wgpu cannot time
+    /// or count a copy, and without fragments_passed, which wgpu does not
+    /// count) [default: vulkan]
+    // Parsed by `Backend::parse` rather than clap, so a bad value is one
+    // `error:` line (exit 2) like every other bad input.
+    #[arg(
+        long,
+        value_name = "BACKEND",
+        default_value = "vulkan",
+        hide_default_value = true
+    )]
+    pub backend: String,
 
     /// Frames to run; each is recorded into one command buffer, submitted
     /// and waited for. At most 100000.

@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 
 /// A device's JSON form: [`DeviceInfo`]'s serde form with a `name` on each
 /// counter set (`timestamp`, `statistic`, ...) and `default` marking the
-/// device `run` picks without `--device`.
+/// device `run` picks without `--device` (on the device's backend: `run
+/// --backend wgpu` for a wgpu adapter).
 pub fn device_json(info: &DeviceInfo, is_default: bool) -> Value {
     let mut v = serde_json::to_value(info).unwrap_or_else(|_| json!({}));
     if let Some(obj) = v.as_object_mut() {
@@ -82,18 +83,29 @@ pub struct WgpuAdapter {
     pub info: DeviceInfo,
     /// The adapter's wgpu backend (`vulkan`, `metal`, ...).
     pub wgpu_backend: &'static str,
+    /// Whether `run --backend wgpu` picks it without `--device`.
+    pub is_default: bool,
 }
 
 /// The features gpu-counters-wgpu uses, requested where the adapter has them.
-fn wgpu_features() -> wgpu::Features {
+pub fn wgpu_features() -> wgpu::Features {
     wgpu::Features::TIMESTAMP_QUERY
         | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
         | wgpu::Features::PIPELINE_STATISTICS_QUERY
 }
 
-/// wgpu's logged errors (its validation-layer messages among them), kept
-/// while validation is on.
+/// wgpu's logged errors (its validation-layer messages among them, while
+/// validation is on) and the errors of its devices that no error scope
+/// caught.
 static WGPU_LOGGED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Keeps `message` in [`WGPU_LOGGED`].
+fn wgpu_logged(message: String) {
+    WGPU_LOGGED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(message);
+}
 
 /// Keeps wgpu's error-level log records in [`WGPU_LOGGED`].
 struct WgpuLog;
@@ -104,21 +116,17 @@ impl log::Log for WgpuLog {
     }
     fn log(&self, r: &log::Record<'_>) {
         if self.enabled(r.metadata()) {
-            WGPU_LOGGED
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(format!("{}: {}", r.target(), r.args()));
+            wgpu_logged(format!("{}: {}", r.target(), r.args()));
         }
     }
     fn flush(&self) {}
 }
 
-/// Every wgpu adapter of the backends compiled in (Vulkan), each opened with
-/// the features of [`wgpu_features`] it offers and wrapped by
-/// [`gpu_counters_wgpu::WgpuDevice::request`]. Under
-/// `GPU_COUNTERS_VALIDATION=1` the instance runs with wgpu's validation and
-/// any error it logs fails the command.
-pub fn list_wgpu() -> CliResult<Vec<WgpuAdapter>> {
+/// A wgpu instance of the backends compiled in (Vulkan). Under
+/// `GPU_COUNTERS_VALIDATION=1` it runs with wgpu's validation (the Khronos
+/// layer where installed), and wgpu's logged errors are kept for
+/// [`check_wgpu_validation`].
+pub fn wgpu_instance() -> wgpu::Instance {
     let validation = std::env::var(gpu_counters_vulkan::VALIDATION_ENV).is_ok_and(|v| v == "1");
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = wgpu::Backends::all();
@@ -130,39 +138,82 @@ pub fn list_wgpu() -> CliResult<Vec<WgpuAdapter>> {
     } else {
         wgpu::InstanceFlags::empty()
     };
-    let instance = wgpu::Instance::new(desc);
-    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
-    let mut out = Vec::with_capacity(adapters.len());
-    for (index, adapter) in adapters.iter().enumerate() {
-        let adapter_info = adapter.get_info();
-        let desc = wgpu::DeviceDescriptor {
-            label: Some("gpu-counters devices"),
-            required_features: adapter.features() & wgpu_features(),
-            required_limits: wgpu::Limits::default(),
-            ..Default::default()
-        };
-        let device = pollster::block_on(gpu_counters_wgpu::WgpuDevice::request(adapter, &desc))
-            .map_err(|e| {
-                CliError::Failure(format!(
-                    "wgpu adapter [{index}] `{}`: request_device: {e}",
-                    adapter_info.name
-                ))
-            })?;
-        let mut info = device.info().clone();
-        info.index = index;
-        out.push(WgpuAdapter {
-            info,
-            wgpu_backend: adapter_info.backend.to_str(),
-        });
+    wgpu::Instance::new(desc)
+}
+
+/// The instance's adapters, in the order `devices --backend wgpu` lists
+/// them and `run --backend wgpu --device N` counts them.
+pub fn wgpu_adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
+    pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+}
+
+/// The adapter `run --backend wgpu` picks without `--device`, as for Vulkan
+/// devices: the first hardware GPU, else the first adapter.
+pub fn default_wgpu_adapter(adapters: &[wgpu::Adapter]) -> Option<usize> {
+    if adapters.is_empty() {
+        return None;
     }
-    drop(adapters);
-    drop(instance);
+    Some(
+        adapters
+            .iter()
+            .position(|a| {
+                matches!(
+                    a.get_info().device_type,
+                    wgpu::DeviceType::DiscreteGpu
+                        | wgpu::DeviceType::IntegratedGpu
+                        | wgpu::DeviceType::VirtualGpu
+                )
+            })
+            .unwrap_or(0),
+    )
+}
+
+/// Opens adapter `index` with the features of [`wgpu_features`] it offers
+/// and `limits`, wrapped by [`gpu_counters_wgpu::WgpuDevice::request`]
+/// (`info.index` is set to `index`). wgpu errors no error scope catches are
+/// kept for [`check_wgpu_validation`] rather than panicking.
+pub fn open_wgpu(
+    adapter: &wgpu::Adapter,
+    index: usize,
+    limits: wgpu::Limits,
+) -> CliResult<(gpu_counters_wgpu::WgpuDevice, DeviceInfo)> {
+    let desc = wgpu::DeviceDescriptor {
+        label: Some("gpu-counters"),
+        required_features: adapter.features() & wgpu_features(),
+        required_limits: limits,
+        ..Default::default()
+    };
+    let device = pollster::block_on(gpu_counters_wgpu::WgpuDevice::request(adapter, &desc))
+        .map_err(|e| {
+            CliError::Failure(format!(
+                "wgpu adapter [{index}] `{}`: request_device: {e}",
+                adapter.get_info().name
+            ))
+        })?;
+    device
+        .device()
+        .on_uncaptured_error(std::sync::Arc::new(|e: wgpu::Error| {
+            wgpu_logged(format!("wgpu error: {e}"))
+        }));
+    let mut info = device.info().clone();
+    info.index = index;
+    Ok((device, info))
+}
+
+/// Prints (and forgets) every wgpu error kept so far to stderr and returns
+/// how many there were.
+pub fn print_wgpu_validation() -> usize {
     let logged = std::mem::take(&mut *WGPU_LOGGED.lock().unwrap_or_else(|p| p.into_inner()));
     for m in &logged {
         eprintln!("validation: {m}");
     }
-    match logged.len() {
-        0 => Ok(out),
+    logged.len()
+}
+
+/// Fails with every wgpu error kept so far, if any.
+pub fn check_wgpu_validation() -> CliResult<()> {
+    match print_wgpu_validation() {
+        0 => Ok(()),
         n => Err(CliError::Failure(format!(
             "wgpu's validation reported {n} error{} (printed above)",
             if n == 1 { "" } else { "s" }
@@ -170,10 +221,32 @@ pub fn list_wgpu() -> CliResult<Vec<WgpuAdapter>> {
     }
 }
 
-/// A wgpu adapter's JSON form: [`device_json`] (never the default: `run`
-/// uses Vulkan devices) with `wgpu_backend` added.
+/// Every wgpu adapter of the backends compiled in (Vulkan), each opened as
+/// [`open_wgpu`] opens it (with wgpu's default limits). Under
+/// `GPU_COUNTERS_VALIDATION=1` any error wgpu logs fails the command.
+pub fn list_wgpu() -> CliResult<Vec<WgpuAdapter>> {
+    let instance = wgpu_instance();
+    let adapters = wgpu_adapters(&instance);
+    let default = default_wgpu_adapter(&adapters);
+    let mut out = Vec::with_capacity(adapters.len());
+    for (index, adapter) in adapters.iter().enumerate() {
+        let (_device, info) = open_wgpu(adapter, index, wgpu::Limits::default())?;
+        out.push(WgpuAdapter {
+            info,
+            wgpu_backend: adapter.get_info().backend.to_str(),
+            is_default: Some(index) == default,
+        });
+    }
+    drop(adapters);
+    drop(instance);
+    check_wgpu_validation()?;
+    Ok(out)
+}
+
+/// A wgpu adapter's JSON form: [`device_json`] (`default`: the adapter
+/// `run --backend wgpu` picks without `--device`) with `wgpu_backend` added.
 pub fn wgpu_json(a: &WgpuAdapter) -> Value {
-    let mut v = device_json(&a.info, false);
+    let mut v = device_json(&a.info, a.is_default);
     if let Some(obj) = v.as_object_mut() {
         obj.insert("wgpu_backend".into(), Value::from(a.wgpu_backend));
     }
@@ -251,13 +324,13 @@ fn print_wgpu(adapters: &[WgpuAdapter]) {
         return;
     }
     println!(
-        "{} wgpu adapter{} (through gpu-counters-wgpu; not used by `run`):",
+        "{} wgpu adapter{} (through gpu-counters-wgpu; * = default, used by `run --backend wgpu` without --device):",
         adapters.len(),
         if adapters.len() == 1 { "" } else { "s" }
     );
     for a in adapters {
         println!();
-        print_device(&a.info, false);
+        print_device(&a.info, a.is_default);
         println!("    {:<16}{}", "wgpu backend", a.wgpu_backend);
     }
 }

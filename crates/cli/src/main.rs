@@ -20,6 +20,8 @@ mod error;
 mod output;
 mod report;
 mod run;
+mod run_vulkan;
+mod run_wgpu;
 
 use error::CliError;
 

@@ -4,7 +4,8 @@ use crate::devices::device_json;
 use crate::error::{CliError, CliResult};
 use crate::run::{Measured, Plan};
 use gpu_counters_core::{
-    CommonCounter, CommonCounterSet, CounterResultStatistic, DeviceInfo, COUNTER_ERROR_VALUE,
+    BackendKind, CommonCounter, CommonCounterSet, CounterResultStatistic, DeviceInfo,
+    COUNTER_ERROR_VALUE,
 };
 use gpu_counters_profiler::FrameResult;
 use serde_json::{json, Map, Value};
@@ -334,10 +335,15 @@ pub fn print_human(report: &RunReport<'_>) {
     let p = report.plan;
     let frames = &report.measured.frames;
     println!(
-        "gpu-counters run {}: {} frame{} on [{}] {}{}",
+        "gpu-counters run {}: {} frame{} on {}[{}] {}{}",
         p.workload.name(),
         p.frames,
         if p.frames == 1 { "" } else { "s" },
+        if d.backend == BackendKind::Wgpu {
+            "wgpu adapter "
+        } else {
+            ""
+        },
         d.index,
         d.name,
         if report.is_default { " (default)" } else { "" }

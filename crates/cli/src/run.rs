@@ -1,37 +1,31 @@
 //! `gpu-counters run`: a built-in workload, every pass sampled, for some
-//! frames.
+//! frames, on a Vulkan device (`run_vulkan`) or a wgpu adapter
+//! (`run_wgpu`, `--backend wgpu`).
 //!
-//! The run goes through the profiler (`gpu-counters-profiler`), so that the
-//! command and the library resolve samples to a timeline one way. Per
-//! frame, [`Profiler::begin_frame`] gives a frame, and every pass is
-//! recorded into one command buffer inside its own profiler scope
-//! ([`Frame::scope`] / `Scope::end`: a timestamp after all prior work at
-//! either end and, where the device offers statistics, the pipeline
-//! statistics counted in between), with the Vulkan crate's encoders inside
-//! the scope. A full barrier separates the passes so each one's interval
-//! covers its own work. The buffer is committed and waited for, the frame
-//! ended ([`Profiler::end_frame`]) and collected ([`Profiler::collect`],
+//! The run goes through the profiler (`gpu-counters-profiler`), generic
+//! over the backend, so that the command and the library resolve samples
+//! to a timeline one way, whichever the backend. Per frame,
+//! [`Profiler::begin_frame`] gives a frame, and the backend records every
+//! pass inside its own profiler scope ([`FrameSource::submit_frame`]) and
+//! submits; the submission is waited for, the frame ended
+//! ([`Profiler::end_frame`]) and collected ([`Profiler::collect`],
 //! [`Profiler::wait_collect_all`]): a [`FrameResult`] with one scope per
 //! pass, calibrated onto `CLOCK_MONOTONIC`. The report's tables, its JSON
 //! and the statistics check read the [`FrameResult`]s; the exports read
-//! [`Profiler::timeline`] of them.
+//! [`Profiler::timeline`] of them. All of that is this module's, once for
+//! both backends ([`profile`], [`run`]).
 
+pub(crate) use crate::cli::Backend;
 use crate::cli::{self, RunArgs, SizeArgs, WorkloadName};
-use crate::devices;
 use crate::error::{CliError, CliResult};
 use crate::output::PendingOutput;
 use crate::report::{self, PassCheck, RunReport};
+use crate::{run_vulkan, run_wgpu};
+use gpu_counters_core::backend::BackendDevice;
 use gpu_counters_core::timeline::{PassKind, Timeline};
-use gpu_counters_core::{Calibration, CommonCounter, CommonCounterSet};
+use gpu_counters_core::{Calibration, CommonCounter, CommonCounterSet, DeviceInfo};
 use gpu_counters_profiler::{export, Frame, FrameResult, Profiler, ProfilerOptions, WhenFull};
-use gpu_counters_vulkan::ash::vk;
-use gpu_counters_vulkan::{
-    BlitPassDescriptor, CommandBuffer, ComputePassDescriptor, Device, Instance, InstanceOptions,
-    RenderPassDescriptor, RenderTarget,
-};
-use gpu_counters_workloads::{
-    ComputeWorkload, CopyWorkload, GpuContext, RenderWorkload, WorkloadError,
-};
+use gpu_counters_workloads::WorkloadError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -109,7 +103,7 @@ impl ComputeSizes {
     /// [`cli::MAX_INVOCATIONS`]. Checked once the device has accepted W and
     /// S (so that a size over a device limit is reported as such), before
     /// any work is recorded.
-    fn check_invocations(&self) -> CliResult<()> {
+    pub(crate) fn check_invocations(&self) -> CliResult<()> {
         let invocations = u64::from(self.dispatches)
             * u64::from(self.workgroups)
             * u64::from(self.workgroup_size);
@@ -127,7 +121,49 @@ impl ComputeSizes {
     }
 }
 
+impl ComputeSizes {
+    /// The workload's size fields, with their options and values, for
+    /// [`workload_error`].
+    pub(crate) fn fields(&self) -> Vec<(&'static str, &'static str, String)> {
+        vec![
+            (
+                "workgroup_size",
+                "--workgroup-size",
+                self.workgroup_size.to_string(),
+            ),
+            ("workgroups", "--workgroups", self.workgroups.to_string()),
+        ]
+    }
+}
+
+impl RenderSizes {
+    /// The workload's size fields, with their options and values, for
+    /// [`workload_error`].
+    pub(crate) fn fields(&self) -> Vec<(&'static str, &'static str, String)> {
+        vec![
+            ("triangles", "--triangles", self.triangles.to_string()),
+            ("width", "--width", self.width.to_string()),
+            ("height", "--height", self.height.to_string()),
+        ]
+    }
+}
+
 impl Plan {
+    /// Fails for a workload `backend` cannot measure as the Vulkan backend
+    /// does: on wgpu, the mixed workload's copy pass.
+    pub fn check_backend(&self, backend: Backend) -> CliResult<()> {
+        if backend == Backend::Wgpu && self.copy_bytes.is_some() {
+            return Err(CliError::Usage(format!(
+                "run {} --backend wgpu: the copy pass cannot be measured on wgpu, which records \
+                 a copy on the command encoder, outside any pass, where it can be neither timed \
+                 by pass timestamp writes nor counted by a statistics query; run compute or \
+                 render with --backend wgpu",
+                self.workload.name()
+            )));
+        }
+        Ok(())
+    }
+
     /// Applies the defaults of the workload's sizes; fails for a size of 0
     /// and for a size option the workload has no use for.
     pub fn from_args(args: &RunArgs) -> CliResult<Self> {
@@ -226,7 +262,11 @@ impl Plan {
 /// take is a usage error naming the options of the fields at fault (`fields`
 /// maps the workload's field names to options and values), anything else a
 /// failure.
-fn workload_error(what: &str, e: WorkloadError, fields: &[(&str, &str, String)]) -> CliError {
+pub(crate) fn workload_error(
+    what: &str,
+    e: WorkloadError,
+    fields: &[(&str, &str, String)],
+) -> CliError {
     match e {
         WorkloadError::InvalidSize {
             fields: at_fault,
@@ -247,245 +287,67 @@ fn workload_error(what: &str, e: WorkloadError, fields: &[(&str, &str, String)])
     }
 }
 
-/// One pass's work.
-enum Work {
-    Compute(ComputeWorkload, u32),
-    Render(RenderWorkload),
-    Copy(CopyWorkload),
+/// One pass of a frame: its backend's work, label, kind and the statistics
+/// it must produce.
+pub(crate) struct Pass<W> {
+    pub label: &'static str,
+    pub kind: PassKind,
+    pub work: W,
+    pub expected: Vec<(CommonCounter, u64)>,
 }
 
-/// One pass of a frame: its work, label, kind and the statistics it must
-/// produce.
-struct Pass {
-    label: &'static str,
-    kind: PassKind,
-    work: Work,
-    expected: Vec<(CommonCounter, u64)>,
-}
-
-/// The passes of a frame; destroys their Vulkan objects when dropped, after
-/// the device is idle.
-struct Passes {
-    device: Device,
-    list: Vec<Pass>,
-}
-
-impl Drop for Passes {
-    fn drop(&mut self) {
-        let _ = self.device.wait_idle();
-        let d = self.device.raw();
-        for pass in &mut self.list {
-            // SAFETY: the workloads were created on this device, and it is idle
-            // (waited above), so no pending command buffer uses them.
-            unsafe {
-                match &mut pass.work {
-                    Work::Compute(w, _) => w.destroy(d),
-                    Work::Render(w) => w.destroy(d),
-                    Work::Copy(w) => w.destroy(d),
-                }
-            }
-        }
-    }
-}
-
-/// Builds the plan's workloads on `device`.
-fn build_passes(device: &Device, plan: &Plan) -> CliResult<Passes> {
-    let ctx = GpuContext::from_device(device);
-    let offered: Vec<CommonCounter> = device
-        .info()
-        .counter_set(CommonCounterSet::Statistic)
+/// The statistic counters `info` offers.
+fn offered(info: &DeviceInfo) -> Vec<CommonCounter> {
+    info.counter_set(CommonCounterSet::Statistic)
         .map(|s| s.counters.clone())
-        .unwrap_or_default();
-    let keep = |list: Vec<(CommonCounter, u64)>| -> Vec<(CommonCounter, u64)> {
-        list.into_iter()
-            .filter(|(c, _)| offered.contains(c))
-            .collect()
-    };
-    let mut passes = Passes {
-        device: device.clone(),
-        list: Vec::new(),
-    };
-    if let Some(c) = plan.compute {
-        let work = ComputeWorkload::new(&ctx, c.workgroup_size, c.workgroups, c.iterations)
-            .map_err(|e| {
-                workload_error(
-                    "compute",
-                    e,
-                    &[
-                        (
-                            "workgroup_size",
-                            "--workgroup-size",
-                            c.workgroup_size.to_string(),
-                        ),
-                        ("workgroups", "--workgroups", c.workgroups.to_string()),
-                    ],
-                )
-            })?;
-        let expected = keep(vec![(
-            CommonCounter::ComputeKernelInvocations,
-            work.expected_invocations(c.dispatches),
-        )]);
-        passes.list.push(Pass {
+        .unwrap_or_default()
+}
+
+/// `list` less the counters `info` does not offer.
+fn keep_offered(info: &DeviceInfo, list: Vec<(CommonCounter, u64)>) -> Vec<(CommonCounter, u64)> {
+    let offered = offered(info);
+    list.into_iter()
+        .filter(|(c, _)| offered.contains(c))
+        .collect()
+}
+
+impl<W> Pass<W> {
+    /// The compute pass: `invocations` kernel invocations, where `info`
+    /// offers that counter.
+    pub fn compute(info: &DeviceInfo, invocations: u64, work: W) -> Self {
+        Self {
             label: "compute",
             kind: PassKind::Compute,
-            work: Work::Compute(work, c.dispatches),
-            expected,
-        });
-        // After the push, so that dropping `passes` destroys the workload.
-        c.check_invocations()?;
+            work,
+            expected: keep_offered(
+                info,
+                vec![(CommonCounter::ComputeKernelInvocations, invocations)],
+            ),
+        }
     }
-    if let Some(r) = plan.render {
-        let work = RenderWorkload::new(&ctx, r.triangles, r.width, r.height).map_err(|e| {
-            workload_error(
-                "render",
-                e,
-                &[
-                    ("triangles", "--triangles", r.triangles.to_string()),
-                    ("width", "--width", r.width.to_string()),
-                    ("height", "--height", r.height.to_string()),
-                ],
-            )
-        })?;
-        let expected = keep(vec![
-            (
-                CommonCounter::VertexInvocations,
-                work.expected_vertex_invocations(),
-            ),
-            (
-                CommonCounter::ClipperInvocations,
-                work.expected_clipper_invocations(),
-            ),
-            (CommonCounter::FragmentsPassed, work.covered_pixels()),
-        ]);
-        passes.list.push(Pass {
+
+    /// The render pass: vertex and clipper invocations and covered pixels
+    /// (fragments passed), those `info` offers.
+    pub fn render(info: &DeviceInfo, [vertices, primitives, pixels]: [u64; 3], work: W) -> Self {
+        Self {
             label: "render",
             kind: PassKind::Render,
-            work: Work::Render(work),
-            expected,
-        });
+            work,
+            expected: keep_offered(
+                info,
+                vec![
+                    (CommonCounter::VertexInvocations, vertices),
+                    (CommonCounter::ClipperInvocations, primitives),
+                    (CommonCounter::FragmentsPassed, pixels),
+                ],
+            ),
+        }
     }
-    if let Some(bytes) = plan.copy_bytes {
-        let work = CopyWorkload::new(&ctx, bytes).map_err(|e| {
-            workload_error("copy", e, &[("bytes", "--copy-bytes", bytes.to_string())])
-        })?;
-        passes.list.push(Pass {
-            label: "copy",
-            kind: PassKind::Blit,
-            work: Work::Copy(work),
-            expected: Vec::new(),
-        });
-    }
-    Ok(passes)
-}
 
-/// A full execution barrier between passes, so that each pass's interval
-/// covers its own work only.
-fn record_pass_barrier(device: &Device, cmd: vk::CommandBuffer) {
-    let barriers = [vk::MemoryBarrier2::default()
-        .src_stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
-        .src_access_mask(vk::AccessFlags2::MEMORY_WRITE)
-        .dst_stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
-        .dst_access_mask(vk::AccessFlags2::MEMORY_READ | vk::AccessFlags2::MEMORY_WRITE)];
-    let dependency = vk::DependencyInfo::default().memory_barriers(&barriers);
-    // SAFETY: `cmd` is a recording command buffer of `device`, outside any
-    // render pass (encoders have ended); synchronization2 is enabled on
-    // every device gpu-counters opens.
-    unsafe { device.raw().cmd_pipeline_barrier2(cmd, &dependency) };
-}
-
-/// Records one pass's work into `cmd` with the Vulkan crate's encoders.
-/// The encoders carry no sample buffer attachments: the pass's profiler
-/// scope samples around them.
-fn record_work(device: &Device, cmd: &mut CommandBuffer, work: &Work, frame: u32) -> CliResult<()> {
-    let d = device.raw();
-    match work {
-        Work::Compute(work, dispatches) => {
-            let enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
-            // A barrier before every dispatch, the first included: it
-            // orders the dispatch after the previous frame's writes of the
-            // buffer, and on lavapipe it also makes the start timestamp be
-            // written before the dispatch runs rather than at the next
-            // flush.
-            for _ in 0..*dispatches {
-                // SAFETY: `enc.raw()` is recording (gpu-counters' command
-                // buffers begin recording when made) outside any render
-                // pass, on `device`'s graphics and compute queue family,
-                // with synchronization2 enabled (every device gpu-counters
-                // opens has it); the workload was built on `device`; it
-                // lives in `Passes`, which waits for the device to be idle
-                // before destroying it, so it outlives the GPU's use.
-                unsafe {
-                    work.record_barrier(d, enc.raw());
-                    work.record_dispatch(d, enc.raw());
-                }
-            }
-            enc.end_encoding()?;
-        }
-        Work::Render(work) => {
-            // SAFETY: as for the compute work: `cmd` is a recording command
-            // buffer of `device`, outside any render pass (no encoder is
-            // open), and the workload, built on `device`, outlives the GPU's
-            // use in `Passes`.
-            unsafe { work.record_prepare(d, cmd.raw()) };
-            let colors = [work.color_attachment()];
-            let info = vk::RenderingInfo::default()
-                .render_area(work.render_area())
-                .layer_count(1)
-                .color_attachments(&colors);
-            // SAFETY: the rendering info names the workload's own color view
-            // (an object of `device`, live until `Passes` is dropped after
-            // the device is idle), in COLOR_ATTACHMENT_OPTIMAL as the barrier
-            // just recorded leaves it, over its whole extent in one layer;
-            // `colors` and `info` outlive the call; dynamic rendering is
-            // enabled on every device gpu-counters opens.
-            let enc = unsafe {
-                cmd.render_encoder(&RenderPassDescriptor {
-                    target: RenderTarget::Dynamic(&info),
-                    sample_buffer_attachments: Vec::new(),
-                })
-            }?;
-            // SAFETY: `enc.raw()` is recording inside the rendering instance
-            // just begun with the workload's color attachment and no depth
-            // or stencil; the workload outlives the GPU's use (as above).
-            unsafe { work.record_draw(d, enc.raw()) };
-            enc.end_encoding()?;
-        }
-        Work::Copy(work) => {
-            let enc = cmd.blit_encoder(&BlitPassDescriptor::default())?;
-            // SAFETY: `enc.raw()` is a recording command buffer of `device`
-            // outside any render pass, on a graphics and compute queue
-            // family, with synchronization2 enabled; the workload was built
-            // on `device` and outlives the GPU's use (as above).
-            unsafe {
-                work.record_fill(d, enc.raw(), frame);
-                work.record_copy(d, enc.raw());
-            }
-            enc.end_encoding()?;
-        }
+    /// What the pass's scope must be.
+    pub fn expectation(&self) -> PassExpectation<'_> {
+        (self.label, self.kind, self.expected.as_slice())
     }
-    Ok(())
-}
-
-/// Records the frame's passes into `cmd`, each in a profiler scope of
-/// `frame` (a timestamp after all prior work at either end, and the
-/// statistics counted in between where the profiler samples them), with a
-/// full barrier between passes.
-fn record_frame(
-    device: &Device,
-    cmd: &mut CommandBuffer,
-    frame: &Frame<'_, Device>,
-    passes: &Passes,
-    index: u32,
-) -> CliResult<()> {
-    for (p, pass) in passes.list.iter().enumerate() {
-        if p > 0 {
-            record_pass_barrier(device, cmd.raw());
-        }
-        let scope = frame.scope(cmd, pass.label, pass.kind)?;
-        record_work(device, cmd, &pass.work, index)?;
-        scope.end(cmd)?;
-    }
-    Ok(())
 }
 
 /// Everything a run measured.
@@ -507,7 +369,7 @@ const FRAME_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What one pass's scope must be: its label, its kind, and the statistics
 /// the workload is known to produce.
-type PassExpectation<'a> = (&'a str, PassKind, &'a [(CommonCounter, u64)]);
+pub(crate) type PassExpectation<'a> = (&'a str, PassKind, &'a [(CommonCounter, u64)]);
 
 /// The statistics check of each pass of `frame`; fails unless the frame has
 /// exactly one scope per pass, in order (the profiler drops, and counts, a
@@ -552,27 +414,65 @@ fn check_frame(
         .collect())
 }
 
-/// Opens the device, builds the workloads and runs the frames through a
-/// profiler, one scope per pass.
-fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResult<Measured> {
-    let device = Device::open(instance, index)?;
-    let info = device.info().clone();
+/// One backend's side of `run`: its device (for the profiler), its passes'
+/// expectations, and the recording and submission of one frame.
+pub(crate) trait FrameSource {
+    /// The backend's device.
+    type Device: BackendDevice;
+    /// A submitted frame.
+    type Submission: Submitted;
+    /// The device the profiler samples on.
+    fn device(&self) -> &Self::Device;
+    /// What each pass's scope must be, in the order of the passes.
+    fn expectations(&self) -> Vec<PassExpectation<'_>>;
+    /// Records frame `index`'s passes, each in a profiler scope of `frame`,
+    /// and submits them.
+    fn submit_frame(
+        &self,
+        frame: &Frame<'_, Self::Device>,
+        index: u32,
+    ) -> CliResult<Self::Submission>;
+}
+
+/// A submitted frame of a [`FrameSource`].
+pub(crate) trait Submitted {
+    /// `CLOCK_MONOTONIC` just before the submission.
+    fn cpu_submit_ns(&self) -> u64;
+    /// Waits until the GPU has finished it.
+    fn wait(self) -> CliResult<()>;
+}
+
+/// Fails unless the device (`backend`'s `index`) offers timestamps.
+pub(crate) fn check_timestamps(info: &DeviceInfo, backend: Backend, index: usize) -> CliResult<()> {
     if info.counter_set(CommonCounterSet::Timestamp).is_none() {
         return Err(CliError::Failure(format!(
-            "device [{index}] `{}` offers no timestamps, which `run` needs",
+            "{} [{index}] `{}` offers no timestamps, which `run` needs",
+            backend.device_noun(),
             info.name
         )));
     }
-    let has_stats = info.counter_set(CommonCounterSet::Statistic).is_some();
-    let passes = build_passes(&device, plan)?;
+    Ok(())
+}
+
+/// Runs the plan's frames of `source` through a profiler, one scope per
+/// pass: each frame is recorded, submitted and waited for, ended and
+/// collected; every frame's scopes are checked against the passes'
+/// expectations.
+pub(crate) fn profile<S: FrameSource>(source: &S, plan: &Plan, bar: &Bar) -> CliResult<Measured> {
+    let has_stats = source
+        .device()
+        .info()
+        .counter_set(CommonCounterSet::Statistic)
+        .is_some();
+    let expected = source.expectations();
     let profiler = Profiler::new(
-        &device,
+        source.device(),
         ProfilerOptions {
             // Frames run one after another (each is waited for, so that its
             // submit-to-complete time is its own); a second slot lets the
             // next frame begin whatever the state of the last one's.
             frames_in_flight: 2,
-            max_scopes_per_frame: passes.list.len() as u32,
+            max_scopes_per_frame: expected.len() as u32,
             statistics: has_stats,
             when_full: WhenFull::Wait {
                 timeout: FRAME_TIMEOUT,
@@ -582,11 +482,6 @@ fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResu
     )?;
     let mut frames: Vec<FrameResult> = Vec::with_capacity(plan.frames as usize);
     let mut checks = Vec::with_capacity(plan.frames as usize);
-    let expected: Vec<PassExpectation<'_>> = passes
-        .list
-        .iter()
-        .map(|p| (p.label, p.kind, p.expected.as_slice()))
-        .collect();
     let mut take = |done: Vec<FrameResult>| -> CliResult<()> {
         for frame in done {
             checks.push(check_frame(&expected, &frame, has_stats)?);
@@ -597,12 +492,9 @@ fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResu
     };
     for n in 0..plan.frames {
         let frame = profiler.begin_frame()?;
-        let mut cmd = CommandBuffer::new(&device)?;
-        record_frame(&device, &mut cmd, &frame, &passes, n)?;
-        let submission = cmd.commit()?;
+        let submission = source.submit_frame(&frame, n)?;
         profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
         submission.wait()?;
-        drop(submission);
         // The frame's marker signals a moment after its submission.
         let mut done = profiler.collect()?;
         if done.is_empty() {
@@ -620,10 +512,6 @@ fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResu
     }
     let timeline = profiler.timeline(&frames);
     let calibration = profiler.calibration();
-    drop(expected);
-    drop(profiler);
-    drop(passes);
-    drop(device);
     Ok(Measured {
         frames,
         timeline,
@@ -634,7 +522,7 @@ fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResu
 
 /// The progress bar: hidden for `--json`, for a single frame and when stderr
 /// is not a terminal; otherwise shown once the run has taken a second.
-struct Bar {
+pub(crate) struct Bar {
     bar: Option<ProgressBar>,
     started: Instant,
     shown: std::cell::Cell<bool>,
@@ -727,48 +615,91 @@ impl Outputs {
     }
 }
 
-/// Runs `gpu-counters run`.
-pub fn run(args: &RunArgs) -> CliResult<()> {
-    let plan = Plan::from_args(args)?;
-    let outputs = Outputs::prepare(args)?;
-    let instance = Instance::new(&InstanceOptions::default())?;
-    let (devices, default) = devices::list(&instance)?;
-    let index = match args.device {
-        Some(i) if i < devices.len() => i,
+/// The device `--device` names among `count` devices of `backend` (or,
+/// without it, the `default` one): a usage error naming the indices there
+/// are for one that does not exist.
+pub(crate) fn pick_device(
+    backend: Backend,
+    device: Option<usize>,
+    count: usize,
+    default: Option<usize>,
+) -> CliResult<usize> {
+    let noun = backend.device_noun();
+    match device {
+        Some(i) if i < count => Ok(i),
         Some(i) => {
-            let there = match devices.len() {
-                0 => "there are no Vulkan 1.3 devices".to_string(),
-                1 => "there is 1 device (index 0)".to_string(),
-                n => format!("there are {n} devices (indices 0 to {})", n - 1),
+            let there = match count {
+                0 => format!("there are no {}", backend.devices_found()),
+                1 => format!("there is 1 {noun} (index 0)"),
+                n => format!("there are {n} {noun}s (indices 0 to {})", n - 1),
             };
-            return Err(CliError::Usage(format!(
-                "--device {i}: no such device; {there}, see `gpu-counters devices`"
-            )));
+            Err(CliError::Usage(format!(
+                "--device {i}: no such {noun}; {there}, see `{}`",
+                backend.devices_command()
+            )))
         }
         None => default.ok_or_else(|| {
-            CliError::Failure(
-                "no Vulkan 1.3 device found; install a driver (apt-get install mesa-vulkan-drivers for lavapipe)"
-                    .into(),
-            )
-        })?,
-    };
-    let info = devices[index].clone();
+            CliError::Failure(format!(
+                "no {} found; install a driver (apt-get install mesa-vulkan-drivers for lavapipe)",
+                backend.devices_found()
+            ))
+        }),
+    }
+}
+
+/// The validation messages of a run's backend.
+pub(crate) trait Validation {
+    /// Prints every message captured so far to stderr; returns how many.
+    fn print(&self) -> usize;
+    /// Prints them and fails if there were any.
+    fn check(&self) -> CliResult<()>;
+}
+
+/// What a backend's run gives back: the device it ran on, what it measured
+/// (or why it failed), and its validation messages, checked once the
+/// report and the outputs are written.
+pub(crate) struct Ran {
+    /// The device, as `gpu-counters devices` lists it.
+    pub info: DeviceInfo,
+    /// Whether it is the default device of its backend.
+    pub is_default: bool,
+    /// The frames measured.
+    pub measured: CliResult<Measured>,
+    /// The backend's validation messages.
+    pub validation: Box<dyn Validation>,
+}
+
+/// Runs `gpu-counters run`.
+pub fn run(args: &RunArgs) -> CliResult<()> {
+    let backend = Backend::parse(&args.backend).map_err(CliError::Usage)?;
+    let plan = Plan::from_args(args)?;
+    plan.check_backend(backend)?;
+    let outputs = Outputs::prepare(args)?;
     let bar = Bar::new(
         !args.json && plan.frames > 1 && std::io::stderr().is_terminal(),
         plan.frames,
     );
-    let measured = execute(&instance, index, &plan, &bar);
+    let ran = match backend {
+        Backend::Vulkan => run_vulkan::execute(args.device, &plan, &bar),
+        Backend::Wgpu => run_wgpu::execute(args.device, &plan, &bar),
+    };
     bar.finish();
+    let Ran {
+        info,
+        is_default,
+        measured,
+        validation,
+    } = ran?;
     let measured = match measured {
         Ok(m) => m,
         Err(e) => {
-            devices::print_validation(&instance);
+            validation.print();
             return Err(e);
         }
     };
     let report = RunReport {
         device: &info,
-        is_default: Some(index) == default,
+        is_default,
         plan: &plan,
         measured: &measured,
     };
@@ -779,14 +710,18 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
         report::print_human(&report);
     }
     let title = format!(
-        "gpu-counters run {} on {} ({} frame{})",
+        "gpu-counters run {} on {}{} ({} frame{})",
         plan.workload.name(),
         info.name,
+        match backend {
+            Backend::Vulkan => "",
+            Backend::Wgpu => " through wgpu",
+        },
         plan.frames,
         if plan.frames == 1 { "" } else { "s" }
     );
     outputs.write(&measured.timeline, title)?;
-    devices::check_validation(&instance)?;
+    validation.check()?;
     if !mismatches.is_empty() {
         for m in &mismatches {
             eprintln!("mismatch: {m}");

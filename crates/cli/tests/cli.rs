@@ -44,11 +44,20 @@ fn json(args: &[&str]) -> Value {
 
 /// Runs the command expecting exit code 2 with exactly one stderr line that
 /// starts with `error:` and contains `needle`; returns that line.
+///
+/// Without `XDG_RUNTIME_DIR` in the environment (a headless CI machine), it
+/// is set to an empty private directory for the command: wgpu enables
+/// `VK_KHR_wayland_surface` on its instance, and Mesa's device-select
+/// implicit layer then tries a Wayland connection, whose library prints
+/// `error: XDG_RUNTIME_DIR is invalid or not set` to stderr. That line is
+/// neither the command's nor a validation message.
 fn bad_input(args: &[&str], needle: &str) -> String {
-    let out = gpu_counters()
-        .args(args)
-        .output()
-        .expect("run gpu-counters");
+    let runtime_dir = tempfile::tempdir().expect("temp dir");
+    let mut cmd = gpu_counters();
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        cmd.env("XDG_RUNTIME_DIR", runtime_dir.path());
+    }
+    let out = cmd.args(args).output().expect("run gpu-counters");
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(
         out.status.code(),
@@ -889,7 +898,7 @@ fn devices_backend_wgpu_lists_wgpu_adapters() {
         );
         assert!(d["name"].as_str().is_some_and(|s| !s.is_empty()));
         assert!(d["calibration"].is_string());
-        assert_eq!(d["default"], Value::Bool(false));
+        assert!(d["default"].is_boolean(), "{d}");
         let sets = d["counter_sets"].as_array().expect("counter_sets");
         let timestamp = sets
             .iter()
@@ -899,6 +908,12 @@ fn devices_backend_wgpu_lists_wgpu_adapters() {
     }
     // lavapipe through wgpu's Vulkan backend.
     assert!(devices.iter().any(|d| d["wgpu_backend"] == "vulkan"), "{v}");
+    // Exactly one is the adapter `run --backend wgpu` picks by default.
+    let defaults = devices
+        .iter()
+        .filter(|d| d["default"] == Value::Bool(true))
+        .count();
+    assert_eq!(defaults, 1, "{v}");
 }
 
 #[test]
@@ -927,5 +942,235 @@ fn devices_bad_backend_exits_2() {
     bad_input(
         &["devices", "--backend", "metal", "--json"],
         "--backend metal",
+    );
+}
+
+/// `run --backend wgpu --json` with `args` after the workload: checks the
+/// frames as [`check_frames`] does (times inside each frame's CPU window,
+/// every check matching), that the device is a wgpu adapter, and returns
+/// the report.
+fn wgpu_run(workload: &str, frames: usize, args: &[&str]) -> (Value, Vec<Vec<Value>>) {
+    let frames_arg = frames.to_string();
+    let mut all = vec![
+        "run",
+        workload,
+        "--backend",
+        "wgpu",
+        "--frames",
+        &frames_arg,
+    ];
+    all.extend_from_slice(args);
+    let v = json(&all);
+    assert_eq!(v["device"]["backend"], "wgpu", "{v}");
+    assert_eq!(v["workload"]["name"], workload);
+    let passes = check_frames(&v, frames);
+    (v, passes)
+}
+
+#[test]
+fn run_backend_wgpu_compute_counts_exact_invocations() {
+    let (d, w, s) = (3u64, 7u64, 13u64);
+    let (v, frames) = wgpu_run(
+        "compute",
+        2,
+        &[
+            "--dispatches",
+            "3",
+            "--workgroups",
+            "7",
+            "--workgroup-size",
+            "13",
+            "--iterations",
+            "5",
+        ],
+    );
+    assert_eq!(u(&v["workload"]["dispatches"]), d);
+    assert!(v["calibration"]["method"].is_string());
+    for passes in frames {
+        assert_eq!(passes.len(), 1);
+        let p = &passes[0];
+        assert_eq!(p["label"], "compute");
+        assert_eq!(p["kind"], "compute");
+        assert_eq!(u(&p["statistics"]["compute_kernel_invocations"]), d * w * s);
+        assert_eq!(u(&p["expected"]["compute_kernel_invocations"]), d * w * s);
+    }
+}
+
+#[test]
+fn run_backend_wgpu_render_counts_vertices_and_primitives() {
+    for (t, w, h) in [(37u64, 256u64, 128u64), (5, 17, 9)] {
+        let (_, frames) = wgpu_run(
+            "render",
+            1,
+            &[
+                "--triangles",
+                &t.to_string(),
+                "--width",
+                &w.to_string(),
+                "--height",
+                &h.to_string(),
+            ],
+        );
+        for passes in frames {
+            assert_eq!(passes.len(), 1);
+            let p = &passes[0];
+            assert_eq!(p["label"], "render");
+            assert_eq!(p["kind"], "render");
+            let st = &p["statistics"];
+            assert_eq!(u(&st["vertex_invocations"]), 3 * t, "T={t} {w}x{h}");
+            assert_eq!(u(&st["clipper_invocations"]), t, "T={t} {w}x{h}");
+            let expected = p["expected"].as_object().expect("expected");
+            assert_eq!(u(&expected["vertex_invocations"]), 3 * t);
+            assert_eq!(u(&expected["clipper_invocations"]), t);
+            // wgpu counts no occlusion: neither measured nor expected.
+            assert!(!expected.contains_key("fragments_passed"), "{p}");
+            assert!(st.get("fragments_passed").is_none(), "{p}");
+        }
+    }
+}
+
+#[test]
+fn run_backend_wgpu_device_is_the_adapter_devices_lists() {
+    let listed = json(&["devices", "--backend", "wgpu"]);
+    let adapters = listed["devices"].as_array().expect("devices");
+    let last = adapters.len() - 1;
+    let (v, _) = wgpu_run(
+        "compute",
+        1,
+        &[
+            "--device",
+            &last.to_string(),
+            "--dispatches",
+            "1",
+            "--workgroups",
+            "2",
+            "--iterations",
+            "1",
+        ],
+    );
+    assert_eq!(u(&v["device"]["index"]), last as u64);
+    assert_eq!(v["device"]["name"], adapters[last]["name"]);
+    assert_eq!(v["device"]["default"], adapters[last]["default"]);
+}
+
+#[test]
+fn run_backend_wgpu_writes_outputs_and_tables() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("wgpu.trace.json");
+    let csv = dir.path().join("wgpu.csv");
+    let sizes = [
+        "--triangles",
+        "3",
+        "--width",
+        "32",
+        "--height",
+        "16",
+        "--trace",
+        trace.to_str().expect("path"),
+        "--csv",
+        csv.to_str().expect("path"),
+    ];
+    let (_, frames) = wgpu_run("render", 2, &sizes);
+    let mut names = files_in(dir.path());
+    names.sort();
+    assert_eq!(names, ["wgpu.csv", "wgpu.trace.json"]);
+    let t: Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).expect("trace")).expect("JSON");
+    let events = t["traceEvents"].as_array().expect("traceEvents");
+    for (f, passes) in frames.iter().enumerate() {
+        let p = &passes[0];
+        let matching: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["name"] == "render" && e["args"]["frame"] == f)
+            .collect();
+        assert_eq!(matching.len(), 1, "frame {f}");
+        let ts = matching[0]["ts"].as_f64().expect("ts");
+        assert!((ts - u(&p["start_ns"]) as f64 / 1000.0).abs() < 0.01);
+    }
+    let text = std::fs::read_to_string(&csv).expect("csv");
+    assert_eq!(text.lines().count(), 3, "{text}");
+    let text = ok(&[
+        "run",
+        "compute",
+        "--backend",
+        "wgpu",
+        "--frames",
+        "2",
+        "--dispatches",
+        "2",
+        "--workgroups",
+        "3",
+        "--workgroup-size",
+        "1",
+        "--iterations",
+        "1",
+    ]);
+    for needle in [
+        "on wgpu adapter [",
+        "frame 1",
+        "compute_kernel_invocations=6 ✓",
+        "duration over 2 frames",
+        "expected counts match",
+    ] {
+        assert!(text.contains(needle), "`{needle}` missing:\n{text}");
+    }
+}
+
+#[test]
+fn run_backend_wgpu_missing_device_exits_2() {
+    bad_input(
+        &["run", "compute", "--backend", "wgpu", "--device", "4096"],
+        "--device 4096: no such wgpu adapter",
+    );
+}
+
+#[test]
+fn run_backend_wgpu_refuses_what_it_cannot_measure() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("mixed.json");
+    let line = bad_input(
+        &[
+            "run",
+            "mixed",
+            "--backend",
+            "wgpu",
+            "--trace",
+            trace.to_str().expect("path"),
+        ],
+        "run mixed --backend wgpu: the copy pass cannot be measured on wgpu",
+    );
+    assert!(line.contains("compute or render"), "{line}");
+    assert!(files_in(dir.path()).is_empty(), "an output was written");
+    bad_input(
+        &["run", "compute", "--backend", "metal"],
+        "--backend metal: must be one of vulkan, wgpu",
+    );
+    bad_input(
+        &["run", "compute", "--backend", "all"],
+        "--backend all: `run` measures on one backend",
+    );
+    // Past the adapter's wgpu limits: the workload names the limit.
+    bad_input(
+        &[
+            "run",
+            "compute",
+            "--backend",
+            "wgpu",
+            "--workgroup-size",
+            "4294967295",
+        ],
+        "--workgroup-size 4294967295: workgroup_size 4294967295 is over the device limit \
+         max_compute_workgroup_size_x",
+    );
+    bad_input(
+        &[
+            "run",
+            "render",
+            "--backend",
+            "wgpu",
+            "--width",
+            "4294967295",
+        ],
+        "--width 4294967295: width 4294967295 is over the device limit max_texture_dimension_2d",
     );
 }

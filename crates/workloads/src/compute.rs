@@ -37,7 +37,7 @@ pub struct ComputeWorkload {
 
 /// The WGSL source of the compute shader for a workgroup size and an iteration
 /// count.
-fn compute_source(workgroup_size: u32, iterations: u32) -> String {
+pub(crate) fn compute_source(workgroup_size: u32, iterations: u32) -> String {
     format!(
         "@group(0) @binding(0) var<storage, read_write> data: array<u32>;\n\
          \n\
@@ -54,6 +54,69 @@ fn compute_source(workgroup_size: u32, iterations: u32) -> String {
          \x20   data[i] = x;\n\
          }}\n"
     )
+}
+
+/// A device's limits on the compute workload's sizes, each with the name
+/// its API gives it (for the messages).
+pub(crate) struct ComputeLimits<'a> {
+    /// The largest workgroup size in x.
+    pub size_x: (&'static str, u32),
+    /// The most invocations of one workgroup.
+    pub invocations: (&'static str, u32),
+    /// The most workgroups of one dispatch in x.
+    pub count_x: (&'static str, u32),
+    /// The limits on the storage buffer's size in bytes.
+    pub buffer: &'a [(&'static str, u64)],
+}
+
+/// Checks the sizes of a compute workload against `limits` (and against
+/// 0) and returns the storage buffer's size in bytes, `W * S * 4`: the one
+/// check of both backends' compute workloads.
+pub(crate) fn check_sizes(
+    workgroup_size: u32,
+    workgroups: u32,
+    limits: &ComputeLimits<'_>,
+) -> Result<u64, WorkloadError> {
+    if workgroup_size == 0 {
+        return Err(WorkloadError::invalid_size(
+            &["workgroup_size"],
+            "workgroup_size is 0; it must be at least 1",
+        ));
+    }
+    if workgroups == 0 {
+        return Err(WorkloadError::invalid_size(
+            &["workgroups"],
+            "workgroups is 0; it must be at least 1",
+        ));
+    }
+    for (name, max) in [limits.size_x, limits.invocations] {
+        if workgroup_size > max {
+            return Err(WorkloadError::invalid_size(
+                &["workgroup_size"],
+                format!("workgroup_size {workgroup_size} is over the device limit {name} = {max}"),
+            ));
+        }
+    }
+    let (name, max) = limits.count_x;
+    if workgroups > max {
+        return Err(WorkloadError::invalid_size(
+            &["workgroups"],
+            format!("workgroups {workgroups} is over the device limit {name} = {max}"),
+        ));
+    }
+    let buffer_size = u64::from(workgroup_size) * u64::from(workgroups) * ELEMENT_BYTES;
+    for &(name, max) in limits.buffer {
+        if buffer_size > max {
+            return Err(WorkloadError::invalid_size(
+                &["workgroup_size", "workgroups"],
+                format!(
+                    "storage buffer of workgroup_size {workgroup_size} * workgroups {workgroups} \
+                     * 4 bytes = {buffer_size} bytes is over the device limit {name} = {max}"
+                ),
+            ));
+        }
+    }
+    Ok(buffer_size)
 }
 
 impl ComputeWorkload {
@@ -77,60 +140,28 @@ impl ComputeWorkload {
         iterations: u32,
     ) -> Result<Self, WorkloadError> {
         let limits = ctx.properties().limits;
-        if workgroup_size == 0 {
-            return Err(WorkloadError::invalid_size(
-                &["workgroup_size"],
-                "workgroup_size is 0; it must be at least 1",
-            ));
-        }
-        if workgroups == 0 {
-            return Err(WorkloadError::invalid_size(
-                &["workgroups"],
-                "workgroups is 0; it must be at least 1",
-            ));
-        }
-        let max_size_x = limits.max_compute_work_group_size[0];
-        if workgroup_size > max_size_x {
-            return Err(WorkloadError::invalid_size(
-                &["workgroup_size"],
-                format!(
-                    "workgroup_size {workgroup_size} is over the device limit \
-                     maxComputeWorkGroupSize[0] = {max_size_x}"
+        let buffer_size = check_sizes(
+            workgroup_size,
+            workgroups,
+            &ComputeLimits {
+                size_x: (
+                    "maxComputeWorkGroupSize[0]",
+                    limits.max_compute_work_group_size[0],
                 ),
-            ));
-        }
-        let max_invocations = limits.max_compute_work_group_invocations;
-        if workgroup_size > max_invocations {
-            return Err(WorkloadError::invalid_size(
-                &["workgroup_size"],
-                format!(
-                    "workgroup_size {workgroup_size} is over the device limit \
-                     maxComputeWorkGroupInvocations = {max_invocations}"
+                invocations: (
+                    "maxComputeWorkGroupInvocations",
+                    limits.max_compute_work_group_invocations,
                 ),
-            ));
-        }
-        let max_count_x = limits.max_compute_work_group_count[0];
-        if workgroups > max_count_x {
-            return Err(WorkloadError::invalid_size(
-                &["workgroups"],
-                format!(
-                    "workgroups {workgroups} is over the device limit \
-                     maxComputeWorkGroupCount[0] = {max_count_x}"
+                count_x: (
+                    "maxComputeWorkGroupCount[0]",
+                    limits.max_compute_work_group_count[0],
                 ),
-            ));
-        }
-        let buffer_size = u64::from(workgroup_size) * u64::from(workgroups) * ELEMENT_BYTES;
-        let max_range = u64::from(limits.max_storage_buffer_range);
-        if buffer_size > max_range {
-            return Err(WorkloadError::invalid_size(
-                &["workgroup_size", "workgroups"],
-                format!(
-                    "storage buffer of workgroup_size {workgroup_size} * workgroups {workgroups} \
-                     * 4 bytes = {buffer_size} bytes is over the device limit \
-                     maxStorageBufferRange = {max_range}"
-                ),
-            ));
-        }
+                buffer: &[(
+                    "maxStorageBufferRange",
+                    u64::from(limits.max_storage_buffer_range),
+                )],
+            },
+        )?;
 
         let mut workload = Self {
             workgroup_size,

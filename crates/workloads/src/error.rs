@@ -16,6 +16,12 @@ pub enum WorkloadError {
     /// [`gpu_counters_core::Error::Internal`].
     #[error("{0}")]
     Vulkan(gpu_counters_core::Error),
+    /// A wgpu call failed while building a wgpu workload (feature `wgpu`):
+    /// an error caught by the device's error scopes, naming what was being
+    /// built, as [`gpu_counters_core::Error::OutOfMemory`] or
+    /// [`gpu_counters_core::Error::Internal`].
+    #[error("{0}")]
+    Wgpu(gpu_counters_core::Error),
     /// No memory type of the device fits the resource named in the message.
     #[error("no suitable memory type for {0}")]
     NoMemoryType(&'static str),

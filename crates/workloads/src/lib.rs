@@ -14,6 +14,12 @@
 //!   clipping invocations `T`, and the covered pixels are known exactly.
 //! - [`CopyWorkload`]: a buffer-to-buffer copy of a known number of bytes.
 //!
+//! With the `wgpu` feature, [`WgpuComputeWorkload`] and [`WgpuRenderWorkload`]
+//! are the same compute and render work, with the same counts, on a caller's
+//! `wgpu::Device`. There is no wgpu copy workload: wgpu records a copy on the
+//! command encoder, outside any pass, where it can be neither timed by pass
+//! timestamp writes nor counted by a statistics query.
+//!
 //! Shaders are written in WGSL and compiled to SPIR-V with naga
 //! ([`compile_wgsl`]).
 //!
@@ -29,6 +35,8 @@ mod copy;
 mod error;
 mod render;
 mod shader;
+#[cfg(feature = "wgpu")]
+mod wgpu_workloads;
 
 pub use compute::ComputeWorkload;
 pub use context::{find_memory_type, GpuContext};
@@ -36,3 +44,5 @@ pub use copy::CopyWorkload;
 pub use error::WorkloadError;
 pub use render::RenderWorkload;
 pub use shader::compile_wgsl;
+#[cfg(feature = "wgpu")]
+pub use wgpu_workloads::{WgpuComputeWorkload, WgpuRenderWorkload};

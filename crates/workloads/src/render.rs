@@ -9,7 +9,7 @@ use crate::error::{vk_err, WorkloadError};
 use crate::shader::compile_wgsl;
 
 /// The smallest cell, in pixels on a side, one triangle is given.
-const MIN_CELL: u32 = 4;
+pub(crate) const MIN_CELL: u32 = 4;
 
 /// The color format of the target.
 const COLOR_FORMAT: vk::Format = vk::Format::R8G8B8A8_UNORM;
@@ -17,7 +17,7 @@ const COLOR_FORMAT: vk::Format = vk::Format::R8G8B8A8_UNORM;
 /// The color every covered pixel gets (RGBA), non-zero in every channel.
 const FRAGMENT_COLOR: [f32; 4] = [1.0, 0.5, 0.25, 1.0];
 
-const SHADER_SOURCE: &str = "\
+pub(crate) const SHADER_SOURCE: &str = "\
 @vertex
 fn vs_main(@location(0) position: vec2<f32>) -> @builtin(position) vec4<f32> {
     return vec4<f32>(position, 0.0, 1.0);
@@ -31,9 +31,9 @@ fn fs_main() -> @location(0) vec4<f32> {
 
 /// Where the triangles go: a grid of square cells, one triangle per cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Layout {
+pub(crate) struct Layout {
     /// Cell side in pixels.
-    cell: u32,
+    pub(crate) cell: u32,
     /// Cells per row.
     columns: u32,
     /// Leg length `L`: each triangle is `(x0, y0), (x0 + 2L, y0), (x0, y0 + L)`.
@@ -103,6 +103,106 @@ fn count_centers(tri: [[u32; 2]; 3]) -> (u64, u64) {
     (inside, on_edge)
 }
 
+/// Checks the sizes of a render workload (against 0, against `limits`:
+/// the size field, the limit's name in the device's API, the limit), lays
+/// the triangles out and counts the pixels they cover: the one check and
+/// layout of both backends' render workloads.
+pub(crate) fn check_sizes(
+    triangles: u32,
+    width: u32,
+    height: u32,
+    limits: &[(&'static str, &'static str, u32)],
+) -> Result<(Layout, u64), WorkloadError> {
+    if triangles == 0 {
+        return Err(WorkloadError::invalid_size(
+            &["triangles"],
+            "triangles is 0; it must be at least 1",
+        ));
+    }
+    for (name, value) in [("width", width), ("height", height)] {
+        if value == 0 {
+            return Err(WorkloadError::invalid_size(
+                &[name],
+                format!("{name} is 0; it must be at least 1"),
+            ));
+        }
+    }
+    for &(name, limit_name, limit) in limits {
+        let value = if name == "width" { width } else { height };
+        if value > limit {
+            return Err(WorkloadError::invalid_size(
+                &[name],
+                format!("{name} {value} is over the device limit {limit_name} = {limit}"),
+            ));
+        }
+    }
+    let layout = Layout::choose(triangles, width, height).ok_or_else(|| {
+        let fit = u64::from(width / MIN_CELL) * u64::from(height / MIN_CELL);
+        WorkloadError::invalid_size(
+            // Too many triangles for the target: the count is at fault,
+            // the target's size is the limit.
+            &["triangles"],
+            format!(
+                "triangles {triangles} do not fit in a {width}x{height} target: \
+                 each needs a cell of at least {MIN_CELL}x{MIN_CELL} pixels, so at most \
+                 {fit} fit"
+            ),
+        )
+    })?;
+    triangles.checked_mul(3).ok_or_else(|| {
+        WorkloadError::invalid_size(
+            &["triangles"],
+            format!(
+                "triangles {triangles} * 3 vertices is over the u32 vertex count limit {}",
+                u32::MAX
+            ),
+        )
+    })?;
+    // Every triangle is a translate of triangle 0 by whole pixels, so each
+    // covers the same pixel centers.
+    let (per_triangle, ambiguous) = count_centers(layout.triangle(0));
+    if ambiguous != 0 {
+        return Err(WorkloadError::invalid_size(
+            &[],
+            format!(
+                "internal layout error: {ambiguous} pixel centers lie on a triangle edge \
+                 for cell {} in a {width}x{height} target",
+                layout.cell
+            ),
+        ));
+    }
+    Ok((layout, per_triangle * u64::from(triangles)))
+}
+
+/// The vertices of `triangles` triangles of `layout` in normalized device
+/// coordinates of a `width` x `height` target. `y_up`: WebGPU's convention
+/// (wgpu flips y on Vulkan), else Vulkan's (y points down), so that both
+/// backends cover the same pixels.
+pub(crate) fn ndc_vertices(
+    layout: &Layout,
+    triangles: u32,
+    width: u32,
+    height: u32,
+    y_up: bool,
+) -> Vec<[f32; 2]> {
+    let w = f64::from(width);
+    let h = f64::from(height);
+    (0..triangles)
+        .flat_map(|t| layout.triangle(t))
+        .map(|[x, y]| {
+            // Viewport transform: x_fb = (x_ndc + 1) * w / 2. Pixel
+            // coordinates are integers; the f32 rounding error is far
+            // below the rasterizer's sub-pixel precision and far from
+            // moving an edge across a pixel center.
+            let y_ndc = f64::from(y) * 2.0 / h - 1.0;
+            [
+                (f64::from(x) * 2.0 / w - 1.0) as f32,
+                (if y_up { -y_ndc } else { y_ndc }) as f32,
+            ]
+        })
+        .collect()
+}
+
 /// A render workload: `T` triangles that do not overlap, each inside its own
 /// cell of a grid laid over a `width` x `height` color target
 /// (`R8G8B8A8_UNORM`), drawn with one non-indexed `vkCmdDraw(3T, 1, 0, 0)`
@@ -160,103 +260,40 @@ impl RenderWorkload {
                 ),
             )));
         }
-        if triangles == 0 {
-            return Err(WorkloadError::invalid_size(
-                &["triangles"],
-                "triangles is 0; it must be at least 1",
-            ));
-        }
-        for (name, value) in [("width", width), ("height", height)] {
-            if value == 0 {
-                return Err(WorkloadError::invalid_size(
-                    &[name],
-                    format!("{name} is 0; it must be at least 1"),
-                ));
-            }
-        }
         let limits = ctx.properties().limits;
-        let checks = [
-            (
-                "width",
-                width,
-                "maxImageDimension2D",
-                limits.max_image_dimension2_d,
-            ),
-            (
-                "height",
-                height,
-                "maxImageDimension2D",
-                limits.max_image_dimension2_d,
-            ),
-            (
-                "width",
-                width,
-                "maxFramebufferWidth",
-                limits.max_framebuffer_width,
-            ),
-            (
-                "height",
-                height,
-                "maxFramebufferHeight",
-                limits.max_framebuffer_height,
-            ),
-            (
-                "width",
-                width,
-                "maxViewportDimensions[0]",
-                limits.max_viewport_dimensions[0],
-            ),
-            (
-                "height",
-                height,
-                "maxViewportDimensions[1]",
-                limits.max_viewport_dimensions[1],
-            ),
-        ];
-        for (name, value, limit_name, limit) in checks {
-            if value > limit {
-                return Err(WorkloadError::invalid_size(
-                    &[name],
-                    format!("{name} {value} is over the device limit {limit_name} = {limit}"),
-                ));
-            }
-        }
-        let layout = Layout::choose(triangles, width, height).ok_or_else(|| {
-            let fit = u64::from(width / MIN_CELL) * u64::from(height / MIN_CELL);
-            WorkloadError::invalid_size(
-                // Too many triangles for the target: the count is at fault,
-                // the target's size is the limit.
-                &["triangles"],
-                format!(
-                    "triangles {triangles} do not fit in a {width}x{height} target: \
-                     each needs a cell of at least {MIN_CELL}x{MIN_CELL} pixels, so at most \
-                     {fit} fit"
+        let (layout, covered) = check_sizes(
+            triangles,
+            width,
+            height,
+            &[
+                (
+                    "width",
+                    "maxImageDimension2D",
+                    limits.max_image_dimension2_d,
                 ),
-            )
-        })?;
-        triangles.checked_mul(3).ok_or_else(|| {
-            WorkloadError::invalid_size(
-                &["triangles"],
-                format!(
-                    "triangles {triangles} * 3 vertices is over the u32 vertex count limit {}",
-                    u32::MAX
+                (
+                    "height",
+                    "maxImageDimension2D",
+                    limits.max_image_dimension2_d,
                 ),
-            )
-        })?;
-        // Every triangle is a translate of triangle 0 by whole pixels, so each
-        // covers the same pixel centers.
-        let (per_triangle, ambiguous) = count_centers(layout.triangle(0));
-        if ambiguous != 0 {
-            return Err(WorkloadError::invalid_size(
-                &[],
-                format!(
-                    "internal layout error: {ambiguous} pixel centers lie on a triangle edge \
-                     for cell {} in a {width}x{height} target",
-                    layout.cell
+                ("width", "maxFramebufferWidth", limits.max_framebuffer_width),
+                (
+                    "height",
+                    "maxFramebufferHeight",
+                    limits.max_framebuffer_height,
                 ),
-            ));
-        }
-        let covered = per_triangle * u64::from(triangles);
+                (
+                    "width",
+                    "maxViewportDimensions[0]",
+                    limits.max_viewport_dimensions[0],
+                ),
+                (
+                    "height",
+                    "maxViewportDimensions[1]",
+                    limits.max_viewport_dimensions[1],
+                ),
+            ],
+        )?;
 
         let mut workload = Self {
             triangles,
@@ -284,21 +321,13 @@ impl RenderWorkload {
 
     /// The vertices of all triangles in normalized device coordinates.
     fn vertices(&self) -> Vec<[f32; 2]> {
-        let w = f64::from(self.extent.width);
-        let h = f64::from(self.extent.height);
-        (0..self.triangles)
-            .flat_map(|t| self.layout.triangle(t))
-            .map(|[x, y]| {
-                // Viewport transform: x_fb = (x_ndc + 1) * w / 2. Pixel
-                // coordinates are integers; the f32 rounding error is far
-                // below the rasterizer's sub-pixel precision and far from
-                // moving an edge across a pixel center.
-                [
-                    (f64::from(x) * 2.0 / w - 1.0) as f32,
-                    (f64::from(y) * 2.0 / h - 1.0) as f32,
-                ]
-            })
-            .collect()
+        ndc_vertices(
+            &self.layout,
+            self.triangles,
+            self.extent.width,
+            self.extent.height,
+            false,
+        )
     }
 
     fn init(&mut self, ctx: &GpuContext) -> Result<(), WorkloadError> {
