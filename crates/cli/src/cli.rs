@@ -3,9 +3,10 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
-/// GPU counter sampling (Metal's model) on every Vulkan device: list devices
-/// and their counters, run built-in workloads with exact expected counts, and
-/// export calibrated timelines.
+/// GPU counter sampling (Metal's model) on every Vulkan device (and wgpu
+/// adapter, with --backend wgpu): list devices and their counters, run
+/// built-in workloads with exact expected counts, and export calibrated
+/// timelines.
 ///
 /// Exit codes: 0 success; 1 the run failed or a check failed (a statistic
 /// that differs from the expected count, a validation-layer message); 2 bad
@@ -30,7 +31,8 @@ pub enum Command {
     Devices(DevicesArgs),
     /// Run a built-in workload for some frames, sampling every pass's
     /// timestamps and statistics, and check the statistics against the
-    /// counts known in advance.
+    /// counts known in advance (on a Vulkan device, or with `--backend wgpu`
+    /// on a wgpu adapter).
     Run(RunArgs),
     /// Measure what counter sampling costs against raw Vulkan (ash), wgpu
     /// and wgpu-profiler, side by side in one run; CPU resolve throughput;
@@ -46,7 +48,7 @@ pub struct DevicesArgs {
     pub json: bool,
 
     /// Which devices to list: Vulkan devices (as `run` and `bench` use
-    /// them), wgpu adapters opened through gpu-counters-wgpu (with the wgpu
+    /// them), wgpu adapters (as `run --backend wgpu` uses them) opened through gpu-counters-wgpu (with the wgpu
     /// backends compiled in: Vulkan), or both: vulkan, wgpu or all
     /// [default: vulkan]
     // Parsed by `DevicesBackend::parse` rather than clap, so a bad value is
@@ -218,7 +220,8 @@ pub struct RunArgs {
     /// profiled pass timed by its own timestamp writes and counted by its
     /// own statistics query; compute and render only, as wgpu cannot time
     /// or count a copy, and without fragments_passed, which wgpu does not
-    /// count) [default: vulkan]
+    /// count; device limits of the sizes are the adapter's wgpu limits of
+    /// the same meaning) [default: vulkan]
     // Parsed by `Backend::parse` rather than clap, so a bad value is one
     // `error:` line (exit 2) like every other bad input.
     #[arg(
@@ -229,7 +232,8 @@ pub struct RunArgs {
     )]
     pub backend: String,
 
-    /// Frames to run; each is recorded into one command buffer, submitted
+    /// Frames to run; each is recorded into one command buffer (on wgpu:
+    /// one command encoder), submitted
     /// and waited for. At most 100000.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_FRAMES)]
     pub frames: u32,
@@ -410,19 +414,33 @@ mod tests {
         }
     }
 
+    /// The help of `sub --backend`.
+    fn backend_help(sub: &str) -> String {
+        Cli::command()
+            .find_subcommand(sub)
+            .and_then(|c| c.get_arguments().find(|a| a.get_id() == "backend"))
+            .and_then(|a| a.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default()
+    }
+
     #[test]
     fn devices_backends() {
         assert_eq!(DevicesBackend::parse("vulkan"), Ok(DevicesBackend::Vulkan));
         assert_eq!(DevicesBackend::parse("wgpu"), Ok(DevicesBackend::Wgpu));
         assert_eq!(DevicesBackend::parse("all"), Ok(DevicesBackend::All));
         assert!(DevicesBackend::parse("metal").is_err());
-        let cmd = Cli::command();
-        let help = cmd
-            .find_subcommand("devices")
-            .and_then(|c| c.get_arguments().find(|a| a.get_id() == "backend"))
-            .and_then(|a| a.get_help())
-            .map(|h| h.to_string())
-            .unwrap_or_default();
+        let help = backend_help("devices");
+        assert!(help.contains("[default: vulkan]"), "{help}");
+    }
+
+    #[test]
+    fn run_backends() {
+        assert_eq!(Backend::parse("vulkan"), Ok(Backend::Vulkan));
+        assert_eq!(Backend::parse("wgpu"), Ok(Backend::Wgpu));
+        assert!(Backend::parse("all").is_err_and(|e| e.starts_with("--backend all:")));
+        assert!(Backend::parse("metal").is_err_and(|e| e.starts_with("--backend metal:")));
+        let help = backend_help("run");
         assert!(help.contains("[default: vulkan]"), "{help}");
     }
 

@@ -852,4 +852,44 @@ mod tests {
         let e = check_frame(&passes, &swapped, true).expect_err("out of order");
         assert_eq!(e.exit_code(), 1);
     }
+
+    #[test]
+    fn device_indices_name_their_backend() {
+        assert_eq!(
+            pick_device(Backend::Wgpu, Some(1), 2, Some(0)).ok(),
+            Some(1)
+        );
+        assert_eq!(pick_device(Backend::Wgpu, None, 2, Some(1)).ok(), Some(1));
+        let e = pick_device(Backend::Wgpu, Some(2), 2, Some(0)).expect_err("no such adapter");
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(
+            e.to_string(),
+            "--device 2: no such wgpu adapter; there are 2 wgpu adapters (indices 0 to 1), \
+             see `gpu-counters devices --backend wgpu`"
+        );
+        let e = pick_device(Backend::Vulkan, Some(0), 0, None).expect_err("no device");
+        assert_eq!(
+            e.to_string(),
+            "--device 0: no such device; there are no Vulkan 1.3 devices, see `gpu-counters devices`"
+        );
+        let e = pick_device(Backend::Wgpu, None, 0, None).expect_err("no adapter");
+        assert_eq!(e.exit_code(), 1);
+    }
+
+    #[test]
+    fn mixed_is_refused_on_wgpu_only() {
+        let plan = Plan {
+            workload: WorkloadName::Mixed,
+            frames: 1,
+            compute: None,
+            render: None,
+            copy_bytes: Some(4096),
+        };
+        assert!(plan.check_backend(Backend::Vulkan).is_ok());
+        let e = plan.check_backend(Backend::Wgpu).expect_err("copy on wgpu");
+        assert_eq!(e.exit_code(), 2);
+        assert!(e
+            .to_string()
+            .starts_with("run mixed --backend wgpu: the copy pass"));
+    }
 }

@@ -137,6 +137,32 @@ fn check_frames(report: &Value, frames: usize) -> Vec<Vec<Value>> {
     out
 }
 
+/// Checks a Chrome trace written by `run`: one complete event per pass of
+/// each of `frames`, at its start and with its duration, in microseconds.
+fn check_trace(trace: &Path, frames: &[Vec<Value>]) {
+    let t: Value =
+        serde_json::from_str(&std::fs::read_to_string(trace).expect("trace")).expect("JSON");
+    let events = t["traceEvents"].as_array().expect("traceEvents");
+    for (f, passes) in frames.iter().enumerate() {
+        for p in passes {
+            let label = p["label"].as_str().unwrap();
+            let matching: Vec<&Value> = events
+                .iter()
+                .filter(|e| e["ph"] == "X" && e["name"] == label && e["args"]["frame"] == f)
+                .collect();
+            assert_eq!(matching.len(), 1, "frame {f} pass {label}");
+            let e = matching[0];
+            let ts = e["ts"].as_f64().expect("ts");
+            let dur = e["dur"].as_f64().expect("dur");
+            assert!((ts - u(&p["start_ns"]) as f64 / 1000.0).abs() < 0.01, "{e}");
+            assert!(
+                (dur - u(&p["duration_ns"]) as f64 / 1000.0).abs() < 0.01,
+                "{e}"
+            );
+        }
+    }
+}
+
 #[test]
 fn devices_lists_every_device_and_marks_the_default() {
     let text = ok(&["devices"]);
@@ -324,28 +350,7 @@ fn run_mixed_exports_trace_csv_and_svg() {
     names.sort();
     assert_eq!(names, ["run.csv", "run.svg", "run.trace.json"]);
 
-    // Chrome trace: one complete event per pass, in microseconds.
-    let t: Value =
-        serde_json::from_str(&std::fs::read_to_string(&trace).expect("trace")).expect("JSON");
-    let events = t["traceEvents"].as_array().expect("traceEvents");
-    for (f, passes) in frames.iter().enumerate() {
-        for p in passes {
-            let label = p["label"].as_str().unwrap();
-            let matching: Vec<&Value> = events
-                .iter()
-                .filter(|e| e["ph"] == "X" && e["name"] == label && e["args"]["frame"] == f)
-                .collect();
-            assert_eq!(matching.len(), 1, "frame {f} pass {label}");
-            let e = matching[0];
-            let ts = e["ts"].as_f64().expect("ts");
-            let dur = e["dur"].as_f64().expect("dur");
-            assert!((ts - u(&p["start_ns"]) as f64 / 1000.0).abs() < 0.01, "{e}");
-            assert!(
-                (dur - u(&p["duration_ns"]) as f64 / 1000.0).abs() < 0.01,
-                "{e}"
-            );
-        }
-    }
+    check_trace(&trace, &frames);
 
     // CSV: the header and one row per pass and frame.
     let text = std::fs::read_to_string(&csv).expect("csv");
@@ -1074,19 +1079,7 @@ fn run_backend_wgpu_writes_outputs_and_tables() {
     let mut names = files_in(dir.path());
     names.sort();
     assert_eq!(names, ["wgpu.csv", "wgpu.trace.json"]);
-    let t: Value =
-        serde_json::from_str(&std::fs::read_to_string(&trace).expect("trace")).expect("JSON");
-    let events = t["traceEvents"].as_array().expect("traceEvents");
-    for (f, passes) in frames.iter().enumerate() {
-        let p = &passes[0];
-        let matching: Vec<&Value> = events
-            .iter()
-            .filter(|e| e["ph"] == "X" && e["name"] == "render" && e["args"]["frame"] == f)
-            .collect();
-        assert_eq!(matching.len(), 1, "frame {f}");
-        let ts = matching[0]["ts"].as_f64().expect("ts");
-        assert!((ts - u(&p["start_ns"]) as f64 / 1000.0).abs() < 0.01);
-    }
+    check_trace(&trace, &frames);
     let text = std::fs::read_to_string(&csv).expect("csv");
     assert_eq!(text.lines().count(), 3, "{text}");
     let text = ok(&[

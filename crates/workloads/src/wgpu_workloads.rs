@@ -59,7 +59,6 @@ fn scoped<T>(device: &wgpu::Device, what: &str, f: impl FnOnce() -> T) -> Result
 pub struct WgpuComputeWorkload {
     workgroup_size: u32,
     workgroups: u32,
-    iterations: u32,
     buffer: wgpu::Buffer,
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
@@ -147,26 +146,10 @@ impl WgpuComputeWorkload {
         Ok(Self {
             workgroup_size,
             workgroups,
-            iterations,
             buffer,
             pipeline,
             bind_group,
         })
-    }
-
-    /// The number of invocations in one workgroup (`S`).
-    pub fn workgroup_size(&self) -> u32 {
-        self.workgroup_size
-    }
-
-    /// The number of workgroups of one dispatch (`W`).
-    pub fn workgroups(&self) -> u32 {
-        self.workgroups
-    }
-
-    /// The arithmetic steps each invocation does.
-    pub fn iterations(&self) -> u32 {
-        self.iterations
     }
 
     /// The storage buffer the invocations write, `W * S` `u32`s.
