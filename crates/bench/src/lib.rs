@@ -318,6 +318,59 @@ pub(crate) fn vk_err(call: &'static str) -> impl Fn(ash::vk::Result) -> BenchErr
     move |result| BenchError::Counters(gpu_counters_vulkan::map_vk_error(call, result))
 }
 
+/// Every timestamp of `resolved` in nanoseconds since its first, through
+/// `calibration`, as a gpu-counters variant's resolve converts them; NaN
+/// where a sample has no value (see [`check_written`]).
+pub(crate) fn timestamps_ns(
+    resolved: &gpu_counters_core::ResolvedCounters,
+    calibration: &gpu_counters_core::Calibration,
+) -> Result<Vec<f64>, BenchError> {
+    let stamps = resolved.timestamps()?;
+    let first = stamps.first().map_or(0, |s| s.timestamp);
+    let ns: Vec<f64> = stamps
+        .iter()
+        .zip(resolved.statuses())
+        .map(|(s, st)| match st {
+            gpu_counters_core::SampleStatus::Written => calibration
+                .interval_ns(first, s.timestamp)
+                .unwrap_or(f64::NEG_INFINITY),
+            _ => f64::NAN,
+        })
+        .collect();
+    Ok(ns)
+}
+
+/// Fails, naming `what`, when a value of [`timestamps_ns`] is missing, so
+/// that no number is made up (outside the timed resolve).
+pub(crate) fn check_written(ns: &[f64], what: &str) -> Result<(), BenchError> {
+    let missing = ns.iter().filter(|v| v.is_nan()).count();
+    if missing > 0 {
+        return Err(BenchError::Measurement(format!(
+            "{what}: {missing} of {} samples did not resolve to a value",
+            ns.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Fails unless `frames`, what a profiler collected after one run, are one
+/// frame holding a scope for each of the `n` dispatches and none dropped.
+pub(crate) fn check_profiler_frames(
+    frames: &[gpu_counters_profiler::FrameResult],
+    n: u32,
+    who: &str,
+) -> Result<(), BenchError> {
+    let scopes: usize = frames.iter().map(|f| f.scopes.len()).sum();
+    let dropped: u32 = frames.iter().map(|f| f.dropped_scopes).sum();
+    if frames.len() != 1 || scopes != n as usize || dropped != 0 {
+        return Err(BenchError::Measurement(format!(
+            "{who} returned {} frame(s) with {scopes} scopes ({dropped} dropped) for {n} dispatches",
+            frames.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The tool a variant samples with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum Tool {

@@ -3,10 +3,12 @@
 //! device: one wgpu device for all three tools.
 
 use crate::vulkan::{ITERATIONS, WORKGROUP_SIZE};
-use crate::{BenchError, ComparisonSpec, Measurement, Placement, Rows, Tool, Variant, VariantSpec};
+use crate::{
+    check_profiler_frames, check_written, timestamps_ns, BenchError, ComparisonSpec, Measurement,
+    Placement, Rows, Tool, Variant, VariantSpec,
+};
 use gpu_counters_core::{
     BackendDevice, BackendSampleBuffer, Calibration, CounterSampleBufferDescriptor, DeviceInfo,
-    SampleStatus,
 };
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
@@ -759,44 +761,21 @@ impl WgpuBench {
         let t = Instant::now();
         match kind {
             Kind::GcwPassTimestampWrites => {
-                let mut missing = 0;
+                let mut resolved_ns = Vec::with_capacity(self.gc_buffers.len());
                 for b in &self.gc_buffers {
                     let resolved = b.resolve_counter_range(0..u64::from(b.sample_count()))?;
-                    let stamps = resolved.timestamps()?;
-                    let first = stamps.first().map_or(0, |s| s.timestamp);
-                    let ns: Vec<f64> = stamps
-                        .iter()
-                        .zip(resolved.statuses())
-                        .map(|(s, st)| match st {
-                            SampleStatus::Written => self
-                                .calibration
-                                .interval_ns(first, s.timestamp)
-                                .unwrap_or(f64::NEG_INFINITY),
-                            _ => f64::NAN,
-                        })
-                        .collect();
-                    missing += ns.iter().filter(|v| v.is_nan()).count();
-                    black_box(ns);
+                    resolved_ns.push(timestamps_ns(&resolved, &self.calibration)?);
                 }
                 resolve_ns += t.elapsed().as_nanos() as f64;
-                if missing > 0 {
-                    return Err(BenchError::Measurement(format!(
-                        "{kind:?}: {missing} of {} samples did not resolve to a value",
-                        2 * n
-                    )));
+                for ns in &resolved_ns {
+                    check_written(ns, &format!("{kind:?}"))?;
                 }
+                black_box(resolved_ns);
             }
             Kind::GcwProfiledPasses => {
                 let frames = self.gc_profiler.collect()?;
                 resolve_ns += t.elapsed().as_nanos() as f64;
-                let scopes: usize = frames.iter().map(|f| f.scopes.len()).sum();
-                let dropped: u32 = frames.iter().map(|f| f.dropped_scopes).sum();
-                if frames.len() != 1 || scopes != n as usize || dropped != 0 {
-                    return Err(BenchError::Measurement(format!(
-                        "gpu-counters-wgpu's profiler returned {} frame(s) with {scopes} scopes ({dropped} dropped) for {n} dispatches",
-                        frames.len()
-                    )));
-                }
+                check_profiler_frames(&frames, n, "gpu-counters-wgpu's profiler")?;
                 black_box(frames);
             }
             _ => resolve_ns = 0.0,
