@@ -23,6 +23,19 @@ def main():
         print(f"| {v['name']} | {v['tool']} | {v['placement']} | {fmt(v['gpu_ns_per_sample'])} | "
               f"{fmt(v['host_record_ns_per_sample'])} | {fmt(v['host_resolve_ns_per_sample'])} | "
               f"{fmt(v['host_ratio_to_raw'], 2)} | {fmt(v['gpu_ratio_to_raw'], 2)} |")
+    comparisons = r.get("comparisons", [])
+    if comparisons:
+        print()
+        print("| comparison | target | GPU ns/scope | GPU ratio median [min, max] | host ns/scope | host ratio median [min, max] |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for c in comparisons:
+            def spread(x):
+                if x is None:
+                    return "–"
+                return f"{x['median']:.2f} [{x['min']:.2f}, {x['max']:.2f}]"
+            print(f"| {c['variant']} / {c['against']} | ≤ {c['target']:.2f} | "
+                  f"{fmt(c['variant_gpu_ns_per_scope'])} / {fmt(c['against_gpu_ns_per_scope'])} | {spread(c['gpu_ratio'])} | "
+                  f"{fmt(c['variant_host_ns_per_scope'])} / {fmt(c['against_host_ns_per_scope'])} | {spread(c['host_ratio'])} |")
     res = r["resolve"]
     print()
     print(f"CPU resolve of {res['samples']:,} timestamps: {res['samples_per_s'] / 1e6:,.1f} M samples/s, "

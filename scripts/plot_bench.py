@@ -8,7 +8,7 @@ import json
 import sys
 from html import escape
 
-COLORS = {"raw-ash": "#8c8c8c", "gpu-counters": "#2b7bba", "wgpu": "#e6862e", "wgpu-profiler": "#c0504d"}
+COLORS = {"raw-ash": "#8c8c8c", "gpu-counters": "#2b7bba", "wgpu": "#e6862e", "wgpu-profiler": "#c0504d", "gpu-counters-wgpu": "#3a9a5b"}
 
 
 def panel(variants, key, title, x0, y0, width, row_h):

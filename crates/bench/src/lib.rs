@@ -1,6 +1,7 @@
 //! `gpu-counters bench`: what counter sampling costs, measured against raw
-//! Vulkan (ash), wgpu and wgpu-profiler in one run, plus the CPU resolve
-//! throughput and the quality of the GPU-to-CPU clock calibration.
+//! Vulkan (ash), wgpu and wgpu-profiler in one run (gpu-counters on Vulkan
+//! and on wgpu), plus the CPU resolve throughput and the quality of the
+//! GPU-to-CPU clock calibration.
 //!
 //! The command line wires [`BenchArgs`] as `gpu-counters bench`, calls [`run`]
 //! and prints the [`BenchReport`] with [`print_human`] or as JSON
@@ -67,6 +68,21 @@
 //!   `timestamp_writes`, what `Scope::scoped_compute_pass` does), and one
 //!   `GpuProfiler::scope` per dispatch inside a single pass (when the adapter
 //!   has `TIMESTAMP_QUERY_INSIDE_PASSES`).
+//! - `gpu-counters-wgpu` (gpu-counters' wgpu backend, on the same wgpu
+//!   device as the two above): one compute pass per dispatch whose timestamp
+//!   writes come from `WgpuRecorder::compute_pass_timestamp_writes` on
+//!   gpu-counters-wgpu sample buffers (2 samples per dispatch, resolved with
+//!   `resolve_counter_range` and converted with the device's calibration),
+//!   and one `WgpuRecorder::begin_profiled_compute_pass` per dispatch, a
+//!   scope of a `gpu-counters-profiler` frame over `WgpuDevice` (resolved
+//!   with `Profiler::collect`; `end_frame` counts as resolve, as
+//!   wgpu-profiler's does). Both are recorded on a `WgpuDevice::wrap`ped
+//!   encoder and submitted with `WgpuDevice::submit`, which appends the
+//!   read-back of the samples and submits: the end bracket of the GPU time
+//!   then goes in a second submission right after, and the tool's own
+//!   baseline (a pass per dispatch through the same calls) has the same two
+//!   submissions. gpu-counters-wgpu has no sampling point inside a pass, so
+//!   there is no row like `ComputePass::write_timestamp`.
 //!
 //! Every row is an implementor of one small trait, `Variant` (its
 //! description and one measured run); a backend's harness hands out its
@@ -115,6 +131,19 @@
 //!   where the raw number is 0 (below the noise), and for other tools.
 //!
 //! Differences below the noise can come out negative; they are reported as 0.
+//!
+//! ## Comparisons
+//!
+//! `comparisons` (in `--json`, and after the table): each gpu-counters-wgpu
+//! row against wgpu-profiler's pass scopes (target: a ratio of at most 1)
+//! and against raw wgpu's pass timestamp writes (target: at most 1.1). In
+//! every measured round, each side's added GPU ns per scope and added host
+//! ns per scope (record overhead plus resolve, as `host_ratio_to_raw`) over
+//! its own baseline is taken from that round's pair, and the two are
+//! divided; the report gives the median, smallest and largest ratio over
+//! the rounds (`null` where the denominator was at most 0 in every round)
+//! and whether the median is within the target. A scope is a dispatch: two
+//! samples on both sides. Targets are reported, never asserted.
 //!
 //! ## Resolve throughput
 //!
@@ -289,6 +318,59 @@ pub(crate) fn vk_err(call: &'static str) -> impl Fn(ash::vk::Result) -> BenchErr
     move |result| BenchError::Counters(gpu_counters_vulkan::map_vk_error(call, result))
 }
 
+/// Every timestamp of `resolved` in nanoseconds since its first, through
+/// `calibration`, as a gpu-counters variant's resolve converts them; NaN
+/// where a sample has no value (see [`check_written`]).
+pub(crate) fn timestamps_ns(
+    resolved: &gpu_counters_core::ResolvedCounters,
+    calibration: &gpu_counters_core::Calibration,
+) -> Result<Vec<f64>, BenchError> {
+    let stamps = resolved.timestamps()?;
+    let first = stamps.first().map_or(0, |s| s.timestamp);
+    let ns: Vec<f64> = stamps
+        .iter()
+        .zip(resolved.statuses())
+        .map(|(s, st)| match st {
+            gpu_counters_core::SampleStatus::Written => calibration
+                .interval_ns(first, s.timestamp)
+                .unwrap_or(f64::NEG_INFINITY),
+            _ => f64::NAN,
+        })
+        .collect();
+    Ok(ns)
+}
+
+/// Fails, naming `what`, when a value of [`timestamps_ns`] is missing, so
+/// that no number is made up (outside the timed resolve).
+pub(crate) fn check_written(ns: &[f64], what: &str) -> Result<(), BenchError> {
+    let missing = ns.iter().filter(|v| v.is_nan()).count();
+    if missing > 0 {
+        return Err(BenchError::Measurement(format!(
+            "{what}: {missing} of {} samples did not resolve to a value",
+            ns.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Fails unless `frames`, what a profiler collected after one run, are one
+/// frame holding a scope for each of the `n` dispatches and none dropped.
+pub(crate) fn check_profiler_frames(
+    frames: &[gpu_counters_profiler::FrameResult],
+    n: u32,
+    who: &str,
+) -> Result<(), BenchError> {
+    let scopes: usize = frames.iter().map(|f| f.scopes.len()).sum();
+    let dropped: u32 = frames.iter().map(|f| f.dropped_scopes).sum();
+    if frames.len() != 1 || scopes != n as usize || dropped != 0 {
+        return Err(BenchError::Measurement(format!(
+            "{who} returned {} frame(s) with {scopes} scopes ({dropped} dropped) for {n} dispatches",
+            frames.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The tool a variant samples with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum Tool {
@@ -304,6 +386,9 @@ pub enum Tool {
     /// wgpu-profiler 0.28 on wgpu 30.
     #[serde(rename = "wgpu-profiler")]
     WgpuProfiler,
+    /// gpu-counters' wgpu backend (`gpu-counters-wgpu`) on wgpu 30.
+    #[serde(rename = "gpu-counters-wgpu")]
+    GpuCountersWgpu,
 }
 
 impl Tool {
@@ -314,6 +399,7 @@ impl Tool {
             Tool::GpuCounters => "gpu-counters",
             Tool::Wgpu => "wgpu",
             Tool::WgpuProfiler => "wgpu-profiler",
+            Tool::GpuCountersWgpu => "gpu-counters-wgpu",
         }
     }
 }
@@ -387,6 +473,48 @@ pub struct VariantReport {
     pub baseline: Option<String>,
 }
 
+/// A ratio taken in every measured round, and its spread over the rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RatioSpread {
+    /// The median over the rounds.
+    pub median: f64,
+    /// The smallest round's.
+    pub min: f64,
+    /// The largest round's.
+    pub max: f64,
+    /// Rounds with a ratio (those where the denominator was above 0).
+    pub rounds: u32,
+    /// Whether the median is at most the comparison's target.
+    pub within_target: bool,
+}
+
+/// One tool's added cost per scope against another's, in the same run: per
+/// measured round, each side's overhead over its own baseline (taken right
+/// before it), then their ratio; the median and spread over the rounds.
+/// Reported, never asserted: the targets are the issue's.
+#[derive(Debug, Clone, Serialize)]
+pub struct ComparisonReport {
+    /// The variant measured (the numerator).
+    pub variant: String,
+    /// The variant it is compared with (the denominator).
+    pub against: String,
+    /// The most each ratio should be.
+    pub target: f64,
+    /// Added GPU ns per scope over `against`'s.
+    pub gpu_ratio: Option<RatioSpread>,
+    /// Added host ns per scope (record overhead plus resolve, as
+    /// `host_ratio_to_raw`) over `against`'s.
+    pub host_ratio: Option<RatioSpread>,
+    /// Median added GPU ns per scope (per dispatch) of `variant`.
+    pub variant_gpu_ns_per_scope: f64,
+    /// Median added GPU ns per scope of `against`.
+    pub against_gpu_ns_per_scope: f64,
+    /// Median added host ns per scope of `variant`.
+    pub variant_host_ns_per_scope: f64,
+    /// Median added host ns per scope of `against`.
+    pub against_host_ns_per_scope: f64,
+}
+
 /// CPU resolve throughput of a large counter sample buffer.
 #[derive(Debug, Clone, Serialize)]
 pub struct ResolveReport {
@@ -447,6 +575,9 @@ pub struct BenchReport {
     pub reps: u32,
     /// Every variant, baselines included.
     pub variants: Vec<VariantReport>,
+    /// Derived comparisons between variants (gpu-counters-wgpu against
+    /// wgpu-profiler and raw wgpu); empty where their rows did not run.
+    pub comparisons: Vec<ComparisonReport>,
     /// CPU resolve throughput.
     pub resolve: ResolveReport,
     /// Calibration quality.
@@ -500,10 +631,12 @@ pub fn run_with_options(
     let mut notes = Vec::new();
 
     let mut variants: Variants = vulkan::variants(&device, args.samples)?;
+    let mut wanted = Vec::new();
     match wgpu_bench::variants(&info, args.samples) {
-        Ok((wgpu_variants, wgpu_notes)) => {
-            variants.extend(wgpu_variants);
-            notes.extend(wgpu_notes);
+        Ok(rows) => {
+            variants.extend(rows.variants);
+            notes.extend(rows.notes);
+            wanted = rows.comparisons;
         }
         Err(e) => notes.push(format!("wgpu variants skipped: {e}")),
     }
@@ -516,6 +649,7 @@ pub fn run_with_options(
     bar.finish_and_clear();
     let specs: Vec<&VariantSpec> = variants.iter().map(|v| v.spec()).collect();
     let variants_report = summarize(&specs, &measured);
+    let comparisons = compare(&specs, &measured, &wanted, args.samples);
     // The harnesses (wgpu's instance, the Vulkan objects) go with their
     // last variant; the Vulkan harness waits for the device first.
     drop(specs);
@@ -538,6 +672,7 @@ pub fn run_with_options(
         samples: args.samples,
         reps: args.reps,
         variants: variants_report,
+        comparisons,
         resolve,
         calibration,
         notes,
@@ -578,6 +713,23 @@ pub(crate) trait Variant {
 
 /// A backend's rows, in the report's order.
 pub(crate) type Variants = Vec<Box<dyn Variant>>;
+
+/// What a backend's harness hands out: its rows, notes on how they measure,
+/// and the comparisons to derive between them.
+pub(crate) struct Rows {
+    pub variants: Variants,
+    pub notes: Vec<String>,
+    pub comparisons: Vec<ComparisonSpec>,
+}
+
+/// A comparison to derive ([`ComparisonReport`]): `variant`'s added cost
+/// per scope over `against`'s, both sampling variants of the run.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ComparisonSpec {
+    pub variant: &'static str,
+    pub against: &'static str,
+    pub target: f64,
+}
 
 /// A variant as the report describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -690,6 +842,17 @@ fn shuffled(items: &[usize], round: u64) -> Vec<usize> {
     v
 }
 
+/// A pair's added cost of `f` over its baseline, divided by `per`.
+fn overhead(p: &Paired, f: fn(&Measurement) -> f64, per: f64) -> f64 {
+    (f(&p.variant) - f(&p.base)) / per
+}
+
+/// A pair's added host cost (record overhead plus the resolve, as
+/// `host_ratio_to_raw` counts it), divided by `per`; at least 0.
+fn host_overhead(p: &Paired, per: f64) -> f64 {
+    (overhead(p, |m| m.record_ns, per) + p.variant.resolve_ns / per).max(0.0)
+}
+
 fn summarize(specs: &[&VariantSpec], measured: &[Vec<Paired>]) -> Vec<VariantReport> {
     let mut out: Vec<VariantReport> = specs
         .iter()
@@ -702,8 +865,7 @@ fn summarize(specs: &[&VariantSpec], measured: &[Vec<Paired>]) -> Vec<VariantRep
                 if spec.samples == 0 {
                     0.0
                 } else {
-                    stats::median(pairs.iter().map(|p| (f(&p.variant) - f(&p.base)) / samples))
-                        .max(0.0)
+                    stats::median(pairs.iter().map(|p| overhead(p, f, samples))).max(0.0)
                 }
             };
             let total =
@@ -751,6 +913,72 @@ fn summarize(specs: &[&VariantSpec], measured: &[Vec<Paired>]) -> Vec<VariantRep
     out
 }
 
+/// The `wanted` comparisons between sampling variants of `specs` (of
+/// `dispatches` scopes each), from their pairs in `measured`: a sampling
+/// variant has one pair per measured round, in round order, so round `r`'s
+/// ratio divides pair `r` of one by pair `r` of the other. A comparison
+/// whose variants did not both run is left out.
+fn compare(
+    specs: &[&VariantSpec],
+    measured: &[Vec<Paired>],
+    wanted: &[ComparisonSpec],
+    dispatches: u32,
+) -> Vec<ComparisonReport> {
+    let per = f64::from(dispatches.max(1));
+    let find = |name: &str| {
+        specs
+            .iter()
+            .position(|s| s.name == name && s.baseline.is_some())
+            .map(|i| &measured[i])
+    };
+    let spread = |a: &[f64], b: &[f64], target: f64| {
+        let ratios: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .filter(|&(x, y)| *y > 0.0 && x.is_finite())
+            .map(|(x, y)| x.max(0.0) / y)
+            .collect();
+        let min = ratios.iter().copied().reduce(f64::min)?;
+        let max = ratios.iter().copied().reduce(f64::max)?;
+        let median = stats::median(ratios.iter().copied());
+        Some(RatioSpread {
+            median,
+            min,
+            max,
+            rounds: ratios.len() as u32,
+            within_target: median <= target,
+        })
+    };
+    wanted
+        .iter()
+        .filter_map(|c| {
+            let (a, b) = (find(c.variant)?, find(c.against)?);
+            let gpu = |pairs: &[Paired]| -> Vec<f64> {
+                pairs
+                    .iter()
+                    .map(|p| overhead(p, |m| m.gpu_ns, per))
+                    .collect()
+            };
+            let host = |pairs: &[Paired]| -> Vec<f64> {
+                pairs.iter().map(|p| host_overhead(p, per)).collect()
+            };
+            let (a_gpu, b_gpu, a_host, b_host) = (gpu(a), gpu(b), host(a), host(b));
+            let median = |v: &[f64]| stats::median(v.iter().copied()).max(0.0);
+            Some(ComparisonReport {
+                variant: c.variant.into(),
+                against: c.against.into(),
+                target: c.target,
+                gpu_ratio: spread(&a_gpu, &b_gpu, c.target),
+                host_ratio: spread(&a_host, &b_host, c.target),
+                variant_gpu_ns_per_scope: median(&a_gpu),
+                against_gpu_ns_per_scope: median(&b_gpu),
+                variant_host_ns_per_scope: median(&a_host),
+                against_host_ns_per_scope: median(&b_host),
+            })
+        })
+        .collect()
+}
+
 /// Progress bars on the terminal, or nothing (`--json`, or not a terminal).
 pub(crate) struct Progress {
     enabled: bool,
@@ -790,6 +1018,22 @@ fn fmt_opt(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
 }
 
+fn fmt_spread(r: Option<RatioSpread>) -> String {
+    r.map_or_else(
+        || "- (below the noise)".into(),
+        |r| {
+            format!(
+                "{:.2} [{:.2}, {:.2}] of {} rounds, {}",
+                r.median,
+                r.min,
+                r.max,
+                r.rounds,
+                if r.within_target { "within" } else { "over" }
+            )
+        },
+    )
+}
+
 /// Prints the report as tables for a person.
 pub fn print_human(report: &BenchReport) {
     let d = &report.device;
@@ -815,7 +1059,7 @@ pub fn print_human(report: &BenchReport) {
         .unwrap_or(7)
         .max(7);
     println!(
-        "{:<name_w$}  {:<13}  {:<9}  {:>7}  {:>9}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}",
+        "{:<name_w$}  {:<17}  {:<9}  {:>7}  {:>9}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}",
         "variant",
         "tool",
         "placement",
@@ -832,7 +1076,7 @@ pub fn print_human(report: &BenchReport) {
             continue;
         }
         println!(
-            "{:<name_w$}  {:<13}  {:<9}  {:>7}  {:>9}  {:>10.1}  {:>11.1}  {:>12.1}  {:>9}  {:>9}",
+            "{:<name_w$}  {:<17}  {:<9}  {:>7}  {:>9}  {:>10.1}  {:>11.1}  {:>12.1}  {:>9}  {:>9}",
             v.name,
             v.tool.name(),
             v.placement.name(),
@@ -844,6 +1088,30 @@ pub fn print_human(report: &BenchReport) {
             fmt_opt(v.host_ratio_to_raw),
             fmt_opt(v.gpu_ratio_to_raw),
         );
+    }
+    if !report.comparisons.is_empty() {
+        println!();
+        println!(
+            "comparisons (added cost per scope, ratio taken per round: median [min, max]; targets are reported, not enforced):"
+        );
+        for c in &report.comparisons {
+            println!(
+                "  {} / {} (target ≤ {:.2}):",
+                c.variant, c.against, c.target
+            );
+            println!(
+                "    GPU  {:>10.1} / {:>10.1} ns per scope: {}",
+                c.variant_gpu_ns_per_scope,
+                c.against_gpu_ns_per_scope,
+                fmt_spread(c.gpu_ratio)
+            );
+            println!(
+                "    host {:>10.1} / {:>10.1} ns per scope: {}",
+                c.variant_host_ns_per_scope,
+                c.against_host_ns_per_scope,
+                fmt_spread(c.host_ratio)
+            );
+        }
     }
     println!();
     println!("baselines (absolute medians per submission):");
@@ -1018,6 +1286,89 @@ mod tests {
         assert_eq!(report[0].gpu_ns_per_sample, 0.0);
         assert_eq!(report[0].gpu_total_ns, 1000.0);
         assert_eq!(report[4].gpu_ns_per_sample, 10.0);
+    }
+
+    #[test]
+    fn comparisons_are_ratios_per_round_with_their_spread() {
+        let pair = |gpu: f64, record: f64, resolve: f64| Paired {
+            variant: Measurement {
+                gpu_ns: 100.0 + gpu,
+                record_ns: 50.0 + record,
+                resolve_ns: resolve,
+            },
+            base: Measurement {
+                gpu_ns: 100.0,
+                record_ns: 50.0,
+                resolve_ns: 0.0,
+            },
+        };
+        let spec = |name: &str, baseline: Option<&str>| VariantSpec {
+            name: name.into(),
+            tool: Tool::GpuCountersWgpu,
+            placement: Placement::Pass,
+            samples: 8,
+            timestamps_written: 8,
+            baseline: baseline.map(Into::into),
+        };
+        let specs = [
+            spec("base", None),
+            spec("a", Some("base")),
+            spec("b", Some("base")),
+        ];
+        let specs: Vec<&VariantSpec> = specs.iter().collect();
+        // 4 dispatches; per round, a's overheads are 1, 2, 3 times b's on
+        // the GPU, and its host cost (record + resolve) half of b's.
+        let measured = vec![
+            vec![],
+            vec![
+                pair(40.0, 4.0, 4.0),
+                pair(80.0, 4.0, 4.0),
+                pair(120.0, 4.0, 4.0),
+            ],
+            vec![
+                pair(40.0, 8.0, 8.0),
+                pair(40.0, 8.0, 8.0),
+                pair(40.0, 8.0, 8.0),
+            ],
+        ];
+        let wanted = [
+            ComparisonSpec {
+                variant: "a",
+                against: "b",
+                target: 1.1,
+            },
+            ComparisonSpec {
+                variant: "a",
+                against: "not run",
+                target: 1.0,
+            },
+        ];
+        let c = compare(&specs, &measured, &wanted, 4);
+        assert_eq!(
+            c.len(),
+            1,
+            "a comparison with a variant not run is left out"
+        );
+        let c = &c[0];
+        let gpu = c.gpu_ratio.expect("a GPU ratio");
+        assert_eq!(
+            (gpu.min, gpu.median, gpu.max, gpu.rounds),
+            (1.0, 2.0, 3.0, 3)
+        );
+        assert!(!gpu.within_target);
+        let host = c.host_ratio.expect("a host ratio");
+        assert_eq!((host.min, host.median, host.max), (0.5, 0.5, 0.5));
+        assert!(host.within_target);
+        assert_eq!(c.variant_gpu_ns_per_scope, 20.0);
+        assert_eq!(c.against_gpu_ns_per_scope, 10.0);
+        assert_eq!(c.variant_host_ns_per_scope, 2.0);
+        assert_eq!(c.against_host_ns_per_scope, 4.0);
+
+        // Rounds whose denominator is below the noise give no ratio.
+        let flat = vec![vec![], measured[1].clone(), vec![pair(0.0, 8.0, 8.0); 3]];
+        let c = compare(&specs, &flat, &wanted[..1], 4);
+        assert_eq!(c[0].gpu_ratio, None);
+        assert!(c[0].host_ratio.is_some());
     }
 
     #[test]

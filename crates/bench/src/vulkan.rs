@@ -7,12 +7,15 @@
 //! query pool) at the very start and end of the command buffer for the GPU
 //! time, outside the timed recording.
 
-use crate::{vk_err, BenchError, Measurement, Placement, Tool, Variant, VariantSpec, Variants};
+use crate::{
+    check_profiler_frames, check_written, timestamps_ns, vk_err, BenchError, Measurement,
+    Placement, Tool, Variant, VariantSpec, Variants,
+};
 use ash::vk;
 use gpu_counters_core::timeline::PassKind;
 use gpu_counters_core::{
     Calibration, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
-    CounterSampleBufferDescriptor, SampleStatus, TimestampGranularity,
+    CounterSampleBufferDescriptor, TimestampGranularity,
 };
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_vulkan::{
@@ -613,14 +616,7 @@ impl VulkanBench {
             let t = Instant::now();
             let frames = self.profiler.collect()?;
             resolve_ns = t.elapsed().as_nanos() as f64;
-            let scopes: usize = frames.iter().map(|f| f.scopes.len()).sum();
-            let dropped: u32 = frames.iter().map(|f| f.dropped_scopes).sum();
-            if frames.len() != 1 || scopes != n as usize || dropped != 0 {
-                return Err(BenchError::Measurement(format!(
-                    "profiler returned {} frame(s) with {scopes} scopes ({dropped} dropped) for {n} dispatches",
-                    frames.len()
-                )));
-            }
+            check_profiler_frames(&frames, n, "profiler")?;
             black_box(frames);
         } else if samples > 0 {
             let uses_heap = matches!(
@@ -633,26 +629,9 @@ impl VulkanBench {
             } else {
                 buffer.resolve_counter_range(0..samples as u64)?
             };
-            let stamps = resolved.timestamps()?;
-            let first = stamps[0].timestamp;
-            let ns: Vec<f64> = stamps
-                .iter()
-                .zip(resolved.statuses())
-                .map(|(s, st)| match st {
-                    SampleStatus::Written => self
-                        .calibration
-                        .interval_ns(first, s.timestamp)
-                        .unwrap_or(f64::NEG_INFINITY),
-                    _ => f64::NAN,
-                })
-                .collect();
+            let ns = timestamps_ns(&resolved, &self.calibration)?;
             resolve_ns = t.elapsed().as_nanos() as f64;
-            let missing = ns.iter().filter(|v| v.is_nan()).count();
-            if missing > 0 {
-                return Err(BenchError::Measurement(format!(
-                    "{kind:?}: {missing} of {samples} samples did not resolve to a value"
-                )));
-            }
+            check_written(&ns, &format!("{kind:?}"))?;
             black_box(ns);
         }
         self.spare = Some(submission.reuse()?);

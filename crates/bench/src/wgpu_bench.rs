@@ -1,9 +1,17 @@
-//! The wgpu and wgpu-profiler variants, on wgpu's own Vulkan instance and the
-//! adapter with the same name as gpu-counters' device.
+//! The wgpu, wgpu-profiler and gpu-counters-wgpu variants, on wgpu's own
+//! Vulkan instance and the adapter with the same name as gpu-counters'
+//! device: one wgpu device for all three tools.
 
 use crate::vulkan::{ITERATIONS, WORKGROUP_SIZE};
-use crate::{BenchError, Measurement, Placement, Tool, Variant, VariantSpec, Variants};
-use gpu_counters_core::DeviceInfo;
+use crate::{
+    check_profiler_frames, check_written, timestamps_ns, BenchError, ComparisonSpec, Measurement,
+    Placement, Rows, Tool, Variant, VariantSpec,
+};
+use gpu_counters_core::{
+    BackendDevice, BackendSampleBuffer, Calibration, CounterSampleBufferDescriptor, DeviceInfo,
+};
+use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
+use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::rc::Rc;
@@ -19,10 +27,18 @@ enum Kind {
     WriteTimestampInPass,
     ProfilerPassScopes,
     ProfilerScopesInPass,
+    GcwBaselinePassPerDispatch,
+    GcwPassTimestampWrites,
+    GcwProfiledPasses,
 }
 
 const BASELINE: &str = "wgpu baseline (1 pass)";
 const BASELINE_PASSES: &str = "wgpu baseline (pass per dispatch)";
+const PASS_TIMESTAMP_WRITES: &str = "wgpu pass timestamp_writes";
+const PROFILER_PASS_SCOPES: &str = "wgpu-profiler pass scope per dispatch";
+const GCW_BASELINE: &str = "gpu-counters-wgpu baseline (pass per dispatch)";
+const GCW_PASS_TIMESTAMP_WRITES: &str = "gpu-counters-wgpu pass timestamp writes per dispatch";
+const GCW_PROFILED_PASSES: &str = "gpu-counters-wgpu profiled pass per dispatch";
 
 impl Kind {
     /// (name, tool, placement, samples per dispatch, baseline)
@@ -33,7 +49,7 @@ impl Kind {
                 (BASELINE_PASSES, Tool::Wgpu, Placement::None, 0, None)
             }
             Kind::PassTimestampWrites => (
-                "wgpu pass timestamp_writes",
+                PASS_TIMESTAMP_WRITES,
                 Tool::Wgpu,
                 Placement::Pass,
                 2,
@@ -47,7 +63,7 @@ impl Kind {
                 Some(BASELINE),
             ),
             Kind::ProfilerPassScopes => (
-                "wgpu-profiler pass scope per dispatch",
+                PROFILER_PASS_SCOPES,
                 Tool::WgpuProfiler,
                 Placement::Pass,
                 2,
@@ -60,8 +76,62 @@ impl Kind {
                 2,
                 Some(BASELINE),
             ),
+            Kind::GcwBaselinePassPerDispatch => (
+                GCW_BASELINE,
+                Tool::GpuCountersWgpu,
+                Placement::None,
+                0,
+                None,
+            ),
+            Kind::GcwPassTimestampWrites => (
+                GCW_PASS_TIMESTAMP_WRITES,
+                Tool::GpuCountersWgpu,
+                Placement::Pass,
+                2,
+                Some(GCW_BASELINE),
+            ),
+            Kind::GcwProfiledPasses => (
+                GCW_PROFILED_PASSES,
+                Tool::GpuCountersWgpu,
+                Placement::Pass,
+                2,
+                Some(GCW_BASELINE),
+            ),
         }
     }
+
+    /// Recorded through gpu-counters-wgpu (`WgpuDevice::submit`).
+    fn is_gpu_counters(self) -> bool {
+        matches!(
+            self,
+            Kind::GcwBaselinePassPerDispatch
+                | Kind::GcwPassTimestampWrites
+                | Kind::GcwProfiledPasses
+        )
+    }
+}
+
+/// The derived comparisons of the gpu-counters-wgpu rows: each against
+/// wgpu-profiler's pass scopes (target: no higher) and against raw wgpu's
+/// pass timestamp writes (target: at most 1.1 times).
+fn comparisons() -> Vec<ComparisonSpec> {
+    [GCW_PROFILED_PASSES, GCW_PASS_TIMESTAMP_WRITES]
+        .into_iter()
+        .flat_map(|variant| {
+            [
+                ComparisonSpec {
+                    variant,
+                    against: PROFILER_PASS_SCOPES,
+                    target: 1.0,
+                },
+                ComparisonSpec {
+                    variant,
+                    against: PASS_TIMESTAMP_WRITES,
+                    target: 1.1,
+                },
+            ]
+        })
+        .collect()
 }
 
 const SHADER: &str = "@group(0) @binding(0) var<storage, read_write> data: array<u32>;
@@ -197,9 +267,19 @@ impl Queries {
     }
 }
 
-/// wgpu's device, pipeline, query sets and wgpu-profiler, shared by every
-/// wgpu and wgpu-profiler variant.
+/// wgpu's device, pipeline, query sets, wgpu-profiler and gpu-counters-wgpu,
+/// shared by every wgpu, wgpu-profiler and gpu-counters-wgpu variant.
 struct WgpuBench {
+    /// gpu-counters-wgpu's device over `device` and `queue`.
+    gc: WgpuDevice,
+    /// The gpu-counters-wgpu sample buffers of the pass timestamp writes
+    /// (`2 * n` samples over buffers of at most
+    /// [`gpu_counters_wgpu::MAX_SAMPLE_COUNT`]).
+    gc_buffers: Vec<WgpuSampleBuffer>,
+    /// gpu-counters' profiler over `gc`, one frame per run.
+    gc_profiler: Profiler<WgpuDevice>,
+    /// `gc`'s calibration, for converting resolved timestamps.
+    calibration: Calibration,
     device: wgpu::Device,
     queue: wgpu::Queue,
     pipeline: wgpu::ComputePipeline,
@@ -244,13 +324,26 @@ impl WgpuBench {
                 "adapter `{adapter_name}` has no TIMESTAMP_QUERY"
             )));
         }
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("gpu-counters bench"),
-            required_features: features,
-            required_limits: wgpu::Limits::default(),
-            ..Default::default()
-        }))
+        // One device for raw wgpu, wgpu-profiler and gpu-counters-wgpu, so
+        // that every wgpu row runs on the same queue, driver state and
+        // pipeline. It is opened with `WgpuDevice::request`, as a
+        // gpu-counters-wgpu user would, so that gpu-counters-wgpu calibrates
+        // with a calibrated pair where the driver has
+        // VK_EXT/KHR_calibrated_timestamps; that extension is all it adds to
+        // wgpu's own `request_device` (same features and limits), and it
+        // changes nothing in the passes, query writes and resolves raw wgpu
+        // and wgpu-profiler record.
+        let gc = pollster::block_on(WgpuDevice::request(
+            &adapter,
+            &wgpu::DeviceDescriptor {
+                label: Some("gpu-counters bench"),
+                required_features: features,
+                required_limits: wgpu::Limits::default(),
+                ..Default::default()
+            },
+        ))
         .map_err(|e| BenchError::Wgpu(format!("request_device: {e}")))?;
+        let (device, queue) = (gc.device().clone(), gc.queue().clone());
         let errors = Arc::new(Mutex::new(Vec::new()));
         let sink = errors.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
@@ -300,6 +393,30 @@ impl WgpuBench {
             },
         )
         .map_err(|e| BenchError::Wgpu(format!("GpuProfiler::new: {e}")))?;
+        let max = gpu_counters_wgpu::MAX_SAMPLE_COUNT;
+        let gc_buffers = (0..(2 * n).div_ceil(max))
+            .map(|k| {
+                gc.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+                    gpu_counters_core::CommonCounterSet::Timestamp,
+                    "bench samples",
+                    (2 * n - k * max).min(max),
+                ))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        // A frame holds at most MAX_SAMPLE_COUNT / 2 scopes per page; `Grow`
+        // gives a frame of more dispatches further pages, which its ring
+        // slot keeps, so after the warm-up round nothing is allocated.
+        let gc_profiler = Profiler::new(
+            &gc,
+            ProfilerOptions {
+                frames_in_flight: 2,
+                max_scopes_per_frame: n.min(max / 2),
+                statistics: false,
+                when_full: WhenFull::Grow,
+                queue_name: None,
+            },
+        )?;
+        let calibration = gc.calibration()?;
         let mut kinds = vec![
             Kind::Baseline,
             Kind::BaselinePassPerDispatch,
@@ -313,8 +430,17 @@ impl WgpuBench {
         if inside_passes {
             kinds.push(Kind::ProfilerScopesInPass);
         }
+        kinds.extend([
+            Kind::GcwBaselinePassPerDispatch,
+            Kind::GcwPassTimestampWrites,
+            Kind::GcwProfiledPasses,
+        ]);
         let period_ns = queue.get_timestamp_period() as f64;
         let this = Self {
+            gc,
+            gc_buffers,
+            gc_profiler,
+            calibration,
             device,
             queue,
             pipeline,
@@ -351,6 +477,11 @@ impl WgpuBench {
                 "wgpu: no TIMESTAMP_QUERY_INSIDE_PASSES: write_timestamp in passes and wgpu-profiler scopes in passes skipped".into(),
             );
         }
+        if self.gc.calibrated_timestamps_extension().is_none() {
+            notes.push(
+                "gpu-counters-wgpu: no calibrated timestamps on wgpu's device: its calibration brackets a submission".into(),
+            );
+        }
         notes
     }
 
@@ -375,16 +506,13 @@ impl WgpuBench {
 
     /// One measurement of `kind`.
     fn run(&mut self, kind: Kind) -> Result<Measurement, BenchError> {
+        if kind.is_gpu_counters() {
+            return self.run_gpu_counters(kind);
+        }
         let per = kind.describe().3;
         let samples = (per * self.n as u64) as u32;
         let n = self.n;
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        if let Some(b) = &self.brackets {
-            let (set, i) = b.at(0);
-            encoder.write_timestamp(set, i);
-        }
+        let mut encoder = self.begin_bracket();
         let t = Instant::now();
         match kind {
             Kind::Baseline | Kind::WriteTimestampInPass => {
@@ -441,6 +569,13 @@ impl WgpuBench {
                     scope.dispatch_workgroups(1, 1, 1);
                 }
             }
+            Kind::GcwBaselinePassPerDispatch
+            | Kind::GcwPassTimestampWrites
+            | Kind::GcwProfiledPasses => {
+                return Err(BenchError::Measurement(format!(
+                    "{kind:?} is recorded through gpu-counters-wgpu"
+                )))
+            }
         }
         let mut record_ns = t.elapsed().as_nanos() as f64;
         // The query resolve and copy are GPU work that sampling adds: they
@@ -456,28 +591,13 @@ impl WgpuBench {
             _ => {}
         }
         record_ns += t.elapsed().as_nanos() as f64;
-        if let Some(b) = &self.brackets {
-            let (set, i) = b.at(1);
-            encoder.write_timestamp(set, i);
-            b.record_resolve(&mut encoder, 2);
-        }
+        self.end_bracket(&mut encoder);
         let t = Instant::now();
         let commands = encoder.finish();
         record_ns += t.elapsed().as_nanos() as f64;
         let submitted = Instant::now();
         self.queue.submit([commands]);
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| BenchError::Wgpu(format!("poll: {e}")))?;
-        let wall_ns = submitted.elapsed().as_nanos() as f64;
-        self.check_errors()?;
-        let gpu_ns = match &self.brackets {
-            Some(b) => {
-                let ns = b.read(&self.device, 2, self.period_ns)?;
-                ns[1]
-            }
-            None => wall_ns,
-        };
+        let gpu_ns = self.wait_gpu_ns(submitted)?;
         let t = Instant::now();
         match kind {
             Kind::PassTimestampWrites | Kind::WriteTimestampInPass => {
@@ -487,9 +607,7 @@ impl WgpuBench {
                 self.profiler
                     .end_frame()
                     .map_err(|e| BenchError::Wgpu(format!("end_frame: {e}")))?;
-                self.device
-                    .poll(wgpu::PollType::wait_indefinitely())
-                    .map_err(|e| BenchError::Wgpu(format!("poll: {e}")))?;
+                self.wait()?;
                 let results = self
                     .profiler
                     .process_finished_frame(self.queue.get_timestamp_period())
@@ -520,7 +638,158 @@ impl WgpuBench {
     }
 }
 
-/// One wgpu or wgpu-profiler row: a [`Kind`] on the harness it shares with
+impl WgpuBench {
+    /// A new command encoder beginning with the start bracket.
+    fn begin_bracket(&self) -> wgpu::CommandEncoder {
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        if let Some(b) = &self.brackets {
+            let (set, i) = b.at(0);
+            encoder.write_timestamp(set, i);
+        }
+        encoder
+    }
+
+    /// Records the end bracket and its resolve into `encoder`.
+    fn end_bracket(&self, encoder: &mut wgpu::CommandEncoder) {
+        if let Some(b) = &self.brackets {
+            let (set, i) = b.at(1);
+            encoder.write_timestamp(set, i);
+            b.record_resolve(encoder, 2);
+        }
+    }
+
+    /// Waits for everything submitted.
+    fn wait(&self) -> Result<(), BenchError> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| BenchError::Wgpu(format!("poll: {e}")))?;
+        Ok(())
+    }
+
+    /// Waits for everything submitted and returns the GPU time between the
+    /// brackets (without brackets: the CPU time since `submitted`).
+    fn wait_gpu_ns(&self, submitted: Instant) -> Result<f64, BenchError> {
+        self.wait()?;
+        let wall_ns = submitted.elapsed().as_nanos() as f64;
+        self.check_errors()?;
+        match &self.brackets {
+            Some(b) => Ok(b.read(&self.device, 2, self.period_ns)?[1]),
+            None => Ok(wall_ns),
+        }
+    }
+
+    /// The gpu-counters-wgpu buffer and index of pass sample `i`.
+    fn gc_sample(&self, i: u32) -> Result<(&WgpuSampleBuffer, u32), BenchError> {
+        let max = gpu_counters_wgpu::MAX_SAMPLE_COUNT;
+        self.gc_buffers
+            .get((i / max) as usize)
+            .map(|b| (b, i % max))
+            .ok_or_else(|| BenchError::Measurement(format!("no sample buffer for sample {i}")))
+    }
+
+    /// One measurement of a gpu-counters-wgpu `kind`: a compute pass per
+    /// dispatch on a [`WgpuDevice::wrap`]ped encoder, submitted with
+    /// [`WgpuDevice::submit`], which records the read-back of the samples at
+    /// the encoder's end and submits it itself. So the end bracket, which
+    /// must follow that read-back as it follows raw wgpu's resolve, goes in
+    /// a second submission right after (timestamps follow all earlier work
+    /// of the queue); the gpu-counters-wgpu baseline has the same two
+    /// submissions, so the difference is the sampling alone.
+    fn run_gpu_counters(&mut self, kind: Kind) -> Result<Measurement, BenchError> {
+        let n = self.n;
+        if kind == Kind::GcwPassTimestampWrites {
+            // As the Vulkan variants reset theirs: not timed.
+            for b in &self.gc_buffers {
+                b.reset()?;
+            }
+        }
+        let encoder = self.begin_bracket();
+        let t = Instant::now();
+        let frame = match kind {
+            Kind::GcwProfiledPasses => Some(self.gc_profiler.begin_frame()?),
+            _ => None,
+        };
+        let mut rec = self.gc.wrap(encoder);
+        match (kind, &frame) {
+            (Kind::GcwPassTimestampWrites, _) => {
+                for i in 0..n {
+                    let (buffer, q) = self.gc_sample(2 * i)?;
+                    let writes = rec.compute_pass_timestamp_writes(buffer, Some(q), Some(q + 1))?;
+                    let mut pass = rec
+                        .encoder()
+                        .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                            label: None,
+                            timestamp_writes: Some(writes),
+                        });
+                    self.dispatch(&mut pass);
+                }
+            }
+            (Kind::GcwProfiledPasses, Some(frame)) => {
+                for _ in 0..n {
+                    let mut pass = rec.begin_profiled_compute_pass(frame, "dispatch")?;
+                    self.dispatch(&mut pass);
+                }
+            }
+            _ => {
+                for _ in 0..n {
+                    let mut pass = rec
+                        .encoder()
+                        .begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                    self.dispatch(&mut pass);
+                }
+            }
+        }
+        let submitted = Instant::now();
+        let submission = self.gc.submit(rec)?;
+        let record_ns = t.elapsed().as_nanos() as f64;
+        let mut end = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        self.end_bracket(&mut end);
+        self.queue.submit([end.finish()]);
+        // wgpu-profiler's `end_frame` counts as resolve: so does this one.
+        let t = Instant::now();
+        if let Some(frame) = frame {
+            self.gc_profiler
+                .end_frame(frame, Some(submission.cpu_submit_ns()))?;
+        }
+        let mut resolve_ns = t.elapsed().as_nanos() as f64;
+        let gpu_ns = self.wait_gpu_ns(submitted)?;
+        submission.wait()?;
+        let t = Instant::now();
+        match kind {
+            Kind::GcwPassTimestampWrites => {
+                let mut resolved_ns = Vec::with_capacity(self.gc_buffers.len());
+                for b in &self.gc_buffers {
+                    let resolved = b.resolve_counter_range(0..u64::from(b.sample_count()))?;
+                    resolved_ns.push(timestamps_ns(&resolved, &self.calibration)?);
+                }
+                resolve_ns += t.elapsed().as_nanos() as f64;
+                for ns in &resolved_ns {
+                    check_written(ns, &format!("{kind:?}"))?;
+                }
+                black_box(resolved_ns);
+            }
+            Kind::GcwProfiledPasses => {
+                let frames = self.gc_profiler.collect()?;
+                resolve_ns += t.elapsed().as_nanos() as f64;
+                check_profiler_frames(&frames, n, "gpu-counters-wgpu's profiler")?;
+                black_box(frames);
+            }
+            _ => resolve_ns = 0.0,
+        }
+        self.check_errors()?;
+        Ok(Measurement {
+            gpu_ns,
+            record_ns,
+            resolve_ns,
+        })
+    }
+}
+
+/// One wgpu, wgpu-profiler or gpu-counters-wgpu row: a [`Kind`] on the harness it shares with
 /// the other rows.
 struct WgpuVariant {
     bench: Rc<RefCell<WgpuBench>>,
@@ -541,10 +810,11 @@ impl Variant for WgpuVariant {
     }
 }
 
-/// The wgpu and wgpu-profiler variants of `n` dispatches, on the wgpu
-/// adapter named like `info` (see [`WgpuBench::new`]), and the notes on how
-/// they measure (fallbacks, skipped variants).
-pub(crate) fn variants(info: &DeviceInfo, n: u32) -> Result<(Variants, Vec<String>), BenchError> {
+/// The wgpu, wgpu-profiler and gpu-counters-wgpu variants of `n`
+/// dispatches, on the wgpu adapter named like `info` (see
+/// [`WgpuBench::new`]), the notes on how they measure (fallbacks, skipped
+/// variants) and the comparisons of gpu-counters-wgpu with the others.
+pub(crate) fn variants(info: &DeviceInfo, n: u32) -> Result<Rows, BenchError> {
     let bench = WgpuBench::new(info, n)?;
     let notes = bench.notes();
     let kinds = bench.kinds.clone();
@@ -567,5 +837,9 @@ pub(crate) fn variants(info: &DeviceInfo, n: u32) -> Result<(Variants, Vec<Strin
             }) as Box<dyn Variant>
         })
         .collect();
-    Ok((variants, notes))
+    Ok(Rows {
+        variants,
+        notes,
+        comparisons: comparisons(),
+    })
 }

@@ -50,6 +50,7 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
         keys(&json),
         [
             "calibration",
+            "comparisons",
             "device",
             "reps",
             "resolve",
@@ -85,7 +86,14 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
         let tool = v["tool"].as_str().expect("tool is a string");
         let placement = v["placement"].as_str().expect("placement is a string");
         assert!(
-            ["raw-ash", "gpu-counters", "wgpu", "wgpu-profiler"].contains(&tool),
+            [
+                "raw-ash",
+                "gpu-counters",
+                "wgpu",
+                "wgpu-profiler",
+                "gpu-counters-wgpu"
+            ]
+            .contains(&tool),
             "{tool}"
         );
         assert!(
@@ -129,6 +137,73 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
         .filter(|v| !v["host_ratio_to_raw"].is_null())
         .count();
     assert!(gc_ratios > 0, "no gpu-counters host ratio at all");
+
+    // Where the wgpu harness ran, the gpu-counters-wgpu rows ran with it,
+    // and so did their comparisons: the fields exist and the ratios are
+    // finite (never compared with a target: performance is not tested).
+    let comparisons = json["comparisons"]
+        .as_array()
+        .expect("comparisons is an array");
+    if tools.contains("wgpu") {
+        for name in [
+            "gpu-counters-wgpu pass timestamp writes per dispatch",
+            "gpu-counters-wgpu profiled pass per dispatch",
+        ] {
+            assert!(
+                variants
+                    .iter()
+                    .any(|v| v["name"] == name && v["tool"] == "gpu-counters-wgpu"),
+                "no `{name}` row"
+            );
+        }
+        assert_eq!(comparisons.len(), 4, "{comparisons:#?}");
+    }
+    for c in comparisons {
+        assert_eq!(
+            keys(c),
+            [
+                "against",
+                "against_gpu_ns_per_scope",
+                "against_host_ns_per_scope",
+                "gpu_ratio",
+                "host_ratio",
+                "target",
+                "variant",
+                "variant_gpu_ns_per_scope",
+                "variant_host_ns_per_scope"
+            ]
+        );
+        let what = format!("{} / {}", c["variant"], c["against"]);
+        for field in [
+            "target",
+            "variant_gpu_ns_per_scope",
+            "against_gpu_ns_per_scope",
+            "variant_host_ns_per_scope",
+            "against_host_ns_per_scope",
+        ] {
+            finite_non_negative(&c[field], &format!("{what}: {field}"));
+        }
+        // The GPU ratio is null where the denominator's GPU overhead was
+        // below the noise in every round; the host one always has a resolve.
+        assert!(!c["host_ratio"].is_null(), "{what}: no host ratio");
+        for field in ["gpu_ratio", "host_ratio"] {
+            let r = &c[field];
+            if r.is_null() {
+                continue;
+            }
+            assert_eq!(
+                keys(r),
+                ["max", "median", "min", "rounds", "within_target"],
+                "{what}: {field}"
+            );
+            let min = finite_non_negative(&r["min"], &format!("{what}: {field}.min"));
+            let median = finite_non_negative(&r["median"], &format!("{what}: {field}.median"));
+            let max = finite_non_negative(&r["max"], &format!("{what}: {field}.max"));
+            assert!(min <= median && median <= max, "{what}: {field} {r}");
+            assert!(r["rounds"].as_u64() >= Some(1), "{what}: {field} {r}");
+            assert!(r["within_target"].is_boolean(), "{what}: {field} {r}");
+        }
+    }
 
     let resolve = &json["resolve"];
     assert_eq!(keys(resolve), ["ratio_to_copy", "samples", "samples_per_s"]);

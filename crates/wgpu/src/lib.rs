@@ -530,33 +530,35 @@ impl WgpuRecorder {
             // does not matter here.
             s.check_write(&slots, i, false, self.ticket.id())?;
         }
-        let first_time = !self.written.iter().any(|(h, _)| Arc::ptr_eq(h, storage));
-        if first_time {
-            slots.register(&self.ticket);
-            self.written.push((storage.clone(), Vec::new()));
-        }
-        let seqs = storage.begin_writes(indices);
-        mark(&mut slots);
-        drop(slots);
-        if let Some((_, list)) = self
+        let at = match self
             .written
-            .iter_mut()
-            .find(|(h, _)| Arc::ptr_eq(h, storage))
+            .iter()
+            .position(|(h, _)| Arc::ptr_eq(h, storage))
         {
-            list.extend(indices.iter().copied().zip(seqs));
-        }
+            Some(at) => at,
+            None => {
+                slots.register(&self.ticket);
+                self.written.push((storage.clone(), Vec::new()));
+                self.written.len() - 1
+            }
+        };
+        storage.begin_writes(indices, &mut self.written[at].1);
+        mark(&mut slots);
         Ok(())
     }
 
-    fn pass_indices(start: Option<u32>, end: Option<u32>) -> Result<Vec<u32>> {
-        if start.is_some() && start == end {
-            return Err(InvalidInput::Argument(format!(
-                "a pass's start and end timestamps are both index {}",
-                start.unwrap_or_default()
+    /// A pass's start and end indices, those present, in that order (in an
+    /// array: this runs for every pass).
+    fn pass_indices(start: Option<u32>, end: Option<u32>) -> Result<([u32; 2], usize)> {
+        match (start, end) {
+            (Some(a), Some(b)) if a == b => Err(InvalidInput::Argument(format!(
+                "a pass's start and end timestamps are both index {a}"
             ))
-            .into());
+            .into()),
+            (Some(a), Some(b)) => Ok(([a, b], 2)),
+            (Some(a), None) | (None, Some(a)) => Ok(([a, 0], 1)),
+            (None, None) => Ok(([0, 0], 0)),
         }
-        Ok(start.into_iter().chain(end).collect())
     }
 
     /// Checks the feature and does core's bookkeeping for a pass's start and
@@ -572,8 +574,8 @@ impl WgpuRecorder {
             "TIMESTAMP_QUERY",
             "pass timestamp writes need it",
         )?;
-        let indices = Self::pass_indices(start, end)?;
-        self.note_writes(&buffer.storage, &indices)
+        let (indices, count) = Self::pass_indices(start, end)?;
+        self.note_writes(&buffer.storage, &indices[..count])
     }
 
     /// The timestamp writes of a compute pass into `buffer[start]` and

@@ -18,8 +18,9 @@ use gpu_counters_core::{CommonCounterSet, Error, Result};
 /// The samples of one profiled pass's scope, as the profiler asked for them.
 #[derive(Default)]
 pub(crate) struct Capture {
-    /// The scope's start and end timestamps: buffer, index.
-    timestamps: Vec<(WgpuSampleBuffer, u32)>,
+    /// The scope's start and end timestamps: buffer, index (an array, not
+    /// a `Vec`: a capture is made for every profiled pass).
+    timestamps: [Option<(WgpuSampleBuffer, u32)>; 2],
     /// The start statistic sample, until the end one comes.
     statistic_start: Option<(WgpuSampleBuffer, u32)>,
     /// The statistics query: buffer, start index, the open chain.
@@ -45,18 +46,18 @@ impl WgpuRecorder {
     ) -> Result<()> {
         match buffer.storage.samples.set {
             CommonCounterSet::Timestamp => {
-                if capture.timestamps.len() == 2 {
+                let Some(slot) = capture.timestamps.iter_mut().find(|t| t.is_none()) else {
                     return Err(Error::Internal(
                         "a profiled pass's scope sampled more than two timestamps".into(),
                     ));
-                }
+                };
                 self.device.require(
                     wgpu::Features::TIMESTAMP_QUERY,
                     "TIMESTAMP_QUERY",
                     "profiled passes need it",
                 )?;
                 self.note_writes(&buffer.storage, &[index])?;
-                capture.timestamps.push((buffer.clone(), index));
+                *slot = Some((buffer.clone(), index));
             }
             CommonCounterSet::Statistic => match capture.statistic_start.take() {
                 None if capture.statistics.is_none() => {
@@ -118,11 +119,13 @@ mod profiled {
             let statistics = capture.statistics;
             // Taken before the error, so that an open chain is closed.
             ended?;
-            let timestamps = match capture.timestamps.as_slice() {
+            let timestamps = match capture.timestamps {
                 // A dropped scope (no ring slot or room): nothing to write.
-                [] => None,
-                [(a, start), (b, end)] if std::sync::Arc::ptr_eq(&a.storage, &b.storage) => {
-                    Some((a.clone(), *start, *end))
+                [None, None] => None,
+                [Some((a, start)), Some((b, end))]
+                    if std::sync::Arc::ptr_eq(&a.storage, &b.storage) =>
+                {
+                    Some((a, start, end))
                 }
                 _ => {
                     return Err(Error::Internal(

@@ -73,20 +73,18 @@ impl Storage {
     }
 
     /// Notes new writes of `indices`: their values are unavailable until
-    /// the read-back of these writes arrives. Returns the writes' sequence
-    /// numbers.
-    pub(crate) fn begin_writes(&self, indices: &[u32]) -> Vec<u64> {
+    /// the read-back of these writes arrives. Appends each index and its
+    /// write's sequence number to `writes` (no allocation of its own: this
+    /// runs for every sample recorded).
+    pub(crate) fn begin_writes(&self, indices: &[u32], writes: &mut Vec<Write>) {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let mut host = lock(&self.host);
-        indices
-            .iter()
-            .map(|&i| {
-                let seq = NEXT.fetch_add(1, Ordering::Relaxed);
-                host.seq[i as usize] = seq;
-                host.available[i as usize] = false;
-                seq
-            })
-            .collect()
+        for &i in indices {
+            let seq = NEXT.fetch_add(1, Ordering::Relaxed);
+            host.seq[i as usize] = seq;
+            host.available[i as usize] = false;
+            writes.push((i, seq));
+        }
     }
 
     /// Records, at the end of `encoder`, the resolve of the queries in
