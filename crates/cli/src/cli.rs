@@ -4,9 +4,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 /// GPU counter sampling (Metal's model) on every Vulkan device (and wgpu
-/// adapter, with --backend wgpu): list devices and their counters, run
-/// built-in workloads with exact expected counts, and export calibrated
-/// timelines.
+/// adapter or CUDA device, with --backend wgpu or cuda): list devices and
+/// their counters, run built-in workloads with exact expected counts, and
+/// export calibrated timelines.
 ///
 /// Exit codes: 0 success; 1 the run failed or a check failed (a statistic
 /// that differs from the expected count, a validation-layer message); 2 bad
@@ -25,14 +25,14 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List every Vulkan device (with `--backend wgpu` or `all`, every wgpu
-    /// adapter) with its counter sets, sampling points, timestamp period and
-    /// calibration.
+    /// List every Vulkan device (with `--backend wgpu`, `cuda` or `all`,
+    /// every wgpu adapter or CUDA device) with its counter sets, sampling
+    /// points, timestamp period and calibration.
     Devices(DevicesArgs),
     /// Run a built-in workload for some frames, sampling every pass's
     /// timestamps and statistics, and check the statistics against the
     /// counts known in advance (on a Vulkan device, or with `--backend wgpu`
-    /// on a wgpu adapter).
+    /// on a wgpu adapter, or with `--backend cuda` on a CUDA device).
     Run(RunArgs),
     /// Measure what counter sampling costs against raw Vulkan (ash), wgpu
     /// and wgpu-profiler, side by side in one run; CPU resolve throughput;
@@ -48,9 +48,12 @@ pub struct DevicesArgs {
     pub json: bool,
 
     /// Which devices to list: Vulkan devices (as `run` and `bench` use
-    /// them), wgpu adapters (as `run --backend wgpu` uses them) opened through gpu-counters-wgpu (with the wgpu
-    /// backends compiled in: Vulkan), or both: vulkan, wgpu or all
-    /// [default: vulkan]
+    /// them), wgpu adapters (as `run --backend wgpu` uses them) opened
+    /// through gpu-counters-wgpu (with the wgpu backends compiled in:
+    /// Vulkan), CUDA devices (as `run --backend cuda` uses them) opened
+    /// through gpu-counters-cuda (the driver loaded at run time; without
+    /// one, `cuda` fails and `all` notes it on stderr), or all three: vulkan,
+    /// wgpu, cuda or all [default: vulkan]
     // Parsed by `DevicesBackend::parse` rather than clap, so a bad value is
     // one `error:` line (exit 2) like every other bad input.
     #[arg(
@@ -69,7 +72,9 @@ pub enum DevicesBackend {
     Vulkan,
     /// wgpu adapters through gpu-counters-wgpu.
     Wgpu,
-    /// Vulkan devices, then wgpu adapters.
+    /// CUDA devices through gpu-counters-cuda.
+    Cuda,
+    /// Vulkan devices, then wgpu adapters, then CUDA devices.
     All,
 }
 
@@ -79,9 +84,10 @@ impl DevicesBackend {
         match s {
             "vulkan" => Ok(DevicesBackend::Vulkan),
             "wgpu" => Ok(DevicesBackend::Wgpu),
+            "cuda" => Ok(DevicesBackend::Cuda),
             "all" => Ok(DevicesBackend::All),
             other => Err(format!(
-                "--backend {other}: must be one of vulkan, wgpu, all"
+                "--backend {other}: must be one of vulkan, wgpu, cuda, all"
             )),
         }
     }
@@ -95,6 +101,11 @@ impl DevicesBackend {
     pub fn wgpu(self) -> bool {
         matches!(self, DevicesBackend::Wgpu | DevicesBackend::All)
     }
+
+    /// Whether CUDA devices are listed.
+    pub fn cuda(self) -> bool {
+        matches!(self, DevicesBackend::Cuda | DevicesBackend::All)
+    }
 }
 
 /// Which backend `run` measures on.
@@ -104,6 +115,8 @@ pub enum Backend {
     Vulkan,
     /// A wgpu adapter through gpu-counters-wgpu.
     Wgpu,
+    /// A CUDA device through gpu-counters-cuda.
+    Cuda,
 }
 
 impl Backend {
@@ -112,8 +125,13 @@ impl Backend {
         match s {
             "vulkan" => Ok(Backend::Vulkan),
             "wgpu" => Ok(Backend::Wgpu),
-            "all" => Err("--backend all: `run` measures on one backend, vulkan or wgpu".into()),
-            other => Err(format!("--backend {other}: must be one of vulkan, wgpu")),
+            "cuda" => Ok(Backend::Cuda),
+            "all" => {
+                Err("--backend all: `run` measures on one backend, vulkan, wgpu or cuda".into())
+            }
+            other => Err(format!(
+                "--backend {other}: must be one of vulkan, wgpu, cuda"
+            )),
         }
     }
 
@@ -122,6 +140,7 @@ impl Backend {
         match self {
             Backend::Vulkan => "device",
             Backend::Wgpu => "wgpu adapter",
+            Backend::Cuda => "CUDA device",
         }
     }
 
@@ -130,6 +149,7 @@ impl Backend {
         match self {
             Backend::Vulkan => "Vulkan 1.3 devices",
             Backend::Wgpu => "wgpu adapters",
+            Backend::Cuda => "CUDA devices",
         }
     }
 
@@ -138,6 +158,17 @@ impl Backend {
         match self {
             Backend::Vulkan => "gpu-counters devices",
             Backend::Wgpu => "gpu-counters devices --backend wgpu",
+            Backend::Cuda => "gpu-counters devices --backend cuda",
+        }
+    }
+
+    /// What to install when the backend finds no device.
+    pub fn install_hint(self) -> &'static str {
+        match self {
+            Backend::Vulkan | Backend::Wgpu => {
+                "install a driver (apt-get install mesa-vulkan-drivers for lavapipe)"
+            }
+            Backend::Cuda => "the CUDA driver sees no GPU; check nvidia-smi",
         }
     }
 }
@@ -209,19 +240,26 @@ pub struct RunArgs {
 
     /// Device index, as `gpu-counters devices` lists them (with `--backend
     /// wgpu`: the wgpu adapter's index, as `gpu-counters devices --backend
-    /// wgpu` lists them) [default: the first hardware GPU, else the first
-    /// device]
+    /// wgpu` lists them; with `--backend cuda`: the CUDA device ordinal, as
+    /// `gpu-counters devices --backend cuda` lists them) [default: the first
+    /// hardware GPU, else the first device; on CUDA, device 0]
     #[arg(long, value_name = "N")]
     pub device: Option<usize>,
 
     /// What to measure on: vulkan (gpu-counters-vulkan, the Vulkan
-    /// encoders and command buffers) or wgpu (gpu-counters-wgpu on a wgpu
+    /// encoders and command buffers), wgpu (gpu-counters-wgpu on a wgpu
     /// adapter, with the wgpu backends compiled in: Vulkan; each pass a
     /// profiled pass timed by its own timestamp writes and counted by its
     /// own statistics query; compute and render only, as wgpu cannot time
     /// or count a copy, and without fragments_passed, which wgpu does not
     /// count; device limits of the sizes are the adapter's wgpu limits of
-    /// the same meaning) [default: vulkan]
+    /// the same meaning) or cuda (gpu-counters-cuda on a CUDA device, the
+    /// driver loaded at run time: compute only, as CUDA has no render
+    /// pipeline and the copy pass is not measured on CUDA here; each
+    /// dispatch a kernel launch on the device's stream, timed by
+    /// %globaltimer kernels and counted, where CUPTI can be loaded, from
+    /// CUPTI's launch callbacks; device limits are CUDA device attributes)
+    /// [default: vulkan]
     // Parsed by `Backend::parse` rather than clap, so a bad value is one
     // `error:` line (exit 2) like every other bad input.
     #[arg(
@@ -233,8 +271,8 @@ pub struct RunArgs {
     pub backend: String,
 
     /// Frames to run; each is recorded into one command buffer (on wgpu:
-    /// one command encoder), submitted
-    /// and waited for. At most 100000.
+    /// one command encoder; on CUDA: one recorder, a range of the stream's
+    /// work), submitted and waited for. At most 100000.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_FRAMES)]
     pub frames: u32,
 
@@ -270,14 +308,17 @@ pub struct SizeArgs {
     pub dispatches: Option<u32>,
 
     /// compute, mixed: workgroups per dispatch (W), at most the device's
-    /// maxComputeWorkGroupCount[0] (65535 or more) [default: 512]
+    /// maxComputeWorkGroupCount[0] (65535 or more; on CUDA,
+    /// CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X) [default: 512]
     #[arg(long, value_name = "W")]
     pub workgroups: Option<u32>,
 
     /// compute, mixed: invocations per workgroup (S), at most the device's
     /// maxComputeWorkGroupSize[0] and maxComputeWorkGroupInvocations (128 or
-    /// more); kernel invocations per pass are D*W*S, at most 4294967295 (a
-    /// u32), and the W*S*4-byte buffer must fit maxStorageBufferRange
+    /// more; on CUDA, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X and
+    /// MAX_THREADS_PER_BLOCK); kernel invocations per pass are D*W*S, at most
+    /// 4294967295 (a u32), and the W*S*4-byte buffer must fit
+    /// maxStorageBufferRange (on CUDA, the device's total memory)
     /// [default: 64]
     #[arg(long, value_name = "S")]
     pub workgroup_size: Option<u32>,
@@ -428,20 +469,39 @@ mod tests {
     fn devices_backends() {
         assert_eq!(DevicesBackend::parse("vulkan"), Ok(DevicesBackend::Vulkan));
         assert_eq!(DevicesBackend::parse("wgpu"), Ok(DevicesBackend::Wgpu));
+        assert_eq!(DevicesBackend::parse("cuda"), Ok(DevicesBackend::Cuda));
         assert_eq!(DevicesBackend::parse("all"), Ok(DevicesBackend::All));
-        assert!(DevicesBackend::parse("metal").is_err());
+        assert!(DevicesBackend::parse("metal")
+            .is_err_and(|e| e == "--backend metal: must be one of vulkan, wgpu, cuda, all"));
+        assert!(DevicesBackend::parse("CUDA").is_err());
+        let listed = |b: DevicesBackend| (b.vulkan(), b.wgpu(), b.cuda());
+        assert_eq!(listed(DevicesBackend::Vulkan), (true, false, false));
+        assert_eq!(listed(DevicesBackend::Wgpu), (false, true, false));
+        assert_eq!(listed(DevicesBackend::Cuda), (false, false, true));
+        assert_eq!(listed(DevicesBackend::All), (true, true, true));
         let help = backend_help("devices");
         assert!(help.contains("[default: vulkan]"), "{help}");
+        assert!(help.contains("vulkan, wgpu, cuda or all"), "{help}");
     }
 
     #[test]
     fn run_backends() {
         assert_eq!(Backend::parse("vulkan"), Ok(Backend::Vulkan));
         assert_eq!(Backend::parse("wgpu"), Ok(Backend::Wgpu));
+        assert_eq!(Backend::parse("cuda"), Ok(Backend::Cuda));
         assert!(Backend::parse("all").is_err_and(|e| e.starts_with("--backend all:")));
+        assert!(Backend::parse("metal")
+            .is_err_and(|e| e == "--backend metal: must be one of vulkan, wgpu, cuda"));
+        assert_eq!(Backend::Cuda.device_noun(), "CUDA device");
+        assert_eq!(
+            Backend::Cuda.devices_command(),
+            "gpu-counters devices --backend cuda"
+        );
         assert!(Backend::parse("metal").is_err_and(|e| e.starts_with("--backend metal:")));
         let help = backend_help("run");
         assert!(help.contains("[default: vulkan]"), "{help}");
+        assert!(help.contains("cuda (gpu-counters-cuda"), "{help}");
+        assert!(help.contains("compute only"), "{help}");
     }
 
     #[test]

@@ -1,10 +1,12 @@
-//! `gpu-counters devices`: every Vulkan device (and, with `--backend wgpu`
-//! or `all`, every wgpu adapter) and what it can sample.
+//! `gpu-counters devices`: every Vulkan device (and, with `--backend wgpu`,
+//! `cuda` or `all`, every wgpu adapter or CUDA device) and what it can
+//! sample.
 
 use crate::cli::{DevicesArgs, DevicesBackend};
 use crate::error::{CliError, CliResult};
 use gpu_counters_core::backend::BackendDevice;
 use gpu_counters_core::{CommonCounterSet, DeviceInfo};
+use gpu_counters_cuda::{CudaDevice, OpenError};
 use gpu_counters_vulkan::{Instance, InstanceOptions};
 use serde_json::{json, Value};
 
@@ -253,6 +255,74 @@ pub fn wgpu_json(a: &WgpuAdapter) -> Value {
     v
 }
 
+/// A device's JSON form `v` with `statistics_unavailable` added where its
+/// backend says why it offers no statistic set (`why`).
+pub fn with_statistics_unavailable(mut v: Value, why: Option<&str>) -> Value {
+    if let (Some(obj), Some(why)) = (v.as_object_mut(), why) {
+        obj.insert("statistics_unavailable".into(), Value::from(why));
+    }
+    v
+}
+
+/// A CUDA device opened as a gpu-counters device.
+pub struct CudaListed {
+    /// The device's [`DeviceInfo`] (`backend` is `cuda`, `index` its
+    /// ordinal).
+    pub info: DeviceInfo,
+    /// Why it offers no statistic set (no CUPTI, ...), where it does not.
+    pub statistics_unavailable: Option<String>,
+}
+
+/// The CUDA device `run --backend cuda` picks without `--device`.
+pub const DEFAULT_CUDA_DEVICE: usize = 0;
+
+/// Why a CUDA device could not be listed or opened, as the command's error
+/// (exit 1): the [`OpenError`]'s message, e.g. `no CUDA driver: ...`.
+pub fn cuda_error(e: OpenError) -> CliError {
+    CliError::Failure(e.to_string())
+}
+
+/// Every CUDA device, each opened with gpu-counters-cuda's default options
+/// (statistics from CUPTI where it can be loaded).
+pub fn list_cuda() -> Result<Vec<CudaListed>, OpenError> {
+    (0..gpu_counters_cuda::device_count()?)
+        .map(|ordinal| {
+            let device = CudaDevice::open(ordinal)?;
+            Ok(CudaListed {
+                info: device.info().clone(),
+                statistics_unavailable: device.statistics_unavailable().map(str::to_string),
+            })
+        })
+        .collect()
+}
+
+/// A CUDA device's JSON form: [`device_json`] (`default`: the device `run
+/// --backend cuda` picks without `--device`) with `statistics_unavailable`
+/// where the statistic set is absent.
+pub fn cuda_json(d: &CudaListed) -> Value {
+    with_statistics_unavailable(
+        device_json(&d.info, d.info.index == DEFAULT_CUDA_DEVICE),
+        d.statistics_unavailable.as_deref(),
+    )
+}
+
+/// The CUDA devices `backend` lists: `None` where it lists none, or where
+/// it lists all backends and there is no CUDA driver (a note on stderr
+/// says so); any other error fails the command.
+fn cuda_for(backend: DevicesBackend) -> CliResult<Option<Vec<CudaListed>>> {
+    if !backend.cuda() {
+        return Ok(None);
+    }
+    match list_cuda() {
+        Ok(listed) => Ok(Some(listed)),
+        Err(e @ OpenError::NoDriver { .. }) if backend == DevicesBackend::All => {
+            eprintln!("note: CUDA devices not listed: {e}");
+            Ok(None)
+        }
+        Err(e) => Err(cuda_error(e)),
+    }
+}
+
 /// Runs `gpu-counters devices`.
 pub fn run(args: &DevicesArgs) -> CliResult<()> {
     let backend = DevicesBackend::parse(&args.backend).map_err(CliError::Usage)?;
@@ -269,6 +339,7 @@ pub fn run(args: &DevicesArgs) -> CliResult<()> {
     } else {
         None
     };
+    let cuda = cuda_for(backend)?;
     if args.json {
         let mut list: Vec<Value> = Vec::new();
         if let Some((devices, default)) = &vulkan {
@@ -280,6 +351,9 @@ pub fn run(args: &DevicesArgs) -> CliResult<()> {
         }
         if let Some(adapters) = &wgpu {
             list.extend(adapters.iter().map(wgpu_json));
+        }
+        if let Some(devices) = &cuda {
+            list.extend(devices.iter().map(cuda_json));
         }
         let out = json!({ "devices": list });
         println!(
@@ -297,42 +371,74 @@ pub fn run(args: &DevicesArgs) -> CliResult<()> {
         }
         print_wgpu(adapters);
     }
+    if let Some(devices) = &cuda {
+        if vulkan.is_some() || wgpu.is_some() {
+            println!();
+        }
+        print_cuda(devices);
+    }
     Ok(())
+}
+
+/// Prints one backend's devices: `none` where there are none, else a
+/// header counting them (`noun`, with an `s` for several; `how` in
+/// parentheses) and each device as `print` prints it, after a blank line.
+fn print_listing<T>(items: &[T], none: &str, noun: &str, how: &str, print: impl Fn(&T)) {
+    if items.is_empty() {
+        println!("{none}");
+        return;
+    }
+    println!(
+        "{} {noun}{} ({how}):",
+        items.len(),
+        if items.len() == 1 { "" } else { "s" }
+    );
+    for item in items {
+        println!();
+        print(item);
+    }
+}
+
+/// Prints the CUDA devices, each with why it offers no statistics where
+/// it does not.
+fn print_cuda(devices: &[CudaListed]) {
+    print_listing(
+        devices,
+        "No CUDA device found.",
+        "CUDA device",
+        "through gpu-counters-cuda; * = default, used by `run --backend cuda` without --device",
+        |d| {
+            print_device(&d.info, d.info.index == DEFAULT_CUDA_DEVICE);
+            if let Some(why) = &d.statistics_unavailable {
+                println!("    {:<16}not available: {why}", "statistics");
+            }
+        },
+    );
 }
 
 /// Prints the Vulkan devices.
 fn print_vulkan(devices: &[DeviceInfo], default: Option<usize>) {
-    if devices.is_empty() {
-        println!("No Vulkan 1.3 device found.");
-        return;
-    }
-    println!(
-        "{} Vulkan device{} (* = default, used by `run` without --device):",
-        devices.len(),
-        if devices.len() == 1 { "" } else { "s" }
+    print_listing(
+        devices,
+        "No Vulkan 1.3 device found.",
+        "Vulkan device",
+        "* = default, used by `run` without --device",
+        |d| print_device(d, Some(d.index) == default),
     );
-    for d in devices {
-        println!();
-        print_device(d, Some(d.index) == default);
-    }
 }
 
 /// Prints the wgpu adapters.
 fn print_wgpu(adapters: &[WgpuAdapter]) {
-    if adapters.is_empty() {
-        println!("No wgpu adapter found.");
-        return;
-    }
-    println!(
-        "{} wgpu adapter{} (through gpu-counters-wgpu; * = default, used by `run --backend wgpu` without --device):",
-        adapters.len(),
-        if adapters.len() == 1 { "" } else { "s" }
+    print_listing(
+        adapters,
+        "No wgpu adapter found.",
+        "wgpu adapter",
+        "through gpu-counters-wgpu; * = default, used by `run --backend wgpu` without --device",
+        |a| {
+            print_device(&a.info, a.is_default);
+            println!("    {:<16}{}", "wgpu backend", a.wgpu_backend);
+        },
     );
-    for a in adapters {
-        println!();
-        print_device(&a.info, a.is_default);
-        println!("    {:<16}{}", "wgpu backend", a.wgpu_backend);
-    }
 }
 
 /// Prints one device as an indented listing.

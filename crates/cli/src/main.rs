@@ -1,18 +1,21 @@
 //! `gpu-counters`: the command line of gpu-counters.
 //!
-//! - `gpu-counters devices [--json] [--backend vulkan|wgpu|all]`: every
-//!   Vulkan device (or wgpu adapter), its counter sets, sampling points,
-//!   timestamp period and calibration.
-//! - `gpu-counters run <compute|render|mixed> [--backend vulkan|wgpu] [...]`:
+//! - `gpu-counters devices [--json] [--backend vulkan|wgpu|cuda|all]`:
+//!   every Vulkan device (or wgpu adapter, or CUDA device), its counter
+//!   sets, sampling points, timestamp period and calibration.
+//! - `gpu-counters run <compute|render|mixed> [--backend vulkan|wgpu|cuda] [...]`:
 //!   a built-in workload for some frames, every pass sampled (timestamps and
 //!   statistics), the statistics checked against the counts known in
 //!   advance, with tables or `--json` on stdout and optional Chrome trace,
 //!   CSV and SVG exports; on a Vulkan device, or with `--backend wgpu` on a
-//!   wgpu adapter (compute and render only, each pass a profiled pass).
+//!   wgpu adapter (compute and render only, each pass a profiled pass), or
+//!   with `--backend cuda` on a CUDA device (compute only, its kernel
+//!   launches inside a profiler scope).
 //! - `gpu-counters bench [--json] [--samples N] [--reps R]`: the cost of
 //!   sampling against raw Vulkan, wgpu and wgpu-profiler in one run.
 //!
-//! Exit codes: 0 success, 1 failure (a Vulkan or wgpu error, a statistic that differs
+//! Exit codes: 0 success, 1 failure (a Vulkan, wgpu or CUDA error, no CUDA
+//! driver for `--backend cuda`, a statistic that differs
 //! from its expected count, a validation-layer message), 2 bad input (one
 //! `error:` line on stderr; nothing run, no file written).
 
@@ -22,6 +25,7 @@ mod error;
 mod output;
 mod report;
 mod run;
+mod run_cuda;
 mod run_vulkan;
 mod run_wgpu;
 

@@ -1,6 +1,6 @@
 //! What `run` prints: the JSON object of `--json`, or tables for people.
 
-use crate::devices::device_json;
+use crate::devices::{device_json, with_statistics_unavailable};
 use crate::error::{CliError, CliResult};
 use crate::run::{Measured, Plan};
 use gpu_counters_core::{
@@ -67,6 +67,8 @@ pub struct RunReport<'a> {
     pub plan: &'a Plan,
     /// The frames measured.
     pub measured: &'a Measured,
+    /// Why the device offers no statistic set, where its backend says.
+    pub statistics_unavailable: Option<&'a str>,
 }
 
 impl RunReport<'_> {
@@ -175,7 +177,10 @@ impl RunReport<'_> {
             })
             .collect();
         json!({
-            "device": device_json(self.device, self.is_default),
+            "device": with_statistics_unavailable(
+                device_json(self.device, self.is_default),
+                self.statistics_unavailable,
+            ),
             "workload": self.workload_json(),
             "calibration": {
                 "method": cal.method().name(),
@@ -339,10 +344,10 @@ pub fn print_human(report: &RunReport<'_>) {
         p.workload.name(),
         p.frames,
         if p.frames == 1 { "" } else { "s" },
-        if d.backend == BackendKind::Wgpu {
-            "wgpu adapter "
-        } else {
-            ""
+        match d.backend {
+            BackendKind::Wgpu => "wgpu adapter ",
+            BackendKind::Cuda => "CUDA device ",
+            _ => "",
         },
         d.index,
         d.name,
@@ -442,14 +447,37 @@ pub fn print_human(report: &RunReport<'_>) {
         .map(|c| c.expected.len())
         .sum();
     let mismatches = report.mismatches().len();
-    if report.offered().is_empty() {
-        println!("statistics: the device offers none; nothing checked");
-    } else if mismatches == 0 {
-        println!("statistics: all {checked} expected counts match");
-    } else {
-        println!(
+    println!(
+        "{}",
+        statistics_line(
+            !report.offered().is_empty(),
+            report.statistics_unavailable,
+            checked,
+            mismatches
+        )
+    );
+}
+
+/// The report's last line: what the statistics check found (`offered`:
+/// whether the device offers any statistic; `unavailable`: why not, where
+/// its backend says).
+fn statistics_line(
+    offered: bool,
+    unavailable: Option<&str>,
+    checked: usize,
+    mismatches: usize,
+) -> String {
+    match (offered, unavailable) {
+        (false, Some(why)) => {
+            format!("statistics: not available on this device ({why}); nothing checked")
+        }
+        (false, None) => "statistics: the device offers none; nothing checked".into(),
+        (true, _) if mismatches == 0 => {
+            format!("statistics: all {checked} expected counts match")
+        }
+        (true, _) => format!(
             "statistics: {mismatches} MISMATCH(ES) against the expected counts (listed on stderr)"
-        );
+        ),
     }
 }
 
@@ -467,6 +495,23 @@ mod tests {
         assert_eq!(fmt_offset(20), "+20 ns");
         assert_eq!(fmt_bytes(64 << 20), "64 MiB");
         assert_eq!(fmt_bytes(1000), "1000 bytes");
+    }
+
+    #[test]
+    fn statistics_lines() {
+        assert_eq!(
+            statistics_line(false, Some("CUPTI could not be loaded"), 0, 0),
+            "statistics: not available on this device (CUPTI could not be loaded); nothing checked"
+        );
+        assert_eq!(
+            statistics_line(false, None, 0, 0),
+            "statistics: the device offers none; nothing checked"
+        );
+        assert_eq!(
+            statistics_line(true, None, 3, 0),
+            "statistics: all 3 expected counts match"
+        );
+        assert!(statistics_line(true, None, 3, 2).starts_with("statistics: 2 MISMATCH(ES)"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `gpu-counters run`: a built-in workload, every pass sampled, for some
-//! frames, on a Vulkan device (`run_vulkan`) or a wgpu adapter
-//! (`run_wgpu`, `--backend wgpu`).
+//! frames, on a Vulkan device (`run_vulkan`), a wgpu adapter
+//! (`run_wgpu`, `--backend wgpu`) or a CUDA device (`run_cuda`, `--backend
+//! cuda`).
 //!
 //! The run goes through the profiler (`gpu-counters-profiler`), generic
 //! over the backend, so that the command and the library resolve samples
@@ -13,14 +14,14 @@
 //! pass, calibrated onto `CLOCK_MONOTONIC`. The report's tables, its JSON
 //! and the statistics check read the [`FrameResult`]s; the exports read
 //! [`Profiler::timeline`] of them. All of that is this module's, once for
-//! both backends ([`profile`], [`run`]).
+//! every backend ([`profile`], [`run`]).
 
 pub(crate) use crate::cli::Backend;
 use crate::cli::{self, RunArgs, SizeArgs, WorkloadName};
 use crate::error::{CliError, CliResult};
 use crate::output::PendingOutput;
 use crate::report::{self, PassCheck, RunReport};
-use crate::{run_vulkan, run_wgpu};
+use crate::{run_cuda, run_vulkan, run_wgpu};
 use gpu_counters_core::backend::BackendDevice;
 use gpu_counters_core::timeline::{PassKind, Timeline};
 use gpu_counters_core::{Calibration, CommonCounter, CommonCounterSet, DeviceInfo};
@@ -150,8 +151,21 @@ impl RenderSizes {
 
 impl Plan {
     /// Fails for a workload `backend` cannot measure as the Vulkan backend
-    /// does: on wgpu, the mixed workload's copy pass.
+    /// does: on wgpu, the mixed workload's copy pass; on CUDA, the render
+    /// pass (and the copy pass).
     pub fn check_backend(&self, backend: Backend) -> CliResult<()> {
+        if backend == Backend::Cuda && self.render.is_some() {
+            let what = if self.copy_bytes.is_some() {
+                "the render and copy passes cannot run on CUDA, which has no render pipeline \
+                 and no copy pass here"
+            } else {
+                "the render pass cannot run on CUDA, which has no render pipeline"
+            };
+            return Err(CliError::Usage(format!(
+                "run {} --backend cuda: {what}; run compute with --backend cuda",
+                self.workload.name()
+            )));
+        }
         if backend == Backend::Wgpu && self.copy_bytes.is_some() {
             return Err(CliError::Usage(format!(
                 "run {} --backend wgpu: the copy pass cannot be measured on wgpu, which records \
@@ -442,6 +456,25 @@ pub(crate) trait Submitted {
     fn wait(self) -> CliResult<()>;
 }
 
+/// Implements [`Submitted`] for a backend's submission type, whose inherent
+/// `cpu_submit_ns(&self) -> u64` and `wait(&self)` (a result of core's
+/// errors) are what the trait's methods mean.
+macro_rules! impl_submitted {
+    ($t:ty) => {
+        impl $crate::run::Submitted for $t {
+            fn cpu_submit_ns(&self) -> u64 {
+                <$t>::cpu_submit_ns(self)
+            }
+
+            fn wait(self) -> $crate::error::CliResult<()> {
+                <$t>::wait(&self)?;
+                Ok(())
+            }
+        }
+    };
+}
+pub(crate) use impl_submitted;
+
 /// Fails unless the device (`backend`'s `index`) offers timestamps.
 pub(crate) fn check_timestamps(info: &DeviceInfo, backend: Backend, index: usize) -> CliResult<()> {
     if info.counter_set(CommonCounterSet::Timestamp).is_none() {
@@ -640,8 +673,9 @@ pub(crate) fn pick_device(
         }
         None => default.ok_or_else(|| {
             CliError::Failure(format!(
-                "no {} found; install a driver (apt-get install mesa-vulkan-drivers for lavapipe)",
-                backend.devices_found()
+                "no {} found; {}",
+                backend.devices_found(),
+                backend.install_hint()
             ))
         }),
     }
@@ -667,6 +701,9 @@ pub(crate) struct Ran {
     pub measured: CliResult<Measured>,
     /// The backend's validation messages.
     pub validation: Box<dyn Validation>,
+    /// Why the device offers no statistic set, where its backend says
+    /// (CUDA: no CUPTI); the report says so.
+    pub statistics_unavailable: Option<String>,
 }
 
 /// Runs `gpu-counters run`.
@@ -682,6 +719,7 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
     let ran = match backend {
         Backend::Vulkan => run_vulkan::execute(args.device, &plan, &bar),
         Backend::Wgpu => run_wgpu::execute(args.device, &plan, &bar),
+        Backend::Cuda => run_cuda::execute(args.device, &plan, &bar),
     };
     bar.finish();
     let Ran {
@@ -689,6 +727,7 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
         is_default,
         measured,
         validation,
+        statistics_unavailable,
     } = ran?;
     let measured = match measured {
         Ok(m) => m,
@@ -702,6 +741,7 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
         is_default,
         plan: &plan,
         measured: &measured,
+        statistics_unavailable: statistics_unavailable.as_deref(),
     };
     let mismatches = report.mismatches();
     if args.json {
@@ -716,6 +756,7 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
         match backend {
             Backend::Vulkan => "",
             Backend::Wgpu => " through wgpu",
+            Backend::Cuda => " through CUDA",
         },
         plan.frames,
         if plan.frames == 1 { "" } else { "s" }
@@ -891,5 +932,61 @@ mod tests {
         assert!(e
             .to_string()
             .starts_with("run mixed --backend wgpu: the copy pass"));
+    }
+
+    #[test]
+    fn only_compute_runs_on_cuda() {
+        let plan = |workload, render, copy_bytes| Plan {
+            workload,
+            frames: 1,
+            compute: None,
+            render,
+            copy_bytes,
+        };
+        let sizes = Some(RenderSizes {
+            triangles: 1,
+            width: 4,
+            height: 4,
+        });
+        assert!(plan(WorkloadName::Compute, None, None)
+            .check_backend(Backend::Cuda)
+            .is_ok());
+        let e = plan(WorkloadName::Render, sizes, None)
+            .check_backend(Backend::Cuda)
+            .expect_err("render on CUDA");
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(
+            e.to_string(),
+            "run render --backend cuda: the render pass cannot run on CUDA, which has no \
+             render pipeline; run compute with --backend cuda"
+        );
+        let e = plan(WorkloadName::Mixed, sizes, Some(4096))
+            .check_backend(Backend::Cuda)
+            .expect_err("mixed on CUDA");
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string()
+                .starts_with("run mixed --backend cuda: the render and copy passes"),
+            "{e}"
+        );
+        // Render is the wgpu backend's; mixed is not.
+        assert!(plan(WorkloadName::Render, sizes, None)
+            .check_backend(Backend::Wgpu)
+            .is_ok());
+    }
+
+    #[test]
+    fn cuda_device_indices_are_ordinals() {
+        let e = pick_device(Backend::Cuda, Some(3), 1, Some(0)).expect_err("no such device");
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(
+            e.to_string(),
+            "--device 3: no such CUDA device; there is 1 CUDA device (index 0), \
+             see `gpu-counters devices --backend cuda`"
+        );
+        let e = pick_device(Backend::Cuda, None, 0, None).expect_err("no device");
+        assert_eq!(e.exit_code(), 1);
+        assert!(e.to_string().starts_with("no CUDA devices found; "), "{e}");
+        assert!(!e.to_string().contains("lavapipe"), "{e}");
     }
 }

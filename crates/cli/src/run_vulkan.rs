@@ -8,8 +8,7 @@
 use crate::devices;
 use crate::error::CliResult;
 use crate::run::{
-    self, workload_error, Backend, FrameSource, Pass, PassExpectation, Plan, Ran, Submitted,
-    Validation,
+    self, workload_error, Backend, FrameSource, Pass, PassExpectation, Plan, Ran, Validation,
 };
 use gpu_counters_core::timeline::PassKind;
 use gpu_counters_profiler::Frame;
@@ -214,16 +213,7 @@ struct VulkanFrames {
     passes: Passes,
 }
 
-impl Submitted for Submission {
-    fn cpu_submit_ns(&self) -> u64 {
-        Submission::cpu_submit_ns(self)
-    }
-
-    fn wait(self) -> CliResult<()> {
-        Submission::wait(&self)?;
-        Ok(())
-    }
-}
+run::impl_submitted!(Submission);
 
 impl FrameSource for VulkanFrames {
     type Device = Device;
@@ -277,5 +267,6 @@ pub fn execute(device: Option<usize>, plan: &Plan, bar: &run::Bar) -> CliResult<
         info,
         measured,
         validation: Box::new(VulkanValidation(instance)),
+        statistics_unavailable: None,
     })
 }

@@ -18,8 +18,7 @@
 use crate::devices;
 use crate::error::CliResult;
 use crate::run::{
-    self, workload_error, Backend, FrameSource, Pass, PassExpectation, Plan, Ran, Submitted,
-    Validation,
+    self, workload_error, Backend, FrameSource, Pass, PassExpectation, Plan, Ran, Validation,
 };
 use gpu_counters_profiler::Frame;
 use gpu_counters_wgpu::{WgpuDevice, WgpuSubmission};
@@ -72,16 +71,7 @@ fn build_passes(device: &WgpuDevice, plan: &Plan) -> CliResult<Vec<Pass<Work>>> 
     Ok(passes)
 }
 
-impl Submitted for WgpuSubmission {
-    fn cpu_submit_ns(&self) -> u64 {
-        WgpuSubmission::cpu_submit_ns(self)
-    }
-
-    fn wait(self) -> CliResult<()> {
-        WgpuSubmission::wait(&self)?;
-        Ok(())
-    }
-}
+run::impl_submitted!(WgpuSubmission);
 
 impl FrameSource for WgpuFrames {
     type Device = WgpuDevice;
@@ -159,5 +149,6 @@ pub fn execute(device: Option<usize>, plan: &Plan, bar: &run::Bar) -> CliResult<
         info,
         measured,
         validation: Box::new(WgpuValidation),
+        statistics_unavailable: None,
     })
 }

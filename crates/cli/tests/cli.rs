@@ -43,7 +43,15 @@ fn json(args: &[&str]) -> Value {
 }
 
 /// Runs the command expecting exit code 2 with exactly one stderr line that
-/// starts with `error:` and contains `needle`; returns that line.
+/// starts with `error:` and contains `needle`; returns that line
+/// ([`one_error_line`] with code 2).
+fn bad_input(args: &[&str], needle: &str) -> String {
+    one_error_line(args, 2, needle)
+}
+
+/// Runs the command expecting exit code `code`, nothing on stdout and
+/// exactly one stderr line that starts with `error:` and contains
+/// `needle`; returns that line.
 ///
 /// Without `XDG_RUNTIME_DIR` in the environment (a headless CI machine), it
 /// is set to an empty private directory for the command: wgpu enables
@@ -51,7 +59,7 @@ fn json(args: &[&str]) -> Value {
 /// implicit layer then tries a Wayland connection, whose library prints
 /// `error: XDG_RUNTIME_DIR is invalid or not set` to stderr. That line is
 /// neither the command's nor a validation message.
-fn bad_input(args: &[&str], needle: &str) -> String {
+fn one_error_line(args: &[&str], code: i32, needle: &str) -> String {
     let runtime_dir = tempfile::tempdir().expect("temp dir");
     let mut cmd = gpu_counters();
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
@@ -61,12 +69,12 @@ fn bad_input(args: &[&str], needle: &str) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(
         out.status.code(),
-        Some(2),
+        Some(code),
         "gpu-counters {args:?}: stderr:\n{stderr}"
     );
     assert!(
         out.stdout.is_empty(),
-        "stdout on bad input: {:?}",
+        "stdout on exit {code}: {:?}",
         out.stdout
     );
     let lines: Vec<&str> = stderr.lines().collect();
@@ -106,9 +114,16 @@ fn covered_pixels(t: u64, w: u64, h: u64) -> u64 {
 }
 
 /// Checks the frames of a `run --json` report: times ordered and inside
-/// the frame's CPU window widened by each pass's error bound; returns the
-/// passes of every frame.
+/// the frame's CPU window widened by each pass's error bound, every check
+/// matching; returns the passes of every frame.
 fn check_frames(report: &Value, frames: usize) -> Vec<Vec<Value>> {
+    check_frames_with(report, frames, true)
+}
+
+/// [`check_frames`], where `statistics` says whether the device offers
+/// statistics: without them, every pass has none, expects none and has
+/// nothing to match.
+fn check_frames_with(report: &Value, frames: usize, statistics: bool) -> Vec<Vec<Value>> {
     let list = report["frames"].as_array().expect("frames");
     assert_eq!(list.len(), frames);
     let mut out = Vec::new();
@@ -125,6 +140,12 @@ fn check_frames(report: &Value, frames: usize) -> Vec<Vec<Value>> {
             assert!(start + bound >= submit, "start before submit: {p}");
             assert!(end <= complete + bound, "end after complete: {p}");
             assert!(p["label"].is_string() && p["kind"].is_string());
+            if !statistics {
+                assert_eq!(p["matches"], Value::Null, "{p}");
+                assert_eq!(p["statistics"], Value::Null, "{p}");
+                assert_eq!(p["expected"], serde_json::json!({}), "{p}");
+                continue;
+            }
             assert_eq!(p["matches"], Value::Bool(true), "{p}");
             // Never the error sentinel as a number.
             for v in p["statistics"].as_object().expect("statistics").values() {
@@ -218,23 +239,28 @@ fn devices_json_structure() {
     assert_eq!(defaults, 1);
 }
 
+/// The compute sizes whose count the compute tests of every backend check:
+/// D = 3 dispatches of W = 7 workgroups of S = 13 invocations, 5 steps each.
+const COUNTED_COMPUTE: [&str; 8] = [
+    "--dispatches",
+    "3",
+    "--workgroups",
+    "7",
+    "--workgroup-size",
+    "13",
+    "--iterations",
+    "5",
+];
+
+/// D, W and S of [`COUNTED_COMPUTE`].
+const COUNTED_DWS: (u64, u64, u64) = (3, 7, 13);
+
 #[test]
 fn run_compute_counts_exact_invocations() {
-    let (d, w, s) = (3u64, 7u64, 13u64);
-    let v = json(&[
-        "run",
-        "compute",
-        "--frames",
-        "2",
-        "--dispatches",
-        "3",
-        "--workgroups",
-        "7",
-        "--workgroup-size",
-        "13",
-        "--iterations",
-        "5",
-    ]);
+    let (d, w, s) = COUNTED_DWS;
+    let mut args = vec!["run", "compute", "--frames", "2"];
+    args.extend(COUNTED_COMPUTE);
+    let v = json(&args);
     assert_eq!(v["workload"]["name"], "compute");
     assert_eq!(u(&v["workload"]["dispatches"]), d);
     assert_eq!(u(&v["workload"]["workgroups"]), w);
@@ -974,21 +1000,8 @@ fn wgpu_run(workload: &str, frames: usize, args: &[&str]) -> (Value, Vec<Vec<Val
 
 #[test]
 fn run_backend_wgpu_compute_counts_exact_invocations() {
-    let (d, w, s) = (3u64, 7u64, 13u64);
-    let (v, frames) = wgpu_run(
-        "compute",
-        2,
-        &[
-            "--dispatches",
-            "3",
-            "--workgroups",
-            "7",
-            "--workgroup-size",
-            "13",
-            "--iterations",
-            "5",
-        ],
-    );
+    let (d, w, s) = COUNTED_DWS;
+    let (v, frames) = wgpu_run("compute", 2, &COUNTED_COMPUTE);
     assert_eq!(u(&v["workload"]["dispatches"]), d);
     assert!(v["calibration"]["method"].is_string());
     for passes in frames {
@@ -1165,5 +1178,189 @@ fn run_backend_wgpu_refuses_what_it_cannot_measure() {
             "4294967295",
         ],
         "--width 4294967295: width 4294967295 is over the device limit max_texture_dimension_2d",
+    );
+}
+
+/// The one line `--backend cuda` fails with where no CUDA driver can be
+/// loaded (exit 1).
+const NO_CUDA_DRIVER: &str = "error: no CUDA driver: none of libcuda.so, libcuda.so.1";
+
+/// Whether this machine has a CUDA driver: without one (CI) the CUDA tests
+/// check the no-driver errors, with one (a GPU machine) real runs.
+fn cuda_driver() -> bool {
+    gpu_counters_cuda::driver_present()
+}
+
+#[test]
+fn devices_backend_cuda_lists_cuda_devices_or_names_the_missing_driver() {
+    if !cuda_driver() {
+        for args in [
+            &["devices", "--backend", "cuda"][..],
+            &["devices", "--backend", "cuda", "--json"],
+        ] {
+            one_error_line(args, 1, NO_CUDA_DRIVER);
+        }
+        return;
+    }
+    let v = json(&["devices", "--backend", "cuda"]);
+    let devices = v["devices"].as_array().expect("devices array");
+    for (i, d) in devices.iter().enumerate() {
+        assert_eq!(u(&d["index"]), i as u64);
+        assert_eq!(d["backend"], "cuda", "{d}");
+        assert_eq!(d["default"], Value::Bool(i == 0), "{d}");
+        assert!(d["name"].as_str().is_some_and(|s| !s.is_empty()));
+        let sets = d["counter_sets"].as_array().expect("counter_sets");
+        let set = |name: &str| sets.iter().find(|s| s["name"] == name);
+        assert_eq!(
+            set("timestamp").expect("timestamp set")["counters"],
+            serde_json::json!(["timestamp"])
+        );
+        match set("statistic") {
+            Some(s) => {
+                assert_eq!(
+                    s["counters"],
+                    serde_json::json!(["compute_kernel_invocations"])
+                );
+                assert!(d.get("statistics_unavailable").is_none(), "{d}");
+            }
+            None => assert!(
+                d["statistics_unavailable"]
+                    .as_str()
+                    .is_some_and(|s| !s.is_empty()),
+                "no statistic set and no reason: {d}"
+            ),
+        }
+    }
+    let text = ok(&["devices", "--backend", "cuda"]);
+    if devices.is_empty() {
+        assert!(text.contains("No CUDA device found."), "{text}");
+    } else {
+        assert!(text.contains("CUDA device"), "{text}");
+        assert!(text.contains("* [0]"), "{text}");
+    }
+}
+
+#[test]
+fn devices_backend_all_lists_cuda_last_or_notes_the_missing_driver() {
+    let out = gpu_counters()
+        .args(["devices", "--backend", "all", "--json"])
+        .output()
+        .expect("run gpu-counters");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON stdout");
+    let backends: Vec<&str> = v["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .map(|d| d["backend"].as_str().expect("backend"))
+        .collect();
+    let order = |b: &str| ["vulkan", "wgpu", "cuda"].iter().position(|x| *x == b);
+    let ranks: Vec<Option<usize>> = backends.iter().map(|b| order(b)).collect();
+    assert!(ranks.iter().all(Option::is_some), "{v}");
+    assert!(
+        ranks.windows(2).all(|w| w[0] <= w[1]),
+        "not vulkan, wgpu, cuda: {v}"
+    );
+    let notes: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("note: CUDA devices not listed: no CUDA driver: "))
+        .collect();
+    if cuda_driver() {
+        assert!(notes.is_empty(), "{stderr}");
+    } else {
+        assert_eq!(notes.len(), 1, "one note line expected:\n{stderr}");
+        assert!(!backends.contains(&"cuda"), "{v}");
+        assert!(backends.contains(&"vulkan"), "{v}");
+    }
+}
+
+#[test]
+fn run_backend_cuda_compute_counts_exact_invocations_or_names_the_missing_driver() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("cuda.trace.json");
+    let (d, w, s) = COUNTED_DWS;
+    let mut args = vec!["run", "compute", "--backend", "cuda", "--frames", "2"];
+    args.extend(COUNTED_COMPUTE);
+    args.extend(["--trace", trace.to_str().expect("path")]);
+    if !cuda_driver() {
+        one_error_line(&args, 1, NO_CUDA_DRIVER);
+        let mut with_json = args.to_vec();
+        with_json.push("--json");
+        one_error_line(&with_json, 1, NO_CUDA_DRIVER);
+        assert!(files_in(dir.path()).is_empty(), "an output was written");
+        return;
+    }
+    let v = json(&args);
+    assert_eq!(v["device"]["backend"], "cuda", "{v}");
+    assert_eq!(v["workload"]["name"], "compute");
+    assert_eq!(u(&v["workload"]["dispatches"]), d);
+    let offered = v["device"]["counter_sets"]
+        .as_array()
+        .expect("counter_sets")
+        .iter()
+        .any(|s| s["name"] == "statistic");
+    if !offered {
+        assert!(
+            v["device"]["statistics_unavailable"].is_string(),
+            "no statistics and no reason: {v}"
+        );
+    }
+    let frames = check_frames_with(&v, 2, offered);
+    for passes in &frames {
+        assert_eq!(passes.len(), 1);
+        let p = &passes[0];
+        assert_eq!(p["label"], "compute");
+        assert_eq!(p["kind"], "compute");
+        if offered {
+            assert_eq!(u(&p["statistics"]["compute_kernel_invocations"]), d * w * s);
+            assert_eq!(u(&p["expected"]["compute_kernel_invocations"]), d * w * s);
+        }
+    }
+    check_trace(&trace, &frames);
+    let text = ok(&args[..args.len() - 2]);
+    assert!(text.contains("on CUDA device ["), "{text}");
+    let summary = if offered {
+        "statistics: all 2 expected counts match"
+    } else {
+        "statistics: not available on this device ("
+    };
+    assert!(text.contains(summary), "`{summary}` missing:\n{text}");
+    bad_input(
+        &["run", "compute", "--backend", "cuda", "--device", "4096"],
+        "--device 4096: no such CUDA device",
+    );
+    bad_input(
+        &[
+            "run",
+            "compute",
+            "--backend",
+            "cuda",
+            "--workgroup-size",
+            "4294967295",
+        ],
+        "--workgroup-size 4294967295: workgroup_size 4294967295 is over the device limit \
+         CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X",
+    );
+}
+
+#[test]
+fn run_backend_cuda_refuses_render_and_mixed_before_anything_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("render.json");
+    let path = trace.to_str().expect("path");
+    bad_input(
+        &["run", "render", "--backend", "cuda", "--trace", path],
+        "run render --backend cuda: the render pass cannot run on CUDA, which has no render \
+         pipeline; run compute with --backend cuda",
+    );
+    bad_input(
+        &["run", "mixed", "--backend", "cuda", "--trace", path],
+        "run mixed --backend cuda: the render and copy passes cannot run on CUDA",
+    );
+    assert!(files_in(dir.path()).is_empty(), "an output was written");
+    bad_input(
+        &["run", "compute", "--backend", "all"],
+        "--backend all: `run` measures on one backend, vulkan, wgpu or cuda",
     );
 }

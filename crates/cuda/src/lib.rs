@@ -134,15 +134,18 @@ fn require_driver() -> std::result::Result<(), OpenError> {
     }
 }
 
-/// The number of CUDA devices.
+/// The number of CUDA devices (0 where the driver is loaded but reports no
+/// device, `CUDA_ERROR_NO_DEVICE`).
 pub fn device_count() -> std::result::Result<usize, OpenError> {
     require_driver()?;
-    CudaContext::device_count()
-        .map(|n| n.max(0) as usize)
-        .map_err(|error| OpenError::Driver {
+    match CudaContext::device_count() {
+        Ok(n) => Ok(n.max(0) as usize),
+        Err(DriverError(sys::CUresult::CUDA_ERROR_NO_DEVICE)) => Ok(0),
+        Err(error) => Err(OpenError::Driver {
             what: "cuDeviceGetCount",
             error,
-        })
+        }),
+    }
 }
 
 /// Every CUDA device, opened and described.
@@ -150,6 +153,14 @@ pub fn devices() -> std::result::Result<Vec<DeviceInfo>, OpenError> {
     (0..device_count()?)
         .map(|i| CudaDevice::open(i).map(|d| d.shared.info.clone()))
         .collect()
+}
+
+/// Maps a driver error of the call `what` onto core's errors: out of memory
+/// as [`Error::OutOfMemory`], a failed or faulted launch and a destroyed
+/// context as [`Error::DeviceLost`], anything else as [`Error::Internal`];
+/// the message names `what` and the driver's error.
+pub fn map_driver_error(what: &str, e: DriverError) -> Error {
+    driver_err(what)(e)
 }
 
 /// Maps a driver error onto core's errors.

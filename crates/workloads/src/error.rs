@@ -22,6 +22,14 @@ pub enum WorkloadError {
     /// [`gpu_counters_core::Error::Internal`].
     #[error("{0}")]
     Wgpu(gpu_counters_core::Error),
+    /// A CUDA driver call failed while building or launching the CUDA
+    /// workload (feature `cuda`): gpu-counters-cuda's `map_driver_error`
+    /// of the driver's error, naming the call, as
+    /// [`gpu_counters_core::Error::OutOfMemory`],
+    /// [`gpu_counters_core::Error::DeviceLost`] or
+    /// [`gpu_counters_core::Error::Internal`].
+    #[error("{0}")]
+    Cuda(gpu_counters_core::Error),
     /// No memory type of the device fits the resource named in the message.
     #[error("no suitable memory type for {0}")]
     NoMemoryType(&'static str),

@@ -20,6 +20,11 @@
 //! command encoder, outside any pass, where it can be neither timed by pass
 //! timestamp writes nor counted by a statistics query.
 //!
+//! With the `cuda` feature, [`CudaComputeWorkload`] is the same compute work,
+//! with the same count, launched on a caller's cudarc stream (a PTX kernel
+//! of the same arithmetic). There is no CUDA render workload (CUDA has no
+//! graphics pipeline) and no CUDA copy workload.
+//!
 //! Shaders are written in WGSL and compiled to SPIR-V with naga
 //! ([`compile_wgsl`]).
 //!
@@ -32,6 +37,8 @@
 mod compute;
 mod context;
 mod copy;
+#[cfg(feature = "cuda")]
+mod cuda_workloads;
 mod error;
 mod render;
 mod shader;
@@ -41,6 +48,8 @@ mod wgpu_workloads;
 pub use compute::ComputeWorkload;
 pub use context::{find_memory_type, GpuContext};
 pub use copy::CopyWorkload;
+#[cfg(feature = "cuda")]
+pub use cuda_workloads::{CudaComputeWorkload, MAX_CUDA_BUFFER_BYTES};
 pub use error::WorkloadError;
 pub use render::RenderWorkload;
 pub use shader::compile_wgsl;

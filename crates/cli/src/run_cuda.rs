@@ -1,0 +1,138 @@
+//! `gpu-counters run --backend cuda`: the compute workload of
+//! `gpu-counters-workloads` (feature `cuda`: the same arithmetic, sizes and
+//! count as the Vulkan and wgpu ones, a PTX kernel) on a CUDA device, as
+//! `devices --backend cuda` lists them, through gpu-counters-cuda.
+//!
+//! Each frame is one [`gpu_counters_cuda::CudaRecorder`] (a range of the
+//! device stream's work), submitted with [`CudaDevice::submit`] and waited
+//! for; the compute pass is a profiler scope ([`Frame::scope`]) around its
+//! D kernel launches on the device's stream: timed by gpu-counters-cuda's
+//! `%globaltimer` kernels either side and, where the device offers the
+//! statistic set (CUPTI's launch callbacks), counted by the launches in
+//! between (grid × block threads each). Where it does not, the report says
+//! so and why ([`CudaDevice::statistics_unavailable`]). The render and
+//! mixed workloads are refused before anything runs
+//! ([`crate::run::Plan::check_backend`]): CUDA has no render pipeline.
+
+use crate::devices;
+use crate::error::{CliError, CliResult};
+use crate::run::{
+    self, workload_error, Backend, FrameSource, Pass, PassExpectation, Plan, Ran, Validation,
+};
+use gpu_counters_core::backend::BackendDevice;
+use gpu_counters_cuda::{CudaDevice, CudaSubmission};
+use gpu_counters_profiler::Frame;
+use gpu_counters_workloads::CudaComputeWorkload;
+use std::cell::RefCell;
+
+/// One pass's work: the compute workload (its launches write its buffer,
+/// so they need it mutably) and its dispatches per frame.
+struct Work {
+    workload: RefCell<CudaComputeWorkload>,
+    dispatches: u32,
+}
+
+/// The CUDA device and the frame's passes, as [`run::profile`] runs them.
+struct CudaFrames {
+    device: CudaDevice,
+    passes: Vec<Pass<Work>>,
+}
+
+/// Builds the plan's workloads on `device`'s stream (the plan has only a
+/// compute pass: [`Plan::check_backend`] refused the others).
+fn build_passes(device: &CudaDevice, plan: &Plan) -> CliResult<Vec<Pass<Work>>> {
+    let mut passes = Vec::new();
+    if let Some(c) = plan.compute {
+        let workload = CudaComputeWorkload::new(
+            device.stream(),
+            c.workgroup_size,
+            c.workgroups,
+            c.iterations,
+        )
+        .map_err(|e| workload_error("compute", e, &c.fields()))?;
+        c.check_invocations()?;
+        passes.push(Pass::compute(
+            device.info(),
+            workload.expected_invocations(c.dispatches),
+            Work {
+                workload: RefCell::new(workload),
+                dispatches: c.dispatches,
+            },
+        ));
+    }
+    Ok(passes)
+}
+
+run::impl_submitted!(CudaSubmission);
+
+impl FrameSource for CudaFrames {
+    type Device = CudaDevice;
+    type Submission = CudaSubmission;
+
+    fn device(&self) -> &CudaDevice {
+        &self.device
+    }
+
+    fn expectations(&self) -> Vec<PassExpectation<'_>> {
+        self.passes.iter().map(Pass::expectation).collect()
+    }
+
+    fn submit_frame(
+        &self,
+        frame: &Frame<'_, CudaDevice>,
+        _index: u32,
+    ) -> CliResult<CudaSubmission> {
+        let mut rec = self.device.recorder();
+        for pass in &self.passes {
+            let scope = frame.scope(&mut rec, pass.label, pass.kind)?;
+            pass.work
+                .workload
+                .borrow_mut()
+                .launch_dispatches(rec.stream(), pass.work.dispatches)
+                .map_err(|e| {
+                    CliError::Failure(format!("launching the {} pass: {e}", pass.label))
+                })?;
+            scope.end(&mut rec)?;
+        }
+        Ok(self.device.submit(rec)?)
+    }
+}
+
+/// CUDA has no validation layer of gpu-counters' to collect messages from
+/// (`GPU_COUNTERS_VALIDATION=1` is about Vulkan's): nothing to print.
+struct NoValidation;
+
+impl Validation for NoValidation {
+    fn print(&self) -> usize {
+        0
+    }
+
+    fn check(&self) -> CliResult<()> {
+        Ok(())
+    }
+}
+
+/// Picks the CUDA device (`--device`, else device 0), opens it (without a
+/// driver: `no CUDA driver: ...`, exit 1), builds the workload and runs the
+/// frames through a profiler, one scope per pass.
+pub fn execute(device: Option<usize>, plan: &Plan, bar: &run::Bar) -> CliResult<Ran> {
+    let count = gpu_counters_cuda::device_count().map_err(devices::cuda_error)?;
+    let default = (count > 0).then_some(devices::DEFAULT_CUDA_DEVICE);
+    let index = run::pick_device(Backend::Cuda, device, count, default)?;
+    let device = CudaDevice::open(index).map_err(devices::cuda_error)?;
+    let info = device.info().clone();
+    let statistics_unavailable = device.statistics_unavailable().map(str::to_string);
+    let measured = (|| {
+        run::check_timestamps(&info, Backend::Cuda, index)?;
+        let passes = build_passes(&device, plan)?;
+        let frames = CudaFrames { device, passes };
+        run::profile(&frames, plan, bar)
+    })();
+    Ok(Ran {
+        is_default: Some(index) == default,
+        info,
+        measured,
+        validation: Box::new(NoValidation),
+        statistics_unavailable,
+    })
+}
