@@ -242,9 +242,23 @@ pub struct RunArgs {
     /// wgpu`: the wgpu adapter's index, as `gpu-counters devices --backend
     /// wgpu` lists them; with `--backend cuda`: the CUDA device ordinal, as
     /// `gpu-counters devices --backend cuda` lists them) [default: the first
-    /// hardware GPU, else the first device; on CUDA, device 0]
-    #[arg(long, value_name = "N")]
-    pub device: Option<usize>,
+    /// hardware GPU, else the first device; on CUDA, device 0]. With vulkan
+    /// or cuda, `all` or a list of indices (0,1), each once, runs on several
+    /// devices at once: one profiler per device (its own calibration and
+    /// bound), one CPU timeline, one trace with a process per device
+    /// (passes outside their CPU window ± their device's bound exit 1)
+    // Parsed by `DeviceChoice::parse`, so a bad value is one `error:` line.
+    #[arg(long, value_name = "N|N,M,...|all")]
+    pub device: Option<String>,
+
+    /// With several devices: each frame runs on the devices in turn, each
+    /// device's submission once the host has seen the previous device's
+    /// frame complete (a dependent cross-device sequence), and the run
+    /// checks that each frame ends before the next one starts on the
+    /// shared timeline, within the two devices' bounds (exit 1 if not)
+    /// [default: each frame submitted on every device, then waited for]
+    #[arg(long)]
+    pub chain: bool,
 
     /// What to measure on: vulkan (gpu-counters-vulkan, the Vulkan
     /// encoders and command buffers), wgpu (gpu-counters-wgpu on a wgpu

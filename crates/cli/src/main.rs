@@ -22,6 +22,7 @@
 mod cli;
 mod devices;
 mod error;
+mod multi;
 mod output;
 mod report;
 mod run;

@@ -19,11 +19,13 @@
 pub(crate) use crate::cli::Backend;
 use crate::cli::{self, RunArgs, SizeArgs, WorkloadName};
 use crate::error::{CliError, CliResult};
+pub(crate) use crate::multi::DeviceOrder;
+use crate::multi::{self, DeviceChoice};
 use crate::output::PendingOutput;
 use crate::report::{self, PassCheck, RunReport};
 use crate::{run_cuda, run_vulkan, run_wgpu};
 use gpu_counters_core::backend::BackendDevice;
-use gpu_counters_core::timeline::{PassKind, Timeline};
+use gpu_counters_core::timeline::{MultiTimeline, PassKind, Timeline};
 use gpu_counters_core::{Calibration, CommonCounter, CommonCounterSet, DeviceInfo};
 use gpu_counters_profiler::{export, Frame, FrameResult, Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_workloads::WorkloadError;
@@ -492,65 +494,133 @@ pub(crate) fn check_timestamps(info: &DeviceInfo, backend: Backend, index: usize
 /// collected; every frame's scopes are checked against the passes'
 /// expectations.
 pub(crate) fn profile<S: FrameSource>(source: &S, plan: &Plan, bar: &Bar) -> CliResult<Measured> {
-    let has_stats = source
-        .device()
-        .info()
-        .counter_set(CommonCounterSet::Statistic)
-        .is_some();
-    let expected = source.expectations();
-    let profiler = Profiler::new(
-        source.device(),
-        ProfilerOptions {
-            // Frames run one after another (each is waited for, so that its
-            // submit-to-complete time is its own); a second slot lets the
-            // next frame begin whatever the state of the last one's.
-            frames_in_flight: 2,
-            max_scopes_per_frame: expected.len() as u32,
-            statistics: has_stats,
-            when_full: WhenFull::Wait {
-                timeout: FRAME_TIMEOUT,
-            },
-            queue_name: Some(QUEUE.to_string()),
-        },
-    )?;
-    let mut frames: Vec<FrameResult> = Vec::with_capacity(plan.frames as usize);
-    let mut checks = Vec::with_capacity(plan.frames as usize);
-    let mut take = |done: Vec<FrameResult>| -> CliResult<()> {
+    let mut all = profile_many(std::slice::from_ref(source), plan, bar, DeviceOrder::Chain)?;
+    all.pop()
+        .ok_or_else(|| CliError::Failure("internal: no device was profiled".into()))
+}
+
+/// One device's profiler and what it has measured so far.
+struct Profiled<'s, S: FrameSource> {
+    source: &'s S,
+    profiler: Profiler<S::Device>,
+    expected: Vec<PassExpectation<'s>>,
+    has_stats: bool,
+    frames: Vec<FrameResult>,
+    checks: Vec<Vec<PassCheck>>,
+}
+
+impl<S: FrameSource> Profiled<'_, S> {
+    /// Checks and keeps the frames the profiler gave back; the first
+    /// device's move the progress bar.
+    fn take(&mut self, done: Vec<FrameResult>, bar: Option<&Bar>) -> CliResult<()> {
         for frame in done {
-            checks.push(check_frame(&expected, &frame, has_stats)?);
-            frames.push(frame);
-            bar.frame_done();
+            self.checks
+                .push(check_frame(&self.expected, &frame, self.has_stats)?);
+            self.frames.push(frame);
+            if let Some(bar) = bar {
+                bar.frame_done();
+            }
         }
         Ok(())
-    };
-    for n in 0..plan.frames {
-        let frame = profiler.begin_frame()?;
-        let submission = source.submit_frame(&frame, n)?;
-        profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
-        submission.wait()?;
+    }
+
+    /// Collects the frames done (waiting for the marker of a frame whose
+    /// submission has completed).
+    fn collect(&mut self, bar: Option<&Bar>) -> CliResult<()> {
         // The frame's marker signals a moment after its submission.
-        let mut done = profiler.collect()?;
+        let mut done = self.profiler.collect()?;
         if done.is_empty() {
-            done = profiler.wait_collect_all(FRAME_TIMEOUT)?;
+            done = self.profiler.wait_collect_all(FRAME_TIMEOUT)?;
         }
-        take(done)?;
+        self.take(done, bar)
     }
-    take(profiler.wait_collect_all(FRAME_TIMEOUT)?)?;
-    if frames.len() != plan.frames as usize {
-        return Err(CliError::Failure(format!(
-            "the profiler returned {} of {} frames",
-            frames.len(),
-            plan.frames
-        )));
+}
+
+/// Runs the plan's frames on every source at once, one profiler per source
+/// (its own ring, calibration and bound): per frame, each source records
+/// and submits its passes in a frame of its profiler; with
+/// [`DeviceOrder::Together`] the host then waits for every source's
+/// submission, with [`DeviceOrder::Chain`] it waits for each before the
+/// next source submits. Every frame's scopes are checked against the
+/// passes' expectations; one [`Measured`] per source, in order.
+pub(crate) fn profile_many<S: FrameSource>(
+    sources: &[S],
+    plan: &Plan,
+    bar: &Bar,
+    order: DeviceOrder,
+) -> CliResult<Vec<Measured>> {
+    let mut profiled: Vec<Profiled<'_, S>> = Vec::with_capacity(sources.len());
+    for source in sources {
+        let has_stats = source
+            .device()
+            .info()
+            .counter_set(CommonCounterSet::Statistic)
+            .is_some();
+        let expected = source.expectations();
+        let profiler = Profiler::new(
+            source.device(),
+            ProfilerOptions {
+                // Frames run one after another (each is waited for, so that
+                // its submit-to-complete time is its own); a second slot lets
+                // the next frame begin whatever the state of the last one's.
+                frames_in_flight: 2,
+                max_scopes_per_frame: expected.len() as u32,
+                statistics: has_stats,
+                when_full: WhenFull::Wait {
+                    timeout: FRAME_TIMEOUT,
+                },
+                queue_name: Some(QUEUE.to_string()),
+            },
+        )?;
+        profiled.push(Profiled {
+            source,
+            profiler,
+            expected,
+            has_stats,
+            frames: Vec::with_capacity(plan.frames as usize),
+            checks: Vec::with_capacity(plan.frames as usize),
+        });
     }
-    let timeline = profiler.timeline(&frames);
-    let calibration = profiler.calibration();
-    Ok(Measured {
-        frames,
-        timeline,
-        checks,
-        calibration,
-    })
+    for n in 0..plan.frames {
+        let mut submitted = Vec::with_capacity(profiled.len());
+        for p in &profiled {
+            let frame = p.profiler.begin_frame()?;
+            let submission = p.source.submit_frame(&frame, n)?;
+            p.profiler
+                .end_frame(frame, Some(submission.cpu_submit_ns()))?;
+            match order {
+                DeviceOrder::Chain => submission.wait()?,
+                DeviceOrder::Together => submitted.push(submission),
+            }
+        }
+        for submission in submitted {
+            submission.wait()?;
+        }
+        for (k, p) in profiled.iter_mut().enumerate() {
+            p.collect((k == 0).then_some(bar))?;
+        }
+    }
+    let mut out = Vec::with_capacity(profiled.len());
+    for (k, mut p) in profiled.into_iter().enumerate() {
+        let rest = p.profiler.wait_collect_all(FRAME_TIMEOUT)?;
+        p.take(rest, (k == 0).then_some(bar))?;
+        if p.frames.len() != plan.frames as usize {
+            return Err(CliError::Failure(format!(
+                "the profiler returned {} of {} frames",
+                p.frames.len(),
+                plan.frames
+            )));
+        }
+        let timeline = p.profiler.timeline(&p.frames);
+        let calibration = p.profiler.calibration();
+        out.push(Measured {
+            frames: p.frames,
+            timeline,
+            checks: p.checks,
+            calibration,
+        });
+    }
+    Ok(out)
 }
 
 /// The progress bar: hidden for `--json`, for a single frame and when stderr
@@ -634,10 +704,31 @@ impl Outputs {
         if let Some(o) = self.trace {
             o.commit(|w| export::write_chrome_trace(timeline, w))?;
         }
-        if let Some(o) = self.csv {
+        Self::write_drawings(self.csv, self.svg, timeline, title)
+    }
+
+    /// The outputs of a several-device run: one Chrome trace with a process
+    /// per device and a track per queue; CSV and SVG of the flattened
+    /// timeline (each queue named after its device). A Perfetto output
+    /// writes each device's frames under `timeline.device_label(id)`.
+    fn write_multi(self, timeline: &MultiTimeline, title: String) -> CliResult<()> {
+        if let Some(o) = self.trace {
+            o.commit(|w| export::write_chrome_trace_multi(timeline, w))?;
+        }
+        Self::write_drawings(self.csv, self.svg, &timeline.flattened(), title)
+    }
+
+    /// Writes the CSV and SVG outputs of `timeline`.
+    fn write_drawings(
+        csv: Option<PendingOutput>,
+        svg: Option<PendingOutput>,
+        timeline: &Timeline,
+        title: String,
+    ) -> CliResult<()> {
+        if let Some(o) = csv {
             o.commit(|w| export::write_csv(timeline, w))?;
         }
-        if let Some(o) = self.svg {
+        if let Some(o) = svg {
             let opts = export::SvgOptions {
                 title: Some(title),
                 ..Default::default()
@@ -706,9 +797,175 @@ pub(crate) struct Ran {
     pub statistics_unavailable: Option<String>,
 }
 
+/// One device of a several-device run, as [`RanMany`] lists it.
+pub(crate) struct RanDevice {
+    /// The device, as `gpu-counters devices` lists it.
+    pub info: DeviceInfo,
+    /// Whether it is the default device of its backend.
+    pub is_default: bool,
+    /// Why the device offers no statistic set, where its backend says.
+    pub statistics_unavailable: Option<String>,
+}
+
+/// What a backend's several-device run gives back: the devices, what each
+/// measured (in the same order), and the backend's validation messages.
+pub(crate) struct RanMany {
+    /// The devices, in the order `--device` gave them.
+    pub devices: Vec<RanDevice>,
+    /// Per device, the frames measured.
+    pub measured: CliResult<Vec<Measured>>,
+    /// The backend's validation messages.
+    pub validation: Box<dyn Validation>,
+}
+
+/// Fails, after listing them on stderr, for statistics that differ from
+/// their expected counts.
+fn fail_on_mismatches(mismatches: &[String]) -> CliResult<()> {
+    if mismatches.is_empty() {
+        return Ok(());
+    }
+    for m in mismatches {
+        eprintln!("mismatch: {m}");
+    }
+    Err(CliError::Failure(format!(
+        "{} statistic{} differ from the expected counts (listed above)",
+        mismatches.len(),
+        if mismatches.len() == 1 { "" } else { "s" }
+    )))
+}
+
+/// `s` for a count other than 1.
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Runs `gpu-counters run` on several devices (`--device all` or a list).
+fn run_several(
+    args: &RunArgs,
+    backend: Backend,
+    choice: &DeviceChoice,
+    order: DeviceOrder,
+) -> CliResult<()> {
+    let plan = Plan::from_args(args)?;
+    plan.check_backend(backend)?;
+    if backend == Backend::Wgpu {
+        return Err(CliError::Usage(format!(
+            "--device {}: several devices at once run with --backend vulkan or cuda; \
+             give --backend wgpu one adapter",
+            args.device.as_deref().unwrap_or_default()
+        )));
+    }
+    let outputs = Outputs::prepare(args)?;
+    let bar = Bar::new(
+        !args.json && plan.frames > 1 && std::io::stderr().is_terminal(),
+        plan.frames,
+    );
+    let ran = match backend {
+        Backend::Vulkan => run_vulkan::execute_many(choice, &plan, &bar, order),
+        Backend::Cuda => run_cuda::execute_many(choice, &plan, &bar, order),
+        Backend::Wgpu => Err(CliError::Failure("internal: wgpu runs one adapter".into())),
+    };
+    bar.finish();
+    let RanMany {
+        devices,
+        measured,
+        validation,
+    } = ran?;
+    let measured = match measured {
+        Ok(m) => m,
+        Err(e) => {
+            validation.print();
+            return Err(e);
+        }
+    };
+    let reports: Vec<RunReport<'_>> = devices
+        .iter()
+        .zip(&measured)
+        .map(|(d, m)| RunReport {
+            device: &d.info,
+            is_default: d.is_default,
+            plan: &plan,
+            measured: m,
+            statistics_unavailable: d.statistics_unavailable.as_deref(),
+        })
+        .collect();
+    let timeline = multi::timeline_of(&measured);
+    let problems = multi::timeline_problems(&timeline, order);
+    let mismatches: Vec<String> = reports
+        .iter()
+        .enumerate()
+        .flat_map(|(d, r)| {
+            r.mismatches()
+                .into_iter()
+                .map(move |m| format!("device {d}, {m}"))
+        })
+        .collect();
+    if args.json {
+        let json = multi::to_json(
+            reports.iter().map(RunReport::to_json).collect(),
+            order,
+            &problems,
+        );
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json).map_err(|e| CliError::Failure(e.to_string()))?
+        );
+    } else {
+        for (d, report) in reports.iter().enumerate() {
+            println!("device {d}:");
+            report::print_human(report);
+            println!();
+        }
+        multi::print_summary(&timeline, order, &problems);
+    }
+    let names: Vec<String> = devices.iter().map(|d| d.info.name.clone()).collect();
+    let title = format!(
+        "gpu-counters run {} on {} device{}: {} ({} frame{})",
+        plan.workload.name(),
+        devices.len(),
+        plural(devices.len()),
+        names.join(", "),
+        plan.frames,
+        plural(plan.frames as usize)
+    );
+    outputs.write_multi(&timeline, title)?;
+    validation.check()?;
+    for p in &problems {
+        eprintln!("timeline: {p}");
+    }
+    fail_on_mismatches(&mismatches)?;
+    if !problems.is_empty() {
+        return Err(CliError::Failure(format!(
+            "{} timeline check{} failed (listed above)",
+            problems.len(),
+            plural(problems.len())
+        )));
+    }
+    Ok(())
+}
+
 /// Runs `gpu-counters run`.
 pub fn run(args: &RunArgs) -> CliResult<()> {
     let backend = Backend::parse(&args.backend).map_err(CliError::Usage)?;
+    let choice = DeviceChoice::parse(args.device.as_deref())?;
+    if choice.is_several() {
+        let order = if args.chain {
+            DeviceOrder::Chain
+        } else {
+            DeviceOrder::Together
+        };
+        return run_several(args, backend, &choice, order);
+    }
+    if args.chain {
+        return Err(CliError::Usage(
+            "--chain: orders several devices; give --device all or a list (0,1)".into(),
+        ));
+    }
+    let device = choice.single();
     let plan = Plan::from_args(args)?;
     plan.check_backend(backend)?;
     let outputs = Outputs::prepare(args)?;
@@ -717,9 +974,9 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
         plan.frames,
     );
     let ran = match backend {
-        Backend::Vulkan => run_vulkan::execute(args.device, &plan, &bar),
-        Backend::Wgpu => run_wgpu::execute(args.device, &plan, &bar),
-        Backend::Cuda => run_cuda::execute(args.device, &plan, &bar),
+        Backend::Vulkan => run_vulkan::execute(device, &plan, &bar),
+        Backend::Wgpu => run_wgpu::execute(device, &plan, &bar),
+        Backend::Cuda => run_cuda::execute(device, &plan, &bar),
     };
     bar.finish();
     let Ran {
@@ -759,21 +1016,11 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
             Backend::Cuda => " through CUDA",
         },
         plan.frames,
-        if plan.frames == 1 { "" } else { "s" }
+        plural(plan.frames as usize)
     );
     outputs.write(&measured.timeline, title)?;
     validation.check()?;
-    if !mismatches.is_empty() {
-        for m in &mismatches {
-            eprintln!("mismatch: {m}");
-        }
-        return Err(CliError::Failure(format!(
-            "{} statistic{} differ from the expected counts (listed above)",
-            mismatches.len(),
-            if mismatches.len() == 1 { "" } else { "s" }
-        )));
-    }
-    Ok(())
+    fail_on_mismatches(&mismatches)
 }
 
 #[cfg(test)]

@@ -16,8 +16,10 @@
 
 use crate::devices;
 use crate::error::{CliError, CliResult};
+use crate::multi::DeviceChoice;
 use crate::run::{
-    self, workload_error, Backend, FrameSource, Pass, PassExpectation, Plan, Ran, Validation,
+    self, workload_error, Backend, DeviceOrder, FrameSource, Pass, PassExpectation, Plan, Ran,
+    RanDevice, RanMany, Validation,
 };
 use gpu_counters_core::backend::BackendDevice;
 use gpu_counters_cuda::{CudaDevice, CudaSubmission};
@@ -134,5 +136,45 @@ pub fn execute(device: Option<usize>, plan: &Plan, bar: &run::Bar) -> CliResult<
         measured,
         validation: Box::new(NoValidation),
         statistics_unavailable,
+    })
+}
+
+/// Opens every CUDA device `choice` names (`all` or a list; without a
+/// driver: `no CUDA driver: ...`, exit 1), builds the workload on each
+/// device's stream and runs the frames on all of them at once, one
+/// profiler per device ([`run::profile_many`]).
+pub fn execute_many(
+    choice: &DeviceChoice,
+    plan: &Plan,
+    bar: &run::Bar,
+    order: DeviceOrder,
+) -> CliResult<RanMany> {
+    let count = gpu_counters_cuda::device_count().map_err(devices::cuda_error)?;
+    let indices = choice.indices(Backend::Cuda, count)?;
+    let mut opened = Vec::with_capacity(indices.len());
+    for &i in &indices {
+        opened.push((i, CudaDevice::open(i).map_err(devices::cuda_error)?));
+    }
+    let ran = opened
+        .iter()
+        .map(|(i, d)| RanDevice {
+            info: d.info().clone(),
+            is_default: *i == devices::DEFAULT_CUDA_DEVICE,
+            statistics_unavailable: d.statistics_unavailable().map(str::to_string),
+        })
+        .collect();
+    let measured = (|| {
+        let mut frames = Vec::with_capacity(opened.len());
+        for (i, device) in opened {
+            run::check_timestamps(device.info(), Backend::Cuda, i)?;
+            let passes = build_passes(&device, plan)?;
+            frames.push(CudaFrames { device, passes });
+        }
+        run::profile_many(&frames, plan, bar, order)
+    })();
+    Ok(RanMany {
+        devices: ran,
+        measured,
+        validation: Box::new(NoValidation),
     })
 }

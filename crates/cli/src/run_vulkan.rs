@@ -7,8 +7,10 @@
 
 use crate::devices;
 use crate::error::CliResult;
+use crate::multi::DeviceChoice;
 use crate::run::{
-    self, workload_error, Backend, FrameSource, Pass, PassExpectation, Plan, Ran, Validation,
+    self, workload_error, Backend, DeviceOrder, FrameSource, Pass, PassExpectation, Plan, Ran,
+    RanDevice, RanMany, Validation,
 };
 use gpu_counters_core::timeline::PassKind;
 use gpu_counters_profiler::Frame;
@@ -255,18 +257,55 @@ pub fn execute(device: Option<usize>, plan: &Plan, bar: &run::Bar) -> CliResult<
     let (devices, default) = devices::list(&instance)?;
     let index = run::pick_device(Backend::Vulkan, device, devices.len(), default)?;
     let info = devices[index].clone();
-    let measured = (|| {
-        let device = Device::open(&instance, index)?;
-        run::check_timestamps(device.info(), Backend::Vulkan, index)?;
-        let passes = build_passes(&device, plan)?;
-        let frames = VulkanFrames { device, passes };
-        run::profile(&frames, plan, bar)
-    })();
+    let measured = open_frames(&instance, index, plan).and_then(|f| run::profile(&f, plan, bar));
     Ok(Ran {
         is_default: Some(index) == default,
         info,
         measured,
         validation: Box::new(VulkanValidation(instance)),
         statistics_unavailable: None,
+    })
+}
+
+/// Opens the Vulkan device `index` of `instance` and builds the plan's
+/// workloads on it.
+fn open_frames(instance: &Instance, index: usize, plan: &Plan) -> CliResult<VulkanFrames> {
+    let device = Device::open(instance, index)?;
+    run::check_timestamps(device.info(), Backend::Vulkan, index)?;
+    let passes = build_passes(&device, plan)?;
+    Ok(VulkanFrames { device, passes })
+}
+
+/// Opens every Vulkan device `choice` names (`all` or a list), builds the
+/// workloads on each and runs the frames on all of them at once, one
+/// profiler per device ([`run::profile_many`]).
+pub fn execute_many(
+    choice: &DeviceChoice,
+    plan: &Plan,
+    bar: &run::Bar,
+    order: DeviceOrder,
+) -> CliResult<RanMany> {
+    let instance = Instance::new(&InstanceOptions::default())?;
+    let (devices, default) = devices::list(&instance)?;
+    let indices = choice.indices(Backend::Vulkan, devices.len())?;
+    let ran = indices
+        .iter()
+        .map(|&i| RanDevice {
+            info: devices[i].clone(),
+            is_default: Some(i) == default,
+            statistics_unavailable: None,
+        })
+        .collect();
+    let measured = (|| {
+        let frames = indices
+            .iter()
+            .map(|&i| open_frames(&instance, i, plan))
+            .collect::<CliResult<Vec<_>>>()?;
+        run::profile_many(&frames, plan, bar, order)
+    })();
+    Ok(RanMany {
+        devices: ran,
+        measured,
+        validation: Box::new(VulkanValidation(instance)),
     })
 }

@@ -77,6 +77,8 @@ struct Shared {
     info: DeviceInfo,
     gpu: Mutex<Gpu>,
     mask: u64,
+    /// Added to `CLOCK_MONOTONIC` to make this device's GPU clock.
+    offset: u64,
 }
 
 /// A fake device. Cloning shares it.
@@ -97,6 +99,14 @@ impl FakeDevice {
     /// A fake device named `name` whose timestamps have `valid_bits` bits
     /// (1 to 64), with the timestamp and statistic sets.
     pub fn new(name: &str, valid_bits: u32) -> Result<Self> {
+        Self::with_clock_offset(name, valid_bits, CLOCK_OFFSET)
+    }
+
+    /// As [`FakeDevice::new`], with the GPU clock `CLOCK_MONOTONIC +
+    /// offset` (wrapping, masked to the valid bits): two devices made with
+    /// different offsets have clocks that differ, as two GPUs' do, while
+    /// both still map exactly onto the CPU clock.
+    pub fn with_clock_offset(name: &str, valid_bits: u32, offset: u64) -> Result<Self> {
         if !(1..=64).contains(&valid_bits) {
             return Err(InvalidInput::Argument(format!(
                 "valid_bits {valid_bits} is not in 1..=64"
@@ -143,13 +153,14 @@ impl FakeDevice {
                 } else {
                     (1u64 << valid_bits) - 1
                 },
+                offset,
             }),
         })
     }
 
     /// The fake GPU clock now.
     fn ticks(&self) -> u64 {
-        cpu_monotonic_ns().wrapping_add(CLOCK_OFFSET) & self.shared.mask
+        cpu_monotonic_ns().wrapping_add(self.shared.offset) & self.shared.mask
     }
 
     /// A recorder, open for recording.
@@ -579,7 +590,7 @@ impl BackendDevice for FakeDevice {
         let cpu = cpu_monotonic_ns();
         Ok(TimestampPair {
             cpu_ns: cpu,
-            gpu_ticks: cpu.wrapping_add(CLOCK_OFFSET) & self.shared.mask,
+            gpu_ticks: cpu.wrapping_add(self.shared.offset) & self.shared.mask,
             max_deviation_ns: 0,
         })
     }

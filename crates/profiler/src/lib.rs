@@ -47,6 +47,7 @@
 mod error;
 pub mod export;
 mod frame;
+mod multi;
 mod profiler;
 mod result;
 

@@ -18,11 +18,17 @@
 //!   innermost running interval's value at each boundary and back to 0 when
 //!   no interval with statistics runs.
 //!
+//! Several devices ([`to_chrome_trace_json_multi`], a
+//! [`MultiTimeline`]): one such process per device, `pid` `1 + id`, named
+//! `GPU <id>: <device>`, each with its own CPU track and queue tracks, all
+//! on the one CPU clock; the metadata lists the devices and their
+//! calibration summaries.
+//!
 //! `ts` and `dur` are microseconds as floats (nanoseconds / 1000, keeping
 //! sub-microsecond digits), on the absolute CPU `CLOCK_MONOTONIC` clock.
 //! Events other than metadata are sorted by `ts`.
 
-use gpu_counters_core::timeline::{Timeline, TimelineInterval};
+use gpu_counters_core::timeline::{MultiTimeline, Timeline, TimelineInterval};
 use gpu_counters_core::CounterResultStatistic;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
@@ -56,6 +62,102 @@ struct Timed {
 /// Builds the trace as a JSON value (see the module documentation for its
 /// layout).
 pub fn to_chrome_trace_json(timeline: &Timeline) -> Value {
+    let mut events = Vec::new();
+    let mut timed = Vec::new();
+    device_events(
+        timeline,
+        GPU_PID,
+        &format!("GPU {}", timeline.device),
+        0,
+        &mut events,
+        &mut timed,
+    );
+    json!({
+        "traceEvents": sorted(events, timed),
+        "displayTimeUnit": "ns",
+        "metadata": {
+            "exporter": "gpu-counters",
+            "device": timeline.device,
+            "clock": "CLOCK_MONOTONIC",
+            "ts_unit": "us",
+            "ts_origin": "absolute CLOCK_MONOTONIC (no offset subtracted)",
+            "frames": timeline.frames.len(),
+            "start_ns": timeline.start_ns(),
+            "end_ns": timeline.end_ns(),
+        }
+    })
+}
+
+/// Builds the trace of several devices on the one CPU clock: device `id`
+/// (its position in `timeline.devices`) is process `pid` `GPU_PID + id`,
+/// named `GPU <id>: <device>` and sorted by id, each laid out as a
+/// single-device trace's process is (its own `CPU submit→complete` track
+/// and one track per queue, `tid`s from 1 within the process). The
+/// metadata lists the devices (`devices`: id, pid, name, frames and the
+/// calibration summary `clock`, where known).
+pub fn to_chrome_trace_json_multi(timeline: &MultiTimeline) -> Value {
+    let mut events = Vec::new();
+    let mut timed = Vec::new();
+    let mut devices = Vec::new();
+    for (id, dev) in timeline.devices.iter().enumerate() {
+        let pid = device_pid(id);
+        let label = format!("{id}: {}", dev.timeline.device);
+        device_events(
+            &dev.timeline,
+            pid,
+            &format!("GPU {label}"),
+            id,
+            &mut events,
+            &mut timed,
+        );
+        devices.push(json!({
+            "id": id,
+            "pid": pid,
+            "name": dev.timeline.device,
+            "label": label,
+            "frames": dev.timeline.frames.len(),
+            "clock": dev.clock,
+        }));
+    }
+    json!({
+        "traceEvents": sorted(events, timed),
+        "displayTimeUnit": "ns",
+        "metadata": {
+            "exporter": "gpu-counters",
+            "devices": devices,
+            "clock": "CLOCK_MONOTONIC",
+            "ts_unit": "us",
+            "ts_origin": "absolute CLOCK_MONOTONIC (no offset subtracted)",
+            "frames": timeline.devices.iter().map(|d| d.timeline.frames.len()).sum::<usize>(),
+            "start_ns": timeline.start_ns(),
+            "end_ns": timeline.end_ns(),
+        }
+    })
+}
+
+/// The `pid` of device `id` in a several-device trace.
+pub fn device_pid(id: usize) -> u64 {
+    GPU_PID + id as u64
+}
+
+/// Metadata events first, then the timed events sorted by `ts`.
+fn sorted(mut events: Vec<Value>, mut timed: Vec<Timed>) -> Vec<Value> {
+    // Stable: at equal ts and duration the input order (parents first) stays.
+    timed.sort_by(|a, b| a.ts_ns.cmp(&b.ts_ns).then_with(|| b.dur_ns.cmp(&a.dur_ns)));
+    events.extend(timed.into_iter().map(|t| t.event));
+    events
+}
+
+/// One device's process: its metadata into `events`, its frames, intervals
+/// and counters into `timed`.
+fn device_events(
+    timeline: &Timeline,
+    pid: u64,
+    process_name: &str,
+    sort_index: usize,
+    events: &mut Vec<Value>,
+    timed: &mut Vec<Timed>,
+) {
     let queues = super::queues_in_order(timeline);
     let tid_of = |queue: &str| {
         queues
@@ -64,26 +166,23 @@ pub fn to_chrome_trace_json(timeline: &Timeline) -> Value {
             .map_or(CPU_TID, queue_tid)
     };
 
-    let mut events: Vec<Value> = vec![
-        json!({"ph": "M", "name": "process_name", "pid": GPU_PID, "tid": 0,
-               "args": {"name": format!("GPU {}", timeline.device)}}),
-        json!({"ph": "M", "name": "process_sort_index", "pid": GPU_PID, "tid": 0,
-               "args": {"sort_index": 0}}),
-        json!({"ph": "M", "name": "thread_name", "pid": GPU_PID, "tid": CPU_TID,
+    events.extend([
+        json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+               "args": {"name": process_name}}),
+        json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+               "args": {"sort_index": sort_index}}),
+        json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": CPU_TID,
                "args": {"name": CPU_TRACK_NAME}}),
-        json!({"ph": "M", "name": "thread_sort_index", "pid": GPU_PID, "tid": CPU_TID,
+        json!({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": CPU_TID,
                "args": {"sort_index": 0}}),
-    ];
+    ]);
     for (i, queue) in queues.iter().enumerate() {
-        events.push(json!({"ph": "M", "name": "thread_name", "pid": GPU_PID,
+        events.push(json!({"ph": "M", "name": "thread_name", "pid": pid,
                            "tid": queue_tid(i), "args": {"name": queue}}));
-        events.push(
-            json!({"ph": "M", "name": "thread_sort_index", "pid": GPU_PID,
-                           "tid": queue_tid(i), "args": {"sort_index": i + 1}}),
-        );
+        events.push(json!({"ph": "M", "name": "thread_sort_index", "pid": pid,
+                           "tid": queue_tid(i), "args": {"sort_index": i + 1}}));
     }
 
-    let mut timed: Vec<Timed> = Vec::new();
     for frame in &timeline.frames {
         let window = frame.cpu_complete_ns.saturating_sub(frame.cpu_submit_ns);
         let mut args = Map::new();
@@ -103,7 +202,7 @@ pub fn to_chrome_trace_json(timeline: &Timeline) -> Value {
             ts_ns: frame.cpu_submit_ns,
             dur_ns: window,
             event: json!({"ph": "X", "name": format!("frame {}", frame.index), "cat": "cpu",
-                          "pid": GPU_PID, "tid": CPU_TID,
+                          "pid": pid, "tid": CPU_TID,
                           "ts": us(frame.cpu_submit_ns), "dur": us(window), "args": args}),
         });
 
@@ -111,37 +210,18 @@ pub fn to_chrome_trace_json(timeline: &Timeline) -> Value {
             timed.push(Timed {
                 ts_ns: interval.start_ns,
                 dur_ns: interval.duration_ns(),
-                event: interval_event(frame.index, interval, tid_of(&interval.queue)),
+                event: interval_event(frame.index, interval, pid, tid_of(&interval.queue)),
             });
         }
     }
 
     for (i, queue) in queues.iter().enumerate() {
-        counter_events(timeline, queue, queue_tid(i), &mut timed);
+        counter_events(timeline, queue, pid, queue_tid(i), timed);
     }
-
-    // Stable: at equal ts and duration the input order (parents first) stays.
-    timed.sort_by(|a, b| a.ts_ns.cmp(&b.ts_ns).then_with(|| b.dur_ns.cmp(&a.dur_ns)));
-    events.extend(timed.into_iter().map(|t| t.event));
-
-    json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "metadata": {
-            "exporter": "gpu-counters",
-            "device": timeline.device,
-            "clock": "CLOCK_MONOTONIC",
-            "ts_unit": "us",
-            "ts_origin": "absolute CLOCK_MONOTONIC (no offset subtracted)",
-            "frames": timeline.frames.len(),
-            "start_ns": timeline.start_ns(),
-            "end_ns": timeline.end_ns(),
-        }
-    })
 }
 
 /// The complete event of one interval.
-fn interval_event(frame: u64, interval: &TimelineInterval, tid: u64) -> Value {
+fn interval_event(frame: u64, interval: &TimelineInterval, pid: u64, tid: u64) -> Value {
     let mut args = Map::new();
     args.insert("frame".into(), json!(frame));
     args.insert("queue".into(), json!(interval.queue));
@@ -164,7 +244,7 @@ fn interval_event(frame: u64, interval: &TimelineInterval, tid: u64) -> Value {
         "ph": "X",
         "name": interval.label,
         "cat": interval.kind.name(),
-        "pid": GPU_PID,
+        "pid": pid,
         "tid": tid,
         "ts": us(interval.start_ns),
         "dur": us(interval.duration_ns()),
@@ -175,7 +255,7 @@ fn interval_event(frame: u64, interval: &TimelineInterval, tid: u64) -> Value {
 /// Counter events for the statistics on one queue: at every start or end of
 /// an interval with statistics, the values of the innermost interval still
 /// running (deepest, then latest started), or 0 when none is.
-fn counter_events(timeline: &Timeline, queue: &str, tid: u64, out: &mut Vec<Timed>) {
+fn counter_events(timeline: &Timeline, queue: &str, pid: u64, tid: u64, out: &mut Vec<Timed>) {
     let intervals: Vec<(&TimelineInterval, CounterResultStatistic)> = timeline
         .frames
         .iter()
@@ -237,7 +317,7 @@ fn counter_events(timeline: &Timeline, queue: &str, tid: u64, out: &mut Vec<Time
         out.push(Timed {
             ts_ns: t,
             dur_ns: 0,
-            event: json!({"ph": "C", "name": queue, "cat": "statistics", "pid": GPU_PID,
+            event: json!({"ph": "C", "name": queue, "cat": "statistics", "pid": pid,
                           "tid": tid, "ts": us(t), "args": args}),
         });
     }
@@ -246,5 +326,12 @@ fn counter_events(timeline: &Timeline, queue: &str, tid: u64, out: &mut Vec<Time
 /// Writes the trace as JSON (see the module documentation for its layout).
 pub fn write_chrome_trace(timeline: &Timeline, w: &mut impl Write) -> io::Result<()> {
     serde_json::to_writer(&mut *w, &to_chrome_trace_json(timeline))?;
+    w.flush()
+}
+
+/// Writes the trace of several devices as JSON
+/// ([`to_chrome_trace_json_multi`]).
+pub fn write_chrome_trace_multi(timeline: &MultiTimeline, w: &mut impl Write) -> io::Result<()> {
+    serde_json::to_writer(&mut *w, &to_chrome_trace_json_multi(timeline))?;
     w.flush()
 }

@@ -6,6 +6,15 @@
 //! - [`svg`]: a timeline picture, frames stacked and aligned on their CPU
 //!   submit time.
 //!
+//! Several devices ([`MultiTimeline`](gpu_counters_core::timeline::MultiTimeline)):
+//! [`chrome::to_chrome_trace_json_multi`] writes one process per device,
+//! each with a track per queue; CSV and SVG draw
+//! [`MultiTimeline::flattened`](gpu_counters_core::timeline::MultiTimeline::flattened),
+//! where each queue is named after its device. A Perfetto export keyed by
+//! device name writes each device's frames under
+//! [`MultiTimeline::device_label`](gpu_counters_core::timeline::MultiTimeline::device_label)
+//! (unique even for two logical devices of one GPU).
+//!
 //! All times in a timeline are CPU `CLOCK_MONOTONIC` nanoseconds; every
 //! exporter keeps them (or states the offset it subtracted).
 
@@ -13,7 +22,9 @@ pub mod chrome;
 pub mod csv;
 pub mod svg;
 
-pub use self::chrome::{to_chrome_trace_json, write_chrome_trace};
+pub use self::chrome::{
+    to_chrome_trace_json, to_chrome_trace_json_multi, write_chrome_trace, write_chrome_trace_multi,
+};
 pub use self::csv::{write_csv, CSV_HEADER};
 pub use self::svg::{render_svg, write_svg, SvgOptions};
 
