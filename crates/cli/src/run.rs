@@ -818,6 +818,18 @@ pub(crate) struct RanMany {
     pub validation: Box<dyn Validation>,
 }
 
+/// `measured`, or its error after the backend's validation messages are
+/// printed (they may say why it failed).
+fn printing_validation_on_error<T>(
+    measured: CliResult<T>,
+    validation: &dyn Validation,
+) -> CliResult<T> {
+    if measured.is_err() {
+        validation.print();
+    }
+    measured
+}
+
 /// Fails, after listing them on stderr, for statistics that differ from
 /// their expected counts.
 fn fail_on_mismatches(mismatches: &[String]) -> CliResult<()> {
@@ -875,13 +887,7 @@ fn run_several(
         measured,
         validation,
     } = ran?;
-    let measured = match measured {
-        Ok(m) => m,
-        Err(e) => {
-            validation.print();
-            return Err(e);
-        }
-    };
+    let measured = printing_validation_on_error(measured, validation.as_ref())?;
     let reports: Vec<RunReport<'_>> = devices
         .iter()
         .zip(&measured)
@@ -986,13 +992,7 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
         validation,
         statistics_unavailable,
     } = ran?;
-    let measured = match measured {
-        Ok(m) => m,
-        Err(e) => {
-            validation.print();
-            return Err(e);
-        }
-    };
+    let measured = printing_validation_on_error(measured, validation.as_ref())?;
     let report = RunReport {
         device: &info,
         is_default,
