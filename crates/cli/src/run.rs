@@ -680,6 +680,7 @@ impl Bar {
 /// before any GPU work.
 struct Outputs {
     trace: Option<PendingOutput>,
+    perfetto: Option<PendingOutput>,
     csv: Option<PendingOutput>,
     svg: Option<PendingOutput>,
 }
@@ -693,14 +694,20 @@ impl Outputs {
         };
         let outputs = Self {
             trace: prep("--trace", &args.trace)?,
+            perfetto: prep("--perfetto", &args.perfetto)?,
             csv: prep("--csv", &args.csv)?,
             svg: prep("--svg", &args.svg)?,
         };
         // One file given to two options: only the last would survive.
-        let all: Vec<&PendingOutput> = [&outputs.trace, &outputs.csv, &outputs.svg]
-            .into_iter()
-            .flatten()
-            .collect();
+        let all: Vec<&PendingOutput> = [
+            &outputs.trace,
+            &outputs.perfetto,
+            &outputs.csv,
+            &outputs.svg,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         for (i, later) in all.iter().enumerate() {
             for earlier in &all[..i] {
                 later.check_distinct(earlier)?;
@@ -712,6 +719,9 @@ impl Outputs {
     fn write(self, timeline: &Timeline, title: String) -> CliResult<()> {
         if let Some(o) = self.trace {
             o.commit(|w| export::write_chrome_trace(timeline, w))?;
+        }
+        if let Some(o) = self.perfetto {
+            o.commit(|w| export::write_perfetto(timeline, w))?;
         }
         if let Some(o) = self.csv {
             o.commit(|w| export::write_csv(timeline, w))?;
