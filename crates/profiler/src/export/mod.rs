@@ -21,6 +21,10 @@ pub(crate) mod lanes;
 #[cfg(feature = "perfetto")]
 pub mod perfetto;
 pub mod svg;
+pub mod tracy;
+#[cfg(feature = "tracy")]
+#[allow(unsafe_code)]
+pub mod tracy_client;
 
 pub use self::chrome::{to_chrome_trace_json, write_chrome_trace};
 pub use self::csv::{write_csv, CSV_HEADER};
