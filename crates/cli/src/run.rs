@@ -580,6 +580,9 @@ fn execute(instance: &Instance, index: usize, plan: &Plan, bar: &Bar) -> CliResu
             queue_name: Some(QUEUE.to_string()),
         },
     )?;
+    // A build with the feature `tracy` streams every frame into Tracy.
+    #[cfg(feature = "tracy")]
+    profiler.stream_to_tracy();
     let mut frames: Vec<FrameResult> = Vec::with_capacity(plan.frames as usize);
     let mut checks = Vec::with_capacity(plan.frames as usize);
     let expected: Vec<PassExpectation<'_>> = passes
