@@ -12,6 +12,8 @@
 //! Its memory is one stack per lane, as deep as the deepest nesting, and it
 //! is emptied at the end of every [`Lanes::place`] call (a frame).
 
+use gpu_counters_core::timeline::TimelineFrame;
+
 /// One event of a lane: an interval begins or ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LaneEvent<T> {
@@ -137,6 +139,31 @@ pub(crate) fn sort_for_lanes<T: Copy + Ord>(items: &mut [(u64, u64, T)]) {
             .then_with(|| b.1.max(b.0).cmp(&a.1.max(a.0)))
             .then_with(|| a.2.cmp(&b.2))
     });
+}
+
+/// The queues of a frame's intervals, in order of first appearance.
+pub(crate) fn frame_queues(frame: &TimelineFrame) -> Vec<&str> {
+    let mut queues: Vec<&str> = Vec::new();
+    for i in &frame.intervals {
+        if !queues.contains(&i.queue.as_str()) {
+            queues.push(&i.queue);
+        }
+    }
+    queues
+}
+
+/// The frame's intervals on `queue` as [`Lanes::place`] items (their
+/// indices in the frame), sorted.
+pub(crate) fn queue_items(frame: &TimelineFrame, queue: &str) -> Vec<(u64, u64, usize)> {
+    let mut items: Vec<(u64, u64, usize)> = frame
+        .intervals
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.queue == queue)
+        .map(|(n, i)| (i.start_ns, i.end_ns, n))
+        .collect();
+    sort_for_lanes(&mut items);
+    items
 }
 
 #[cfg(test)]

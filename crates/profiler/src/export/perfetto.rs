@@ -57,7 +57,7 @@
 //! other crates bundle hand-picked subsets inside unrelated frameworks. No
 //! protobuf encoding is written by hand here.
 
-use super::lanes::{sort_for_lanes, LaneEvent, Lanes};
+use super::lanes::{frame_queues, queue_items, LaneEvent, Lanes};
 use gpu_counters_core::timeline::{Timeline, TimelineFrame, TimelineInterval};
 use gpu_counters_core::CounterResultStatistic;
 use perfetto_protos::builtin_clock::BuiltinClock;
@@ -286,22 +286,9 @@ impl<W: Write> PerfettoWriter<W> {
         }
 
         // The intervals, queue by queue in order of first appearance.
-        let mut queues: Vec<&str> = Vec::new();
-        for i in &frame.intervals {
-            if !queues.contains(&i.queue.as_str()) {
-                queues.push(&i.queue);
-            }
-        }
-        for queue in queues {
+        for queue in frame_queues(frame) {
             let q = self.queue(d, queue)?;
-            let mut items: Vec<(u64, u64, usize)> = frame
-                .intervals
-                .iter()
-                .enumerate()
-                .filter(|(_, i)| i.queue == queue)
-                .map(|(n, i)| (i.start_ns, i.end_ns, n))
-                .collect();
-            sort_for_lanes(&mut items);
+            let items = queue_items(frame, queue);
             self.devices[d].queues[q]
                 .slices
                 .lanes

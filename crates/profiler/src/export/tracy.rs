@@ -47,7 +47,7 @@
 //! Tracy has no past-time CPU zones, so the CPU submit→complete window is
 //! not sent.
 
-use super::lanes::{sort_for_lanes, LaneEvent, Lanes};
+use super::lanes::{frame_queues, queue_items, LaneEvent, Lanes};
 use gpu_counters_core::timeline::{TimelineFrame, TimelineInterval};
 use gpu_counters_core::{BackendKind, Calibration, TimestampPair};
 
@@ -258,13 +258,7 @@ impl TracyPlanner {
         let d = self.device(device, clock, now_ns, &mut calls);
         let ticks_now = self.ticks_at(d, clock, now_ns);
 
-        let mut queues: Vec<&str> = Vec::new();
-        for i in &frame.intervals {
-            if !queues.contains(&i.queue.as_str()) {
-                queues.push(&i.queue);
-            }
-        }
-        for queue in queues {
+        for queue in frame_queues(frame) {
             let q = match self.devices[d].queues.iter().position(|(n, _)| n == queue) {
                 Some(q) => q,
                 None => {
@@ -274,14 +268,7 @@ impl TracyPlanner {
                     self.devices[d].queues.len() - 1
                 }
             };
-            let mut items: Vec<(u64, u64, usize)> = frame
-                .intervals
-                .iter()
-                .enumerate()
-                .filter(|(_, i)| i.queue == queue)
-                .map(|(n, i)| (i.start_ns, i.end_ns, n))
-                .collect();
-            sort_for_lanes(&mut items);
+            let items = queue_items(frame, queue);
             let mut events = Vec::with_capacity(items.len() * 2);
             self.devices[d].queues[q].1.place(items, |e| events.push(e));
             // The largest error bound per lane, for its plot.
