@@ -2,7 +2,8 @@
 # Installs what gpu-counters needs besides a Rust toolchain (1.87 or later) on
 # Debian/Ubuntu: the Vulkan loader, Mesa's software Vulkan driver (lavapipe,
 # used when the machine has no GPU), the Khronos validation layer (the tests
-# run under it) and a font for the SVG-to-PNG rendering in the tests.
+# run under it), a font for the SVG-to-PNG rendering in the tests, and
+# Perfetto's trace schema for Python (PyPI: perfetto) for the Perfetto export's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -12,3 +13,21 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   libvulkan1 mesa-vulkan-drivers vulkan-validationlayers fonts-dejavu-core ca-certificates >/dev/null
 echo "gpu-counters: Vulkan loader, lavapipe, validation layer and fonts installed"
+
+# The Perfetto export's tests decode its traces with Perfetto's own schema:
+# `perfetto_trace_pb2` from the `perfetto` package on PyPI, pinned, in a
+# virtual environment in the repository (.venv-perfetto/, which the tests
+# look for), so that neither a distribution's Python (PEP 668) nor a user's
+# packages are touched.
+PERFETTO_PY_VERSION="0.59.1"
+PROTOBUF_PY_VERSION="7.36.2"
+if ! command -v python3 >/dev/null || ! python3 -c "import venv, ensurepip" 2>/dev/null; then
+  $SUDO apt-get install -y -qq --no-install-recommends python3 python3-venv python3-pip >/dev/null
+fi
+if [ ! -x .venv-perfetto/bin/python3 ]; then
+  python3 -m venv .venv-perfetto
+fi
+.venv-perfetto/bin/python3 -m pip install --quiet --disable-pip-version-check \
+  "perfetto==$PERFETTO_PY_VERSION" "protobuf==$PROTOBUF_PY_VERSION"
+.venv-perfetto/bin/python3 -c "import perfetto.protos.perfetto.trace.perfetto_trace_pb2"
+echo "gpu-counters: perfetto $PERFETTO_PY_VERSION (Perfetto's trace schema for the tests) in .venv-perfetto/"

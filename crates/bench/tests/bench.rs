@@ -183,10 +183,11 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
         ] {
             finite_non_negative(&c[field], &format!("{what}: {field}"));
         }
-        // The GPU ratio is null where the denominator's GPU overhead was
-        // below the noise in every round; the host one always has a resolve.
-        assert!(!c["host_ratio"].is_null(), "{what}: no host ratio");
+        // A ratio is null where the denominator's added cost was below the
+        // noise in every round (on lavapipe, on two busy cores, it can be
+        // for host time too): present, but not a number then.
         for field in ["gpu_ratio", "host_ratio"] {
+            assert!(c.get(field).is_some(), "{what}: no {field} field");
             let r = &c[field];
             if r.is_null() {
                 continue;

@@ -299,6 +299,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
 
+    /// Write a Perfetto protobuf trace (ui.perfetto.dev) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<PathBuf>,
+
     /// Write one CSV row per pass and frame to FILE.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,

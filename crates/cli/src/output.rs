@@ -1,4 +1,4 @@
-//! Output files (`run --trace`, `--csv`, `--svg`): checked before any GPU
+//! Output files (`run --trace`, `--perfetto`, `--csv`, `--svg`): checked before any GPU
 //! work, written only once the run has succeeded, and never destroying what
 //! gpu-counters did not create.
 //!

@@ -572,6 +572,9 @@ pub(crate) fn profile_many<S: FrameSource>(
                 queue_name: Some(QUEUE.to_string()),
             },
         )?;
+        // A build with the feature `tracy` streams every frame into Tracy.
+        #[cfg(feature = "tracy")]
+        profiler.stream_to_tracy();
         profiled.push(Profiled {
             source,
             profiler,
@@ -671,6 +674,7 @@ impl Bar {
 /// before any GPU work.
 struct Outputs {
     trace: Option<PendingOutput>,
+    perfetto: Option<PendingOutput>,
     csv: Option<PendingOutput>,
     svg: Option<PendingOutput>,
 }
@@ -684,14 +688,20 @@ impl Outputs {
         };
         let outputs = Self {
             trace: prep("--trace", &args.trace)?,
+            perfetto: prep("--perfetto", &args.perfetto)?,
             csv: prep("--csv", &args.csv)?,
             svg: prep("--svg", &args.svg)?,
         };
         // One file given to two options: only the last would survive.
-        let all: Vec<&PendingOutput> = [&outputs.trace, &outputs.csv, &outputs.svg]
-            .into_iter()
-            .flatten()
-            .collect();
+        let all: Vec<&PendingOutput> = [
+            &outputs.trace,
+            &outputs.perfetto,
+            &outputs.csv,
+            &outputs.svg,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         for (i, later) in all.iter().enumerate() {
             for earlier in &all[..i] {
                 later.check_distinct(earlier)?;
@@ -704,6 +714,9 @@ impl Outputs {
         if let Some(o) = self.trace {
             o.commit(|w| export::write_chrome_trace(timeline, w))?;
         }
+        if let Some(o) = self.perfetto {
+            o.commit(|w| export::write_perfetto(timeline, w))?;
+        }
         Self::write_drawings(self.csv, self.svg, timeline, title)
     }
 
@@ -715,7 +728,13 @@ impl Outputs {
         if let Some(o) = self.trace {
             o.commit(|w| export::write_chrome_trace_multi(timeline, w))?;
         }
-        Self::write_drawings(self.csv, self.svg, &timeline.flattened(), title)
+        let flat = timeline.flattened();
+        if let Some(o) = self.perfetto {
+            // The flattened timeline: each queue's track is named after its
+            // device, so every device's queues are tracks of their own.
+            o.commit(|w| export::write_perfetto(&flat, w))?;
+        }
+        Self::write_drawings(self.csv, self.svg, &flat, title)
     }
 
     /// Writes the CSV and SVG outputs of `timeline`.

@@ -42,7 +42,8 @@
 //! ```
 
 #![warn(missing_docs)]
-#![forbid(unsafe_code)]
+// Only the Tracy client layer (feature `tracy`) calls C.
+#![deny(unsafe_code)]
 
 mod error;
 pub mod export;
@@ -54,6 +55,6 @@ mod result;
 pub use error::{ProfilerError, Result};
 pub use frame::{Frame, Scope};
 pub use profiler::{
-    Profiler, ProfilerOptions, Recorder, WhenFull, MAX_FRAMES_IN_FLIGHT, MAX_RING_SCOPES,
+    FrameSink, Profiler, ProfilerOptions, Recorder, WhenFull, MAX_FRAMES_IN_FLIGHT, MAX_RING_SCOPES,
 };
 pub use result::{to_timeline, DropCounts, FrameResult, ScopeResult};

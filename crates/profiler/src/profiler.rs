@@ -8,7 +8,7 @@ use gpu_counters_core::{
     cpu_monotonic_ns, Calibration, CommonCounterSet, CounterResultTimestamp,
     CounterSampleBufferDescriptor, ResolvedCounters, SampleStatus, SampleValue,
 };
-use gpu_counters_core::{BackendDevice, BackendMarker, BackendSampleBuffer};
+use gpu_counters_core::{BackendDevice, BackendMarker, BackendSampleBuffer, DeviceInfo};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -156,6 +156,15 @@ pub struct Profiler<D: BackendDevice> {
     calibration: Mutex<Calibration>,
     pub(crate) dropped_total: AtomicU64,
     pub(crate) buffers: AtomicUsize,
+    sink: Mutex<Option<Box<dyn FrameSink>>>,
+}
+
+/// Receives every frame a [`Profiler`] collects, oldest first, as
+/// [`Profiler::collect`] returns it, with the calibration its times came
+/// from: a live viewer's feed (see [`Profiler::set_frame_sink`]).
+pub trait FrameSink: Send {
+    /// One collected frame of the device `device`.
+    fn frame(&mut self, device: &DeviceInfo, calibration: &Calibration, frame: &FrameResult);
 }
 
 impl<D: BackendDevice> std::fmt::Debug for Profiler<D> {
@@ -235,6 +244,7 @@ impl<D: BackendDevice> Profiler<D> {
             calibration: Mutex::new(calibration),
             dropped_total: AtomicU64::new(0),
             buffers: AtomicUsize::new(0),
+            sink: Mutex::new(None),
         };
         {
             let mut st = lock(&profiler.state);
@@ -358,7 +368,36 @@ impl<D: BackendDevice> Profiler<D> {
                 out.push(r);
             }
         }
+        drop(st);
+        if !out.is_empty() {
+            if let Some(sink) = lock(&self.sink).as_mut() {
+                let calibration = self.calibration();
+                for r in &out {
+                    sink.frame(self.device.info(), &calibration, r);
+                }
+            }
+        }
         Ok(out)
+    }
+
+    /// Hands every frame collected from now on (by [`Profiler::collect`] and
+    /// [`Profiler::wait_collect_all`]) to `sink` as well, or to none with
+    /// `None`. The sink runs on the collecting thread, after the frames are
+    /// resolved and before they are returned.
+    pub fn set_frame_sink(&self, sink: Option<Box<dyn FrameSink>>) {
+        *lock(&self.sink) = sink;
+    }
+
+    /// Streams every frame collected from now on into the Tracy profiler
+    /// (feature `tracy`), starting this process's Tracy client: one GPU
+    /// context per device and queue, calibrated, zones, statistics and error
+    /// bounds as plots (see [`crate::export::tracy`]). Replaces any sink set
+    /// with [`Profiler::set_frame_sink`].
+    #[cfg(feature = "tracy")]
+    pub fn stream_to_tracy(&self) {
+        self.set_frame_sink(Some(
+            Box::new(crate::export::tracy_client::TracySink::new()),
+        ));
     }
 
     /// Waits until every ended frame has finished, then collects them all

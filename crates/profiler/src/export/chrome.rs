@@ -31,7 +31,6 @@
 use gpu_counters_core::timeline::{MultiTimeline, Timeline, TimelineInterval};
 use gpu_counters_core::CounterResultStatistic;
 use serde_json::{json, Map, Value};
-use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 /// The `pid` of the GPU process in the trace.
@@ -275,40 +274,7 @@ fn counter_events(timeline: &Timeline, queue: &str, pid: u64, tid: u64, out: &mu
         return;
     }
 
-    // Boundaries: (time, 0 for a start or 1 for an end, interval index). One
-    // value is emitted per distinct time, after all its boundaries, so
-    // back-to-back intervals step straight from one value to the next and an
-    // empty interval shows nothing.
-    let mut boundaries: Vec<(u64, u8, usize)> = Vec::with_capacity(intervals.len() * 2);
-    for (n, (i, _)) in intervals.iter().enumerate() {
-        boundaries.push((i.start_ns, 0, n));
-        boundaries.push((i.end_ns.max(i.start_ns), 1, n));
-    }
-    boundaries.sort();
-
-    // Active intervals keyed so that the last element is the innermost.
-    let mut active: BTreeSet<(u32, u64, usize)> = BTreeSet::new();
-    let mut last: Option<[u64; 8]> = None;
-    let mut k = 0;
-    while k < boundaries.len() {
-        let t = boundaries[k].0;
-        while k < boundaries.len() && boundaries[k].0 == t {
-            let (_, end, n) = boundaries[k];
-            let key = (intervals[n].0.depth, intervals[n].0.start_ns, n);
-            if end == 0 {
-                active.insert(key);
-            } else {
-                active.remove(&key);
-            }
-            k += 1;
-        }
-        let values = active
-            .last()
-            .map_or([0u64; 8], |&(_, _, n)| intervals[n].1.to_array());
-        if last == Some(values) {
-            continue;
-        }
-        last = Some(values);
+    for (t, values) in super::statistic_steps(&intervals) {
         let named = CounterResultStatistic::default().named();
         let mut args = Map::new();
         for &f in &names {
