@@ -49,6 +49,7 @@ pub mod export;
 mod frame;
 mod profiler;
 mod result;
+mod shared_str;
 
 pub use error::{ProfilerError, Result};
 pub use frame::{Frame, Scope};
@@ -56,3 +57,4 @@ pub use profiler::{
     Profiler, ProfilerOptions, Recorder, WhenFull, MAX_FRAMES_IN_FLIGHT, MAX_RING_SCOPES,
 };
 pub use result::{to_timeline, DropCounts, FrameResult, ScopeResult};
+pub use shared_str::SharedStr;
