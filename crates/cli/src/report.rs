@@ -323,7 +323,7 @@ fn frame_rows(report: &RunReport<'_>, frame: &FrameResult, checks: &[PassCheck])
     let submit = cpu_submit_ns(frame);
     for (s, check) in frame.scopes.iter().zip(checks) {
         rows.push(vec![
-            s.label.clone(),
+            s.label.to_string(),
             s.kind.name().into(),
             fmt_offset(i128::from(s.start_ns) - i128::from(submit)),
             fmt_ns(s.duration_ns),

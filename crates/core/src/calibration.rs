@@ -168,6 +168,27 @@ fn invalid(field: &'static str, value: impl std::fmt::Display, reason: &'static 
 }
 
 /// `x` rounded up to an integer, saturated into `u64` (NaN gives `u64::MAX`).
+/// `x as f64`, without the software conversion of a full `i128` where `x`
+/// fits in an `i64` (the same value: both round to nearest).
+#[inline]
+fn i128_f64(x: i128) -> f64 {
+    match i64::try_from(x) {
+        Ok(v) => v as f64,
+        Err(_) => x as f64,
+    }
+}
+
+/// `x as i128` for a finite `x`, without the software conversion where it
+/// fits in an `i64` (the same value).
+#[inline]
+fn f64_i128(x: f64) -> i128 {
+    if x.abs() < 9.0e18 {
+        i128::from(x as i64)
+    } else {
+        x as i128
+    }
+}
+
 fn ceil_saturating(x: f64) -> u64 {
     if x.is_nan() || x >= u64::MAX as f64 {
         u64::MAX
@@ -499,7 +520,16 @@ impl Calibration {
     #[inline]
     fn convert(&self, ticks: u64, x: i128) -> Result<CalibratedTime, ConversionError> {
         let n = self.anchors.len();
-        let i = self.anchors.partition_point(|a| a.ext <= x);
+        // Most times lie after the newest anchor or between the two newest:
+        // those need no search.
+        let i = match (
+            self.anchors.back(),
+            n.checked_sub(2).map(|k| &self.anchors[k]),
+        ) {
+            (Some(b), _) if b.ext <= x => n,
+            (Some(_), Some(a)) if a.ext <= x => n - 1,
+            _ => self.anchors.partition_point(|a| a.ext <= x),
+        };
         // The anchor converted from, the offset from it in nanoseconds, the
         // most the offset may be, and the bound before quantization.
         let (base, offset, most, bound) = if i == 0 || i >= n {
@@ -508,7 +538,7 @@ impl Calibration {
             } else {
                 self.newest()
             };
-            let d = (x - a.ext) as f64;
+            let d = i128_f64(x - a.ext);
             let bound = a.pair.max_deviation_ns as f64 + d.abs() * self.rate_uncertainty;
             (a.pair.cpu_ns, d * self.rate_ns_per_tick, None, bound)
         } else {
@@ -516,8 +546,8 @@ impl Calibration {
             let len = b.ext - a.ext;
             let along = x - a.ext;
             let span = b.pair.cpu_ns - a.pair.cpu_ns;
-            let offset = along as f64 / len as f64 * span as f64;
-            let nearer = along.min(len - along) as f64;
+            let offset = i128_f64(along) / i128_f64(len) * span as f64;
+            let nearer = i128_f64(along.min(len - along));
             let bound = a.pair.max_deviation_ns.max(b.pair.max_deviation_ns) as f64
                 + nearer * self.period_ns * RATE_CHANGE;
             (a.pair.cpu_ns, offset, Some(span), bound)
@@ -532,7 +562,7 @@ impl Calibration {
         if !offset.is_finite() || offset.abs() >= u64::MAX as f64 {
             return Err(out_of_range());
         }
-        let mut offset_ns = offset.round() as i128;
+        let mut offset_ns = f64_i128(offset.round());
         if let Some(span) = most {
             // Interpolation never passes the segment's end.
             offset_ns = offset_ns.clamp(0, i128::from(span));

@@ -3,10 +3,11 @@
 use crate::error::{ProfilerError, Result};
 use crate::profiler::{Buf, Page, Profiler, Recorder, WhenFull};
 use crate::result::DropCounts;
+use crate::shared_str::SharedStr;
 use gpu_counters_core::timeline::PassKind;
 use gpu_counters_core::{BackendDevice, BackendRecorder, TimestampGranularity};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RecordState {
@@ -52,7 +53,7 @@ pub(crate) struct FrameStore<D: BackendDevice> {
     /// The records' labels, one after another.
     pub(crate) labels: String,
     /// The threads that began scopes in the frame: their tag and name.
-    pub(crate) threads: Vec<(u64, Arc<str>)>,
+    pub(crate) threads: Vec<(u64, SharedStr)>,
     /// Ids of the scopes open now, in the order they began.
     pub(crate) open: Vec<u32>,
     /// Records in the `Open` state.
@@ -118,8 +119,15 @@ impl<D: BackendDevice> FrameStore<D> {
             .rposition(|&o| self.records[o as usize].cmd == cmd)
     }
 
-    /// Stores `label` after the others.
+    /// Stores `label` after the others, or finds it as the last record's
+    /// (a run of scopes of one label stores it once, and collection knows
+    /// them one by their place).
     fn push_label(&mut self, label: &str) -> (usize, u32) {
+        if let Some(last) = self.records.last() {
+            if self.label(last) == label {
+                return (last.label_start, last.label_len);
+            }
+        }
         let start = self.labels.len();
         // A label over 4 GiB keeps its first 4 GiB (at a character boundary).
         let mut len = label.len().min(u32::MAX as usize);
@@ -177,14 +185,14 @@ impl<D: BackendDevice> FrameStore<D> {
 /// (its id where unnamed), made once per thread.
 struct ThreadTag {
     key: u64,
-    name: Arc<str>,
+    name: SharedStr,
 }
 
 impl ThreadTag {
     fn new() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let t = std::thread::current();
-        let name: Arc<str> = match t.name() {
+        let name: SharedStr = match t.name() {
             Some(name) => name.into(),
             None => format!("{:?}", t.id()).into(),
         };

@@ -51,6 +51,7 @@ mod frame;
 mod multi;
 mod profiler;
 mod result;
+mod shared_str;
 
 pub use error::{ProfilerError, Result};
 pub use frame::{Frame, Scope};
@@ -58,3 +59,4 @@ pub use profiler::{
     FrameSink, Profiler, ProfilerOptions, Recorder, WhenFull, MAX_FRAMES_IN_FLIGHT, MAX_RING_SCOPES,
 };
 pub use result::{to_timeline, DropCounts, FrameResult, ScopeResult};
+pub use shared_str::SharedStr;

@@ -3,6 +3,7 @@
 use crate::error::{ProfilerError, Result};
 use crate::frame::{Frame, FrameStore, RecordState, NO_SCOPE};
 use crate::result::{to_timeline, DropCounts, FrameResult, ScopeResult};
+use crate::shared_str::{Interner, SharedStr};
 use gpu_counters_core::timeline::Timeline;
 use gpu_counters_core::{
     cpu_monotonic_ns, Calibration, CommonCounterSet, CounterResultTimestamp,
@@ -154,6 +155,8 @@ pub struct Profiler<D: BackendDevice> {
     queue_name: String,
     state: Mutex<State<D>>,
     calibration: Mutex<Calibration>,
+    /// The labels of collected scopes, each kept once.
+    labels: Mutex<Interner>,
     pub(crate) dropped_total: AtomicU64,
     pub(crate) buffers: AtomicUsize,
     sink: Mutex<Option<Box<dyn FrameSink>>>,
@@ -242,6 +245,7 @@ impl<D: BackendDevice> Profiler<D> {
                 pending: VecDeque::new(),
             }),
             calibration: Mutex::new(calibration),
+            labels: Mutex::new(Interner::default()),
             dropped_total: AtomicU64::new(0),
             buffers: AtomicUsize::new(0),
             sink: Mutex::new(None),
@@ -700,6 +704,11 @@ impl<D: BackendDevice> Profiler<D> {
         // Result position of each scope, NO_SCOPE where it has none.
         let mut position: Vec<u32> = vec![NO_SCOPE; n];
         let mut scopes: Vec<ScopeResult> = Vec::with_capacity(n);
+        let mut labels = lock(&self.labels);
+        // The last label made shared, by its place in `store.labels`: runs of
+        // one label share it without a look-up.
+        let mut last_label: Option<((usize, u32), SharedStr)> = None;
+        let no_thread = SharedStr::default();
         let (mut page, mut at) = (0, 0);
         for (id, rec) in store.records.iter().enumerate() {
             // Scope `id` is at `2 * (id % per)` of page `id / per`.
@@ -768,13 +777,22 @@ impl<D: BackendDevice> Profiler<D> {
                 continue;
             }
             position[id] = scopes.len() as u32;
+            let place = (rec.label_start, rec.label_len);
+            let label = match &last_label {
+                Some((p, l)) if *p == place => l.clone(),
+                _ => {
+                    let l = labels.get(store.label(rec));
+                    last_label = Some((place, l.clone()));
+                    l
+                }
+            };
             scopes.push(ScopeResult {
-                label: store.label(rec).to_owned(),
+                label,
                 kind: rec.kind,
                 thread: store
                     .threads
                     .get(rec.thread as usize)
-                    .map_or_else(String::new, |t| String::from(&*t.1)),
+                    .map_or_else(|| no_thread.clone(), |t| t.1.clone()),
                 depth,
                 parent,
                 start_ns: start.ns,
@@ -787,6 +805,7 @@ impl<D: BackendDevice> Profiler<D> {
             });
         }
         drop(calibration);
+        drop(labels);
         drops.failed += gpu_failed;
         drops.abandoned += abandoned;
         self.dropped_total

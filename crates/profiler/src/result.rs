@@ -1,5 +1,6 @@
 //! What a finished frame resolves to, and its conversion to a timeline.
 
+use crate::shared_str::SharedStr;
 use gpu_counters_core::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
 use gpu_counters_core::CounterResultStatistic;
 use serde::{Deserialize, Serialize};
@@ -37,12 +38,14 @@ impl DropCounts {
 /// One ended scope, resolved.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScopeResult {
-    /// The label given to [`Frame::scope`](crate::Frame::scope).
-    pub label: String,
+    /// The label given to [`Frame::scope`](crate::Frame::scope), shared with
+    /// every other scope of the same label (reads as a `&str`).
+    pub label: SharedStr,
     /// What kind of work the scope covers.
     pub kind: PassKind,
-    /// The name of the thread that began the scope (its id where unnamed).
-    pub thread: String,
+    /// The name of the thread that began the scope (its id where unnamed),
+    /// shared with every other scope the thread began.
+    pub thread: SharedStr,
     /// Nesting depth on its command buffer: 0 for outermost scopes.
     pub depth: u32,
     /// Index in [`FrameResult::scopes`] of the enclosing scope on the same
@@ -111,12 +114,12 @@ impl FrameResult {
                 .scopes
                 .iter()
                 .map(|s| TimelineInterval {
-                    label: s.label.clone(),
+                    label: s.label.to_string(),
                     kind: s.kind,
                     queue: self.queue.clone(),
                     depth: s.depth,
                     parent: s.parent,
-                    thread: Some(s.thread.clone()),
+                    thread: Some(s.thread.to_string()),
                     start_ns: s.start_ns,
                     end_ns: s.end_ns,
                     start_ticks: s.start_ticks,

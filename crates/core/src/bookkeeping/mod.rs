@@ -247,24 +247,40 @@ impl SampleSet {
         first: u32,
         count: u32,
     ) -> Result<Option<(u32, &'static str)>> {
+        let range = first as usize..(first + count) as usize;
+        // Only indices recorded and not yet seen written by a CPU resolve
+        // need the driver's word on their availability (a query once
+        // available stays so until it is reset, and every write or reset
+        // clears `seen`).
+        let ask = |i: usize| slots.state[i] == SlotState::Recorded && !slots.seen[i];
+        let (lo, hi) = match (
+            range.clone().find(|&i| ask(i)),
+            range.clone().rev().find(|&i| ask(i)),
+        ) {
+            (Some(lo), Some(hi)) => (lo as u32, hi as u32 + 1),
+            _ => (first, first),
+        };
         let mut data = std::mem::take(&mut slots.scratch);
-        let read = main.read_into(first, count, &mut data);
+        let read = if hi > lo {
+            main.read_into(lo, hi - lo, &mut data)
+        } else {
+            Ok(())
+        };
         let stride = main.stride();
+        let recording = slots.any_recording();
         let found = read.map(|()| {
-            (first..first + count)
-                .zip(data.chunks_exact(stride))
-                .find_map(|(s, q)| {
-                    let i = s as usize;
-                    if slots.rec[i] != 0 && slots.still_recording(slots.rec[i]) {
-                        Some((s, NOT_SUBMITTED))
-                    } else if (slots.state[i] == SlotState::Recorded && q[stride - 1] == 0)
-                        || slots.stale(i)
-                    {
-                        Some((s, PENDING))
-                    } else {
-                        None
-                    }
-                })
+            range.clone().find_map(|i| {
+                let s = i as u32;
+                if recording && slots.still_recording(slots.rec[i]) {
+                    Some((s, NOT_SUBMITTED))
+                } else if (ask(i) && data[(s - lo) as usize * stride + stride - 1] == 0)
+                    || slots.stale(i)
+                {
+                    Some((s, PENDING))
+                } else {
+                    None
+                }
+            })
         });
         slots.scratch = data;
         found
@@ -279,16 +295,22 @@ impl SampleSet {
         count: u32,
         state: SlotState,
     ) {
-        for i in first as usize..(first + count) as usize {
-            slots.state[i] = state;
-            slots.gen[i] = slots.gen[i].wrapping_add(1);
-            slots.link[i] = NONE;
-            slots.occlusion[i] = false;
-            slots.rec[i] = 0;
-            slots.dirty[i] = false;
-            slots.open[i] = false;
-            slots.chain[i] = 0;
-            slots.clear_ticket(i);
+        let r = first as usize..(first + count) as usize;
+        slots.state[r.clone()].fill(state);
+        for g in &mut slots.gen[r.clone()] {
+            *g = g.wrapping_add(1);
+        }
+        slots.link[r.clone()].fill(NONE);
+        slots.occlusion[r.clone()].fill(false);
+        slots.rec[r.clone()].fill(0);
+        slots.dirty[r.clone()].fill(false);
+        slots.open[r.clone()].fill(false);
+        slots.seen[r.clone()].fill(false);
+        slots.chain[r.clone()].fill(0);
+        if slots.tickets != 0 {
+            for i in r {
+                slots.clear_ticket(i);
+            }
         }
         if first == 0 && count == self.count {
             slots.aliases = false;
@@ -382,6 +404,13 @@ impl SampleSet {
         };
         slots.scratch = data;
         let (bytes, status) = resolved?;
+        // What the resolve saw written stays available until its next write
+        // or reset: a host reset need not read it again.
+        let t = &mut *slots;
+        let r = first as usize..(first + count) as usize;
+        for ((seen, st), state) in t.seen[r.clone()].iter_mut().zip(&status).zip(&t.state[r]) {
+            *seen |= (*st == SampleStatus::Written) & (*state == SlotState::Recorded);
+        }
         let origins = (self.set == CommonCounterSet::Statistic).then(|| {
             (first as usize..(first + count) as usize)
                 .zip(&status)

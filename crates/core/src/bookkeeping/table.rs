@@ -59,6 +59,11 @@ pub struct SampleTable {
     pub dirty: Vec<bool>,
     /// Whether the index's statistic query was begun and not yet ended.
     pub open: Vec<bool>,
+    /// Whether a CPU resolve saw the index written (recorded, not stale,
+    /// its query available) since it was last recorded or reset: its query
+    /// stays available until it is reset, so a host reset need not ask the
+    /// driver again. Cleared by every write, alias, reset and abandon.
+    pub(crate) seen: Vec<bool>,
     /// For statistics: the chain the sample belongs to (see the module
     /// docs); samples of different chains are not comparable.
     pub chain: Vec<u64>,
@@ -101,6 +106,7 @@ impl SampleTable {
             rec: fallible_vec(n, 0)?,
             dirty: fallible_vec(n, false)?,
             open: fallible_vec(n, false)?,
+            seen: fallible_vec(n, false)?,
             chain: fallible_vec(n, 0)?,
             live: Vec::new(),
             gpu_resolves: Vec::new(),
@@ -129,6 +135,7 @@ impl SampleTable {
         self.occlusion[i] = occlusion;
         self.rec[i] = rec;
         self.dirty[i] = true;
+        self.seen[i] = false;
         self.chain[i] = chain;
     }
 
@@ -142,6 +149,7 @@ impl SampleTable {
         self.link[i] = target;
         self.link_gen[i] = self.gen[target as usize];
         self.occlusion[i] = false;
+        self.seen[i] = false;
         self.rec[i] = rec;
     }
 
@@ -152,6 +160,7 @@ impl SampleTable {
         let i = index as usize;
         self.set_ticket(i, ticket);
         self.dirty[i] = false;
+        self.seen[i] = false;
         self.rec[i] = ticket.id();
     }
 
@@ -175,9 +184,17 @@ impl SampleTable {
     /// Whether ticket `id` belongs to a command buffer that recorded into
     /// these samples and is still being recorded.
     pub fn still_recording(&self, id: u64) -> bool {
-        self.live
-            .iter()
-            .any(|t| t.id() == id && t.phase() == Phase::Recording)
+        id != 0
+            && self
+                .live
+                .iter()
+                .any(|t| t.id() == id && t.phase() == Phase::Recording)
+    }
+
+    /// Whether any command buffer that recorded into these samples is still
+    /// being recorded.
+    pub fn any_recording(&self) -> bool {
+        self.live.iter().any(|t| t.phase() == Phase::Recording)
     }
 
     /// Notes that `ticket`'s command buffer records into these samples.
@@ -209,6 +226,7 @@ impl SampleTable {
             self.open[i] = false;
             self.occlusion[i] = false;
             self.dirty[i] = true;
+            self.seen[i] = false;
             if self.ticket[i].as_ref().is_some_and(|t| t.id() == id) {
                 self.clear_ticket(i);
             }

@@ -1,0 +1,218 @@
+//! Host cost of one recording variant, alone, for `perf` and callgrind:
+//! records `N` samples (no GPU work besides the samples) `ROUNDS` times,
+//! submits, waits, and resolves them as `gpu-counters bench` does.
+//!
+//! ```text
+//! cargo build --release -p gpu-counters-bench --example host_cost
+//! valgrind --tool=callgrind target/release/examples/host_cost profiler 4096 20
+//! ```
+//!
+//! Variants: `raw-pass` (raw ash `TOP_OF_PIPE` + `ALL_COMMANDS` pairs),
+//! `raw-precise`, `heap-precise`, `scope-pairs`, `attachments`,
+//! `relaxed-pass` (a relaxed heap write in a pass each), `profiler`
+//! (`Frame::scope` / `Scope::end` pairs, then `Profiler::collect`).
+//! Prints the median record and resolve ns per sample over the rounds.
+
+use ash::vk;
+use gpu_counters_core::timeline::PassKind;
+use gpu_counters_core::{
+    CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
+    TimestampGranularity,
+};
+use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
+use gpu_counters_vulkan::{
+    CommandBuffer, ComputePassDescriptor, Device, InstanceOptions, PassSampleBufferAttachment,
+};
+use std::error::Error;
+use std::hint::black_box;
+use std::time::Instant;
+
+type R<T> = Result<T, Box<dyn Error + Send + Sync>>;
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> R<()> {
+    let mut args = std::env::args().skip(1);
+    let variant = args.next().unwrap_or_else(|| "profiler".into());
+    let n: u32 = args.next().map_or(Ok(4096), |s| s.parse())?;
+    let rounds: usize = args.next().map_or(Ok(20), |s| s.parse())?;
+    let device = Device::open_default(&InstanceOptions::default())?;
+    let buffer = device.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+        CommonCounterSet::Timestamp,
+        "host cost",
+        2 * n,
+    ))?;
+    let heap = device.make_counter_heap(&CounterHeapDescriptor {
+        heap_type: CounterHeapType::Timestamp,
+        count: 2 * n,
+    })?;
+    let profiler = Profiler::new(
+        &device,
+        ProfilerOptions {
+            frames_in_flight: 2,
+            max_scopes_per_frame: n,
+            statistics: false,
+            when_full: WhenFull::Wait {
+                timeout: std::time::Duration::from_secs(30),
+            },
+            queue_name: None,
+        },
+    )?;
+    let d = device.raw().clone();
+    // A raw pool for the raw variants.
+    // SAFETY: a valid create-info on this device; destroyed at the end after
+    // the device is idle.
+    let pool = unsafe {
+        d.create_query_pool(
+            &vk::QueryPoolCreateInfo::default()
+                .query_type(vk::QueryType::TIMESTAMP)
+                .query_count(2 * n),
+            None,
+        )?
+    };
+    let (mut rec, mut res) = (Vec::new(), Vec::new());
+    let mut spare: Option<CommandBuffer> = None;
+    let samples = match variant.as_str() {
+        "raw-precise" | "heap-precise" | "relaxed-pass" => n,
+        _ => 2 * n,
+    };
+    let mut raw_out = vec![[0u64; 2]; samples as usize];
+    for _ in 0..rounds {
+        buffer.reset()?;
+        heap.invalidate_counter_range(0..2 * n as u64)?;
+        // SAFETY: the pool's queries are not in use (every round waits).
+        unsafe { d.reset_query_pool(pool, 0, 2 * n) };
+        let mut cmd = match spare.take() {
+            Some(c) => c,
+            None => CommandBuffer::new(&device)?,
+        };
+        let t = Instant::now();
+        let frame = if variant == "profiler" {
+            Some(profiler.begin_frame()?)
+        } else {
+            None
+        };
+        match variant.as_str() {
+            "raw-pass" | "raw-precise" => {
+                for i in 0..n {
+                    // SAFETY: `cmd` is recording outside a render pass; the
+                    // queries were reset above.
+                    unsafe {
+                        if variant == "raw-pass" {
+                            d.cmd_write_timestamp2(
+                                cmd.raw(),
+                                vk::PipelineStageFlags2::TOP_OF_PIPE,
+                                pool,
+                                2 * i,
+                            );
+                            d.cmd_write_timestamp2(
+                                cmd.raw(),
+                                vk::PipelineStageFlags2::ALL_COMMANDS,
+                                pool,
+                                2 * i + 1,
+                            );
+                        } else {
+                            d.cmd_write_timestamp2(
+                                cmd.raw(),
+                                vk::PipelineStageFlags2::ALL_COMMANDS,
+                                pool,
+                                i,
+                            );
+                        }
+                    }
+                }
+            }
+            "heap-precise" => {
+                let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
+                for i in 0..n {
+                    enc.write_timestamp(TimestampGranularity::Precise, &heap, i)?;
+                }
+                enc.end_encoding()?;
+            }
+            "relaxed-pass" => {
+                for i in 0..n {
+                    let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
+                    enc.write_timestamp(TimestampGranularity::Relaxed, &heap, i)?;
+                    enc.end_encoding()?;
+                }
+            }
+            "attachments" => {
+                for i in 0..n {
+                    let enc = cmd.compute_encoder(&ComputePassDescriptor {
+                        sample_buffer_attachments: vec![PassSampleBufferAttachment {
+                            sample_buffer: &buffer,
+                            start_of_encoder_sample_index: Some(2 * i),
+                            end_of_encoder_sample_index: Some(2 * i + 1),
+                        }],
+                    })?;
+                    enc.end_encoding()?;
+                }
+            }
+            "scope-pairs" => {
+                for i in 0..n {
+                    cmd.sample_counters(&buffer, 2 * i, false)?;
+                    cmd.sample_counters(&buffer, 2 * i + 1, true)?;
+                }
+            }
+            "profiler" => {
+                let frame = frame.as_ref().ok_or("no frame")?;
+                for _ in 0..n {
+                    let scope = frame.scope(&mut cmd, "dispatch", PassKind::Compute)?;
+                    scope.end(&mut cmd)?;
+                }
+            }
+            other => return Err(format!("unknown variant {other}").into()),
+        }
+        rec.push(t.elapsed().as_nanos() as f64 / samples as f64);
+        let submission = cmd.commit()?;
+        if let Some(frame) = frame {
+            profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+        }
+        submission.wait()?;
+        device.wait_idle()?;
+        let t = Instant::now();
+        match variant.as_str() {
+            "raw-pass" | "raw-precise" => {
+                // SAFETY: `raw_out` holds `samples` (value, availability) pairs.
+                unsafe {
+                    d.get_query_pool_results(
+                        pool,
+                        0,
+                        &mut raw_out[..],
+                        vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY,
+                    )?
+                };
+                black_box(&raw_out);
+            }
+            "profiler" => {
+                let frames = profiler.collect()?;
+                if frames.len() != 1 || frames[0].scopes.len() != n as usize {
+                    return Err("profiler: frame not complete".into());
+                }
+                black_box(frames);
+            }
+            v => {
+                let r = if v == "heap-precise" || v == "relaxed-pass" {
+                    heap.resolve_counter_range(0..samples as u64)?
+                } else {
+                    buffer.resolve_counter_range(0..samples as u64)?
+                };
+                black_box(r);
+            }
+        }
+        res.push(t.elapsed().as_nanos() as f64 / samples as f64);
+        spare = Some(submission.reuse()?);
+    }
+    device.wait_idle()?;
+    // SAFETY: the device is idle; nothing uses the pool any more.
+    unsafe { d.destroy_query_pool(pool, None) };
+    println!(
+        "{variant}: record {:.1} ns/sample, resolve {:.1} ns/sample (median of {rounds}, {samples} samples)",
+        median(&mut rec),
+        median(&mut res)
+    );
+    Ok(())
+}
