@@ -9,10 +9,10 @@
 #   3. the whole workspace's tests, GPU tests on lavapipe (or any Vulkan
 #      driver present) under the validation layer: any validation message
 #      fails a test;
-#   4. the wgpu backend's tests again on its portable path (without its
-#      `vulkan` feature: no wgpu-hal, as on every non-Vulkan wgpu backend);
-#   5. the CUDA backend's tests with their output shown: without a CUDA
-#      driver each GPU test prints one line saying it skipped.
+#   4. the CUDA backend's tests with their output shown: without a CUDA
+#      driver each GPU test prints one line saying it skipped;
+#   5. the wgpu backend's tests again on its portable path (without its
+#      `vulkan` feature: no wgpu-hal, as on every non-Vulkan wgpu backend).
 # Once set up, `cargo test --workspace --locked` alone runs step 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,8 +32,18 @@ bash scripts/setup.sh
 echo "== 3/5 cargo test --workspace --locked"
 cargo test --workspace --locked
 
-echo "== 4/5 the wgpu backend on its portable path (no wgpu-hal)"
-cargo test --locked -p gpu-counters-wgpu --no-default-features --features profiler
+echo "== 4/5 the CUDA backend's tests again, their output shown (each GPU test says so where it skips: no CUDA driver)"
+# The binary step 3 built (asking cargo for it rebuilds nothing; building
+# the package alone would, with other features).
+cuda_tests=$(cargo test --workspace --locked --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") \
+            and m["target"]["name"] == "cuda" and m["target"]["kind"] == ["test"]:
+        print(m["executable"])
+')
+"$cuda_tests" --nocapture --test-threads=1
 
-echo "== 5/5 the CUDA backend (each GPU test says so where it skips: no CUDA driver)"
-cargo test --locked -p gpu-counters-cuda -- --nocapture --test-threads=1
+echo "== 5/5 the wgpu backend on its portable path (no wgpu-hal)"
+cargo test --locked -p gpu-counters-wgpu --no-default-features --features profiler
