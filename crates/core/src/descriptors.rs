@@ -42,6 +42,27 @@ impl CounterSampleBufferDescriptor {
         self.storage_mode = storage_mode;
         self
     }
+
+    /// The sample count, checked against 0 and a device's `limit`: the
+    /// typed error every backend gives for either.
+    pub fn checked_sample_count(&self, limit: u32) -> crate::Result<u32> {
+        let n = self.sample_count;
+        if n == 0 {
+            return Err(crate::InvalidInput::SampleCountZero {
+                label: self.label.clone(),
+            }
+            .into());
+        }
+        if n > limit {
+            return Err(crate::InvalidInput::SampleCountTooLarge {
+                label: self.label.clone(),
+                requested: n,
+                limit,
+            }
+            .into());
+        }
+        Ok(n)
+    }
 }
 
 /// The kind of data a Metal 4 counter heap holds (`MTL4CounterHeapType`).

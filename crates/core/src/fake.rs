@@ -515,21 +515,7 @@ impl BackendDevice for FakeDevice {
         &self,
         descriptor: &CounterSampleBufferDescriptor,
     ) -> Result<FakeSampleBuffer> {
-        let n = descriptor.sample_count;
-        if n == 0 {
-            return Err(InvalidInput::SampleCountZero {
-                label: descriptor.label.clone(),
-            }
-            .into());
-        }
-        if n > FAKE_MAX_SAMPLE_COUNT {
-            return Err(InvalidInput::SampleCountTooLarge {
-                label: descriptor.label.clone(),
-                requested: n,
-                limit: FAKE_MAX_SAMPLE_COUNT,
-            }
-            .into());
-        }
+        let n = descriptor.checked_sample_count(FAKE_MAX_SAMPLE_COUNT)?;
         let mut field_map = [ABSENT; 8];
         match descriptor.counter_set {
             CommonCounterSet::Timestamp => {}

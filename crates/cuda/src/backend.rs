@@ -514,21 +514,7 @@ impl BackendDevice for CudaDevice {
         &self,
         descriptor: &CounterSampleBufferDescriptor,
     ) -> Result<CudaSampleBuffer> {
-        let n = descriptor.sample_count;
-        if n == 0 {
-            return Err(InvalidInput::SampleCountZero {
-                label: descriptor.label.clone(),
-            }
-            .into());
-        }
-        if n > MAX_SAMPLE_COUNT {
-            return Err(InvalidInput::SampleCountTooLarge {
-                label: descriptor.label.clone(),
-                requested: n,
-                limit: MAX_SAMPLE_COUNT,
-            }
-            .into());
-        }
+        let n = descriptor.checked_sample_count(MAX_SAMPLE_COUNT)?;
         let set = descriptor.counter_set;
         if self.shared.info.counter_set(set).is_none() {
             return Err(InvalidInput::UnsupportedCounterSet {

@@ -42,21 +42,7 @@ impl Device {
         &self,
         descriptor: &CounterSampleBufferDescriptor,
     ) -> Result<CounterSampleBuffer> {
-        let limit = self.info().max_sample_count;
-        if descriptor.sample_count == 0 {
-            return Err(InvalidInput::SampleCountZero {
-                label: descriptor.label.clone(),
-            }
-            .into());
-        }
-        if descriptor.sample_count > limit {
-            return Err(InvalidInput::SampleCountTooLarge {
-                label: descriptor.label.clone(),
-                requested: descriptor.sample_count,
-                limit,
-            }
-            .into());
-        }
+        descriptor.checked_sample_count(self.info().max_sample_count)?;
         self.require_set(descriptor.counter_set)?;
         Ok(CounterSampleBuffer {
             inner: Arc::new(Samples::new(

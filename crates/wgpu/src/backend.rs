@@ -248,21 +248,7 @@ impl BackendDevice for WgpuDevice {
         &self,
         descriptor: &CounterSampleBufferDescriptor,
     ) -> Result<WgpuSampleBuffer> {
-        let n = descriptor.sample_count;
-        if n == 0 {
-            return Err(InvalidInput::SampleCountZero {
-                label: descriptor.label.clone(),
-            }
-            .into());
-        }
-        if n > MAX_SAMPLE_COUNT {
-            return Err(InvalidInput::SampleCountTooLarge {
-                label: descriptor.label.clone(),
-                requested: n,
-                limit: MAX_SAMPLE_COUNT,
-            }
-            .into());
-        }
+        let n = descriptor.checked_sample_count(MAX_SAMPLE_COUNT)?;
         Ok(WgpuSampleBuffer {
             storage: self.make_storage(
                 descriptor.label.clone(),
