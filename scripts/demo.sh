@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: `gpu-counters run mixed` on the default device (the first GPU, or
 # lavapipe on a machine without one), writing a timeline picture, a Chrome
-# trace (open it in https://ui.perfetto.dev) and a CSV into ./demo-out/.
+# trace and a Perfetto trace (open either in https://ui.perfetto.dev) and a
+# CSV into ./demo-out/.
 # Installs the software Vulkan driver first if no Vulkan driver is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,5 +16,5 @@ if ! have_driver || ! ldconfig -p 2>/dev/null | grep -q libvulkan.so.1; then
 fi
 mkdir -p demo-out
 cargo run --release -q -p gpu-counters-cli -- run mixed \
-  --svg demo-out/timeline.svg --trace demo-out/trace.json --csv demo-out/passes.csv "$@"
-echo "wrote demo-out/timeline.svg, demo-out/trace.json (Perfetto UI, chrome://tracing), demo-out/passes.csv"
+  --svg demo-out/timeline.svg --trace demo-out/trace.json --perfetto demo-out/trace.pftrace --csv demo-out/passes.csv "$@"
+echo "wrote demo-out/timeline.svg, demo-out/trace.json (Perfetto UI, chrome://tracing), demo-out/trace.pftrace (Perfetto UI), demo-out/passes.csv"
