@@ -187,6 +187,8 @@ mod wgpu_bench;
 use gpu_counters_core::DeviceInfo;
 use gpu_counters_vulkan::{Device, Instance, InstanceOptions};
 use serde::Serialize;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
 /// Arguments of `gpu-counters bench`.
@@ -713,6 +715,39 @@ pub(crate) trait Variant {
 
 /// A backend's rows, in the report's order.
 pub(crate) type Variants = Vec<Box<dyn Variant>>;
+
+/// A backend's harness, shared by its rows: runs one kind of row at a time.
+pub(crate) trait Harness {
+    /// Which row to run.
+    type Kind: Copy;
+
+    /// One measurement of the row `kind`.
+    fn run(&mut self, kind: Self::Kind) -> Result<Measurement, BenchError>;
+
+    /// The error for a row started while another runs on the harness.
+    fn busy() -> BenchError;
+}
+
+/// One row: a kind of row on the harness it shares with the backend's
+/// other rows.
+pub(crate) struct HarnessRow<H: Harness> {
+    pub(crate) bench: Rc<RefCell<H>>,
+    pub(crate) kind: H::Kind,
+    pub(crate) spec: VariantSpec,
+}
+
+impl<H: Harness> Variant for HarnessRow<H> {
+    fn spec(&self) -> &VariantSpec {
+        &self.spec
+    }
+
+    fn run(&mut self) -> Result<Measurement, BenchError> {
+        self.bench
+            .try_borrow_mut()
+            .map_err(|_| H::busy())?
+            .run(self.kind)
+    }
+}
 
 /// What a backend's harness hands out: its rows, notes on how they measure,
 /// and the comparisons to derive between them.

@@ -8,8 +8,8 @@
 //! time, outside the timed recording.
 
 use crate::{
-    check_profiler_frames, check_written, timestamps_ns, vk_err, BenchError, Measurement,
-    Placement, Tool, Variant, VariantSpec, Variants,
+    check_profiler_frames, check_written, timestamps_ns, vk_err, BenchError, Harness, HarnessRow,
+    Measurement, Placement, Tool, Variant, VariantSpec, Variants,
 };
 use ash::vk;
 use gpu_counters_core::timeline::PassKind;
@@ -643,24 +643,15 @@ impl VulkanBench {
     }
 }
 
-/// One raw-ash or gpu-counters row: a [`Kind`] on the harness it shares
-/// with the other rows.
-struct VulkanVariant {
-    bench: Rc<RefCell<VulkanBench>>,
-    kind: Kind,
-    spec: VariantSpec,
-}
+impl Harness for VulkanBench {
+    type Kind = Kind;
 
-impl Variant for VulkanVariant {
-    fn spec(&self) -> &VariantSpec {
-        &self.spec
+    fn run(&mut self, kind: Kind) -> Result<Measurement, BenchError> {
+        VulkanBench::run(self, kind)
     }
 
-    fn run(&mut self) -> Result<Measurement, BenchError> {
-        self.bench
-            .try_borrow_mut()
-            .map_err(|_| BenchError::Measurement("the Vulkan harness is already running".into()))?
-            .run(self.kind)
+    fn busy() -> BenchError {
+        BenchError::Measurement("the Vulkan harness is already running".into())
     }
 }
 
@@ -673,7 +664,7 @@ pub(crate) fn variants(device: &Device, n: u32) -> Result<Variants, BenchError> 
         .iter()
         .map(|&kind| {
             let (name, tool, placement, per, baseline) = kind.describe();
-            Box::new(VulkanVariant {
+            Box::new(HarnessRow {
                 bench: bench.clone(),
                 kind,
                 spec: VariantSpec {

@@ -4,8 +4,8 @@
 
 use crate::vulkan::{ITERATIONS, WORKGROUP_SIZE};
 use crate::{
-    check_profiler_frames, check_written, timestamps_ns, BenchError, ComparisonSpec, Measurement,
-    Placement, Rows, Tool, Variant, VariantSpec,
+    check_profiler_frames, check_written, timestamps_ns, BenchError, ComparisonSpec, Harness,
+    HarnessRow, Measurement, Placement, Rows, Tool, Variant, VariantSpec,
 };
 use gpu_counters_core::{
     BackendDevice, BackendSampleBuffer, Calibration, CounterSampleBufferDescriptor, DeviceInfo,
@@ -789,24 +789,15 @@ impl WgpuBench {
     }
 }
 
-/// One wgpu, wgpu-profiler or gpu-counters-wgpu row: a [`Kind`] on the harness it shares with
-/// the other rows.
-struct WgpuVariant {
-    bench: Rc<RefCell<WgpuBench>>,
-    kind: Kind,
-    spec: VariantSpec,
-}
+impl Harness for WgpuBench {
+    type Kind = Kind;
 
-impl Variant for WgpuVariant {
-    fn spec(&self) -> &VariantSpec {
-        &self.spec
+    fn run(&mut self, kind: Kind) -> Result<Measurement, BenchError> {
+        WgpuBench::run(self, kind)
     }
 
-    fn run(&mut self) -> Result<Measurement, BenchError> {
-        self.bench
-            .try_borrow_mut()
-            .map_err(|_| BenchError::Wgpu("the wgpu harness is already running".into()))?
-            .run(self.kind)
+    fn busy() -> BenchError {
+        BenchError::Wgpu("the wgpu harness is already running".into())
     }
 }
 
@@ -823,7 +814,7 @@ pub(crate) fn variants(info: &DeviceInfo, n: u32) -> Result<Rows, BenchError> {
         .into_iter()
         .map(|kind| {
             let (name, tool, placement, per, baseline) = kind.describe();
-            Box::new(WgpuVariant {
+            Box::new(HarnessRow {
                 bench: bench.clone(),
                 kind,
                 spec: VariantSpec {
