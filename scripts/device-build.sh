@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 mkdir -p .bin
 cargo build --release -p gpu-counters-cli
 cp "${CARGO_TARGET_DIR:-target}/release/gpu-counters" .bin/
-rm -f .bin/test-*
+rm -f .bin/test-* .bin/bins.tar.xz
 cargo test --release --no-run -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-workloads -p gpu-counters-wgpu -p gpu-counters-cuda \
   --message-format=json 2>/dev/null \
   | python3 -c '
@@ -19,4 +19,6 @@ for line in sys.stdin:
         shutil.copy(m["executable"], f".bin/test-{crate}-{name}")
 '
 strip .bin/* 2>/dev/null || true
-du -sh .bin; ls .bin
+# The loose binaries exceed what a run may carry (64 MiB): ship them packed.
+(cd .bin && tar cJf bins.tar.xz --remove-files $(ls | grep -v bins.tar.xz))
+du -sh .bin; tar tJf .bin/bins.tar.xz | tr '\n' ' '; echo

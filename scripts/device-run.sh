@@ -5,6 +5,7 @@
 # benchmark. Everything lands in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+[ -f .bin/bins.tar.xz ] && tar xJf .bin/bins.tar.xz -C .bin
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

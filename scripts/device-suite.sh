@@ -7,6 +7,7 @@
 # seconds (default 120) is killed and its unfinished tests are named.
 # Everything lands in $OUT.
 set -uo pipefail
+[ -f .bin/bins.tar.xz ] && tar xJf .bin/bins.tar.xz -C .bin
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
 # CUPTI (the CUDA backend's statistics) is not on the loader's path there.
