@@ -592,11 +592,14 @@ impl WgpuBench {
         }
         record_ns += t.elapsed().as_nanos() as f64;
         self.end_bracket(&mut encoder);
+        // `finish` and `submit` count as recording: wgpu tracks each pass's
+        // query set usage there, and gpu-counters-wgpu's rows count their
+        // `WgpuDevice::submit` (which finishes and submits) the same way.
         let t = Instant::now();
         let commands = encoder.finish();
-        record_ns += t.elapsed().as_nanos() as f64;
         let submitted = Instant::now();
         self.queue.submit([commands]);
+        record_ns += t.elapsed().as_nanos() as f64;
         let gpu_ns = self.wait_gpu_ns(submitted)?;
         let t = Instant::now();
         match kind {

@@ -146,7 +146,8 @@ impl RunReport<'_> {
                     .scopes
                     .iter()
                     .zip(checks)
-                    .map(|(i, check)| {
+                    .enumerate()
+                    .map(|(k, (i, check))| {
                         let expected: Map<String, Value> = check
                             .expected
                             .iter()
@@ -162,6 +163,11 @@ impl RunReport<'_> {
                             "start_ticks": i.start_ticks,
                             "end_ticks": i.end_ticks,
                             "error_bound_ns": i.error_bound_ns,
+                            // Signed: within the bounds, a pass may seem to
+                            // start before the previous one ended.
+                            "gap_before_ns": k.checked_sub(1).map(|p| {
+                                i.start_ns.wrapping_sub(frame.scopes[p].end_ns) as i64
+                            }),
                             "statistics": i.statistics.as_ref().map(|s| self.statistics_json(s)),
                             "expected": expected,
                             "matches": check.matches(),
@@ -190,6 +196,7 @@ impl RunReport<'_> {
                 "rate_ns_per_tick": cal.rate_ns_per_tick(),
             },
             "frames": frames,
+            "between_passes": between_passes(self.device.backend),
             "mismatches": self.mismatches(),
         })
     }
@@ -317,20 +324,43 @@ fn frame_rows(report: &RunReport<'_>, frame: &FrameResult, checks: &[PassCheck])
         "pass".to_string(),
         "kind".into(),
         "start".into(),
+        "gap before".into(),
         "duration".into(),
         "statistics".into(),
     ]];
     let submit = cpu_submit_ns(frame);
+    let mut previous_end = None;
     for (s, check) in frame.scopes.iter().zip(checks) {
         rows.push(vec![
             s.label.to_string(),
             s.kind.name().into(),
             fmt_offset(i128::from(s.start_ns) - i128::from(submit)),
+            previous_end.map_or_else(
+                || "–".into(),
+                |end: u64| fmt_offset(i128::from(s.start_ns) - i128::from(end)),
+            ),
             fmt_ns(s.duration_ns),
             statistics_cell(report, check),
         ]);
+        previous_end = Some(s.end_ns);
     }
     print_table(&rows);
+}
+
+/// What lies between one pass's end sample and the next one's start sample
+/// in what `run` records on `backend`: what a "gap before" is made of.
+pub fn between_passes(backend: BackendKind) -> &'static str {
+    match backend {
+        BackendKind::Wgpu => {
+            "wgpu's own barriers and pass set-up between two passes (each pass's timestamps are its own pass timestamp writes)"
+        }
+        BackendKind::Cuda => {
+            "the launch of the next pass's first kernel (its start sample is a %globaltimer kernel launched after the last one of the previous pass)"
+        }
+        _ => {
+            "the full pipeline barrier run records between passes (all prior writes drain before the next pass starts); layout transitions, clears and render-pass begin are inside their own pass's interval"
+        }
+    }
 }
 
 /// Prints the report as tables: the run, each frame's passes, and over
@@ -383,6 +413,10 @@ pub fn print_human(report: &RunReport<'_>) {
         "  calibration: {}, max deviation {} (start: offset of the pass's start from the CPU submit)",
         cal.method().name(),
         fmt_ns(cal.max_deviation_ns())
+    );
+    println!(
+        "  gap before: from the previous pass's end to this pass's start: {}",
+        between_passes(d.backend)
     );
     for (frame, checks) in frames.iter().zip(&report.measured.checks) {
         println!();

@@ -33,7 +33,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-/// The queue every pass runs on, as named in timelines.
+/// The queue every pass runs on, as named in timelines (Vulkan and wgpu: the
+/// one graphics and compute queue; CUDA names its stream, see
+/// [`FrameSource::queue_label`]).
 pub const QUEUE: &str = "graphics";
 
 /// Sizes of the compute pass.
@@ -448,6 +450,10 @@ pub(crate) trait FrameSource {
         frame: &Frame<'_, Self::Device>,
         index: u32,
     ) -> CliResult<Self::Submission>;
+    /// What timelines call the queue the passes run on.
+    fn queue_label(&self) -> &'static str {
+        QUEUE
+    }
 }
 
 /// A submitted frame of a [`FrameSource`].
@@ -569,7 +575,7 @@ pub(crate) fn profile_many<S: FrameSource>(
                 when_full: WhenFull::Wait {
                     timeout: FRAME_TIMEOUT,
                 },
-                queue_name: Some(QUEUE.to_string()),
+                queue_name: Some(source.queue_label().to_string()),
             },
         )?;
         // A build with the feature `tracy` streams every frame into Tracy.

@@ -98,6 +98,10 @@ impl FrameSource for CudaFrames {
         }
         Ok(self.device.submit(rec)?)
     }
+
+    fn queue_label(&self) -> &'static str {
+        "stream"
+    }
 }
 
 /// CUDA has no validation layer of gpu-counters' to collect messages from

@@ -132,6 +132,21 @@ fn check_frames_with(report: &Value, frames: usize, statistics: bool) -> Vec<Vec
         let complete = u(&frame["cpu_complete_ns"]);
         assert!(submit <= complete);
         let passes = frame["passes"].as_array().expect("passes").clone();
+        // Each pass's gap is from the previous pass's end (none for the
+        // first), and the report says what lies there.
+        assert!(report["between_passes"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty()));
+        for (k, p) in passes.iter().enumerate() {
+            match k.checked_sub(1) {
+                None => assert_eq!(p["gap_before_ns"], Value::Null, "{p}"),
+                Some(prev) => assert_eq!(
+                    p["gap_before_ns"].as_i64().expect("gap_before_ns"),
+                    u(&p["start_ns"]) as i64 - u(&passes[prev]["end_ns"]) as i64,
+                    "{p}"
+                ),
+            }
+        }
         for p in &passes {
             let (start, end) = (u(&p["start_ns"]), u(&p["end_ns"]));
             let bound = u(&p["error_bound_ns"]);
