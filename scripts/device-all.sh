@@ -46,11 +46,12 @@ demo)
   step vk-run-mixed 60 .bin/gpu-counters run mixed --frames 5 --svg "$OUT/h200-timeline.svg" --perfetto "$OUT/vk-mixed.pftrace" --trace "$OUT/vk-mixed.json"
   step vk-run-compute 60 .bin/gpu-counters run compute --frames 3 --dispatches 3 --workgroups 7 --workgroup-size 13 --json
   step vk-run-render 60 .bin/gpu-counters run render --frames 3 --triangles 37 --width 256 --height 128 --json
+  step cuda-run-compute-table 60 .bin/gpu-counters run compute --backend cuda --frames 3
   unset GPU_COUNTERS_VALIDATION
   ;;
 bench)
   for b in $(seq 1 "${BENCHES:-1}"); do
-    step "bench-$b" "${BENCH_LIMIT:-240}" .bin/gpu-counters bench --json --samples 4096 --reps 5 --drift-seconds "${DRIFT:-5}"
+    step "bench-$b" "${BENCH_LIMIT:-240}" .bin/gpu-counters bench --json --samples 4096 --reps "${REPS:-5}" --drift-seconds "${DRIFT:-5}"
   done
   ;;
 esac; done
