@@ -551,8 +551,11 @@ impl WgpuBench {
                 for _ in 0..n {
                     let query = self.profiler.begin_pass_query("dispatch", &mut encoder);
                     {
+                        // Labelled as wgpu-profiler's README labels its
+                        // passes, and as gpu-counters-wgpu's profiled passes
+                        // are (with the scope's label).
                         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                            label: None,
+                            label: Some("dispatch"),
                             timestamp_writes: query.compute_pass_timestamp_writes(),
                         });
                         self.dispatch(&mut pass);

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Tables of several `gpu-counters bench --json` runs of the same command:
+for every row, the median over the runs of each run's median, with the
+smallest and largest run in brackets; then the wgpu comparisons the same
+way, and the CPU resolve throughput.
+
+Usage: bench_runs_h200.py RUN.json [RUN.json ...]
+(BENCHMARKS.md's H200 tables are this script's output for
+docs/h200-2026-12-01/bench-{1,2,3}.json.)
+"""
+import json
+import statistics as st
+import sys
+
+runs = [json.load(open(f)) for f in sys.argv[1:]]
+
+
+def spread(xs, digits=2):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "–"
+    return f"{st.median(xs):.{digits}f} [{min(xs):.{digits}f}, {max(xs):.{digits}f}]"
+
+
+def rows(tools):
+    print("| row | added GPU ns/sample | host record ns/sample | host resolve ns/sample | GPU / raw | host / raw |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for v0 in runs[0]["variants"]:
+        if v0["tool"] not in tools or v0["placement"] == "none":
+            continue
+        vs = [next(v for v in r["variants"] if v["name"] == v0["name"]) for r in runs]
+        col = lambda k, d=1: spread([v[k] for v in vs], d)
+        print(f"| {v0['name']} | {col('gpu_ns_per_sample')} | {col('host_record_ns_per_sample')} "
+              f"| {col('host_resolve_ns_per_sample')} | {col('gpu_ratio_to_raw', 2)} | {col('host_ratio_to_raw', 2)} |")
+    print()
+
+
+rows({"raw-ash", "gpu-counters"})
+rows({"wgpu", "wgpu-profiler", "gpu-counters-wgpu"})
+print("| comparison (per scope) | target | GPU ratio | host ratio |")
+print("|---|---:|---:|---:|")
+for c in range(len(runs[0]["comparisons"])):
+    cs = [r["comparisons"][c] for r in runs]
+    g = [x["gpu_ratio"]["median"] for x in cs]
+    h = [x["host_ratio"]["median"] for x in cs]
+    print(f"| {cs[0]['variant']} / {cs[0]['against']} | ≤ {cs[0]['target']} | {spread(g, 3)} | {spread(h, 2)} |")
+print()
+print("CPU resolve of", runs[0]["resolve"]["samples"], "timestamps, ratio to a plain copy:",
+      spread([r["resolve"]["ratio_to_copy"] for r in runs]))
