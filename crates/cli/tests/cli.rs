@@ -524,6 +524,36 @@ fn bad_workload_option_and_sizes_exit_2() {
     );
 }
 
+/// With no Vulkan driver, every form of `--device` fails in one line that
+/// says so and how to get one: exit 1 (the machine, not the input), and no
+/// output file.
+#[test]
+fn no_vulkan_driver_is_one_clear_line_for_every_device_form() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("t.json");
+    let trace = trace.to_str().unwrap();
+    for device in [None, Some("0"), Some("all"), Some("0,1")] {
+        let mut args = vec!["run", "compute", "--frames", "1", "--trace", trace];
+        if let Some(d) = device {
+            args.extend(["--device", d]);
+        }
+        let mut cmd = gpu_counters();
+        cmd.env("VK_DRIVER_FILES", dir.path().join("no-such-icd.json"))
+            .env_remove("VK_ICD_FILENAMES")
+            .env_remove("GPU_COUNTERS_VALIDATION");
+        let out = cmd.args(&args).output().expect("run gpu-counters");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
+        assert!(
+            lines[0].starts_with("error: ") && lines[0].contains("found no driver"),
+            "{args:?}: {stderr}"
+        );
+        assert!(files_in(dir.path()).is_empty(), "{args:?}");
+    }
+}
+
 #[test]
 fn missing_device_exits_2() {
     bad_input(

@@ -203,8 +203,16 @@ impl Instance {
             info = info.push_next(&mut messenger_info);
         }
         // SAFETY: every pointer in `info` points at locals that outlive the call.
-        let instance =
-            unsafe { entry.create_instance(&info, None) }.map_err(vk_err("vkCreateInstance"))?;
+        let instance = unsafe { entry.create_instance(&info, None) }.map_err(|e| {
+            if e == vk::Result::ERROR_INCOMPATIBLE_DRIVER {
+                // What the loader says when it finds no driver at all.
+                Error::Internal(format!(
+                    "vkCreateInstance: {e}: the Vulkan loader found no driver it can use (none installed, or VK_DRIVER_FILES / VK_ICD_FILENAMES names none); install one, e.g. `apt-get install mesa-vulkan-drivers` for lavapipe"
+                ))
+            } else {
+                vk_err("vkCreateInstance")(e)
+            }
+        })?;
         let debug = if messages.is_some() {
             let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
             // SAFETY: the user-data pointer is the boxed log kept in the
