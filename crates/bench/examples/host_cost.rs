@@ -142,7 +142,7 @@ fn main() -> R<()> {
             "attachments" => {
                 for i in 0..n {
                     let enc = cmd.compute_encoder(&ComputePassDescriptor {
-                        sample_buffer_attachments: vec![PassSampleBufferAttachment {
+                        sample_buffer_attachments: &[PassSampleBufferAttachment {
                             sample_buffer: &buffer,
                             start_of_encoder_sample_index: Some(2 * i),
                             end_of_encoder_sample_index: Some(2 * i + 1),

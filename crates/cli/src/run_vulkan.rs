@@ -162,7 +162,7 @@ fn record_work(device: &Device, cmd: &mut CommandBuffer, work: &Work, frame: u32
             let enc = unsafe {
                 cmd.render_encoder(&RenderPassDescriptor {
                     target: RenderTarget::Dynamic(&info),
-                    sample_buffer_attachments: Vec::new(),
+                    sample_buffer_attachments: &[],
                 })
             }?;
             // SAFETY: `enc.raw()` is recording inside the rendering instance

@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         end_of_encoder_sample_index: Some(1),
     };
     let pass = cmd.compute_encoder(&ComputePassDescriptor {
-        sample_buffer_attachments: vec![attach(&times), attach(&stats)],
+        sample_buffer_attachments: &[attach(&times), attach(&stats)],
     })?;
     for _ in 0..3 {
         // SAFETY: `pass.raw()` is recording outside any render pass (a compute encoder)

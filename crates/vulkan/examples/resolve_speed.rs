@@ -336,7 +336,7 @@ fn main() -> Res<()> {
         let t = Instant::now();
         for p in 0..passes {
             let enc = cmd.compute_encoder(&ComputePassDescriptor {
-                sample_buffer_attachments: vec![PassSampleBufferAttachment {
+                sample_buffer_attachments: &[PassSampleBufferAttachment {
                     sample_buffer: &b,
                     start_of_encoder_sample_index: Some(2 * p),
                     end_of_encoder_sample_index: Some(2 * p + 1),

@@ -125,6 +125,10 @@ pub struct CommandBuffer {
     /// (`mem::forget`) leaves its pass or queries open, and the command
     /// buffer cannot be ended then.
     pub(crate) encoder_open: bool,
+    /// The relaxed-write lists of ended encoders, emptied, for the next
+    /// encoders to reuse: a pass with relaxed heap writes then allocates
+    /// nothing.
+    pub(crate) spare_relaxed: crate::encoder::SpareRelaxed,
     /// Whether [`CommandBuffer::completion`] handed out a handle.
     completion_taken: bool,
     /// Set once submitted by [`CommandBuffer::commit`]: the submission owns
@@ -199,6 +203,7 @@ impl CommandBuffer {
                 chain: None,
                 tracker: Tracker::new(),
                 encoder_open: false,
+                spare_relaxed: Default::default(),
                 completion_taken: false,
                 committed: false,
             };
@@ -247,6 +252,7 @@ impl CommandBuffer {
             chain: None,
             tracker: Tracker::new(),
             encoder_open: false,
+            spare_relaxed: Default::default(),
             completion_taken: false,
             committed: false,
         }
@@ -592,6 +598,7 @@ impl Submission {
             chain: None,
             tracker: Tracker::new(),
             encoder_open: false,
+            spare_relaxed: Default::default(),
             completion_taken: false,
             committed: false,
         };

@@ -44,15 +44,17 @@ pub struct PassSampleBufferAttachment<'a> {
 /// Describes a compute pass (`MTLComputePassDescriptor`).
 #[derive(Debug, Clone, Default)]
 pub struct ComputePassDescriptor<'a> {
-    /// Buffers sampled at the pass's boundaries.
-    pub sample_buffer_attachments: Vec<PassSampleBufferAttachment<'a>>,
+    /// Buffers sampled at the pass's boundaries (a slice, so that a pass
+    /// needs no allocation: an array on the stack does).
+    pub sample_buffer_attachments: &'a [PassSampleBufferAttachment<'a>],
 }
 
 /// Describes a blit (transfer) pass (`MTLBlitPassDescriptor`).
 #[derive(Debug, Clone, Default)]
 pub struct BlitPassDescriptor<'a> {
-    /// Buffers sampled at the pass's boundaries.
-    pub sample_buffer_attachments: Vec<PassSampleBufferAttachment<'a>>,
+    /// Buffers sampled at the pass's boundaries (a slice, so that a pass
+    /// needs no allocation: an array on the stack does).
+    pub sample_buffer_attachments: &'a [PassSampleBufferAttachment<'a>],
 }
 
 /// Where a render pass samples a buffer
@@ -89,8 +91,9 @@ pub enum RenderTarget<'a> {
 pub struct RenderPassDescriptor<'a> {
     /// The attachments and area to render into.
     pub target: RenderTarget<'a>,
-    /// Buffers sampled at the pass's stage boundaries.
-    pub sample_buffer_attachments: Vec<RenderPassSampleBufferAttachment<'a>>,
+    /// Buffers sampled at the pass's stage boundaries (a slice, as for
+    /// [`ComputePassDescriptor`]).
+    pub sample_buffer_attachments: &'a [RenderPassSampleBufferAttachment<'a>],
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -160,6 +163,14 @@ struct HeapRelaxed {
     writes: RelaxedWrites,
 }
 
+/// What ended encoders leave for the next ones of their command buffer:
+/// the (empty) list of heaps with relaxed writes, and emptied write lists.
+#[derive(Default)]
+pub(crate) struct SpareRelaxed {
+    heaps: Vec<HeapRelaxed>,
+    writes: Vec<RelaxedWrites>,
+}
+
 /// The state every encoder shares.
 struct EncoderCore<'c> {
     cmd: &'c mut CommandBuffer,
@@ -181,6 +192,7 @@ impl<'c> EncoderCore<'c> {
     fn new(cmd: &'c mut CommandBuffer, kind: EncoderKind) -> Result<Self> {
         cmd.check_no_open_encoder()?;
         cmd.encoder_open = true;
+        let relaxed = std::mem::take(&mut cmd.spare_relaxed.heaps);
         Ok(Self {
             point_supported: cmd.device.supports_counter_sampling(kind.point()),
             cmd,
@@ -188,7 +200,7 @@ impl<'c> EncoderCore<'c> {
             in_render_pass: false,
             uses_render_pass2: false,
             chain: None,
-            relaxed: Vec::new(),
+            relaxed,
             end_timestamps: Few::new(),
             end_statistics: Few::new(),
             ended: false,
@@ -369,7 +381,13 @@ impl<'c> EncoderCore<'c> {
                 {
                     Some(r) => r.writes.insert(index),
                     None => {
-                        let mut writes = RelaxedWrites::new(heap.inner.count);
+                        let mut writes = match self.cmd.spare_relaxed.writes.pop() {
+                            Some(mut w) => {
+                                w.reuse(heap.inner.count);
+                                w
+                            }
+                            None => RelaxedWrites::new(heap.inner.count),
+                        };
                         writes.insert(index);
                         self.relaxed.push(HeapRelaxed {
                             heap: heap.inner.clone(),
@@ -423,8 +441,10 @@ impl<'c> EncoderCore<'c> {
                 &mut self.cmd.tracker,
             ));
         }
-        for HeapRelaxed { heap, writes } in std::mem::take(&mut self.relaxed) {
+        let mut relaxed = std::mem::take(&mut self.relaxed);
+        for HeapRelaxed { heap, writes } in relaxed.drain(..) {
             let Some((&first, rest)) = writes.indices().split_first() else {
+                self.cmd.spare_relaxed.writes.push(writes);
                 continue;
             };
             keep(write_timestamp(
@@ -442,7 +462,9 @@ impl<'c> EncoderCore<'c> {
                     slots.mark_alias(i, first, rec);
                 }
             }
+            self.cmd.spare_relaxed.writes.push(writes);
         }
+        self.cmd.spare_relaxed.heaps = relaxed;
         first_error.map_or(Ok(()), Err)
     }
 }
@@ -767,7 +789,7 @@ impl CommandBuffer {
             core: pass_encoder(
                 self,
                 EncoderKind::Compute,
-                &descriptor.sample_buffer_attachments,
+                descriptor.sample_buffer_attachments,
             )?,
         })
     }
@@ -778,7 +800,7 @@ impl CommandBuffer {
             core: pass_encoder(
                 self,
                 EncoderKind::Blit,
-                &descriptor.sample_buffer_attachments,
+                descriptor.sample_buffer_attachments,
             )?,
         })
     }
@@ -822,7 +844,7 @@ impl CommandBuffer {
         descriptor: &RenderPassDescriptor<'_>,
     ) -> Result<RenderEncoder<'_>> {
         let mut core = EncoderCore::new(self, EncoderKind::Render)?;
-        let attachments = &descriptor.sample_buffer_attachments;
+        let attachments = descriptor.sample_buffer_attachments;
         core.prepare_attachments(render_attachments(attachments))?;
         let cmd = core.cmd.raw;
         let d = core.cmd.device.raw();

@@ -16,7 +16,7 @@
 //!     &CounterSampleBufferDescriptor::new(CommonCounterSet::Timestamp, "pass times", 2))?;
 //! let mut cmd = CommandBuffer::new(&device)?;
 //! let pass = cmd.compute_encoder(&ComputePassDescriptor {
-//!     sample_buffer_attachments: vec![PassSampleBufferAttachment {
+//!     sample_buffer_attachments: &[PassSampleBufferAttachment {
 //!         sample_buffer: &timestamps,
 //!         start_of_encoder_sample_index: Some(0),
 //!         end_of_encoder_sample_index: Some(1),

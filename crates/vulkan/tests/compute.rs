@@ -28,7 +28,7 @@ fn check(dispatches: u32, workgroups: u32, size: u32) {
     let mut cmd = CommandBuffer::new(&device).unwrap();
     let pass = cmd
         .compute_encoder(&ComputePassDescriptor {
-            sample_buffer_attachments: vec![
+            sample_buffer_attachments: &[
                 PassSampleBufferAttachment {
                     sample_buffer: &stats,
                     start_of_encoder_sample_index: Some(0),

@@ -120,7 +120,7 @@ fn index_out_of_range() {
     // Pass attachment.
     let e = cmd
         .compute_encoder(&ComputePassDescriptor {
-            sample_buffer_attachments: vec![attach(&b, Some(0), Some(2))],
+            sample_buffer_attachments: &[attach(&b, Some(0), Some(2))],
         })
         .err()
         .unwrap();
@@ -327,7 +327,7 @@ fn objects_of_another_device() {
     assert_eq!(
         foreign(
             cmd.compute_encoder(&ComputePassDescriptor {
-                sample_buffer_attachments: vec![attach(&buffer_a, Some(0), None)],
+                sample_buffer_attachments: &[attach(&buffer_a, Some(0), None)],
             })
             .err()
             .unwrap()
@@ -376,7 +376,7 @@ fn index_reuse_inside_a_render_pass_and_attached_twice() {
     // The same index twice in one pass.
     let e = cmd
         .compute_encoder(&ComputePassDescriptor {
-            sample_buffer_attachments: vec![attach(&b, Some(1), Some(1))],
+            sample_buffer_attachments: &[attach(&b, Some(1), Some(1))],
         })
         .err()
         .unwrap();
@@ -387,7 +387,7 @@ fn index_reuse_inside_a_render_pass_and_attached_twice() {
     // Two statistic buffers in one pass.
     let e = cmd
         .compute_encoder(&ComputePassDescriptor {
-            sample_buffer_attachments: vec![
+            sample_buffer_attachments: &[
                 attach(&stats1, Some(0), None),
                 attach(&stats2, Some(0), None),
             ],
@@ -413,7 +413,7 @@ fn index_reuse_inside_a_render_pass_and_attached_twice() {
     let mut pass = unsafe {
         cmd.render_encoder(&RenderPassDescriptor {
             target: RenderTarget::Dynamic(&info),
-            sample_buffer_attachments: vec![RenderPassSampleBufferAttachment {
+            sample_buffer_attachments: &[RenderPassSampleBufferAttachment {
                 sample_buffer: &b,
                 start_of_vertex_sample_index: Some(0),
                 end_of_vertex_sample_index: None,

@@ -50,7 +50,7 @@ fn check(triangles: u32, width: u32, height: u32) {
     let pass = unsafe {
         cmd.render_encoder(&RenderPassDescriptor {
             target: RenderTarget::Dynamic(&info),
-            sample_buffer_attachments: vec![attach(&stats), attach(&times)],
+            sample_buffer_attachments: &[attach(&stats), attach(&times)],
         })
     }
     .unwrap();

@@ -46,7 +46,7 @@ fn unwritten_samples_resolve_to_the_error_value_on_cpu_and_gpu() {
     let mut cmd = CommandBuffer::new(&device).unwrap();
     let pass = cmd
         .compute_encoder(&ComputePassDescriptor {
-            sample_buffer_attachments: vec![attach(&times, 1, 3), attach(&stats, 1, 3)],
+            sample_buffer_attachments: &[attach(&times, 1, 3), attach(&stats, 1, 3)],
         })
         .unwrap();
     // SAFETY: `pass.raw()` is recording outside any render pass (a compute encoder)
@@ -108,7 +108,7 @@ fn resolve_before_completion_never_yields_zeros() {
     gate.record_wait(cmd.raw());
     let pass = cmd
         .compute_encoder(&ComputePassDescriptor {
-            sample_buffer_attachments: vec![attach(&times, 0, 1), attach(&stats, 0, 1)],
+            sample_buffer_attachments: &[attach(&times, 0, 1), attach(&stats, 0, 1)],
         })
         .unwrap();
     pass.end_encoding().unwrap();
@@ -267,7 +267,7 @@ fn private_buffers_resolve_on_the_gpu() {
     let mut cmd = CommandBuffer::new(&device).unwrap();
     let pass = cmd
         .compute_encoder(&ComputePassDescriptor {
-            sample_buffer_attachments: vec![attach(&times, 0, 1)],
+            sample_buffer_attachments: &[attach(&times, 0, 1)],
         })
         .unwrap();
     pass.end_encoding().unwrap();
@@ -291,7 +291,7 @@ fn resampled_indices_are_not_ready_until_their_command_buffer_completes() {
     let record = |cmd: &mut CommandBuffer| {
         let pass = cmd
             .compute_encoder(&ComputePassDescriptor {
-                sample_buffer_attachments: vec![attach(&times, 0, 1), attach(&stats, 0, 1)],
+                sample_buffer_attachments: &[attach(&times, 0, 1), attach(&stats, 0, 1)],
             })
             .unwrap();
         pass.end_encoding().unwrap();

@@ -153,7 +153,7 @@ fn open_statistic_index_cannot_be_sampled_again() {
     let mut cmd = CommandBuffer::new(&device).unwrap();
     let mut pass = cmd
         .compute_encoder(&ComputePassDescriptor {
-            sample_buffer_attachments: vec![PassSampleBufferAttachment {
+            sample_buffer_attachments: &[PassSampleBufferAttachment {
                 sample_buffer: &stats,
                 start_of_encoder_sample_index: Some(2),
                 end_of_encoder_sample_index: Some(3),
@@ -235,7 +235,7 @@ fn leaked_encoder_makes_commit_fail() {
     let mut cmd = CommandBuffer::new(&device).unwrap();
     let pass = cmd
         .compute_encoder(&ComputePassDescriptor {
-            sample_buffer_attachments: vec![PassSampleBufferAttachment {
+            sample_buffer_attachments: &[PassSampleBufferAttachment {
                 sample_buffer: &stats,
                 start_of_encoder_sample_index: Some(0),
                 end_of_encoder_sample_index: Some(1),

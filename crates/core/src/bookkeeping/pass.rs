@@ -71,6 +71,13 @@ impl RelaxedWrites {
         }
     }
 
+    /// Empties the list for a heap of `count` entries, keeping its memory.
+    pub fn reuse(&mut self, count: u32) {
+        self.indices.clear();
+        self.seen.clear();
+        self.count = count;
+    }
+
     /// Adds `index` (checked against the heap by the caller) unless it is
     /// already there.
     pub fn insert(&mut self, index: u32) {
@@ -81,7 +88,7 @@ impl RelaxedWrites {
                 }
                 return;
             }
-            self.seen = vec![0; (self.count as usize).div_ceil(64)];
+            self.seen.resize((self.count as usize).div_ceil(64), 0);
             for &i in &self.indices {
                 self.seen[i as usize / 64] |= 1 << (i % 64);
             }
