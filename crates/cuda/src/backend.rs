@@ -506,15 +506,15 @@ impl CudaRecorder {
         // chain) still resolves without it: its value is the sum of the
         // queries before it. Where CUPTI has no data for its range (an
         // empty one), its query is set to 0, which no value includes.
-        for k in 0..st.ranges.len() {
+        for (k, known) in known.iter_mut().enumerate() {
+            let (storage, i) = &st.ranges[k];
             let used = st
                 .ranges
                 .get(k + 1)
-                .is_some_and(|next| Arc::ptr_eq(&next.0, &st.ranges[k].0));
-            if !known[k] && !used {
-                let (storage, i) = &st.ranges[k];
+                .is_some_and(|next| Arc::ptr_eq(&next.0, storage));
+            if !*known && !used {
                 storage.set_value(*i, 0);
-                known[k] = true;
+                *known = true;
             }
         }
         let missing = known.iter().filter(|k| !**k).count();

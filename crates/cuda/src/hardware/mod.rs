@@ -337,8 +337,11 @@ impl HardwareCounters {
 
     /// Every base metric in its default rollup
     /// ([`MetricKind::default_rollup`]: `.sum`, `.ratio`,
-    /// `.avg.pct_of_peak_sustained_elapsed`), described, followed by any
-    /// of [`REQUIRED_METRICS`] not among them. It builds a config image per
+    /// `.avg.pct_of_peak_sustained_elapsed`) that the device can collect,
+    /// described, followed by any of [`REQUIRED_METRICS`] not among them.
+    /// Metrics the chip lists but this device cannot collect (on an H200:
+    /// the `ctc__` chip-to-chip and `nvlrx__`/`nvltx__` NVLink metrics of
+    /// other configurations) are left out. It builds a config image per
     /// metric to count its passes, 5 to 30 ms each on the host's CPU, so
     /// for the thousands of a chip's metrics (3,650 base metrics on GH100)
     /// it takes a minute the first time; what it learns is kept for the
@@ -355,7 +358,15 @@ impl HardwareCounters {
                 names.push(r.to_string());
             }
         }
-        names.iter().map(|n| self.metric(n)).collect()
+        let mut out = Vec::with_capacity(names.len());
+        for n in &names {
+            match self.metric(n) {
+                Ok(info) => out.push(info),
+                Err(HardwareError::UnknownMetric { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
     }
 
     /// The replay passes measuring `metrics` together needs.

@@ -80,7 +80,9 @@ impl Session {
         let mut enable: cs::CUpti_RangeProfiler_Enable_Params = params();
         enable.ctx = ctx.cu_ctx().cast();
         // SAFETY: valid parameters; the context is alive (held) and current.
-        let r = unsafe { api.cuptiRangeProfilerEnable(&mut enable) };
+        let r = traced("cuptiRangeProfilerEnable", || unsafe {
+            api.cuptiRangeProfilerEnable(&mut enable)
+        });
         check(api, "cuptiRangeProfilerEnable", r)?;
         let mut session = Self {
             api,
@@ -110,7 +112,9 @@ impl Session {
         size.maxNumOfRanges = self.max_ranges;
         size.maxNumRangeTreeNodes = u32::try_from(self.max_ranges).unwrap_or(u32::MAX);
         // SAFETY: valid parameters; the names outlive the call.
-        let r = unsafe { api.cuptiRangeProfilerGetCounterDataSize(&mut size) };
+        let r = traced("cuptiRangeProfilerGetCounterDataSize", || unsafe {
+            api.cuptiRangeProfilerGetCounterDataSize(&mut size)
+        });
         check(api, "cuptiRangeProfilerGetCounterDataSize", r)?;
         self.counter_data = vec![0u8; size.counterDataSize].into_boxed_slice();
         let mut init: cs::CUpti_RangeProfiler_CounterDataImage_Initialize_Params = params();
@@ -120,7 +124,9 @@ impl Session {
         // SAFETY: the image holds the size CUPTI asked for, and stays at
         // this address for the session's life (a boxed slice, never
         // reallocated).
-        let r = unsafe { api.cuptiRangeProfilerCounterDataImageInitialize(&mut init) };
+        let r = traced("cuptiRangeProfilerCounterDataImageInitialize", || unsafe {
+            api.cuptiRangeProfilerCounterDataImageInitialize(&mut init)
+        });
         check(api, "cuptiRangeProfilerCounterDataImageInitialize", r)?;
         let mut set: cs::CUpti_RangeProfiler_SetConfig_Params = params();
         set.pRangeProfilerObject = self.object;
@@ -137,7 +143,9 @@ impl Session {
         set.targetNestingLevel = 1;
         // SAFETY: valid parameters; the config image (held in `config`)
         // and the counter data image live as long as the session.
-        let r = unsafe { api.cuptiRangeProfilerSetConfig(&mut set) };
+        let r = traced("cuptiRangeProfilerSetConfig", || unsafe {
+            api.cuptiRangeProfilerSetConfig(&mut set)
+        });
         check(api, "cuptiRangeProfilerSetConfig", r)
     }
 
@@ -162,7 +170,9 @@ impl Session {
         let mut p: cs::CUpti_RangeProfiler_Start_Params = params();
         p.pRangeProfilerObject = self.object;
         // SAFETY: valid parameters; our enabled object.
-        let r = unsafe { self.api.cuptiRangeProfilerStart(&mut p) };
+        let r = traced("cuptiRangeProfilerStart", || unsafe {
+            self.api.cuptiRangeProfilerStart(&mut p)
+        });
         check(self.api, "cuptiRangeProfilerStart", r)?;
         self.started = true;
         self.pushed = 0;
@@ -188,7 +198,9 @@ impl Session {
         p.pRangeProfilerObject = self.object;
         p.pRangeName = name.as_ptr();
         // SAFETY: valid parameters; CUPTI copies the name.
-        let r = unsafe { self.api.cuptiRangeProfilerPushRange(&mut p) };
+        let r = traced("cuptiRangeProfilerPushRange", || unsafe {
+            self.api.cuptiRangeProfilerPushRange(&mut p)
+        });
         check(self.api, "cuptiRangeProfilerPushRange", r)?;
         self.pushed += 1;
         self.depth += 1;
@@ -201,7 +213,9 @@ impl Session {
         let mut p: cs::CUpti_RangeProfiler_PopRange_Params = params();
         p.pRangeProfilerObject = self.object;
         // SAFETY: valid parameters; our enabled object.
-        let r = unsafe { self.api.cuptiRangeProfilerPopRange(&mut p) };
+        let r = traced("cuptiRangeProfilerPopRange", || unsafe {
+            self.api.cuptiRangeProfilerPopRange(&mut p)
+        });
         self.depth = self.depth.saturating_sub(1);
         check(self.api, "cuptiRangeProfilerPopRange", r)
     }
@@ -212,7 +226,9 @@ impl Session {
         let mut p: cs::CUpti_RangeProfiler_Stop_Params = params();
         p.pRangeProfilerObject = self.object;
         // SAFETY: valid parameters; our enabled object.
-        let r = unsafe { self.api.cuptiRangeProfilerStop(&mut p) };
+        let r = traced("cuptiRangeProfilerStop", || unsafe {
+            self.api.cuptiRangeProfilerStop(&mut p)
+        });
         self.started = false;
         check(self.api, "cuptiRangeProfilerStop", r)?;
         Ok(p.isAllPassSubmitted != 0)
@@ -232,14 +248,18 @@ impl Session {
         p.pRangeProfilerObject = self.object;
         // SAFETY: valid parameters; CUPTI writes into the counter data image
         // it was configured with, which the session holds.
-        let r = unsafe { api.cuptiRangeProfilerDecodeData(&mut p) };
+        let r = traced("cuptiRangeProfilerDecodeData", || unsafe {
+            api.cuptiRangeProfilerDecodeData(&mut p)
+        });
         check(api, "cuptiRangeProfilerDecodeData", r)?;
         let dropped = p.numOfRangeDropped;
         let mut info: cs::CUpti_RangeProfiler_GetCounterDataInfo_Params = params();
         info.pCounterDataImage = self.counter_data.as_ptr();
         info.counterDataImageSize = self.counter_data.len();
         // SAFETY: valid parameters over the decoded image.
-        let r = unsafe { api.cuptiRangeProfilerGetCounterDataInfo(&mut info) };
+        let r = traced("cuptiRangeProfilerGetCounterDataInfo", || unsafe {
+            api.cuptiRangeProfilerGetCounterDataInfo(&mut info)
+        });
         check(api, "cuptiRangeProfilerGetCounterDataInfo", r)?;
         let host = crate::lock(&self.config.host);
         let mut ranges = Vec::with_capacity(info.numTotalRanges);
@@ -251,7 +271,9 @@ impl Session {
             p.rangeDelimiter = c"/".as_ptr();
             // SAFETY: valid parameters over the decoded image, `i` below
             // its range count.
-            let r = unsafe { api.cuptiRangeProfilerCounterDataGetRangeInfo(&mut p) };
+            let r = traced("cuptiRangeProfilerCounterDataGetRangeInfo", || unsafe {
+                api.cuptiRangeProfilerCounterDataGetRangeInfo(&mut p)
+            });
             check(api, "cuptiRangeProfilerCounterDataGetRangeInfo", r)?;
             let name = if p.rangeName.is_null() {
                 String::new()
@@ -262,7 +284,9 @@ impl Session {
                     .to_string_lossy()
                     .into_owned()
             };
-            let values = host.evaluate(&self.counter_data, i, &self.config.metrics)?;
+            let values = traced("cuptiProfilerHostEvaluateToGpuValues", || {
+                host.evaluate(&self.counter_data, i, &self.config.metrics)
+            })?;
             ranges.push(DecodedRange { name, values });
         }
         Ok((ranges, dropped))
@@ -283,8 +307,23 @@ impl Drop for Session {
         let mut p: cs::CUpti_RangeProfiler_Disable_Params = params();
         p.pRangeProfilerObject = self.object;
         // SAFETY: our enabled object, disabled once, here.
-        let _ = unsafe { self.api.cuptiRangeProfilerDisable(&mut p) };
+        let _ = traced("cuptiRangeProfilerDisable", || unsafe {
+            self.api.cuptiRangeProfilerDisable(&mut p)
+        });
     }
+}
+
+/// `f()`, timed on stderr where `GPU_COUNTERS_TRACE_CUPTI` is set (what
+/// each range-profiler call costs on the CPU).
+fn traced<T>(call: &str, f: impl FnOnce() -> T) -> T {
+    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*TRACE.get_or_init(|| std::env::var_os("GPU_COUNTERS_TRACE_CUPTI").is_some()) {
+        return f();
+    }
+    let t = std::time::Instant::now();
+    let out = f();
+    eprintln!("cupti {call}: {:.3} ms", t.elapsed().as_secs_f64() * 1e3);
+    out
 }
 
 /// Makes `ctx` current on this thread (CUPTI's calls act on the current
