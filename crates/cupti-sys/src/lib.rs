@@ -67,7 +67,13 @@ pub fn cupti() -> Result<&'static Cupti, &'static str> {
                 // to exist (with the type the headers give it) before use.
                 match unsafe { Cupti::new(name) } {
                     Ok(c) => return Ok(c),
-                    Err(e) => failures.push(format!("{name}: {e}")),
+                    // libloading's message is "dlopen failed"; dlerror's
+                    // own ("cannot open shared object file", "undefined
+                    // symbol: ...") is its source.
+                    Err(e) => failures.push(match std::error::Error::source(&e) {
+                        Some(why) => format!("{e}: {why}"),
+                        None => e.to_string(),
+                    }),
                 }
             }
             Err(failures.join("; "))
