@@ -61,5 +61,6 @@ cuda) step cuda 40 ./test-cuda --test-threads=1 --nocapture ;;
 devices) step devices 20 ./gpu-counters devices --backend cuda
          step devices-json 20 ./gpu-counters devices --backend cuda --json ;;
 lib) step lib 20 ./test-cuda-lib --nocapture ;;
+experiment) step experiment 60 env GPU_COUNTERS_TRACE_CUPTI=1 ./test-cuda-lib --ignored --nocapture experiment_restart_after_decode ;;
 esac; done
 (cd "$OUT" && tar czf all.tar.gz --exclude all.tar.gz ./* && find . -mindepth 1 -not -name all.tar.gz -not -name summary.txt -delete)

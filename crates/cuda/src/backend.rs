@@ -487,6 +487,8 @@ impl CudaRecorder {
             }
         }
         let (ranges, dropped) = decoded?;
+        // Kept, configured, for the next recorder's chain (a 3 ms start).
+        st.session.recycle();
         let mut known = vec![false; st.ranges.len()];
         for r in ranges {
             let Ok(k) = r.name.parse::<usize>() else {

@@ -302,6 +302,10 @@ impl Drop for Shared {
         for (_, ticket) in pending {
             ticket.complete();
         }
+        // The range profiler kept enabled for reuse on the context is
+        // disabled with the device.
+        #[cfg(feature = "cupti")]
+        hardware::release_idle(self.ctx.cu_ctx() as usize);
     }
 }
 

@@ -21,12 +21,15 @@
 //!   the profiler's own markers (an empty range: 13,000-18,000 cycles, 7-9
 //!   µs) and any idle time between its start and the first kernel reaching
 //!   the GPU, so a 10 ms kernel measures 0.4-0.5% more cycles and time than
-//!   Nsight Compute's per-kernel figures. On the CPU each session costs
-//!   about 170 ms, nearly all in its first `cuptiRangeProfilerStart` (140
-//!   to 160 ms; 330 ms for a recorder's 256-range session; a replay's later
-//!   passes start in 1.4 ms): batch many samples into one recorder rather
-//!   than one range per frame. `GPU_COUNTERS_TRACE_CUPTI=1` prints each
-//!   range-profiler call's time on stderr.
+//!   Nsight Compute's per-kernel figures. On the CPU the first measurement
+//!   of a set of metrics on a context costs about 170 ms, nearly all in
+//!   the first `cuptiRangeProfilerStart` after configuring (140 to 160 ms;
+//!   330 ms for a recorder's 256-range session). The finished session is
+//!   then kept, enabled and configured, until the device is dropped or
+//!   other metrics are measured on the context, so the next measurement of
+//!   the same metrics starts in about 4 ms (a replay's later passes in
+//!   1.4 ms). `GPU_COUNTERS_TRACE_CUPTI=1` prints each range-profiler
+//!   call's time on stderr.
 //! - Errors are typed and never panics: no CUPTI library, a device the
 //!   profiler does not support, counters not permitted for the user
 //!   (NVIDIA's ERR_NVGPUCTRPERM), another profiler holding CUPTI (Nsight
@@ -41,7 +44,7 @@
 mod host;
 mod range;
 
-pub(crate) use range::Session;
+pub(crate) use range::{release_idle, Session};
 
 use crate::lock;
 use cudarc::driver::{CudaContext, CudaStream};
@@ -395,7 +398,7 @@ impl HardwareCounters {
         if config.passes > 1 {
             return Err(self.profiler.too_many_passes(&config));
         }
-        let mut session = Session::new(self.profiler.api, &self.ctx, config, 1)?;
+        let mut session = Session::get(self.profiler.api, &self.ctx, config, 1)?;
         session.start()?;
         session.push(RANGE_NAME)?;
         Ok(HardwareRange { session })
@@ -414,7 +417,7 @@ impl HardwareCounters {
     ) -> Result<HardwareMeasurement, HardwareError> {
         let config = self.profiler.config(metrics)?;
         let passes = config.passes;
-        let mut session = Session::new(self.profiler.api, &self.ctx, config, 1)?;
+        let mut session = Session::get(self.profiler.api, &self.ctx, config, 1)?;
         let mut pass = 0;
         loop {
             session.start()?;
@@ -437,7 +440,9 @@ impl HardwareCounters {
                 });
             }
         }
-        measurement(&mut session, pass)
+        let m = measurement(&mut session, pass)?;
+        session.recycle();
+        Ok(m)
     }
 
     /// A session measuring stage utilization's metric over up to `ranges`
@@ -447,7 +452,7 @@ impl HardwareCounters {
         if config.passes > 1 {
             return Err(self.profiler.too_many_passes(&config));
         }
-        let mut session = Session::new(self.profiler.api, &self.ctx, config, ranges)?;
+        let mut session = Session::get(self.profiler.api, &self.ctx, config, ranges)?;
         session.start()?;
         Ok(session)
     }
@@ -474,7 +479,9 @@ impl HardwareRange {
                 result: "asks for another pass of a one-pass config".into(),
             });
         }
-        measurement(&mut self.session, 1)
+        let m = measurement(&mut self.session, 1)?;
+        self.session.recycle();
+        Ok(m)
     }
 }
 
@@ -860,6 +867,93 @@ mod tests {
                 assert_eq!(metric, "sm__no_such_counter.sum")
             }
             other => panic!("{:?}", other.map(|c| c.passes)),
+        }
+    }
+
+    /// Evidence for reusing one configured session across measurements
+    /// (docs/hardware-counters.md, "Left open"): after a decode, does the
+    /// session start again, with or without its counter data image
+    /// initialized again, and what does each start cost? On a GPU:
+    /// `--ignored --nocapture experiment_restart_after_decode`.
+    #[test]
+    #[ignore]
+    fn experiment_restart_after_decode() {
+        use cudarc::driver::{LaunchConfig, PushKernelArg};
+        if !crate::driver_present() || crate::device_count().unwrap_or(0) == 0 {
+            eprintln!("skipped experiment_restart_after_decode: no CUDA device");
+            return;
+        }
+        let d = crate::CudaDevice::open(0).unwrap();
+        let hw = d.hardware_counters().unwrap().clone();
+        let config = hw
+            .profiler
+            .config(&[STAGE_UTILIZATION_METRIC, "gpu__time_duration.sum"])
+            .unwrap();
+        let ptx = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry spin(.param .u64 cycles)
+{
+    .reg .b64 %rd<5>;
+    .reg .pred %p;
+    ld.param.u64 %rd1, [cycles];
+    mov.u64 %rd2, %clock64;
+LOOP:
+    mov.u64 %rd3, %clock64;
+    sub.u64 %rd4, %rd3, %rd2;
+    setp.lt.u64 %p, %rd4, %rd1;
+    @%p bra LOOP;
+    ret;
+}
+"#;
+        let module = d
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .unwrap();
+        let spin = module.load_function("spin").unwrap();
+        let launch = |cycles: u64| {
+            let mut l = d.stream().launch_builder(&spin);
+            l.arg(&cycles);
+            // SAFETY: `spin` takes one u64, given; it touches no memory.
+            unsafe { l.launch(LaunchConfig::for_num_elems(132 * 128)) }.map(|_| ())
+        };
+        for reinitialize in [false, true] {
+            let mut s = Session::new(hw.profiler.api, &hw.ctx, config.clone(), 1).unwrap();
+            for round in 0..3u64 {
+                if round > 0 && reinitialize {
+                    eprintln!("reinitialize: {:?}", s.reinitialize_counter_data());
+                }
+                let t = std::time::Instant::now();
+                let started = s.start();
+                eprintln!(
+                    "reinitialize {reinitialize} round {round}: start {started:?} in {:.1} ms",
+                    t.elapsed().as_secs_f64() * 1e3
+                );
+                if started.is_err() {
+                    break;
+                }
+                let pushed = s.push(RANGE_NAME);
+                let launched = launch(1_000_000 * (round + 1));
+                let popped = s.pop();
+                let t = std::time::Instant::now();
+                let stopped = s.stop();
+                eprintln!(
+                    "  push {pushed:?} launch {launched:?} pop {popped:?} stop {stopped:?} ({:.1} ms)",
+                    t.elapsed().as_secs_f64() * 1e3
+                );
+                match s.decode() {
+                    Ok((ranges, dropped)) => eprintln!(
+                        "  decoded {} ranges, {dropped} dropped: {:?}",
+                        ranges.len(),
+                        ranges
+                            .iter()
+                            .map(|r| (r.name.clone(), r.values.clone()))
+                            .collect::<Vec<_>>()
+                    ),
+                    Err(e) => eprintln!("  decode: {e}"),
+                }
+            }
         }
     }
 

@@ -6,6 +6,15 @@
 //! time there: a process-wide set of the contexts with a session refuses a
 //! second one ([`HardwareError::Busy`]) rather than letting CUPTI fail
 //! half-way.
+//!
+//! A finished session is kept, enabled and configured, for the next
+//! measurement of the same metrics on its context ([`Session::get`],
+//! [`Session::recycle`]): its counter data image initialized again, it
+//! starts in about 3 ms instead of the 140 ms of a freshly configured one
+//! (H200; without the re-initialization CUPTI would average the new range
+//! into the old one of the same name). One idle session per context at
+//! most; a measurement of other metrics disables it first, and the
+//! device's drop disables it ([`release_idle`]).
 
 use super::host::{check, params};
 use super::{Config, HardwareError};
@@ -17,6 +26,24 @@ use std::sync::{Arc, Mutex};
 
 /// The contexts (`CUcontext` addresses) with a session.
 static ACTIVE: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+
+/// Finished sessions kept for reuse, at most one per context.
+static IDLE: Mutex<Vec<Session>> = Mutex::new(Vec::new());
+
+/// Takes the idle session of context `ctx` (a `CUcontext` address) out of
+/// [`IDLE`], if there is one.
+fn take_idle(ctx: usize) -> Option<Session> {
+    let mut idle = crate::lock(&IDLE);
+    let i = idle.iter().position(|s| s.claim.0 == ctx)?;
+    Some(idle.swap_remove(i))
+}
+
+/// Disables the idle session of context `ctx` (a `CUcontext` address), if
+/// any.
+pub(crate) fn release_idle(ctx: usize) {
+    // Disabled by the drop, outside the lock.
+    drop(take_idle(ctx));
+}
 
 /// A context's place in [`ACTIVE`], given back on drop.
 struct Claim(usize);
@@ -58,7 +85,7 @@ pub(crate) struct Session {
     /// Ranges pushed and not popped.
     depth: usize,
     started: bool,
-    _claim: Claim,
+    claim: Claim,
 }
 
 // SAFETY: the session is used by one thread at a time (`&mut self`), and
@@ -67,6 +94,37 @@ pub(crate) struct Session {
 unsafe impl Send for Session {}
 
 impl Session {
+    /// A configured session on `ctx` for `config` with room for
+    /// `max_ranges` ranges: the context's idle one where it matches (its
+    /// counter data initialized again), else a new one.
+    pub(crate) fn get(
+        api: &'static cs::Cupti,
+        ctx: &Arc<CudaContext>,
+        config: Arc<Config>,
+        max_ranges: usize,
+    ) -> Result<Self, HardwareError> {
+        if let Some(mut s) = take_idle(ctx.cu_ctx() as usize) {
+            if Arc::ptr_eq(&s.config, &config)
+                && s.max_ranges == max_ranges
+                && s.reinitialize_counter_data().is_ok()
+            {
+                return Ok(s);
+            }
+            // Another config (or a failed re-initialization): disabled
+            // before a new one is enabled.
+            drop(s);
+        }
+        Self::new(api, ctx, config, max_ranges)
+    }
+
+    /// Keeps a finished session for the next measurement of its config on
+    /// its context; one left mid-pass or with a range open is disabled.
+    pub(crate) fn recycle(self) {
+        if self.depth == 0 && !self.started {
+            crate::lock(&IDLE).push(self);
+        }
+    }
+
     /// Enables the range profiler on `ctx` for `config`, with room for
     /// `max_ranges` user ranges (not nested) per pass.
     pub(crate) fn new(
@@ -94,7 +152,7 @@ impl Session {
             pushed: 0,
             depth: 0,
             started: false,
-            _claim: claim,
+            claim,
         };
         // From here on, the session's drop disables the profiler.
         session.configure()?;
@@ -147,6 +205,22 @@ impl Session {
             api.cuptiRangeProfilerSetConfig(&mut set)
         });
         check(api, "cuptiRangeProfilerSetConfig", r)
+    }
+
+    /// Initializes the counter data image again, for a new measurement (see
+    /// the module docs; `experiment_restart_after_decode` shows why).
+    pub(crate) fn reinitialize_counter_data(&mut self) -> Result<(), HardwareError> {
+        let mut init: cs::CUpti_RangeProfiler_CounterDataImage_Initialize_Params = params();
+        init.pRangeProfilerObject = self.object;
+        init.counterDataSize = self.counter_data.len();
+        init.pCounterData = self.counter_data.as_mut_ptr();
+        // SAFETY: the session's own image, of the size CUPTI asked for, at
+        // the address CUPTI was configured with.
+        let r = traced("cuptiRangeProfilerCounterDataImageInitialize", || unsafe {
+            self.api
+                .cuptiRangeProfilerCounterDataImageInitialize(&mut init)
+        });
+        check(self.api, "cuptiRangeProfilerCounterDataImageInitialize", r)
     }
 
     /// The config measured.
