@@ -6,7 +6,8 @@ use crate::cli::{DevicesArgs, DevicesBackend};
 use crate::error::{CliError, CliResult};
 use gpu_counters_core::backend::BackendDevice;
 use gpu_counters_core::{CommonCounterSet, DeviceInfo};
-use gpu_counters_cuda::{CudaDevice, OpenError};
+use gpu_counters_cuda::hardware::REQUIRED_METRICS;
+use gpu_counters_cuda::{CudaDevice, MetricInfo, OpenError};
 use gpu_counters_vulkan::{Instance, InstanceOptions};
 use serde_json::{json, Value};
 
@@ -271,6 +272,37 @@ pub struct CudaListed {
     pub info: DeviceInfo,
     /// Why it offers no statistic set (no CUPTI, ...), where it does not.
     pub statistics_unavailable: Option<String>,
+    /// Its hardware counter set, where offered: the chip, how many base
+    /// metrics it has, and the required metrics described.
+    pub hardware: Result<CudaHardware, String>,
+}
+
+/// What `devices` shows of a CUDA device's hardware counter set.
+pub struct CudaHardware {
+    /// CUPTI's chip name (`GH100`, ...).
+    pub chip: String,
+    /// How many base metrics the chip offers.
+    pub base_metrics: usize,
+    /// [`REQUIRED_METRICS`], each as the device describes it (or why not).
+    pub metrics: Vec<Result<MetricInfo, String>>,
+}
+
+/// A device's hardware counter set as `devices` shows it, or why it has
+/// none.
+fn cuda_hardware(device: &CudaDevice) -> Result<CudaHardware, String> {
+    let hw = device.hardware_counters().map_err(|e| {
+        device
+            .hardware_counters_unavailable()
+            .map_or_else(|| e.to_string(), str::to_string)
+    })?;
+    Ok(CudaHardware {
+        chip: hw.chip().to_string(),
+        base_metrics: hw.base_metrics().map_err(|e| e.to_string())?.len(),
+        metrics: REQUIRED_METRICS
+            .iter()
+            .map(|m| hw.metric(m).map_err(|e| e.to_string()))
+            .collect(),
+    })
 }
 
 /// The CUDA device `run --backend cuda` picks without `--device`.
@@ -291,6 +323,7 @@ pub fn list_cuda() -> Result<Vec<CudaListed>, OpenError> {
             Ok(CudaListed {
                 info: device.info().clone(),
                 statistics_unavailable: device.statistics_unavailable().map(str::to_string),
+                hardware: cuda_hardware(&device),
             })
         })
         .collect()
@@ -300,10 +333,40 @@ pub fn list_cuda() -> Result<Vec<CudaListed>, OpenError> {
 /// --backend cuda` picks without `--device`) with `statistics_unavailable`
 /// where the statistic set is absent.
 pub fn cuda_json(d: &CudaListed) -> Value {
-    with_statistics_unavailable(
+    let mut v = with_statistics_unavailable(
         device_json(&d.info, d.info.index == DEFAULT_CUDA_DEVICE),
         d.statistics_unavailable.as_deref(),
-    )
+    );
+    if let Some(obj) = v.as_object_mut() {
+        match &d.hardware {
+            Ok(h) => {
+                obj.insert(
+                    "hardware_counters".into(),
+                    json!({
+                        "chip": h.chip,
+                        "base_metrics": h.base_metrics,
+                        "metrics": h.metrics.iter().zip(REQUIRED_METRICS).map(|(m, name)| match m {
+                            Ok(i) => json!({
+                                "name": i.name,
+                                "kind": i.kind.name(),
+                                "unit": i.unit,
+                                "passes": i.passes,
+                                "description": i.description,
+                            }),
+                            Err(why) => json!({ "name": name, "error": why }),
+                        }).collect::<Vec<_>>(),
+                    }),
+                );
+            }
+            Err(why) => {
+                obj.insert(
+                    "hardware_counters_unavailable".into(),
+                    Value::from(why.as_str()),
+                );
+            }
+        }
+    }
+    v
 }
 
 /// The CUDA devices `backend` lists: `None` where it lists none, or where
@@ -412,6 +475,27 @@ fn print_cuda(devices: &[CudaListed]) {
             if let Some(why) = &d.statistics_unavailable {
                 println!("    {:<16}not available: {why}", "statistics");
             }
+            match &d.hardware {
+                Ok(h) => {
+                    println!(
+                        "    {:<16}{}: {} base metrics (CUPTI range profiler), e.g.",
+                        "hardware", h.chip, h.base_metrics
+                    );
+                    for (m, name) in h.metrics.iter().zip(REQUIRED_METRICS) {
+                        match m {
+                            Ok(i) => println!(
+                                "    {:<16}{name}: {}, {} pass{}",
+                                "",
+                                i.unit,
+                                i.passes,
+                                if i.passes == 1 { "" } else { "es" }
+                            ),
+                            Err(why) => println!("    {:<16}{name}: {why}", ""),
+                        }
+                    }
+                }
+                Err(why) => println!("    {:<16}not available: {why}", "hardware"),
+            }
         },
     );
 }
@@ -483,7 +567,8 @@ pub fn print_device(d: &DeviceInfo, is_default: bool) {
     }
     for s in &d.counter_sets {
         let names: Vec<&str> = s.counters.iter().map(|c| c.name()).collect();
-        println!("    {:<16}{}", format!("  {}", s.name()), names.join(", "));
+        // `stage_utilization` is longer than the column: a space after it.
+        println!("    {:<16}{}", format!("  {} ", s.name()), names.join(", "));
     }
     let points: Vec<&str> = d.sampling_points.iter().map(|p| p.name()).collect();
     println!(

@@ -37,6 +37,37 @@ pub struct CounterResultStageUtilization {
     pub render_target_cycles: u64,
 }
 
+impl CounterResultStageUtilization {
+    /// Number of `u64` fields.
+    pub const FIELDS: usize = 6;
+
+    /// The fields as an array, in Metal's order.
+    pub fn to_array(self) -> [u64; 6] {
+        bytemuck::cast(self)
+    }
+
+    /// Field-wise `self - start`, with the error value kept as
+    /// [`CounterResultStatistic::since`] keeps it: a field either side
+    /// holds as the error value (a stage the device has no counter for),
+    /// or where `start` exceeds `self`, is the error value. Prefer
+    /// [`ResolvedCounters::stage_utilization_between`], which also checks
+    /// that both samples were written and count from the same origin.
+    pub fn since(&self, start: &CounterResultStageUtilization) -> CounterResultStageUtilization {
+        let (a, b) = (self.to_array(), start.to_array());
+        bytemuck::cast(std::array::from_fn::<u64, 6, _>(|i| difference(a[i], b[i])))
+    }
+}
+
+/// `a - b` of one cumulative counter, the error value where either is it or
+/// `b` exceeds `a`.
+fn difference(a: u64, b: u64) -> u64 {
+    if a == COUNTER_ERROR_VALUE || b == COUNTER_ERROR_VALUE {
+        COUNTER_ERROR_VALUE
+    } else {
+        a.checked_sub(b).unwrap_or(COUNTER_ERROR_VALUE)
+    }
+}
+
 /// A resolved statistic sample (`MTLCounterResultStatistic`), in Metal's
 /// field order. Each field is cumulative from the first statistic sample of
 /// the same encoder, so end minus start is what the GPU counted between them.
@@ -81,17 +112,8 @@ impl CounterResultStatistic {
     /// [`ResolvedCounters::statistics_between`], which also checks that both
     /// samples were written and count from the same origin.
     pub fn since(&self, start: &CounterResultStatistic) -> CounterResultStatistic {
-        let a = self.to_array();
-        let b = start.to_array();
-        let mut out = [0u64; 8];
-        for i in 0..8 {
-            out[i] = if a[i] == COUNTER_ERROR_VALUE || b[i] == COUNTER_ERROR_VALUE {
-                COUNTER_ERROR_VALUE
-            } else {
-                a[i].checked_sub(b[i]).unwrap_or(COUNTER_ERROR_VALUE)
-            };
-        }
-        bytemuck::cast(out)
+        let (a, b) = (self.to_array(), start.to_array());
+        bytemuck::cast(std::array::from_fn::<u64, 8, _>(|i| difference(a[i], b[i])))
     }
 
     /// `(name, value)` pairs with the snake-case counter names.
@@ -243,8 +265,32 @@ impl ResolvedCounters {
         start: usize,
         end: usize,
     ) -> Result<SampleValue<CounterResultStatistic>> {
-        let a = self.sample::<CounterResultStatistic>(start)?;
-        let b = self.sample::<CounterResultStatistic>(end)?;
+        self.between(start, end, CounterResultStatistic::since)
+    }
+
+    /// What the hardware counted between stage-utilization samples `start`
+    /// and `end` (0-based within this resolve), as
+    /// [`ResolvedCounters::statistics_between`] does for statistics: `end -
+    /// start` field by field, the error value kept for stages the device has
+    /// no counter for, and [`SampleValue::NotComparable`] for samples of
+    /// different origins.
+    pub fn stage_utilization_between(
+        &self,
+        start: usize,
+        end: usize,
+    ) -> Result<SampleValue<CounterResultStageUtilization>> {
+        self.between(start, end, CounterResultStageUtilization::since)
+    }
+
+    /// `since(end, start)` of two cumulative samples of one origin.
+    fn between<T: CounterResult>(
+        &self,
+        start: usize,
+        end: usize,
+        since: impl Fn(&T, &T) -> T,
+    ) -> Result<SampleValue<T>> {
+        let a = self.sample::<T>(start)?;
+        let b = self.sample::<T>(end)?;
         let (a, b) = match (a, b) {
             (SampleValue::Value(a), SampleValue::Value(b)) => (a, b),
             (SampleValue::Value(_), other) | (other, _) => {
@@ -261,7 +307,7 @@ impl ResolvedCounters {
         if self.origins.is_empty() || self.origins[start] != self.origins[end] {
             return Ok(SampleValue::NotComparable);
         }
-        Ok(SampleValue::Value(b.since(&a)))
+        Ok(SampleValue::Value(since(&b, &a)))
     }
 
     /// The counter set the samples belong to.
@@ -311,6 +357,11 @@ impl ResolvedCounters {
 
     /// The timestamps, if this is timestamp data.
     pub fn timestamps(&self) -> Result<&[CounterResultTimestamp]> {
+        self.results()
+    }
+
+    /// The stage-utilization samples, if this is stage-utilization data.
+    pub fn stage_utilization(&self) -> Result<&[CounterResultStageUtilization]> {
         self.results()
     }
 

@@ -8,6 +8,8 @@ use gpu_counters_core::backend::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
 };
 use gpu_counters_core::bookkeeping::{Held, SampleSet, SlotState, Ticket, ABSENT, NONE};
+#[cfg(feature = "cupti")]
+use gpu_counters_core::COUNTER_ERROR_VALUE;
 use gpu_counters_core::{
     cpu_monotonic_ns, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
     CounterSampleBufferDescriptor, DeviceInfo, Error, InvalidInput, ResolvedCounters, Result,
@@ -148,6 +150,27 @@ pub struct CudaRecorder {
     /// The open statistic chain element: buffer, index, chain id, and the
     /// stream's count when it was sampled.
     chain: Option<OpenStatistic>,
+    /// The stage-utilization chain: its range-profiler session and ranges.
+    #[cfg(feature = "cupti")]
+    stage: Option<StageChain>,
+}
+
+/// A recorder's stage-utilization samples: one range-profiler session from
+/// the first sample to the end of the recorder's statistics; each sample
+/// closes the open user range and opens its own, so an element's query is
+/// `sm__cycles_elapsed.max` over the work launched until the next sample.
+/// The values are decoded on the CPU when the chain ends (submit), which
+/// waits for the context's work.
+#[cfg(feature = "cupti")]
+struct StageChain {
+    session: crate::hardware::Session,
+    /// The element whose range is open.
+    open: Option<(Arc<Storage>, u32)>,
+    /// The chain id of the open element.
+    chain: u64,
+    /// Range `k` of the session (named `k`) is the query of element
+    /// `ranges[k]`.
+    ranges: Vec<(Arc<Storage>, u32)>,
 }
 
 /// The last statistic sample of a recorder's chain, whose query (what the
@@ -179,6 +202,8 @@ impl CudaRecorder {
             cpu_start_ns: cpu_monotonic_ns(),
             submitted: false,
             chain: None,
+            #[cfg(feature = "cupti")]
+            stage: None,
         }
     }
 
@@ -362,6 +387,148 @@ impl CudaRecorder {
         Ok(())
     }
 
+    /// A stage-utilization sample of `storage[index]`: closes the open user
+    /// range (the previous element's query) and opens this element's,
+    /// starting the recorder's range-profiler session at its first sample.
+    #[cfg(feature = "cupti")]
+    fn stage_utilization(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+        self.check_device(storage)?;
+        let hardware = match &self.device.shared.hardware {
+            Ok(h) => h.clone(),
+            Err(_) => {
+                return Err(InvalidInput::UnsupportedCounterSet {
+                    set: CommonCounterSet::StageUtilization,
+                    device: self.device.shared.info.name.clone(),
+                }
+                .into())
+            }
+        };
+        let s = &storage.samples;
+        let mut slots = s.lock()?;
+        self.prepare_write(storage, &mut slots, index)?;
+        if self.stage.is_none() {
+            self.stage = Some(StageChain {
+                session: hardware.stage_session(crate::hardware::MAX_STAGE_RANGES)?,
+                open: None,
+                chain: next_chain(),
+                ranges: Vec::new(),
+            });
+        }
+        let Some(st) = self.stage.as_mut() else {
+            return Err(Error::Internal("stage-utilization chain missing".into()));
+        };
+        if st.session.pushed() >= st.session.max_ranges() {
+            return Err(crate::hardware::HardwareError::TooManyRanges {
+                limit: st.session.max_ranges(),
+            }
+            .into());
+        }
+        if st.open.is_some() {
+            st.session.pop()?;
+        }
+        // The range is not open any more even if the next push fails.
+        let previous = st.open.take();
+        st.session.push(&st.ranges.len().to_string())?;
+        // Only the CPU writes a stage-utilization query (at the chain's
+        // end): until then, nothing old shows as this sample's.
+        storage.clear(index);
+        let mut closed_elsewhere = None;
+        let link = match previous {
+            Some((open, i)) if Arc::ptr_eq(&open, storage) => {
+                slots.open[i as usize] = false;
+                i
+            }
+            Some(other) => {
+                st.chain = next_chain();
+                closed_elsewhere = Some(other);
+                NONE
+            }
+            None => NONE,
+        };
+        slots.mark_recorded(index, link, false, self.ticket.id(), st.chain);
+        slots.open[index as usize] = true;
+        drop(slots);
+        if let Some((other, i)) = closed_elsewhere {
+            if let Ok(mut slots) = other.samples.lock() {
+                slots.open[i as usize] = false;
+            }
+        }
+        st.ranges.push((storage.clone(), index));
+        st.open = Some((storage.clone(), index));
+        Ok(())
+    }
+
+    /// Ends the stage-utilization chain: closes its range, ends the pass,
+    /// waits for the context's work, decodes, and writes each element's
+    /// query (the cycles of its range).
+    #[cfg(feature = "cupti")]
+    fn close_stage(&mut self) -> Result<()> {
+        use crate::hardware::{cycles, HardwareError};
+        let Some(mut st) = self.stage.take() else {
+            return Ok(());
+        };
+        let mut decode = || -> std::result::Result<_, HardwareError> {
+            if st.open.is_some() {
+                st.session.pop()?;
+            }
+            if !st.session.stop()? {
+                return Err(HardwareError::Cupti {
+                    call: "cuptiRangeProfilerStop",
+                    code: 0,
+                    result: "asks for another pass of a one-pass config".into(),
+                });
+            }
+            st.session.decode()
+        };
+        let decoded = decode();
+        if let Some((open, i)) = &st.open {
+            if let Ok(mut slots) = open.samples.lock() {
+                slots.open[*i as usize] = false;
+            }
+        }
+        let (ranges, dropped) = decoded?;
+        // Kept, configured, for the next recorder's chain (a 3 ms start).
+        st.session.recycle();
+        let mut known = vec![false; st.ranges.len()];
+        for r in ranges {
+            let Ok(k) = r.name.parse::<usize>() else {
+                continue;
+            };
+            let value = r
+                .values
+                .first()
+                .copied()
+                .map_or(COUNTER_ERROR_VALUE, cycles);
+            if let (Some((storage, i)), false) = (st.ranges.get(k), value == COUNTER_ERROR_VALUE) {
+                storage.set_value(*i, value);
+                known[k] = true;
+            }
+        }
+        // An element whose query no later element adds (the last of its
+        // chain) still resolves without it: its value is the sum of the
+        // queries before it. Where CUPTI has no data for its range (an
+        // empty one), its query is set to 0, which no value includes.
+        for (k, known) in known.iter_mut().enumerate() {
+            let (storage, i) = &st.ranges[k];
+            let used = st
+                .ranges
+                .get(k + 1)
+                .is_some_and(|next| Arc::ptr_eq(&next.0, storage));
+            if !*known && !used {
+                storage.set_value(*i, 0);
+                *known = true;
+            }
+        }
+        let missing = known.iter().filter(|k| !**k).count();
+        if missing > 0 {
+            return Err(Error::Internal(format!(
+                "CUPTI decoded no data for {missing} of {} stage-utilization ranges ({dropped} dropped): those samples and the later ones of their chains stay not ready",
+                st.ranges.len()
+            )));
+        }
+        Ok(())
+    }
+
     /// Closes the open chain element: its query is what the stream
     /// launched since it.
     fn close_chain(&mut self) -> Result<()> {
@@ -418,6 +585,8 @@ impl BackendRecorder for CudaRecorder {
         match storage.samples.set {
             #[cfg(feature = "cupti")]
             CommonCounterSet::Statistic => self.statistic(&storage, index),
+            #[cfg(feature = "cupti")]
+            CommonCounterSet::StageUtilization => self.stage_utilization(&storage, index),
             // A kernel on the stream runs after all prior work, so both
             // placements are the same.
             _ => self.timestamp(&storage, index),
@@ -435,7 +604,12 @@ impl BackendRecorder for CudaRecorder {
     }
 
     fn end_statistics(&mut self) -> Result<()> {
-        self.close_chain()
+        let statistics = self.close_chain();
+        #[cfg(feature = "cupti")]
+        let stage = self.close_stage();
+        #[cfg(not(feature = "cupti"))]
+        let stage: Result<()> = Ok(());
+        statistics.and(stage)
     }
 }
 
@@ -524,9 +698,12 @@ impl BackendDevice for CudaDevice {
             .into());
         }
         let mut field_map = [ABSENT; 8];
-        if set == CommonCounterSet::Statistic {
+        match set {
             // compute_kernel_invocations, the one value of its queries.
-            field_map[7] = 0;
+            CommonCounterSet::Statistic => field_map[7] = 0,
+            // total_cycles, likewise.
+            CommonCounterSet::StageUtilization => field_map[0] = 0,
+            CommonCounterSet::Timestamp => {}
         }
         let storage = self.make_storage(
             descriptor.label.clone(),

@@ -25,14 +25,24 @@
 //!   (feature `cupti`, on by default) from the launch configurations CUPTI's
 //!   callback API reports, exact for a range of one stream's kernels (see
 //!   [`CudaOptions::statistics`]); its other fields are the error value.
-//!   Stage utilization is not offered yet: asking for it is a typed
-//!   `UnsupportedCounterSet` error, never zeros.
+//! - Hardware counters (feature `cupti`): [`CudaDevice::hardware_counters`]
+//!   lists the chip's metrics through CUPTI's profiler host API, with units
+//!   and replay passes, and measures chosen ones over a user range of
+//!   CUPTI's range profiler (see [`hardware`]). Where they are offered, so
+//!   is stage utilization: `total_cycles` is `sm__cycles_elapsed.max` over
+//!   the range between two samples of one recorder, the other fields (no
+//!   CUDA meaning) the error value. Where not,
+//!   [`CudaDevice::hardware_counters_unavailable`] says why, and asking for
+//!   stage utilization is a typed `UnsupportedCounterSet` error, never
+//!   zeros.
 //!
 //! Every object holds what it needs (a sample buffer holds its memory,
 //! every recording holds the buffers it writes until its work is done), so
 //! there is no drop order to get wrong.
 
 mod backend;
+#[cfg(feature = "cupti")]
+pub mod hardware;
 mod kernels;
 #[cfg(feature = "cupti")]
 mod launches;
@@ -40,6 +50,11 @@ mod pass;
 mod storage;
 
 pub use backend::{Cuda, CudaHeap, CudaMarker, CudaRecorder, CudaSampleBuffer, CudaSubmission};
+#[cfg(feature = "cupti")]
+pub use hardware::{
+    BaseMetric, HardwareCounters, HardwareError, HardwareMeasurement, HardwareRange, MetricInfo,
+    MetricKind, MetricValue,
+};
 pub use pass::{CudaComputePass, CudaPassAttachment};
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream, DriverError};
@@ -79,11 +94,23 @@ pub struct CudaOptions {
     /// [`CudaDevice::statistics_unavailable`] says why (also: built without
     /// the `cupti` feature). Default: on.
     pub statistics: bool,
+    /// Offer hardware counters and the stage-utilization set: loads CUPTI's
+    /// profiler and probes it on the device once per process (a
+    /// range-profiler session enabled and disabled on the context). Where
+    /// CUPTI or its profiler cannot be used (no library, an unsupported
+    /// device, counters not permitted, another profiler such as Nsight
+    /// Compute attached), neither is offered and
+    /// [`CudaDevice::hardware_counters_unavailable`] says why (also: built
+    /// without the `cupti` feature). Default: on.
+    pub hardware_counters: bool,
 }
 
 impl Default for CudaOptions {
     fn default() -> Self {
-        Self { statistics: true }
+        Self {
+            statistics: true,
+            hardware_counters: true,
+        }
     }
 }
 
@@ -204,6 +231,11 @@ pub(crate) struct Shared {
     pub(crate) launches: Option<&'static launches::Launches>,
     /// Why the statistic set is not offered, where it is not.
     statistics_unavailable: Option<String>,
+    /// The hardware counters, or why there are none.
+    #[cfg(feature = "cupti")]
+    pub(crate) hardware: Result<hardware::HardwareCounters, hardware::HardwareError>,
+    /// Why hardware counters (and stage utilization) are not offered.
+    hardware_unavailable: Option<String>,
     pub(crate) info: DeviceInfo,
     /// `%globaltimer`'s step, in ns, measured at open.
     timer_step_ns: u64,
@@ -270,6 +302,10 @@ impl Drop for Shared {
         for (_, ticket) in pending {
             ticket.complete();
         }
+        // The range profiler kept enabled for reuse on the context is
+        // disabled with the device.
+        #[cfg(feature = "cupti")]
+        hardware::release_idle(self.ctx.cu_ctx() as usize);
     }
 }
 
@@ -369,10 +405,38 @@ impl CudaDevice {
         } else {
             "CudaOptions::statistics is off".to_string()
         });
+        #[cfg(feature = "cupti")]
+        let hardware = if options.hardware_counters {
+            hardware::HardwareCounters::probe(ctx.ordinal(), ctx.cu_device(), &ctx, &stream)
+        } else {
+            Err(hardware::HardwareError::NotSupported {
+                why: "CudaOptions::hardware_counters is off".into(),
+            })
+        };
+        #[cfg(feature = "cupti")]
+        let hardware_unavailable = match &hardware {
+            Ok(_) => None,
+            Err(_) if !options.hardware_counters => {
+                Some("CudaOptions::hardware_counters is off".to_string())
+            }
+            Err(e) => Some(e.to_string()),
+        };
+        #[cfg(not(feature = "cupti"))]
+        let hardware_unavailable = Some(if options.hardware_counters {
+            "built without the `cupti` feature".to_string()
+        } else {
+            "CudaOptions::hardware_counters is off".to_string()
+        });
         let mut counter_sets = vec![CounterSet {
             set: CommonCounterSet::Timestamp,
             counters: vec![CommonCounter::Timestamp],
         }];
+        if hardware_unavailable.is_none() {
+            counter_sets.push(CounterSet {
+                set: CommonCounterSet::StageUtilization,
+                counters: vec![CommonCounter::TotalCycles],
+            });
+        }
         if statistics_unavailable.is_none() {
             counter_sets.push(CounterSet {
                 set: CommonCounterSet::Statistic,
@@ -419,6 +483,9 @@ impl CudaDevice {
             #[cfg(feature = "cupti")]
             launches,
             statistics_unavailable,
+            #[cfg(feature = "cupti")]
+            hardware,
+            hardware_unavailable,
             info,
             timer_step_ns: 0,
             pending: Mutex::new(VecDeque::new()),
@@ -443,6 +510,22 @@ impl CudaDevice {
     /// Why the statistic set is not offered (`None` where it is).
     pub fn statistics_unavailable(&self) -> Option<&str> {
         self.shared.statistics_unavailable.as_deref()
+    }
+
+    /// The hardware counter set: the chip's metrics, with units and replay
+    /// passes, and measurements of them over ranges of the context's work;
+    /// or why it is not offered (the typed error).
+    #[cfg(feature = "cupti")]
+    pub fn hardware_counters(
+        &self,
+    ) -> std::result::Result<&hardware::HardwareCounters, hardware::HardwareError> {
+        self.shared.hardware.as_ref().map_err(Clone::clone)
+    }
+
+    /// Why hardware counters and the stage-utilization set are not offered
+    /// (`None` where they are).
+    pub fn hardware_counters_unavailable(&self) -> Option<&str> {
+        self.shared.hardware_unavailable.as_deref()
     }
 
     /// `%globaltimer`'s step, as measured when the device was opened: part

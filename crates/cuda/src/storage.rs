@@ -115,6 +115,21 @@ impl Storage {
         }
     }
 
+    /// Writes sample `i`'s query from the host, value then availability
+    /// (stage utilization, decoded on the CPU; nothing on the GPU writes
+    /// those words).
+    #[cfg(feature = "cupti")]
+    pub(crate) fn set_value(&self, i: u32, value: u64) {
+        let (Some(v), Some(a)) = (
+            self.words.word(2 * i as usize),
+            self.words.word(2 * i as usize + 1),
+        ) else {
+            return;
+        };
+        v.store(value, Ordering::Release);
+        a.store(1, Ordering::Release);
+    }
+
     /// Clears sample `i`'s availability word on the host (a host reset;
     /// the bookkeeping checked that no launch writing it is pending).
     pub(crate) fn clear(&self, i: u32) {

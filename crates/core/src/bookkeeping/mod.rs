@@ -16,6 +16,8 @@
 //! chain's start, and end minus start of two samples of one chain is exactly
 //! what the GPU counted between them. Samples of different chains have
 //! different origins ([`ResolvedCounters::origin`]) and are not comparable.
+//! Stage-utilization samples (where a backend has them, from hardware
+//! counters over the ranges between samples) chain the same way.
 //!
 //! The backend reads raw queries through [`QueryRead`]: per query its values,
 //! then an availability word. The CPU resolve turns them into Metal's layout
@@ -78,8 +80,9 @@ pub struct SampleSet {
     pub storage: StorageMode,
     /// The number of samples.
     pub count: u32,
-    /// For each field of `CounterResultStatistic`: its position among the
-    /// statistic query's values, [`OCCLUSION`] or [`ABSENT`].
+    /// For each field of the set's result struct (`CounterResultStatistic`;
+    /// the first 6 for `CounterResultStageUtilization`): its position among
+    /// the query's values, [`OCCLUSION`] or [`ABSENT`].
     pub field_map: [u8; 8],
     /// The timestamps' valid bits, as a mask.
     pub valid_mask: u64,
@@ -411,7 +414,7 @@ impl SampleSet {
         for ((seen, st), state) in t.seen[r.clone()].iter_mut().zip(&status).zip(&t.state[r]) {
             *seen |= (*st == SampleStatus::Written) & (*state == SlotState::Recorded);
         }
-        let origins = (self.set == CommonCounterSet::Statistic).then(|| {
+        let origins = (self.set != CommonCounterSet::Timestamp).then(|| {
             (first as usize..(first + count) as usize)
                 .zip(&status)
                 .map(|(i, st)| match st {
@@ -638,7 +641,8 @@ impl SampleSet {
             }
             out.copy_from_slice(&sums.sums[at(p) * 8..at(p) * 8 + out.len()]);
         }
-        for (f, &pos) in self.field_map.iter().enumerate() {
+        // The set's own fields only: stage utilization has 6 of the map's 8.
+        for (f, &pos) in self.field_map.iter().take(out.len()).enumerate() {
             if pos == ABSENT {
                 out[f] = COUNTER_ERROR_VALUE;
             }
@@ -793,7 +797,7 @@ impl SampleSet {
             cur = slots.link[c];
             steps += 1;
         }
-        for (f, &pos) in self.field_map.iter().enumerate() {
+        for (f, &pos) in self.field_map.iter().take(out.len()).enumerate() {
             if pos == ABSENT {
                 out[f] = COUNTER_ERROR_VALUE;
             }

@@ -224,3 +224,49 @@ fn abandoned_recordings_are_forgotten() {
         &[SampleStatus::Written, SampleStatus::NotWritten]
     );
 }
+
+/// Stage utilization resolves through the same chains as statistics, into
+/// its 6-field layout: total cycles summed along the chain, the other
+/// fields the error value, origins per chain (it used to index past the 6
+/// fields and panic).
+#[test]
+fn stage_utilization_chains_resolve_into_six_fields() {
+    let mut field_map = [ABSENT; 8];
+    field_map[0] = 0;
+    let samples = set(CommonCounterSet::StageUtilization, 4, field_map);
+    // Queries (value, available): 100 cycles from 0 to 1, 250 from 1 to 2,
+    // 0 after 2; sample 3 in a chain of its own.
+    let queries = Scripted {
+        values: 1,
+        data: vec![100, 1, 250, 1, 0, 1, 9, 1],
+    };
+    {
+        let mut slots = samples.lock().unwrap();
+        slots.mark_recorded(0, NONE, false, 1, 7);
+        slots.mark_recorded(1, 0, false, 1, 7);
+        slots.mark_recorded(2, 1, false, 1, 7);
+        slots.mark_recorded(3, NONE, false, 1, 8);
+    }
+    let r = samples.resolve_cpu(0..4, &queries, None).unwrap();
+    let su = r.stage_utilization().unwrap();
+    assert_eq!(
+        su.iter().map(|s| s.total_cycles).collect::<Vec<_>>(),
+        [0, 100, 350, 0]
+    );
+    assert!(su
+        .iter()
+        .all(|s| s.vertex_cycles == COUNTER_ERROR_VALUE
+            && s.render_target_cycles == COUNTER_ERROR_VALUE));
+    match r.stage_utilization_between(0, 2).unwrap() {
+        SampleValue::Value(d) => {
+            assert_eq!(d.total_cycles, 350);
+            assert_eq!(d.fragment_cycles, COUNTER_ERROR_VALUE);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        r.stage_utilization_between(0, 3).unwrap(),
+        SampleValue::NotComparable
+    );
+    assert!(r.statistics().is_err());
+}
