@@ -40,10 +40,10 @@ import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") \
-            and m["target"]["name"] == "cuda" and m["target"]["kind"] == ["test"]:
+            and m["package_id"].split("#")[0].endswith("/cuda") and m["target"]["kind"] == ["test"]:
         print(m["executable"])
 ')
-"$cuda_tests" --nocapture --test-threads=1
+for t in $cuda_tests; do "$t" --nocapture --test-threads=1; done
 
 echo "== 5/5 the wgpu backend on its portable path (no wgpu-hal)"
 cargo test --locked -p gpu-counters-wgpu --no-default-features --features profiler
