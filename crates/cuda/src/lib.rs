@@ -176,6 +176,22 @@ fn require_driver() -> std::result::Result<(), OpenError> {
     }
 }
 
+/// Why zero-intrusion timestamps ([`TimestampSource::Activity`]) cannot be
+/// had in this process, naming what is missing (CUPTI's library, one of its
+/// functions, the `cupti` feature) or the CUPTI call that failed; `None`
+/// where they can. The first call sets CUPTI's activity tracing up for the
+/// process (its launch callbacks, timestamp and buffer callbacks).
+pub fn zero_intrusion_unavailable() -> Option<String> {
+    #[cfg(feature = "cupti")]
+    {
+        activity::Activity::get().err()
+    }
+    #[cfg(not(feature = "cupti"))]
+    {
+        Some("gpu-counters-cuda was built without its `cupti` feature".into())
+    }
+}
+
 /// The number of CUDA devices (0 where the driver is loaded but reports no
 /// device, `CUDA_ERROR_NO_DEVICE`).
 pub fn device_count() -> std::result::Result<usize, OpenError> {
@@ -558,6 +574,18 @@ impl CudaDevice {
     #[cfg(feature = "cupti")]
     pub fn activity_stats(&self) -> Option<ActivityStats> {
         self.shared.zero.as_ref().map(|z| z.stats())
+    }
+
+    /// `n` raw handshake reads, as calibration takes them: for each, the
+    /// `CLOCK_MONOTONIC` ns just before the CPU set the flag, the
+    /// `%globaltimer` value the GPU read once it saw it, and the ns just
+    /// after the CPU saw the answer. For checking a calibration's bound
+    /// (each read's GPU value must convert into its window ± the bound) and
+    /// for benchmarks. On a zero-intrusion device the values are
+    /// `%globaltimer`'s, not CUPTI's clock.
+    pub fn handshake_reads(&self, n: usize) -> Result<Vec<(u64, u64, u64)>> {
+        self.shared
+            .with_calibration_words(|w| (0..n).map(|_| self.shared.calibrated_read(w)).collect())
     }
 
     /// A recorder: a range of the stream's work, from now until it is
