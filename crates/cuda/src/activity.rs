@@ -13,14 +13,19 @@
 //! (`next`, filled in by that launch; none once the recorder is submitted).
 //! It resolves to
 //!
-//! - precise: the end of `prior` (after all prior work), or, with no prior
-//!   work recorded, the start of `next`;
+//! - precise: the end of `prior` (after all prior work), or the moment the
+//!   sample was taken where that is later (the stream was idle: the GPU
+//!   reached the sample's point as it was issued); with no prior work
+//!   recorded, the start of `next`;
 //! - relaxed: the start of `next` (the cheapest legal placement: before
-//!   all later work), or, with no later work in the recorder, the end of
-//!   `prior`.
+//!   all later work), or, with no later work in the recorder, what a
+//!   precise sample takes.
 //!
-//! A stream runs its work in order, so either value lies between the end of
-//! the work before the sample and the start of the work after it. A graph
+//! A stream runs its work in order and a launch after the sample starts
+//! after the sample was taken, so every value lies between the end of the
+//! work before the sample (and the sample's issue) and the start of the
+//! work after it: what a timestamp written on the GPU at that point could
+//! read. A graph
 //! launch is one correlation id with a record per kernel, copy or memset
 //! node: its span is the earliest start to the latest end of them.
 //!
@@ -419,7 +424,7 @@ impl Activity {
     }
 
     /// A sample at the current point of `stream`.
-    pub(crate) fn anchor(&self, stream: ds::CUstream) -> Anchor {
+    pub(crate) fn anchor(&self, stream: ds::CUstream, issued: u64) -> Anchor {
         let mut st = lock(&self.state);
         let next = Arc::new(Mutex::new(Next::Waiting));
         let prior = match st.streams.get_mut(&(stream as usize)) {
@@ -439,6 +444,7 @@ impl Activity {
             prior,
             next,
             stream: stream as usize,
+            issued,
         }
     }
 
@@ -466,6 +472,7 @@ impl Activity {
             precise,
             anchor.prior,
             next,
+            anchor.issued,
             |c| st.wanted.get(&c).map(|w| (w.span, w.kind, w.last_buffer)),
             |n| st.returned_up_to(n),
         );
@@ -507,6 +514,7 @@ impl Activity {
             false,
             None,
             Some(c),
+            0,
             |c| st.wanted.get(&c).map(|w| (w.span, w.kind, w.last_buffer)),
             |n| st.returned_up_to(n),
         );
@@ -581,11 +589,13 @@ impl Activity {
 
 /// The choice of [`Activity::settle`], on what is known of the launches
 /// (`known(c)`: the records so far, the launch kind and its last buffer;
-/// `returned(n)`: whether every buffer up to `n` came back).
+/// `returned(n)`: whether every buffer up to `n` came back), for a sample
+/// issued at `issued` (on CUPTI's clock).
 pub(crate) fn decide(
     precise: bool,
     prior: Option<u32>,
     next: Option<u32>,
+    issued: u64,
     known: impl Fn(u32) -> Option<(Span, LaunchKind, u64)>,
     returned: impl Fn(u64) -> bool,
 ) -> Settled {
@@ -608,7 +618,11 @@ pub(crate) fn decide(
     if span.bad {
         Settled::Lost
     } else if complete {
-        Settled::Value(if start { span.start } else { span.end })
+        Settled::Value(if start {
+            span.start
+        } else {
+            span.end.max(issued)
+        })
     } else if all_back {
         Settled::Lost
     } else {
@@ -635,6 +649,8 @@ pub(crate) struct Anchor {
     prior: Option<u32>,
     next: Arc<Mutex<Next>>,
     stream: usize,
+    /// When the sample was taken, on CUPTI's clock.
+    issued: u64,
 }
 
 /// Tracing on, until dropped.
@@ -844,21 +860,18 @@ mod tests {
             _ => None,
         };
         let all = |_| true;
-        assert_eq!(
-            decide(true, Some(1), Some(2), known, all),
-            Settled::Value(200)
-        );
-        assert_eq!(
-            decide(false, Some(1), Some(2), known, all),
-            Settled::Value(300)
-        );
-        assert_eq!(decide(true, None, Some(2), known, all), Settled::Value(300));
-        assert_eq!(
-            decide(false, Some(1), None, known, all),
-            Settled::Value(200)
-        );
-        assert_eq!(decide(true, None, None, known, all), Settled::NoWork);
-        assert_eq!(decide(false, None, None, known, all), Settled::NoWork);
+        let d = |precise, prior, next, issued| decide(precise, prior, next, issued, known, all);
+        assert_eq!(d(true, Some(1), Some(2), 150), Settled::Value(200));
+        assert_eq!(d(false, Some(1), Some(2), 150), Settled::Value(300));
+        assert_eq!(d(true, None, Some(2), 150), Settled::Value(300));
+        assert_eq!(d(false, Some(1), None, 150), Settled::Value(200));
+        assert_eq!(d(true, None, None, 150), Settled::NoWork);
+        assert_eq!(d(false, None, None, 150), Settled::NoWork);
+        // Taken once the work before had ended (the stream was idle): the
+        // sample's own moment, not the old work's end.
+        assert_eq!(d(true, Some(1), Some(2), 250), Settled::Value(250));
+        assert_eq!(d(false, Some(1), None, 250), Settled::Value(250));
+        assert_eq!(d(false, Some(1), Some(2), 250), Settled::Value(300));
     }
 
     /// A record not back yet is pending while its buffers may still come
@@ -868,10 +881,13 @@ mod tests {
     fn pending_lost_and_graph_completeness() {
         let none = |_: u32| Some((Span::default(), LaunchKind::Single, 5));
         assert_eq!(
-            decide(true, Some(1), None, none, |n| n < 5),
+            decide(true, Some(1), None, 0, none, |n| n < 5),
             Settled::Pending
         );
-        assert_eq!(decide(true, Some(1), None, none, |_| true), Settled::Lost);
+        assert_eq!(
+            decide(true, Some(1), None, 0, none, |_| true),
+            Settled::Lost
+        );
         let bad = |_: u32| {
             Some((
                 Span {
@@ -882,23 +898,23 @@ mod tests {
                 5,
             ))
         };
-        assert_eq!(decide(true, Some(1), None, bad, |_| true), Settled::Lost);
+        assert_eq!(decide(true, Some(1), None, 0, bad, |_| true), Settled::Lost);
         let graph = |_: u32| Some((span(10, 90, 3), LaunchKind::Graph, 7));
         assert_eq!(
-            decide(true, Some(1), None, graph, |n| n < 7),
+            decide(true, Some(1), None, 0, graph, |n| n < 7),
             Settled::Pending
         );
         assert_eq!(
-            decide(true, Some(1), None, graph, |_| true),
+            decide(true, Some(1), None, 0, graph, |_| true),
             Settled::Value(90)
         );
         assert_eq!(
-            decide(false, None, Some(1), graph, |_| true),
+            decide(false, None, Some(1), 0, graph, |_| true),
             Settled::Value(10)
         );
         // A launch nothing wanted any more: lost, never a made-up value.
         assert_eq!(
-            decide(true, Some(9), None, |_| None, |_| true),
+            decide(true, Some(9), None, 0, |_| None, |_| true),
             Settled::Lost
         );
     }

@@ -759,6 +759,7 @@ impl Shared {
         let ticks = u64::try_from(ticks)
             .map_err(|_| Error::Internal(format!("activity clock delta {}", clock.delta_ns)))?;
         let extra = clock.extra_bound_ns(pair.cpu_ns);
+        z.set_offset(ticks, pair.cpu_ns);
         z.launch_probe()?;
         Ok(TimestampPair {
             cpu_ns: pair.cpu_ns,

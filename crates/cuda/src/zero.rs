@@ -10,7 +10,7 @@ use crate::{driver_err, kernels, lock};
 use cudarc::driver::{CudaFunction, CudaStream};
 use gpu_counters_core::bookkeeping::{Ticket, QUERY_FAILED};
 use gpu_counters_core::{cpu_monotonic_ns, Error, Result};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,17 +26,17 @@ const FIRST_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ActivityClock {
     /// CUPTI's `CLOCK_MONOTONIC` ns minus `%globaltimer` ns, the middle of
-    /// what the latest probe allows.
+    /// what the latest batch of probes allows (each probe's record must
+    /// enclose its two reads; the batch's 8 intervals are intersected).
     pub delta_ns: i64,
-    /// The true offset is within `delta_ns ±` this (half the probe's
-    /// interval).
+    /// The true offset is within `delta_ns ±` this (half the intersection).
     pub uncertainty_ns: u64,
-    /// `CLOCK_MONOTONIC` when that probe's record was read.
+    /// `CLOCK_MONOTONIC` when that batch was read.
     pub probed_at_ns: u64,
     /// Probes whose records were read.
     pub probes: u64,
-    /// Probes whose reads the record did not enclose (CUPTI's conversion
-    /// moved inside one probe): each widened the uncertainty to cover both.
+    /// Probes of batches whose intervals did not meet (CUPTI's conversion
+    /// moved inside the batch): the uncertainty then covers all of them.
     pub inconsistent_probes: u64,
     /// Probes whose records were lost.
     pub lost_probes: u64,
@@ -68,10 +68,25 @@ struct Pending {
     write: Write,
 }
 
+/// One probe kernel of a batch: its correlation id, and where its words
+/// are in the batch's memory.
 struct Probe {
     correlation: u32,
-    words: MappedWords,
+    at: usize,
 }
+
+/// Probes launched together: their intervals are intersected.
+#[derive(Default)]
+struct Batch {
+    probes: Vec<Probe>,
+    words: Option<MappedWords>,
+    /// (lo, hi) of each probe read so far.
+    read: Vec<(i128, i128)>,
+    lost: u64,
+}
+
+/// Probe kernels per batch (one batch per calibration).
+const PROBES: usize = 8;
 
 /// A zero-intrusion device's tracing.
 pub(crate) struct DeviceActivity {
@@ -80,8 +95,11 @@ pub(crate) struct DeviceActivity {
     calibration_stream: Arc<CudaStream>,
     probe: CudaFunction,
     clock: Mutex<Option<ActivityClock>>,
-    probes: Mutex<Vec<Probe>>,
+    probes: Mutex<Batch>,
     pending: Mutex<Vec<Pending>>,
+    /// CUPTI's clock minus `CLOCK_MONOTONIC`, by the latest calibration
+    /// pair (0 before the first).
+    offset: AtomicI64,
 }
 
 impl DeviceActivity {
@@ -105,8 +123,9 @@ impl DeviceActivity {
             calibration_stream,
             probe,
             clock: Mutex::new(None),
-            probes: Mutex::new(Vec::new()),
+            probes: Mutex::new(Batch::default()),
             pending: Mutex::new(Vec::new()),
+            offset: AtomicI64::new(0),
         };
         d.launch_probe().map_err(|e| e.to_string())?;
         let deadline = Instant::now() + FIRST_PROBE_TIMEOUT;
@@ -119,7 +138,7 @@ impl DeviceActivity {
             if lock(&d.clock).is_some() {
                 return Ok(d);
             }
-            if lock(&d.probes).is_empty() {
+            if lock(&d.probes).probes.is_empty() {
                 return Err("the activity probe's record was lost".into());
             }
             if Instant::now() > deadline {
@@ -141,77 +160,140 @@ impl DeviceActivity {
         self.activity.stats()
     }
 
-    /// Launches a probe on the calibration stream with tracing on, unless
-    /// one is in flight. The caller serializes launches on that stream.
+    /// Launches a batch of probes on the calibration stream with tracing
+    /// on, unless one is in flight. The caller serializes launches on that
+    /// stream.
     pub(crate) fn launch_probe(&self) -> Result<()> {
-        let mut probes = lock(&self.probes);
-        if !probes.is_empty() {
+        let mut batch = lock(&self.probes);
+        if !batch.probes.is_empty() {
             return Ok(());
         }
         let ctx = self.stream.context();
-        let words = MappedWords::new(ctx, 3, "activity probe")?;
+        let words = MappedWords::new(ctx, 3 * PROBES, "activity probes")?;
         let on = self.activity.enable().map_err(Error::Internal)?;
-        // SAFETY: three words of `words`, which the probe list keeps until
-        // the probe's record came back (the kernel ran), or until the
-        // calibration stream is synchronized in `drop`.
-        let launched = unsafe {
-            kernels::launch_probe(
-                &self.calibration_stream,
-                &self.probe,
-                words.device_address(0),
-            )
-        };
-        let correlation = self.activity.hold_last(self.calibration_stream.cu_stream());
+        let mut launched = Ok(());
+        let mut probes = Vec::with_capacity(PROBES);
+        let stream = self.calibration_stream.cu_stream();
+        for k in 0..PROBES {
+            // SAFETY: three words of `words`, which the batch keeps until
+            // every probe's record came back (the kernel ran), or until the
+            // calibration stream is synchronized in `drop`.
+            launched = unsafe {
+                kernels::launch_probe(
+                    &self.calibration_stream,
+                    &self.probe,
+                    words.device_address(3 * k),
+                )
+            };
+            if launched.is_err() {
+                break;
+            }
+            match self.activity.hold_last(stream) {
+                Some(correlation) => probes.push(Probe {
+                    correlation,
+                    at: 3 * k,
+                }),
+                None => {
+                    launched = Err(cudarc::driver::DriverError(
+                        cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND,
+                    ));
+                    break;
+                }
+            }
+        }
         drop(on);
-        launched.map_err(driver_err("activity probe launch"))?;
-        let Some(correlation) = correlation else {
-            // The launch ran, but no record will be matched to it: keep the
-            // words alive until it has.
+        if let Err(e) = launched {
+            // What was launched writes `words` until it ran.
             let _ = self.calibration_stream.synchronize();
-            return Err(Error::Internal(
-                "the activity probe's launch was not seen by CUPTI's launch callbacks".into(),
-            ));
+            for p in &probes {
+                self.activity.release_id(p.correlation);
+            }
+            return Err(
+                if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND {
+                    Error::Internal(
+                        "an activity probe's launch was not seen by CUPTI's launch callbacks"
+                            .into(),
+                    )
+                } else {
+                    driver_err("activity probe launch")(e)
+                },
+            );
+        }
+        *batch = Batch {
+            probes,
+            words: Some(words),
+            read: Vec::new(),
+            lost: 0,
         };
-        probes.push(Probe { correlation, words });
         Ok(())
     }
 
-    /// Reads the probes whose records came back into the clock.
+    /// Reads the probes whose records came back; once the whole batch is
+    /// in, its intervals (intersected) become the clock.
     pub(crate) fn read_probes(&self) {
-        let mut probes = lock(&self.probes);
+        let mut batch = lock(&self.probes);
+        let Batch {
+            probes,
+            words,
+            read,
+            lost,
+        } = &mut *batch;
+        let Some(w) = words.as_ref() else {
+            return;
+        };
         probes.retain(|p| {
             let (settled, span) = self.activity.probe_span(p.correlation);
-            let done = p
-                .words
-                .word(2)
-                .is_some_and(|w| w.load(Ordering::Acquire) != 0);
+            let word = |i: usize| w.word(p.at + i).map_or(0, |x| x.load(Ordering::Acquire));
             match (settled, span) {
-                (Settled::Value(_), Some(span)) if done => {
-                    let g = |i| p.words.word(i).map_or(0, |w| w.load(Ordering::Acquire)) as i128;
+                (Settled::Value(_), Some(span)) if word(2) != 0 => {
                     // CUPTI's record encloses both reads of the same timer:
                     // record start <= first read + delta, last read + delta
                     // <= record end.
-                    let lo = span.start as i128 - g(0);
-                    let hi = span.end as i128 - g(1);
-                    self.update_clock(lo, hi);
+                    read.push((
+                        span.start as i128 - word(0) as i128,
+                        span.end as i128 - word(1) as i128,
+                    ));
                     self.activity.release_id(p.correlation);
                     false
                 }
                 (Settled::Pending, _) | (Settled::Value(_), _) => true,
                 _ => {
-                    if let Some(c) = lock(&self.clock).as_mut() {
-                        c.lost_probes += 1;
-                    }
+                    *lost += 1;
                     self.activity.release_id(p.correlation);
                     false
                 }
             }
         });
+        if !probes.is_empty() {
+            return;
+        }
+        let intervals = std::mem::take(read);
+        let lost = std::mem::take(lost);
+        *words = None;
+        self.update_clock(&intervals, lost);
     }
 
-    fn update_clock(&self, lo: i128, hi: i128) {
+    /// The clock from a batch's intervals: their intersection, or, where
+    /// they do not meet (CUPTI's conversion moved inside the batch), the
+    /// narrowest one widened to cover them all.
+    fn update_clock(&self, intervals: &[(i128, i128)], lost: u64) {
         let mut clock = lock(&self.clock);
-        let (l, h) = (lo.min(hi), lo.max(hi));
+        if intervals.is_empty() {
+            if let Some(c) = clock.as_mut() {
+                c.lost_probes += lost;
+            }
+            return;
+        }
+        let lo = intervals.iter().map(|i| i.0).max().unwrap_or(0);
+        let hi = intervals.iter().map(|i| i.1).min().unwrap_or(0);
+        let consistent = lo <= hi;
+        let (l, h) = if consistent {
+            (lo, hi)
+        } else {
+            let l = intervals.iter().map(|i| i.0.min(i.1)).min().unwrap_or(0);
+            let h = intervals.iter().map(|i| i.0.max(i.1)).max().unwrap_or(0);
+            (l, h)
+        };
         let delta = (l + h).div_euclid(2);
         let half = (h - l + 1).div_euclid(2) + 1;
         let c = clock.get_or_insert(ActivityClock {
@@ -225,9 +307,10 @@ impl DeviceActivity {
         c.delta_ns = delta.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
         c.uncertainty_ns = half.clamp(0, u64::MAX as i128) as u64;
         c.probed_at_ns = cpu_monotonic_ns();
-        c.probes += 1;
-        if lo > hi {
-            c.inconsistent_probes += 1;
+        c.probes += intervals.len() as u64;
+        c.lost_probes += lost;
+        if !consistent {
+            c.inconsistent_probes += intervals.len() as u64;
         }
     }
 
@@ -240,7 +323,11 @@ impl DeviceActivity {
         index: u32,
         precise: bool,
     ) {
-        let anchor = self.activity.anchor(self.stream.cu_stream());
+        let now = cpu_monotonic_ns() as i64;
+        let issued = now
+            .saturating_add(self.offset.load(Ordering::Relaxed))
+            .max(0) as u64;
+        let anchor = self.activity.anchor(self.stream.cu_stream(), issued);
         self.push(ticket, storage, index, Write::Timestamp { anchor, precise });
     }
 
@@ -306,7 +393,7 @@ impl DeviceActivity {
         let waits = lock(&self.pending)
             .iter()
             .any(|p| p.ticket.is_done() && matches!(p.write, Write::Timestamp { .. }))
-            || !lock(&self.probes).is_empty();
+            || !lock(&self.probes).probes.is_empty();
         if waits {
             self.activity.flush().map_err(Error::Internal)?;
             self.read_probes();
@@ -344,6 +431,16 @@ impl DeviceActivity {
         Ok(())
     }
 
+    /// Notes the latest calibration pair's offset (CUPTI's clock minus
+    /// `CLOCK_MONOTONIC`), for samples' issue times.
+    pub(crate) fn set_offset(&self, gpu_ticks: u64, cpu_ns: u64) {
+        let d = gpu_ticks as i128 - cpu_ns as i128;
+        self.offset.store(
+            d.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+            Ordering::Relaxed,
+        );
+    }
+
     /// Tracing on for a recorder.
     pub(crate) fn enable(&self) -> Result<Enabled> {
         self.activity.enable().map_err(Error::Internal)
@@ -371,7 +468,7 @@ impl Drop for DeviceActivity {
                 }
             }
         }
-        for p in lock(&self.probes).drain(..) {
+        for p in lock(&self.probes).probes.drain(..) {
             self.activity.release_id(p.correlation);
         }
         self.activity.untrack(self.stream.cu_stream());

@@ -12,9 +12,7 @@ use gpu_counters_core::{
     CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus, SampleValue,
     TimestampGranularity, COUNTER_ERROR_VALUE,
 };
-use gpu_counters_cuda::{
-    CudaDevice, CudaOptions, CudaSampleBuffer, OpenError, TimestampSource,
-};
+use gpu_counters_cuda::{CudaDevice, CudaOptions, CudaSampleBuffer, OpenError, TimestampSource};
 use std::ffi::c_void;
 
 /// Device 0 with timestamps from `source`, or `None` after one line saying
@@ -170,7 +168,10 @@ impl Drop for Work {
 /// `ticks` converted, as (earliest, latest) CPU ns it may stand for.
 fn window(c: &Calibration, ticks: u64) -> (u64, u64) {
     let t = c.to_cpu_ns(ticks).unwrap();
-    (t.ns.saturating_sub(t.error_bound_ns), t.ns + t.error_bound_ns)
+    (
+        t.ns.saturating_sub(t.error_bound_ns),
+        t.ns + t.error_bound_ns,
+    )
 }
 
 /// Samples around the caller's kernels resolve to their boundaries: a
@@ -185,7 +186,9 @@ fn zero_intrusion_samples_are_the_boundaries_of_the_callers_kernels() {
     let Some(gt) = device_with(test, TimestampSource::Kernel) else {
         return;
     };
-    let clock = d.activity_clock().expect("a zero-intrusion device has a clock");
+    let clock = d
+        .activity_clock()
+        .expect("a zero-intrusion device has a clock");
     eprintln!("activity clock: {clock:?}");
     let work = Work::new(&d, 8);
     let stream = d.stream().cu_stream();
@@ -215,27 +218,47 @@ fn zero_intrusion_samples_are_the_boundaries_of_the_callers_kernels() {
             SampleStatus::NotWritten
         ]
     );
-    let t: Vec<u64> = r.timestamps().unwrap().iter().map(|t| t.timestamp).collect();
+    let t: Vec<u64> = r
+        .timestamps()
+        .unwrap()
+        .iter()
+        .map(|t| t.timestamp)
+        .collect();
     assert!(t[0] <= t[1] && t[1] <= t[2], "{t:?}");
     for &ticks in &t[..3] {
         let (lo, hi) = window(&cal, ticks);
-        assert!(hi >= before && lo <= after, "{lo}..{hi} outside {before}..{after}");
+        assert!(
+            hi >= before && lo <= after,
+            "{lo}..{hi} outside {before}..{after}"
+        );
     }
     // Kernel 0's start precedes its first read, its end follows its last.
     let (s0_lo, _) = window(&cal, t[0]);
     let (_, g00_hi) = window(&gt_cal, g[0]);
-    assert!(s0_lo <= g00_hi, "start {s0_lo} after kernel 0's first read {g00_hi}");
+    assert!(
+        s0_lo <= g00_hi,
+        "start {s0_lo} after kernel 0's first read {g00_hi}"
+    );
     let (_, s1_hi) = window(&cal, t[1]);
     let (g01_lo, _) = window(&gt_cal, g[1]);
-    assert!(s1_hi >= g01_lo, "end {s1_hi} before kernel 0's last read {g01_lo}");
+    assert!(
+        s1_hi >= g01_lo,
+        "end {s1_hi} before kernel 0's last read {g01_lo}"
+    );
     // Sample 2 is kernel 2's end: after its last read, and kernel 1 ran
     // between samples 1 and 2.
     let (_, s2_hi) = window(&cal, t[2]);
     let (g21_lo, _) = window(&gt_cal, g[5]);
-    assert!(s2_hi >= g21_lo, "end {s2_hi} before kernel 2's last read {g21_lo}");
+    assert!(
+        s2_hi >= g21_lo,
+        "end {s2_hi} before kernel 2's last read {g21_lo}"
+    );
     let (s1_lo, _) = window(&cal, t[1]);
     let (_, g10_hi) = window(&gt_cal, g[2]);
-    assert!(s1_lo <= g10_hi, "kernel 1 started before sample 1 ({s1_lo} > {g10_hi})");
+    assert!(
+        s1_lo <= g10_hi,
+        "kernel 1 started before sample 1 ({s1_lo} > {g10_hi})"
+    );
     let kernel0 = g[1] - g[0];
     assert!(
         t[1] - t[0] >= kernel0,
@@ -317,7 +340,10 @@ fn graph_kernels_are_timed_by_their_records() {
     let mut graph = std::ptr::null_mut();
     let mut exec = std::ptr::null_mut();
     unsafe {
-        assert_eq!(sys::cuStreamEndCapture(stream, &mut graph), sys::CUresult::CUDA_SUCCESS);
+        assert_eq!(
+            sys::cuStreamEndCapture(stream, &mut graph),
+            sys::CUresult::CUDA_SUCCESS
+        );
         assert_eq!(
             sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0),
             sys::CUresult::CUDA_SUCCESS
@@ -342,7 +368,10 @@ fn graph_kernels_are_timed_by_their_records() {
     }
     // SAFETY: as above.
     unsafe {
-        assert_eq!(sys::cuGraphLaunch(exec, stream), sys::CUresult::CUDA_SUCCESS);
+        assert_eq!(
+            sys::cuGraphLaunch(exec, stream),
+            sys::CUresult::CUDA_SUCCESS
+        );
     }
     if let Some(s) = &stats {
         rec.sample_counters(s, 1, TimestampGranularity::Precise)
@@ -353,15 +382,24 @@ fn graph_kernels_are_timed_by_their_records() {
     d.submit(rec).unwrap().wait().unwrap();
     let g = work.read(stream);
     let r = buffer.resolve_counter_range(0..2).unwrap();
-    assert_eq!(r.statuses(), &[SampleStatus::Written, SampleStatus::Written]);
+    assert_eq!(
+        r.statuses(),
+        &[SampleStatus::Written, SampleStatus::Written]
+    );
     let t = r.timestamps().unwrap();
     let (start_lo, _) = window(&cal, t[0].timestamp);
     let (_, end_hi) = window(&cal, t[1].timestamp);
     for k in 0..NODES {
         let (_, first_hi) = window(&gt_cal, g[2 * k]);
         let (last_lo, _) = window(&gt_cal, g[2 * k + 1]);
-        assert!(start_lo <= first_hi, "node {k} read {first_hi} before the graph's start {start_lo}");
-        assert!(end_hi >= last_lo, "node {k} read {last_lo} after the graph's end {end_hi}");
+        assert!(
+            start_lo <= first_hi,
+            "node {k} read {first_hi} before the graph's start {start_lo}"
+        );
+        assert!(
+            end_hi >= last_lo,
+            "node {k} read {last_lo} after the graph's end {end_hi}"
+        );
     }
     let spread = g[2 * NODES - 1] - g[0];
     assert!(
@@ -401,7 +439,10 @@ fn copies_are_boundaries() {
         .unwrap();
     d.submit(rec).unwrap().wait().unwrap();
     let r = buffer.resolve_counter_range(0..2).unwrap();
-    assert_eq!(r.statuses(), &[SampleStatus::Written, SampleStatus::Written]);
+    assert_eq!(
+        r.statuses(),
+        &[SampleStatus::Written, SampleStatus::Written]
+    );
     let t = r.timestamps().unwrap();
     assert!(t[0].timestamp < t[1].timestamp, "{t:?}");
 }
