@@ -245,6 +245,8 @@ pub(crate) struct CudaBench {
     zero_cal: Option<Calibration>,
     n: u32,
     kernel_ns: u64,
+    /// CUPTI's records parsed when the raw CUPTI row started.
+    records_before: u64,
 }
 
 impl Drop for CudaBench {
@@ -357,6 +359,7 @@ impl CudaBench {
             zero_cal,
             n,
             kernel_ns,
+            records_before: 0,
         })
     }
 
@@ -499,6 +502,9 @@ impl CudaBench {
                 }
             }
             Kind::CuptiActivity => {
+                // CUPTI hands full buffers back on its own thread while the
+                // kernels run: count from here.
+                self.records_before = self.zero_stats_records();
                 raw_cupti(true)?;
                 for _ in 0..n {
                     self.launch_work()?;
@@ -611,9 +617,8 @@ impl CudaBench {
                     .collect()
             }
             Kind::CuptiActivity => {
-                let before = self.zero_stats_records();
                 raw_flush()?;
-                let got = self.zero_stats_records().saturating_sub(before);
+                let got = self.zero_stats_records().saturating_sub(self.records_before);
                 // The records of all N kernels (their two timestamps each).
                 vec![if got >= self.n as u64 { 0.0 } else { f64::NAN }; 1]
             }

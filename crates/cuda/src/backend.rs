@@ -327,6 +327,12 @@ impl CudaRecorder {
             // The launch overwrites both words; until this range is done
             // the old value may still be what is there.
             slots.note_reset(index, &self.ticket);
+            // Zero-intrusion: an earlier recording's value still waiting
+            // for its record is not this one's.
+            #[cfg(feature = "cupti")]
+            if let Some(z) = &self.device.shared.zero {
+                z.cancel(storage, index, index + 1);
+            }
         }
         Ok(())
     }

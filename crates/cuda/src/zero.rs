@@ -339,7 +339,8 @@ impl DeviceActivity {
 
     fn push(&self, ticket: &Ticket, storage: &Arc<Storage>, index: u32, write: Write) {
         let mut pending = lock(&self.pending);
-        self.cancel_locked(&mut pending, storage, index, index + 1);
+        // (A slot written before had its pending write cancelled when it
+        // was recorded again: `CudaRecorder::prepare_write`.)
         // The slot's old value, if any, is not this sample's: nothing but
         // this host writes it on a zero-intrusion device.
         if let Some(a) = storage.words.word(2 * index as usize + 1) {
