@@ -618,7 +618,9 @@ impl CudaBench {
             }
             Kind::CuptiActivity => {
                 raw_flush()?;
-                let got = self.zero_stats_records().saturating_sub(self.records_before);
+                let got = self
+                    .zero_stats_records()
+                    .saturating_sub(self.records_before);
                 // The records of all N kernels (their two timestamps each).
                 vec![if got >= self.n as u64 { 0.0 } else { f64::NAN }; 1]
             }

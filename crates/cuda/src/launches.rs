@@ -284,12 +284,12 @@ fn capturing(stream: ds::CUstream) -> bool {
 fn copy_stream(cbid: cs::CUpti_CallbackId, params: *const c_void) -> Option<ds::CUstream> {
     use cs::CUpti_driver_api_trace_cbid as Id;
     let is = |id: Id| cbid == id as cs::CUpti_CallbackId;
-    // SAFETY (every read below): for these callback ids, CUPTI's
-    // functionParams points to the call's parameters, laid out as the
-    // named `_params` structure (the `_ptsz` variants have the same layout);
-    // the caller checked it is not null.
     macro_rules! stream_of {
         ($t:ty) => {
+            // SAFETY: for the callback ids it is used with, CUPTI's
+            // functionParams points to the call's parameters, laid out as
+            // the named `_params` structure (the `_ptsz` variants have the
+            // same layout); the caller checked it is not null.
             Some(unsafe { (*(params as *const $t)).hStream })
         };
     }

@@ -145,10 +145,8 @@ impl Work {
     /// The words, once `stream` is idle.
     fn read(&self, stream: sys::CUstream) -> Vec<u64> {
         // SAFETY: a valid stream.
-        assert_eq!(
-            unsafe { sys::cuStreamSynchronize(stream) },
-            sys::CUresult::CUDA_SUCCESS
-        );
+        let r = unsafe { sys::cuStreamSynchronize(stream) };
+        assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
         let mut host = vec![0u64; self.words];
         // SAFETY: `host` holds `words` u64s, as the allocation does.
         let r = unsafe { sys::cuMemcpyDtoH_v2(host.as_mut_ptr().cast(), self.mem, self.words * 8) };
@@ -324,9 +322,7 @@ fn graph_kernels_are_timed_by_their_records() {
     let work = Work::new(&d, 2 * NODES);
     let stream = d.stream().cu_stream();
     d.context().bind_to_thread().unwrap();
-    // SAFETY (the raw calls below): valid handles of the bound context;
-    // the graph and its instance are destroyed at the end, after the
-    // stream finished with them.
+    // SAFETY: a valid stream of the bound context; the capture ends below.
     unsafe {
         let r = sys::cuStreamBeginCapture_v2(
             stream,
@@ -339,6 +335,9 @@ fn graph_kernels_are_timed_by_their_records() {
     }
     let mut graph = std::ptr::null_mut();
     let mut exec = std::ptr::null_mut();
+    // SAFETY: valid out-pointers and the capturing stream; the graph and
+    // its instance are destroyed at the end, after the stream finished with
+    // them.
     unsafe {
         assert_eq!(
             sys::cuStreamEndCapture(stream, &mut graph),
