@@ -19,8 +19,15 @@
 //!   without being submitted is submitted by its drop.
 //! - Calibration: a kernel that reads `%globaltimer` the moment it sees a
 //!   flag the CPU sets through mapped memory, with the CPU clock read just
-//!   before setting it and just after seeing the result: the pair's bound is
-//!   half that window plus the timer's measured step.
+//!   before setting it and just after seeing the result: each read bounds
+//!   the clocks' offset by its window; 32 reads are intersected
+//!   (`calibrate.rs`), and the pair's bound is half the intersection plus
+//!   the timer's measured step.
+//! - Zero-intrusion timestamps ([`TimestampSource::Activity`], feature
+//!   `cupti`): nothing is launched for a sample; its value is a boundary of
+//!   the kernels, copies and graph nodes around it from CUPTI's activity
+//!   records, on `CLOCK_MONOTONIC` (see `activity.rs` and
+//!   [`CudaDevice::activity_clock`]).
 //! - Counter sets: timestamps; statistics with `compute_kernel_invocations`
 //!   (feature `cupti`, on by default) from the launch configurations CUPTI's
 //!   callback API reports, exact for a range of one stream's kernels (see
