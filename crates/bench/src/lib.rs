@@ -179,11 +179,13 @@
 #![warn(missing_docs)]
 
 mod calibration;
+mod cuda_bench;
 mod resolve;
 mod stats;
 mod vulkan;
 mod wgpu_bench;
 
+pub use cuda_bench::{CudaCalibrationReport, ZeroIntrusionReport};
 use gpu_counters_core::DeviceInfo;
 use gpu_counters_vulkan::{Device, Instance, InstanceOptions};
 use serde::Serialize;
@@ -215,10 +217,41 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 60.0, value_name = "S")]
     pub drift_seconds: f64,
     /// Timestamps in the CPU resolve throughput test. At most 1048576 (they
-    /// fill one counter sample buffer).
+    /// fill one counter sample buffer). CUDA writes them with one kernel
+    /// each: it takes at most 100000 of them.
     #[arg(long, default_value_t = 1_000_000, value_name = "M")]
     pub resolve_samples: u32,
+    /// What to benchmark: `vulkan` (raw ash, gpu-counters on Vulkan, wgpu,
+    /// wgpu-profiler and gpu-counters-wgpu) or `cuda` (gpu-counters-cuda's
+    /// placements against raw CUDA events, a raw %globaltimer kernel and raw
+    /// CUPTI activity, on CUDA device 0; N kernels, at most 65536).
+    #[arg(long, value_enum, default_value_t = BenchBackend::Vulkan)]
+    pub backend: BenchBackend,
+    /// CUDA only: each of the N kernels spins this many ns on %globaltimer
+    /// (kernels of a known length); 0, the default: the 64-thread
+    /// arithmetic kernel of the Vulkan rows. At most 10000000.
+    #[arg(long, default_value_t = 0, value_name = "NS")]
+    pub kernel_ns: u64,
 }
+
+/// The backend `gpu-counters bench` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchBackend {
+    /// Vulkan and wgpu.
+    #[default]
+    Vulkan,
+    /// CUDA.
+    Cuda,
+}
+
+/// Most `--samples` (kernels) of `--backend cuda`: one CUDA event per
+/// sample is made up front for the raw event rows.
+pub const MAX_CUDA_SAMPLES: u32 = 65_536;
+/// Most `--resolve-samples` CUDA writes (one kernel each).
+pub const MAX_CUDA_RESOLVE_SAMPLES: u32 = 100_000;
+/// Most `--kernel-ns`: 10 ms.
+pub const MAX_KERNEL_NS: u64 = 10_000_000;
 
 /// Most `--samples`: 2N samples must fit one counter sample buffer
 /// ([`gpu_counters_vulkan::MAX_SAMPLE_COUNT`]).
@@ -260,6 +293,18 @@ impl BenchArgs {
                 )));
             }
         }
+        if self.backend == BenchBackend::Cuda && self.samples > MAX_CUDA_SAMPLES {
+            return Err(BenchError::InvalidArgument(format!(
+                "--samples {} with --backend cuda: must be at most {MAX_CUDA_SAMPLES}",
+                self.samples
+            )));
+        }
+        if self.kernel_ns > MAX_KERNEL_NS {
+            return Err(BenchError::InvalidArgument(format!(
+                "--kernel-ns {}: must be at most {MAX_KERNEL_NS}",
+                self.kernel_ns
+            )));
+        }
         let s = self.drift_seconds;
         if !(s.is_finite() && (0.0..=MAX_DRIFT_SECONDS).contains(&s)) {
             // `1e300` as typed, not its 301 digits.
@@ -285,6 +330,8 @@ impl Default for BenchArgs {
             device: None,
             drift_seconds: 60.0,
             resolve_samples: 1_000_000,
+            backend: BenchBackend::Vulkan,
+            kernel_ns: 0,
         }
     }
 }
@@ -312,6 +359,9 @@ pub enum BenchError {
     /// timestamp went backwards).
     #[error("measurement: {0}")]
     Measurement(String),
+    /// CUDA (the driver, a raw call, or CUPTI) reported an error.
+    #[error("cuda: {0}")]
+    Cuda(String),
 }
 
 /// Maps a raw Vulkan call's failure with
@@ -391,6 +441,16 @@ pub enum Tool {
     /// gpu-counters' wgpu backend (`gpu-counters-wgpu`) on wgpu 30.
     #[serde(rename = "gpu-counters-wgpu")]
     GpuCountersWgpu,
+    /// Plain CUDA driver and CUPTI calls: `%globaltimer` kernels, CUPTI
+    /// activity records.
+    #[serde(rename = "raw-cuda")]
+    RawCuda,
+    /// Plain CUDA events (`cuEventRecord`, `cuEventElapsedTime`).
+    #[serde(rename = "cuda-events")]
+    CudaEvents,
+    /// gpu-counters' CUDA backend (`gpu-counters-cuda`).
+    #[serde(rename = "gpu-counters-cuda")]
+    GpuCountersCuda,
 }
 
 impl Tool {
@@ -402,6 +462,9 @@ impl Tool {
             Tool::Wgpu => "wgpu",
             Tool::WgpuProfiler => "wgpu-profiler",
             Tool::GpuCountersWgpu => "gpu-counters-wgpu",
+            Tool::RawCuda => "raw-cuda",
+            Tool::CudaEvents => "cuda-events",
+            Tool::GpuCountersCuda => "gpu-counters-cuda",
         }
     }
 }
@@ -418,6 +481,11 @@ pub enum Placement {
     Relaxed,
     /// Start and end of each dispatch's pass or scope: 2 samples per dispatch.
     Pass,
+    /// Start and end of each kernel from CUPTI activity records, nothing
+    /// launched: 2 samples per kernel.
+    Activity,
+    /// Two zero-intrusion samples around the whole stream of kernels.
+    Range,
 }
 
 impl Placement {
@@ -428,6 +496,8 @@ impl Placement {
             Placement::Precise => "precise",
             Placement::Relaxed => "relaxed",
             Placement::Pass => "pass",
+            Placement::Activity => "activity",
+            Placement::Range => "range",
         }
     }
 }
@@ -584,6 +654,15 @@ pub struct BenchReport {
     pub resolve: ResolveReport,
     /// Calibration quality.
     pub calibration: CalibrationReport,
+    /// CUDA only: the zero-intrusion stream figure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_intrusion: Option<ZeroIntrusionReport>,
+    /// CUDA only: handshake windows and the bound's check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_calibration: Option<CudaCalibrationReport>,
+    /// The workload, in words.
+    #[serde(skip)]
+    pub workload: String,
     /// Remarks on how this run measured (fallbacks, skipped variants).
     #[serde(skip)]
     pub notes: Vec<String>,
@@ -608,6 +687,9 @@ pub fn run_with_options(
     options: &InstanceOptions,
 ) -> Result<BenchReport, BenchError> {
     args.validate()?;
+    if args.backend == BenchBackend::Cuda {
+        return run_cuda(args);
+    }
     let instance = Instance::new(options)?;
     let index = match args.device {
         Some(i) => i,
@@ -677,9 +759,117 @@ pub fn run_with_options(
         comparisons,
         resolve,
         calibration,
+        zero_intrusion: None,
+        cuda_calibration: None,
+        workload: format!(
+            "{} tiny compute dispatches serialized by barriers in one submission",
+            args.samples
+        ),
         notes,
         validation_messages: instance.validation_messages(),
         validation_enabled: instance.validation_enabled(),
+    })
+}
+
+/// `--backend cuda`: the CUDA rows, then resolve throughput and calibration
+/// on the same devices.
+fn run_cuda(args: &BenchArgs) -> Result<BenchReport, BenchError> {
+    let n = args.samples;
+    let progress = Progress::new(!args.json);
+    let (rows, bench) = cuda_bench::variants(n, args.kernel_ns)?;
+    let mut notes = rows.notes;
+    notes.push("CUPTI's launch callbacks are subscribed in every row, the baseline included; the raw CUPTI row enables CONCURRENT_KERNEL around its kernels and flushes (gpu-counters-cuda owns the process's activity buffers, so their parsing is shared)".into());
+    let clock_start = bench.borrow().zero_clock().0;
+    let mut variants = rows.variants;
+    let bar = progress.bar(
+        ((args.reps as usize + 1) * variants.iter().filter(|v| v.baseline().is_some()).count())
+            as u64,
+        "variants",
+    );
+    let measured = schedule(&mut variants, args.reps, &bar)?;
+    bar.finish_and_clear();
+    let specs: Vec<&VariantSpec> = variants.iter().map(|v| v.spec()).collect();
+    let variants_report = summarize(&specs, &measured);
+    let comparisons = compare(&specs, &measured, &rows.comparisons, n);
+    let zero_intrusion = specs
+        .iter()
+        .position(|s| s.placement == Placement::Range)
+        .map(|i| {
+            let pairs = &measured[i];
+            let fractions: Vec<f64> = pairs
+                .iter()
+                .filter(|p| p.base.gpu_ns > 0.0)
+                .map(|p| (p.variant.gpu_ns - p.base.gpu_ns) / p.base.gpu_ns)
+                .collect();
+            let spread = (!fractions.is_empty()).then(|| {
+                let median = stats::median(fractions.iter().copied());
+                RatioSpread {
+                    median,
+                    min: fractions.iter().copied().fold(f64::INFINITY, f64::min),
+                    max: fractions.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                    rounds: fractions.len() as u32,
+                    within_target: median <= 0.01,
+                }
+            });
+            let b = bench.borrow();
+            let (clock_end, dropped) = b.zero_clock();
+            ZeroIntrusionReport {
+                kernels: n,
+                kernel_ns: b.kernel_ns(),
+                added_gpu_fraction: spread,
+                target: 0.01,
+                baseline_gpu_ns: stats::median(pairs.iter().map(|p| p.base.gpu_ns)),
+                variant_gpu_ns: stats::median(pairs.iter().map(|p| p.variant.gpu_ns)),
+                added_gpu_ns_per_kernel: stats::median(
+                    pairs
+                        .iter()
+                        .map(|p| (p.variant.gpu_ns - p.base.gpu_ns) / f64::from(n.max(1))),
+                ),
+                activity_clock_start: clock_start,
+                activity_clock_end: clock_end,
+                dropped_records: dropped,
+            }
+        });
+    drop(specs);
+    drop(variants);
+    let b = bench.borrow();
+    let spinner = progress.spinner("resolve throughput");
+    let resolve = cuda_bench::resolve(
+        &b,
+        args.resolve_samples.min(MAX_CUDA_RESOLVE_SAMPLES),
+        args.reps,
+    )?;
+    spinner.finish_and_clear();
+    let spinner = progress.spinner("calibration");
+    let (calibration, cuda_calibration) = cuda_bench::calibration(&b, args.drift_seconds)?;
+    spinner.finish_and_clear();
+    if !b.has_zero() {
+        notes.push(
+            "no zero-intrusion device: its rows and the zero-intrusion figure are missing".into(),
+        );
+    }
+    let workload = if args.kernel_ns > 0 {
+        format!(
+            "{n} kernels of one thread spinning {} ns on %globaltimer, back to back on one stream",
+            args.kernel_ns
+        )
+    } else {
+        format!("{n} kernels of 64 threads x 16 integer steps, back to back on one stream (cuLaunchKernel)")
+    };
+    Ok(BenchReport {
+        device: b.info(),
+        samples: n,
+        reps: args.reps,
+        variants: variants_report,
+        comparisons,
+        resolve,
+        calibration,
+        zero_intrusion,
+        cuda_calibration: Some(cuda_calibration),
+        workload,
+        notes,
+        validation_messages: Vec::new(),
+        validation_enabled: false,
     })
 }
 
@@ -927,16 +1117,28 @@ fn summarize(specs: &[&VariantSpec], measured: &[Vec<Paired>]) -> Vec<VariantRep
             }
         })
         .collect();
+    // Each gpu-counters tool against its raw tool at the same placement.
+    let raw_of = |t: Tool| match t {
+        Tool::GpuCounters => Some(Tool::RawAsh),
+        Tool::GpuCountersCuda => Some(Tool::RawCuda),
+        _ => None,
+    };
     let raw: Vec<VariantReport> = out
         .iter()
-        .filter(|v| v.tool == Tool::RawAsh && v.placement != Placement::None)
+        .filter(|v| {
+            matches!(v.tool, Tool::RawAsh | Tool::RawCuda) && v.placement != Placement::None
+        })
         .cloned()
         .collect();
     for v in out
         .iter_mut()
-        .filter(|v| v.tool == Tool::GpuCounters && v.placement != Placement::None)
+        .filter(|v| raw_of(v.tool).is_some() && v.placement != Placement::None)
     {
-        if let Some(r) = raw.iter().find(|r| r.placement == v.placement) {
+        let want = raw_of(v.tool);
+        if let Some(r) = raw
+            .iter()
+            .find(|r| Some(r.tool) == want && r.placement == v.placement)
+        {
             let ratio = |a: f64, b: f64| (b > 0.0 && a.is_finite()).then(|| a / b);
             v.host_ratio_to_raw = ratio(
                 v.host_record_ns_per_sample + v.host_resolve_ns_per_sample,
@@ -1082,8 +1284,8 @@ pub fn print_human(report: &BenchReport) {
         d.calibration.name()
     );
     println!(
-        "workload: {} tiny compute dispatches serialized by barriers in one submission; medians of {} reps",
-        report.samples, report.reps
+        "workload: {}; medians of {} reps",
+        report.workload, report.reps
     );
     println!();
     let name_w = report
@@ -1180,6 +1382,46 @@ pub fn print_human(report: &BenchReport) {
             0.0
         }
     );
+    if let Some(z) = &report.zero_intrusion {
+        println!();
+        println!(
+            "zero-intrusion: 2 samples around {} kernels add {} of GPU time (target ≤ {:.0}%): {:.0} → {:.0} ns, {:.1} ns per kernel; CUPTI dropped {} records",
+            z.kernels,
+            z.added_gpu_fraction.map_or_else(
+                || "-".into(),
+                |r| format!(
+                    "{:.2}% [{:.2}%, {:.2}%] of {} rounds ({})",
+                    100.0 * r.median,
+                    100.0 * r.min,
+                    100.0 * r.max,
+                    r.rounds,
+                    if r.within_target { "within" } else { "over" }
+                )
+            ),
+            100.0 * z.target,
+            z.baseline_gpu_ns,
+            z.variant_gpu_ns,
+            z.added_gpu_ns_per_kernel,
+            z.dropped_records
+        );
+        println!(
+            "  CUPTI clock - %globaltimer: {:?} at the start, {:?} at the end (delta ns, ± ns)",
+            z.activity_clock_start, z.activity_clock_end
+        );
+    }
+    if let Some(c) = &report.cuda_calibration {
+        println!();
+        println!(
+            "cuda handshake: window best {} ns, median {} ns; bound {} ns (32 reads intersected) vs {} ns (best of 8, the old method); {} of {} later reads outside their window ± bound; zero-intrusion bound {}",
+            c.best_window_ns,
+            c.median_window_ns,
+            c.bound_ns,
+            c.best_of_8_bound_ns,
+            c.reads_outside,
+            c.reads_checked,
+            c.zero_intrusion_bound_ns.map_or_else(|| "-".into(), |b| format!("{b} ns"))
+        );
+    }
     let c = &report.calibration;
     println!();
     println!(

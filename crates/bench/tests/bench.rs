@@ -35,6 +35,7 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
         device: None,
         drift_seconds: 1.0,
         resolve_samples: 4096,
+        ..BenchArgs::default()
     };
     let report =
         run_with_options(&args, &InstanceOptions { validation: true }).expect("the benchmark runs");
@@ -264,8 +265,51 @@ fn bad_arguments_are_errors() {
             samples: 1 << 30,
             ..BenchArgs::default()
         },
+        BenchArgs {
+            samples: gpu_counters_bench::MAX_CUDA_SAMPLES + 1,
+            backend: gpu_counters_bench::BenchBackend::Cuda,
+            ..BenchArgs::default()
+        },
+        BenchArgs {
+            kernel_ns: gpu_counters_bench::MAX_KERNEL_NS + 1,
+            backend: gpu_counters_bench::BenchBackend::Cuda,
+            ..BenchArgs::default()
+        },
     ] {
         let e = gpu_counters_bench::run(&args).expect_err("rejected");
         assert!(e.to_string().contains("invalid argument"), "{e}");
+    }
+}
+
+/// `--backend cuda` without a CUDA driver is a typed error naming it, not
+/// a panic (on a machine with one, the tiny run's report has every row).
+#[test]
+fn cuda_backend_runs_or_names_the_missing_driver() {
+    let args = BenchArgs {
+        backend: gpu_counters_bench::BenchBackend::Cuda,
+        samples: 8,
+        reps: 1,
+        resolve_samples: 16,
+        drift_seconds: 0.0,
+        json: true,
+        ..BenchArgs::default()
+    };
+    match gpu_counters_bench::run(&args) {
+        Err(e) => {
+            assert!(matches!(e, gpu_counters_bench::BenchError::Cuda(_)), "{e}");
+            assert!(e.to_string().contains("libcuda"), "{e}");
+        }
+        Ok(report) => {
+            let json = serde_json::to_value(&report).unwrap();
+            let names: Vec<&str> = json["variants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["name"].as_str().unwrap())
+                .collect();
+            assert!(names.len() >= 8, "{names:?}");
+            assert_eq!(report.cuda_calibration.as_ref().unwrap().reads_outside, 0);
+            assert_eq!(report.calibration.bracket_violations, 0);
+        }
     }
 }

@@ -467,6 +467,16 @@ mod tests {
                 "drift_seconds",
                 gpu_counters_bench::MAX_DRIFT_SECONDS.to_string(),
             ),
+            (
+                "bench",
+                "kernel_ns",
+                gpu_counters_bench::MAX_KERNEL_NS.to_string(),
+            ),
+            (
+                "bench",
+                "backend",
+                gpu_counters_bench::MAX_CUDA_SAMPLES.to_string(),
+            ),
         ] {
             let h = help(sub, id);
             assert!(h.contains(&limit), "{sub} --{id}: `{limit}` not in {h}");

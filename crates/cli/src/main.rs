@@ -12,7 +12,10 @@
 //!   with `--backend cuda` on a CUDA device (compute only, its kernel
 //!   launches inside a profiler scope).
 //! - `gpu-counters bench [--json] [--samples N] [--reps R]`: the cost of
-//!   sampling against raw Vulkan, wgpu and wgpu-profiler in one run.
+//!   sampling against raw Vulkan, wgpu and wgpu-profiler in one run; with
+//!   `--backend cuda`, gpu-counters-cuda's placements (kernel timestamps,
+//!   zero-intrusion CUPTI activity) against raw CUDA events, a raw
+//!   `%globaltimer` kernel and raw CUPTI activity.
 //!
 //! Exit codes: 0 success, 1 failure (a Vulkan, wgpu or CUDA error, no CUDA
 //! driver for `--backend cuda`, a statistic that differs

@@ -78,6 +78,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let options = CudaOptions {
         statistics: !ncu,
         hardware_counters: !ncu,
+        ..Default::default()
     };
     let device = match CudaDevice::open_with(0, &options) {
         Ok(d) => d,

@@ -61,6 +61,16 @@ fn host_reset(
     let s = &storage.samples;
     let mut slots = s.lock()?;
     s.check_host_reset(&mut slots, storage, first, count, what)?;
+    #[cfg(feature = "cupti")]
+    if let Some(z) = storage
+        .device
+        .upgrade()
+        .as_ref()
+        .and_then(|d| d.zero.as_ref())
+    {
+        // A zero-intrusion value still waiting for its record is forgotten.
+        z.cancel(storage, first, first + count);
+    }
     for i in first..first + count {
         storage.clear(i);
     }
@@ -153,6 +163,9 @@ pub struct CudaRecorder {
     /// The stage-utilization chain: its range-profiler session and ranges.
     #[cfg(feature = "cupti")]
     stage: Option<StageChain>,
+    /// Zero-intrusion: CUPTI's tracing on while the recorder is open.
+    #[cfg(feature = "cupti")]
+    tracing: Option<crate::activity::Enabled>,
 }
 
 /// A recorder's stage-utilization samples: one range-profiler session from
@@ -194,6 +207,10 @@ fn next_chain() -> u64 {
 impl CudaRecorder {
     pub(crate) fn new(device: CudaDevice) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
+        // Zero-intrusion: tracing on from here. Where CUPTI refuses, the
+        // samples resolve as errors (no recorded work), never as zeros.
+        #[cfg(feature = "cupti")]
+        let tracing = device.shared.zero.as_ref().and_then(|z| z.enable().ok());
         Self {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             device,
@@ -204,6 +221,19 @@ impl CudaRecorder {
             chain: None,
             #[cfg(feature = "cupti")]
             stage: None,
+            #[cfg(feature = "cupti")]
+            tracing,
+        }
+    }
+
+    /// Zero-intrusion: the recorder's samples stop waiting for later
+    /// launches, and tracing is let go (the launches made keep their
+    /// records).
+    fn end_tracing(&mut self) {
+        #[cfg(feature = "cupti")]
+        if let Some(z) = &self.device.shared.zero {
+            z.close(&self.ticket);
+            self.tracing = None;
         }
     }
 
@@ -228,7 +258,9 @@ impl CudaRecorder {
         let ended = self.end_statistics();
         self.submitted = true;
         let held = self.held();
-        let event = self.device.shared.enqueue(&self.ticket, held)?;
+        let event = self.device.shared.enqueue(&self.ticket, held);
+        self.end_tracing();
+        let event = event?;
         ended?;
         Ok(CudaSubmission {
             device: self.device.clone(),
@@ -261,12 +293,27 @@ impl CudaRecorder {
             .map(|_| ())
     }
 
-    /// A timestamp of `storage[index]` after all prior work on the stream.
-    pub(crate) fn timestamp(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+    /// A timestamp of `storage[index]`: a kernel after all prior work on
+    /// the stream, or, zero-intrusion, the end of the work before
+    /// (`precise`) or the start of the work after (see
+    /// [`crate::TimestampSource::Activity`]).
+    pub(crate) fn timestamp(
+        &mut self,
+        storage: &Arc<Storage>,
+        index: u32,
+        precise: bool,
+    ) -> Result<()> {
         self.check_device(storage)?;
         let s = &storage.samples;
         let mut slots = s.lock()?;
         self.prepare_write(storage, &mut slots, index)?;
+        #[cfg(feature = "cupti")]
+        if let Some(z) = &self.device.shared.zero {
+            z.sample(&self.ticket, storage, index, precise);
+            slots.mark_recorded(index, NONE, false, self.ticket.id(), 0);
+            return Ok(());
+        }
+        let _ = precise;
         // SAFETY: the two words of sample `index` lie in `storage`'s mapped
         // memory (index checked by check_write), which this recorder holds
         // (just above) and hands to its ticket, released only once an event
@@ -305,13 +352,25 @@ impl CudaRecorder {
             // The launch overwrites both words; until this range is done
             // the old value may still be what is there.
             slots.note_reset(index, &self.ticket);
+            // Zero-intrusion: an earlier recording's value still waiting
+            // for its record is not this one's.
+            #[cfg(feature = "cupti")]
+            if let Some(z) = &self.device.shared.zero {
+                z.cancel(storage, index, index + 1);
+            }
         }
         Ok(())
     }
 
     /// Writes `value` as `storage[index]`'s query once the stream gets
-    /// there.
-    fn store(&self, storage: &Storage, index: u32, value: u64) -> Result<()> {
+    /// there (zero-intrusion: the host writes it once the recording's work
+    /// is done).
+    fn store(&self, storage: &Arc<Storage>, index: u32, value: u64) -> Result<()> {
+        #[cfg(feature = "cupti")]
+        if let Some(z) = &self.device.shared.zero {
+            z.value(&self.ticket, storage, index, value);
+            return Ok(());
+        }
         // SAFETY: the two words of `index` (checked by the bookkeeping when
         // it was sampled) lie in `storage`'s mapped memory, which this
         // recorder holds and hands to its ticket, released only once an
@@ -565,6 +624,7 @@ impl Drop for CudaRecorder {
         let _ = self.end_statistics();
         let held = self.held();
         let _ = self.device.shared.enqueue(&self.ticket, held);
+        self.end_tracing();
     }
 }
 
@@ -579,7 +639,7 @@ impl BackendRecorder for CudaRecorder {
         &mut self,
         buffer: &CudaSampleBuffer,
         index: u32,
-        _placement: TimestampGranularity,
+        placement: TimestampGranularity,
     ) -> Result<()> {
         let storage = buffer.storage.clone();
         match storage.samples.set {
@@ -588,19 +648,24 @@ impl BackendRecorder for CudaRecorder {
             #[cfg(feature = "cupti")]
             CommonCounterSet::StageUtilization => self.stage_utilization(&storage, index),
             // A kernel on the stream runs after all prior work, so both
-            // placements are the same.
-            _ => self.timestamp(&storage, index),
+            // placements are the same there; zero-intrusion, they pick the
+            // side of the sample.
+            _ => self.timestamp(&storage, index, placement == TimestampGranularity::Precise),
         }
     }
 
     fn write_timestamp(
         &mut self,
-        _granularity: TimestampGranularity,
+        granularity: TimestampGranularity,
         heap: &CudaHeap,
         index: u32,
     ) -> Result<()> {
         let storage = heap.storage.clone();
-        self.timestamp(&storage, index)
+        self.timestamp(
+            &storage,
+            index,
+            granularity == TimestampGranularity::Precise,
+        )
     }
 
     fn end_statistics(&mut self) -> Result<()> {

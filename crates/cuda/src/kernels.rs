@@ -14,6 +14,9 @@ use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 /// `gc_store(slot, value)`: `slot[0] = value`, then `slot[1] = 1`.
 /// `gc_calibrate(flag, out)`: `out[2] = 1` (started), spin until `*flag` is
 /// non-zero, then `out[0] = %globaltimer`, then `out[1] = 1`.
+/// `gc_probe(out)`: `out[0] = %globaltimer` as its first instruction,
+/// `out[1] = %globaltimer` as its last read, then `out[2] = 1`: the reads a
+/// CUPTI kernel record of the same launch must enclose.
 pub(crate) const PTX: &str = r#"
 .version 7.0
 .target sm_70
@@ -84,6 +87,20 @@ WAIT:
     st.volatile.global.u64 [%rd2+8], %rd3;
     ret;
 }
+
+.visible .entry gc_probe(.param .u64 out)
+{
+    .reg .b64 %rd<5>;
+    mov.u64 %rd2, %globaltimer;
+    ld.param.u64 %rd1, [out];
+    mov.u64 %rd3, %globaltimer;
+    st.volatile.global.u64 [%rd1], %rd2;
+    st.volatile.global.u64 [%rd1+8], %rd3;
+    membar.sys;
+    mov.u64 %rd4, 1;
+    st.volatile.global.u64 [%rd1+16], %rd4;
+    ret;
+}
 "#;
 
 /// One thread.
@@ -110,6 +127,23 @@ pub(crate) unsafe fn launch_timestamp(
     // SAFETY: the kernel takes one u64 (a device address), given here; it
     // writes only the two words there, which the caller keeps allocated.
     unsafe { launch.launch(ONE) }.map(|_| ())
+}
+
+/// Launches `gc_probe` on `stream`, writing the three words at device
+/// address `out`.
+///
+/// # Safety
+///
+/// `out` must be the device address of three `u64`s of host-mapped memory
+/// that stay allocated until the launch has run.
+#[cfg(feature = "cupti")]
+pub(crate) unsafe fn launch_probe(
+    stream: &CudaStream,
+    func: &CudaFunction,
+    out: u64,
+) -> Result<(), cudarc::driver::DriverError> {
+    // SAFETY: the caller's promise is launch_timestamp's (for three words).
+    unsafe { launch_timestamp(stream, func, out) }
 }
 
 /// Launches `gc_store` on `stream`: `value` is written at device address

@@ -13,6 +13,13 @@
 //!   taken may fall on either side of it; launches from one thread, or
 //!   ordered between threads, are exact.
 //!
+//! - A launch into a stream being captured (`cuStreamBeginCapture`) is not
+//!   counted: it runs only as part of its graph.
+//!
+//! The same callbacks give zero-intrusion timestamps
+//! ([`crate::activity`]) the correlation id of every launch, copy and
+//! memset at its exit.
+//!
 //! CUPTI allows one subscriber per process: with another profiler (Nsight
 //! Systems, ...) attached, subscribing fails and the statistic set is not
 //! offered.
@@ -93,21 +100,47 @@ impl Launches {
     }
 }
 
-/// The callbacks subscribed to.
-const CALLBACKS: [cs::CUpti_driver_api_trace_cbid; 6] = [
-    cs::CUpti_driver_api_trace_cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-    cs::CUpti_driver_api_trace_cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    cs::CUpti_driver_api_trace_cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-    cs::CUpti_driver_api_trace_cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-    cs::CUpti_driver_api_trace_cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-    cs::CUpti_driver_api_trace_cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-];
+/// The callbacks subscribed to: launches (counted), and asynchronous
+/// copies and memsets (only their correlation ids, for zero-intrusion
+/// timestamps: [`crate::activity`]).
+const CALLBACKS: [cs::CUpti_driver_api_trace_cbid; 22] = {
+    use cs::CUpti_driver_api_trace_cbid as Id;
+    [
+        Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async_ptsz,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync_ptsz,
+    ]
+};
+
+/// What is said where CUPTI's library cannot be loaded.
+pub(crate) const NO_CUPTI: &str = "no CUPTI library (libcupti.so): put the directory holding it (CUDA's extras/CUPTI/lib64, or targets/x86_64-linux/lib) on LD_LIBRARY_PATH";
 
 fn subscribe() -> Result<Launches, String> {
-    // SAFETY: loads (and unloads) CUPTI's library by name, as cudarc does on
-    // its first CUPTI call; its initialisers are NVIDIA's own.
-    if !unsafe { cs::is_culib_present() } {
-        return Err("no CUPTI library (libcupti.so): put the directory holding it (CUDA's extras/CUPTI/lib64, or targets/x86_64-linux/lib) on LD_LIBRARY_PATH".into());
+    if let Some(why) = crate::activity::cupti_missing(&[
+        "cuptiSubscribe",
+        "cuptiUnsubscribe",
+        "cuptiEnableCallback",
+    ]) {
+        return Err(why);
     }
     let mut subscriber: cs::CUpti_SubscriberHandle = std::ptr::null_mut();
     // SAFETY: `subscriber` is a valid out-pointer; `on_launch` has the
@@ -181,6 +214,13 @@ unsafe extern "C" fn on_launch(
     use cs::CUpti_driver_api_trace_cbid as Id;
     let is = |id: Id| cbid == id as cs::CUpti_CallbackId;
     let params = data.functionParams;
+    let correlation = data.correlationId;
+    if let Some(stream) = copy_stream(cbid, params) {
+        if !capturing(stream) {
+            crate::activity::launched(stream, correlation, crate::activity::LaunchKind::Single);
+        }
+        return;
+    }
     if is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
         || is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz)
     {
@@ -192,7 +232,11 @@ unsafe extern "C" fn on_launch(
             [p.gridDimX, p.gridDimY, p.gridDimZ],
             [p.blockDimX, p.blockDimY, p.blockDimZ],
         );
-        launches.add(p.f, p.hStream, n);
+        // A launch into a stream being captured runs only with its graph.
+        if !capturing(p.hStream) {
+            launches.add(p.f, p.hStream, n);
+            crate::activity::launched(p.hStream, correlation, crate::activity::LaunchKind::Single);
+        }
     } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)
         || is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz)
     {
@@ -208,13 +252,81 @@ unsafe extern "C" fn on_launch(
             [c.gridDimX, c.gridDimY, c.gridDimZ],
             [c.blockDimX, c.blockDimY, c.blockDimZ],
         );
-        launches.add(p.f, c.hStream, n);
+        if !capturing(c.hStream) {
+            launches.add(p.f, c.hStream, n);
+            crate::activity::launched(c.hStream, correlation, crate::activity::LaunchKind::Single);
+        }
     } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)
         || is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)
     {
         // SAFETY: as above, cuGraphLaunch_params.
         let p = unsafe { &*(params as *const cs::cuGraphLaunch_params_st) };
-        launches.graph_launched(p.hStream);
+        if !capturing(p.hStream) {
+            launches.graph_launched(p.hStream);
+            crate::activity::launched(p.hStream, correlation, crate::activity::LaunchKind::Graph);
+        }
+    }
+}
+
+/// Whether `stream` is being captured into a graph (its launches then run
+/// only when the graph is launched). A query that fails says no.
+fn capturing(stream: ds::CUstream) -> bool {
+    let mut status = ds::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: a valid out-pointer; the stream was just used by the call
+    // whose callback this is.
+    let r = unsafe { ds::cuStreamIsCapturing(stream, &mut status) };
+    r == ds::CUresult::CUDA_SUCCESS
+        && status != ds::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+}
+
+/// The stream of an asynchronous copy or memset callback, `None` for other
+/// callbacks.
+fn copy_stream(cbid: cs::CUpti_CallbackId, params: *const c_void) -> Option<ds::CUstream> {
+    use cs::CUpti_driver_api_trace_cbid as Id;
+    let is = |id: Id| cbid == id as cs::CUpti_CallbackId;
+    macro_rules! stream_of {
+        ($t:ty) => {
+            // SAFETY: for the callback ids it is used with, CUPTI's
+            // functionParams points to the call's parameters, laid out as
+            // the named `_params` structure (the `_ptsz` variants have the
+            // same layout); the caller checked it is not null.
+            Some(unsafe { (*(params as *const $t)).hStream })
+        };
+    }
+    if is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz)
+    {
+        stream_of!(cs::cuMemcpyHtoDAsync_v2_params_st)
+    } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz)
+    {
+        stream_of!(cs::cuMemcpyDtoHAsync_v2_params_st)
+    } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz)
+    {
+        stream_of!(cs::cuMemcpyDtoDAsync_v2_params_st)
+    } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz)
+    {
+        stream_of!(cs::cuMemcpyAsync_params_st)
+    } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz)
+    {
+        stream_of!(cs::cuMemsetD8Async_params_st)
+    } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async_ptsz)
+    {
+        stream_of!(cs::cuMemsetD16Async_params_st)
+    } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz)
+    {
+        stream_of!(cs::cuMemsetD32Async_params_st)
+    } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync_ptsz)
+    {
+        stream_of!(cs::cuMemcpyPeerAsync_params_st)
+    } else {
+        None
     }
 }
 

@@ -19,8 +19,15 @@
 //!   without being submitted is submitted by its drop.
 //! - Calibration: a kernel that reads `%globaltimer` the moment it sees a
 //!   flag the CPU sets through mapped memory, with the CPU clock read just
-//!   before setting it and just after seeing the result: the pair's bound is
-//!   half that window plus the timer's measured step.
+//!   before setting it and just after seeing the result: each read bounds
+//!   the clocks' offset by its window; 32 reads are intersected
+//!   (`calibrate.rs`), and the pair's bound is half the intersection plus
+//!   the timer's measured step.
+//! - Zero-intrusion timestamps ([`TimestampSource::Activity`], feature
+//!   `cupti`): nothing is launched for a sample; its value is a boundary of
+//!   the kernels, copies and graph nodes around it from CUPTI's activity
+//!   records, on `CLOCK_MONOTONIC` (see `activity.rs` and
+//!   [`CudaDevice::activity_clock`]).
 //! - Counter sets: timestamps; statistics with `compute_kernel_invocations`
 //!   (feature `cupti`, on by default) from the launch configurations CUPTI's
 //!   callback API reports, exact for a range of one stream's kernels (see
@@ -40,7 +47,10 @@
 //! every recording holds the buffers it writes until its work is done), so
 //! there is no drop order to get wrong.
 
+#[cfg(feature = "cupti")]
+mod activity;
 mod backend;
+mod calibrate;
 #[cfg(feature = "cupti")]
 pub mod hardware;
 mod kernels;
@@ -48,7 +58,11 @@ mod kernels;
 mod launches;
 mod pass;
 mod storage;
+#[cfg(feature = "cupti")]
+mod zero;
 
+#[cfg(feature = "cupti")]
+pub use activity::ActivityStats;
 pub use backend::{Cuda, CudaHeap, CudaMarker, CudaRecorder, CudaSampleBuffer, CudaSubmission};
 #[cfg(feature = "cupti")]
 pub use hardware::{
@@ -56,6 +70,8 @@ pub use hardware::{
     MetricKind, MetricValue,
 };
 pub use pass::{CudaComputePass, CudaPassAttachment};
+#[cfg(feature = "cupti")]
+pub use zero::ActivityClock;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream, DriverError};
 use gpu_counters_core::bookkeeping::Ticket;
@@ -73,9 +89,9 @@ use storage::MappedWords;
 /// memory each).
 pub const MAX_SAMPLE_COUNT: u32 = 1 << 24;
 
-/// The calibration reads in one [`CudaDevice`] calibration; the one with
-/// the smallest window is kept.
-const CALIBRATION_BURST: usize = 8;
+/// The calibration reads in one [`CudaDevice`] calibration: their offset
+/// intervals are intersected (see `calibrate.rs`).
+const CALIBRATION_BURST: usize = 32;
 
 /// How long calibration waits for its kernel to start or answer before
 /// giving up with an error (the GPU may be busy with other contexts' work).
@@ -103,6 +119,8 @@ pub struct CudaOptions {
     /// [`CudaDevice::hardware_counters_unavailable`] says why (also: built
     /// without the `cupti` feature). Default: on.
     pub hardware_counters: bool,
+    /// Where timestamps come from. Default: [`TimestampSource::Kernel`].
+    pub timestamps: TimestampSource,
 }
 
 impl Default for CudaOptions {
@@ -110,8 +128,28 @@ impl Default for CudaOptions {
         Self {
             statistics: true,
             hardware_counters: true,
+            timestamps: TimestampSource::Kernel,
         }
     }
+}
+
+/// Where a device's timestamps come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimestampSource {
+    /// A one-thread `%globaltimer` kernel launched on the stream per
+    /// sample: after all prior work, in the GPU's ticks.
+    #[default]
+    Kernel,
+    /// Zero-intrusion: nothing is launched for a sample; its value is a
+    /// boundary of the kernels, copies and memsets around it (graph nodes
+    /// included), from CUPTI's activity records, on `CLOCK_MONOTONIC`
+    /// (feature `cupti`). Precise samples take the end of the work before,
+    /// relaxed ones (and a pass's start) the start of the work after;
+    /// statistic values are written by the host. A sample with no recorded
+    /// work around it, or whose records CUPTI lost, resolves as
+    /// `SampleStatus::Error`. See [`CudaDevice::activity_clock`] for the
+    /// bound.
+    Activity,
 }
 
 /// Why a CUDA device could not be opened or listed.
@@ -139,6 +177,15 @@ pub enum OpenError {
         /// The driver's error.
         error: DriverError,
     },
+    /// Zero-intrusion timestamps were asked for
+    /// ([`TimestampSource::Activity`]) and CUPTI's activity records cannot be
+    /// had: `why` names what is missing (the library, one of its functions,
+    /// the `cupti` feature) or the call that failed.
+    #[error("zero-intrusion timestamps need CUPTI's activity records: {why}")]
+    Cupti {
+        /// What is missing, or failed.
+        why: String,
+    },
     /// Setting the device up for sampling failed.
     #[error(transparent)]
     Counters(#[from] Error),
@@ -158,6 +205,22 @@ fn require_driver() -> std::result::Result<(), OpenError> {
         Err(OpenError::NoDriver {
             searched: DRIVER_NAMES,
         })
+    }
+}
+
+/// Why zero-intrusion timestamps ([`TimestampSource::Activity`]) cannot be
+/// had in this process, naming what is missing (CUPTI's library, one of its
+/// functions, the `cupti` feature) or the CUPTI call that failed; `None`
+/// where they can. The first call sets CUPTI's activity tracing up for the
+/// process (its launch callbacks, timestamp and buffer callbacks).
+pub fn zero_intrusion_unavailable() -> Option<String> {
+    #[cfg(feature = "cupti")]
+    {
+        activity::Activity::get().err()
+    }
+    #[cfg(not(feature = "cupti"))]
+    {
+        Some("gpu-counters-cuda was built without its `cupti` feature".into())
     }
 }
 
@@ -242,22 +305,31 @@ pub(crate) struct Shared {
     pending: Mutex<Pending>,
     /// Calibration's flag and answer words, kept between calibrations.
     calibration_words: Mutex<Option<MappedWords>>,
+    /// Zero-intrusion tracing, on a [`TimestampSource::Activity`] device.
+    #[cfg(feature = "cupti")]
+    pub(crate) zero: Option<zero::DeviceActivity>,
 }
 
 impl Shared {
     /// Completes the tickets of every recording whose work is done, in
-    /// launch order.
+    /// launch order (and, zero-intrusion, writes the samples now known).
     pub(crate) fn poll(&self) -> Result<()> {
-        let mut pending = lock(&self.pending);
-        while let Some((event, ticket)) = pending.front() {
-            match event.try_is_complete() {
-                Ok(true) => {
-                    ticket.complete();
-                    pending.pop_front();
+        {
+            let mut pending = lock(&self.pending);
+            while let Some((event, ticket)) = pending.front() {
+                match event.try_is_complete() {
+                    Ok(true) => {
+                        ticket.complete();
+                        pending.pop_front();
+                    }
+                    Ok(false) => break,
+                    Err(e) => return Err(driver_err("cuEventQuery")(e)),
                 }
-                Ok(false) => break,
-                Err(e) => return Err(driver_err("cuEventQuery")(e)),
             }
+        }
+        #[cfg(feature = "cupti")]
+        if let Some(z) = &self.zero {
+            z.settle()?;
         }
         Ok(())
     }
@@ -386,6 +458,10 @@ impl CudaDevice {
             .load_function("gc_timer_step")
             .map_err(driver("cuModuleGetFunction"))?;
         #[cfg(feature = "cupti")]
+        let probe = module
+            .load_function("gc_probe")
+            .map_err(driver("cuModuleGetFunction"))?;
+        #[cfg(feature = "cupti")]
         let (launches, statistics_unavailable) = if options.statistics {
             match launches::Launches::get() {
                 Ok(l) => {
@@ -444,6 +520,28 @@ impl CudaDevice {
             });
         }
         let calibration_stream = ctx.new_stream().map_err(driver("cuStreamCreate"))?;
+        #[cfg(feature = "cupti")]
+        let zero = match options.timestamps {
+            TimestampSource::Kernel => None,
+            TimestampSource::Activity => Some(
+                zero::DeviceActivity::new(stream.clone(), calibration_stream.clone(), probe)
+                    .map_err(|why| OpenError::Cupti { why })?,
+            ),
+        };
+        #[cfg(not(feature = "cupti"))]
+        if options.timestamps == TimestampSource::Activity {
+            return Err(OpenError::Cupti {
+                why: "gpu-counters-cuda was built without its `cupti` feature".into(),
+            });
+        }
+        let calibration_source = match options.timestamps {
+            TimestampSource::Kernel => {
+                "a %globaltimer kernel answering a flag set through mapped memory (32 reads, their offset intervals intersected)"
+            }
+            TimestampSource::Activity => {
+                "CUPTI activity records on CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback); bound: the %globaltimer handshake's plus a %globaltimer probe kernel's enclosure by its record"
+            }
+        };
         let name = ctx.name().map_err(driver("cuDeviceGetName"))?;
         let (major, minor) = ctx
             .compute_capability()
@@ -464,8 +562,7 @@ impl CudaDevice {
             timestamp_period_ns: 1.0,
             timestamp_valid_bits: 64,
             calibration: CalibrationMethod::Bracketing,
-            calibration_source: "a %globaltimer kernel answering a flag set through mapped memory"
-                .into(),
+            calibration_source: calibration_source.into(),
             counter_sets,
             sampling_points: vec![CounterSamplingPoint::AtStageBoundary],
             driver: format!("CUDA driver {}.{}", version / 1000, (version % 1000) / 10),
@@ -490,6 +587,8 @@ impl CudaDevice {
             timer_step_ns: 0,
             pending: Mutex::new(VecDeque::new()),
             calibration_words: Mutex::new(None),
+            #[cfg(feature = "cupti")]
+            zero,
         };
         shared.timer_step_ns = shared.measure_timer_step(&step_kernel)?;
         Ok(Self {
@@ -532,6 +631,49 @@ impl CudaDevice {
     /// of every calibration's bound.
     pub fn timer_step_ns(&self) -> u64 {
         self.shared.timer_step_ns
+    }
+
+    /// Where the device's timestamps come from.
+    pub fn timestamp_source(&self) -> TimestampSource {
+        #[cfg(feature = "cupti")]
+        if self.shared.zero.is_some() {
+            return TimestampSource::Activity;
+        }
+        TimestampSource::Kernel
+    }
+
+    /// Zero-intrusion devices: CUPTI's clock against `%globaltimer`, as
+    /// last measured by a probe kernel on the calibration stream (one per
+    /// calibration, read once its record comes back). A zero-intrusion
+    /// timestamp's bound is the `%globaltimer` calibration's plus
+    /// [`ActivityClock::extra_bound_ns`]: every calibration pair of the
+    /// device ([`BackendDevice::sample_timestamps`]) includes it. `None` on
+    /// a kernel-timestamp device.
+    ///
+    /// [`BackendDevice::sample_timestamps`]: gpu_counters_core::BackendDevice::sample_timestamps
+    #[cfg(feature = "cupti")]
+    pub fn activity_clock(&self) -> Option<ActivityClock> {
+        self.shared.zero.as_ref().and_then(|z| z.clock())
+    }
+
+    /// Zero-intrusion devices: what CUPTI's activity tracing did so far in
+    /// the process (records, drops, lost samples). `None` on a
+    /// kernel-timestamp device.
+    #[cfg(feature = "cupti")]
+    pub fn activity_stats(&self) -> Option<ActivityStats> {
+        self.shared.zero.as_ref().map(|z| z.stats())
+    }
+
+    /// `n` raw handshake reads, as calibration takes them: for each, the
+    /// `CLOCK_MONOTONIC` ns just before the CPU set the flag, the
+    /// `%globaltimer` value the GPU read once it saw it, and the ns just
+    /// after the CPU saw the answer. For checking a calibration's bound
+    /// (each read's GPU value must convert into its window ± the bound) and
+    /// for benchmarks. On a zero-intrusion device the values are
+    /// `%globaltimer`'s, not CUPTI's clock.
+    pub fn handshake_reads(&self, n: usize) -> Result<Vec<(u64, u64, u64)>> {
+        self.shared
+            .with_calibration_words(|w| (0..n).map(|_| self.shared.calibrated_read(w)).collect())
     }
 
     /// A recorder: a range of the stream's work, from now until it is
@@ -667,26 +809,50 @@ impl Shared {
         Ok(step)
     }
 
-    /// The calibration pair: the tightest of a burst of calibrated reads.
+    /// The calibration pair: a burst of calibrated reads combined
+    /// (`calibrate::combine`). Zero-intrusion: moved onto CUPTI's clock by
+    /// the latest probe, its bound widened by the probe's, and a new probe
+    /// launched.
     pub(crate) fn sample_timestamps(&self) -> Result<TimestampPair> {
         self.with_calibration_words(|w| {
-            let mut best: Option<TimestampPair> = None;
+            let mut reads = Vec::with_capacity(CALIBRATION_BURST);
             for _ in 0..CALIBRATION_BURST {
-                let (before, ticks, after) = self.calibrated_read(w)?;
-                let half = (after - before) / 2;
-                let pair = TimestampPair {
-                    cpu_ns: before + half,
-                    gpu_ticks: ticks,
-                    // The window, and the timer's step: the GPU read lies
-                    // within the window, and its value up to one step
-                    // before the true time.
-                    max_deviation_ns: half + (after - before) % 2 + self.timer_step_ns,
-                };
-                if best.is_none_or(|b| pair.max_deviation_ns < b.max_deviation_ns) {
-                    best = Some(pair);
-                }
+                reads.push(self.calibrated_read(w)?);
             }
-            best.ok_or_else(|| Error::Internal("no calibrated read".into()))
+            let (pair, _) = calibrate::combine(&reads, self.timer_step_ns)
+                .ok_or_else(|| Error::Internal("no calibrated read".into()))?;
+            #[cfg(feature = "cupti")]
+            if let Some(z) = &self.zero {
+                return self.activity_pair(z, pair);
+            }
+            Ok(pair)
+        })
+    }
+
+    /// `pair` on CUPTI's clock: its GPU ticks moved by the probe's delta,
+    /// its bound widened by the probe's; a new probe launched (called with
+    /// the calibration words held: the calibration stream is ours).
+    #[cfg(feature = "cupti")]
+    fn activity_pair(
+        &self,
+        z: &zero::DeviceActivity,
+        pair: TimestampPair,
+    ) -> Result<TimestampPair> {
+        z.activity.flush().map_err(Error::Internal)?;
+        z.read_probes();
+        let clock = z
+            .clock()
+            .ok_or_else(|| Error::Internal("no activity probe measured".into()))?;
+        let ticks = pair.gpu_ticks as i128 + clock.delta_ns as i128;
+        let ticks = u64::try_from(ticks)
+            .map_err(|_| Error::Internal(format!("activity clock delta {}", clock.delta_ns)))?;
+        let extra = clock.extra_bound_ns(pair.cpu_ns);
+        z.set_offset(ticks, pair.cpu_ns);
+        z.launch_probe()?;
+        Ok(TimestampPair {
+            cpu_ns: pair.cpu_ns,
+            gpu_ticks: ticks,
+            max_deviation_ns: pair.max_deviation_ns.saturating_add(extra),
         })
     }
 }

@@ -57,7 +57,8 @@ impl CudaRecorder {
         for a in attachments {
             let storage = &a.sample_buffer.storage;
             if let Some(i) = a.start_of_encoder_sample_index {
-                self.timestamp(storage, i)?;
+                // Before the pass's first kernel (zero-intrusion: its start).
+                self.timestamp(storage, i, false)?;
             }
             if let Some(i) = a.end_of_encoder_sample_index {
                 ends.push((storage.clone(), i));
@@ -86,7 +87,9 @@ impl CudaComputePass<'_> {
         for (storage, index) in std::mem::take(&mut self.ends) {
             // Each end is tried: one failing leaves only its own sample
             // unwritten (it resolves as NotWritten).
-            let done = self.recorder.timestamp(&storage, index);
+            // After all of the pass's work (zero-intrusion: its last
+            // kernel's end).
+            let done = self.recorder.timestamp(&storage, index, true);
             if result.is_ok() {
                 result = done;
             }

@@ -49,8 +49,9 @@ pub trait QueryRead: Sync {
 
     /// Reads `count` queries from `first` without waiting into `out`, which
     /// holds exactly `count` strides of [`QueryRead::stride`] words: the
-    /// values, then the availability word (non-zero when available). The
-    /// values of an unavailable query are unspecified but initialised. May be
+    /// values, then the availability word (non-zero when available;
+    /// [`QUERY_FAILED`] for a timestamp query that will never have a value).
+    /// The values of an unavailable query are unspecified but initialised. May be
     /// called from several threads at once for disjoint ranges.
     fn read(&self, first: u32, count: u32, out: &mut [u64]) -> Result<()>;
 
@@ -69,6 +70,12 @@ pub trait QueryRead: Sync {
         self.read(first, count, &mut data[..len])
     }
 }
+
+/// The availability word of a timestamp query that will never have a
+/// value (a backend whose samples are filled in by the host, such as CUDA's
+/// activity records, knows when one was lost): it resolves as
+/// [`SampleStatus::Error`] with the error value, never as data.
+pub const QUERY_FAILED: u64 = u64::MAX;
 
 /// The backend-neutral part of one counter sample buffer or heap.
 pub struct SampleSet {
@@ -506,7 +513,7 @@ impl SampleSet {
         for (k, (out, st)) in bytes.chunks_exact_mut(8).zip(&mut status).enumerate() {
             let i = f + k;
             let q = &pairs[2 * k..2 * k + 2];
-            if slots.state[i] == SlotState::Recorded && q[1] != 0 && !slots.stale(i) {
+            if slots.state[i] == SlotState::Recorded && available(q[1]) && !slots.stale(i) {
                 continue;
             }
             let (v, s) = self.timestamp_exception(slots, i as u32, lo, data);
@@ -548,6 +555,8 @@ impl SampleSet {
                     SampleStatus::Error
                 } else if slots.stale(src as usize) {
                     SampleStatus::NotReady
+                } else if data[at(src) + 1] == QUERY_FAILED {
+                    SampleStatus::Error
                 } else if data[at(src) + 1] != 0 {
                     value = data[at(src)] & self.valid_mask;
                     SampleStatus::Written
@@ -908,6 +917,14 @@ fn run_jobs<J: Send>(jobs: Vec<J>, work: impl Fn(J) -> Result<bool> + Sync) -> R
     })
 }
 
+/// Whether a timestamp query's availability word says it holds a value:
+/// neither 0 nor [`QUERY_FAILED`].
+#[inline]
+fn available(word: u64) -> bool {
+    const _: () = assert!(QUERY_FAILED == u64::MAX);
+    word.wrapping_add(1) > 1
+}
+
 /// Writes `out` (8 bytes per sample) from the (value, availability) `pairs`
 /// of timestamp samples in `states`: the masked value where the sample is
 /// recorded and available, the error value elsewhere. Returns whether every
@@ -929,7 +946,7 @@ fn layout_timestamps(
         .zip(pairs.chunks_exact(2))
         .zip(states)
     {
-        let ok = (state == SlotState::Recorded) & (q[1] != 0);
+        let ok = (state == SlotState::Recorded) & available(q[1]);
         all &= ok;
         let v = (q[0] & mask) | (!ok as u64).wrapping_neg();
         dst.copy_from_slice(&v.to_ne_bytes().map(MaybeUninit::new));

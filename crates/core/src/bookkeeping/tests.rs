@@ -270,3 +270,64 @@ fn stage_utilization_chains_resolve_into_six_fields() {
     );
     assert!(r.statistics().is_err());
 }
+
+/// A timestamp query whose availability word is `QUERY_FAILED` resolves as
+/// an error with the error value, never as its (made-up) value, on the fast
+/// path (one resolve of the whole range) and the exception path alike.
+#[test]
+fn failed_timestamp_queries_resolve_as_errors() {
+    let n = 6;
+    let samples = set(CommonCounterSet::Timestamp, n, [ABSENT; 8]);
+    let mut queries = Scripted {
+        values: 1,
+        data: vec![0; 2 * n as usize],
+    };
+    {
+        let mut slots = samples.lock().unwrap();
+        for i in 0..n - 1 {
+            slots.mark_recorded(i, NONE, false, 1, 0);
+            queries.data[2 * i as usize] = 100 + i as u64;
+            queries.data[2 * i as usize + 1] = match i {
+                1 | 3 => QUERY_FAILED,
+                2 => 0,
+                _ => 1,
+            };
+        }
+    }
+    let r = samples.resolve_cpu(0..n as u64, &queries, None).unwrap();
+    assert_eq!(
+        r.statuses(),
+        &[
+            SampleStatus::Written,
+            SampleStatus::Error,
+            SampleStatus::NotReady,
+            SampleStatus::Error,
+            SampleStatus::Written,
+            SampleStatus::NotWritten,
+        ]
+    );
+    let t: Vec<u64> = r
+        .timestamps()
+        .unwrap()
+        .iter()
+        .map(|t| t.timestamp)
+        .collect();
+    assert_eq!(
+        t,
+        [
+            100,
+            COUNTER_ERROR_VALUE,
+            COUNTER_ERROR_VALUE,
+            COUNTER_ERROR_VALUE,
+            104,
+            COUNTER_ERROR_VALUE
+        ]
+    );
+    assert_eq!(
+        r.sample::<crate::CounterResultTimestamp>(1).unwrap(),
+        SampleValue::Error
+    );
+    // A range of failed queries only, through the fast path's check.
+    let r = samples.resolve_cpu(3..4, &queries, None).unwrap();
+    assert_eq!(r.statuses(), &[SampleStatus::Error]);
+}
