@@ -24,6 +24,10 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu
 for s in ${STEPS:-cuda wgpu vulkan demo bench}; do case $s in
 cuda)
   step cuda-tests 120 .bin/test-cuda-cuda --test-threads=1 --nocapture
+  step cuda-activity-tests 120 .bin/test-cuda-activity --test-threads=1 --nocapture
+  step cuda-hardware-tests 120 .bin/test-cuda-hardware --test-threads=1 --nocapture
+  step cuda-hardware-example 60 .bin/test-cuda-hardware_counters --reps 5
+  step cuda-bench 120 .bin/gpu-counters bench --backend cuda --samples 4000 --reps 5 --drift-seconds 3 --resolve-samples 100000
   step cuda-example 60 .bin/test-cuda-profile_kernels "$OUT/cuda-example-trace.json"
   step cuda-devices 30 .bin/gpu-counters devices --backend all
   step cuda-run-compute 60 .bin/gpu-counters run compute --backend cuda --frames 3 --dispatches 3 --workgroups 7 --workgroup-size 13 --json --perfetto "$OUT/cuda-compute.pftrace" --trace "$OUT/cuda-compute.json"
