@@ -34,24 +34,9 @@ use gpu_counters_cuda::{CudaDevice, CudaOptions};
 use std::error::Error;
 use std::time::Instant;
 
-const PTX: &str = r#"
-.version 7.0
-.target sm_70
-.address_size 64
-.visible .entry spin(.param .u64 cycles)
-{
-    .reg .b64 %rd<5>;
-    .reg .pred %p;
-    ld.param.u64 %rd1, [cycles];
-    mov.u64 %rd2, %clock64;
-LOOP:
-    mov.u64 %rd3, %clock64;
-    sub.u64 %rd4, %rd3, %rd2;
-    setp.lt.u64 %p, %rd4, %rd1;
-    @%p bra LOOP;
-    ret;
-}
-"#;
+/// `spin(cycles)`: every thread spins until its SM's `%clock64` advanced
+/// `cycles` (the crate's hardware tests use the same kernel).
+const PTX: &str = include_str!("../src/spin.ptx");
 
 const METRICS: [&str; 2] = ["sm__cycles_elapsed.max", "gpu__time_duration.sum"];
 

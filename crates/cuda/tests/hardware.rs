@@ -62,24 +62,7 @@ fn hardware(test: &str) -> Option<(CudaDevice, HardwareCounters)> {
 
 /// `spin(cycles)`: every thread spins until its SM's `%clock64` advanced
 /// `cycles`.
-const SPIN_PTX: &str = r#"
-.version 7.0
-.target sm_70
-.address_size 64
-.visible .entry spin(.param .u64 cycles)
-{
-    .reg .b64 %rd<5>;
-    .reg .pred %p;
-    ld.param.u64 %rd1, [cycles];
-    mov.u64 %rd2, %clock64;
-LOOP:
-    mov.u64 %rd3, %clock64;
-    sub.u64 %rd4, %rd3, %rd2;
-    setp.lt.u64 %p, %rd4, %rd1;
-    @%p bra LOOP;
-    ret;
-}
-"#;
+const SPIN_PTX: &str = include_str!("../src/spin.ptx");
 
 struct Spin {
     f: CudaFunction,

@@ -889,24 +889,7 @@ mod tests {
             .profiler
             .config(&[STAGE_UTILIZATION_METRIC, "gpu__time_duration.sum"])
             .unwrap();
-        let ptx = r#"
-.version 7.0
-.target sm_70
-.address_size 64
-.visible .entry spin(.param .u64 cycles)
-{
-    .reg .b64 %rd<5>;
-    .reg .pred %p;
-    ld.param.u64 %rd1, [cycles];
-    mov.u64 %rd2, %clock64;
-LOOP:
-    mov.u64 %rd3, %clock64;
-    sub.u64 %rd4, %rd3, %rd2;
-    setp.lt.u64 %p, %rd4, %rd1;
-    @%p bra LOOP;
-    ret;
-}
-"#;
+        let ptx = include_str!("../spin.ptx");
         let module = d
             .context()
             .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
