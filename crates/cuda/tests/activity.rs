@@ -6,6 +6,8 @@
 
 #![cfg(feature = "cupti")]
 
+mod common;
+
 use cudarc::driver::sys;
 use gpu_counters_core::{
     cpu_monotonic_ns, BackendDevice, BackendRecorder, BackendSampleBuffer, Calibration,
@@ -18,17 +20,8 @@ use std::ffi::c_void;
 /// Device 0 with timestamps from `source`, or `None` after one line saying
 /// why not.
 fn device_with(test: &str, source: TimestampSource) -> Option<CudaDevice> {
-    if !gpu_counters_cuda::driver_present() {
-        eprintln!("skipped {test}: no CUDA driver (libcuda.so.1) on this machine");
+    if !common::gpu_present(test) {
         return None;
-    }
-    match gpu_counters_cuda::device_count() {
-        Ok(0) => {
-            eprintln!("skipped {test}: the CUDA driver sees no device");
-            return None;
-        }
-        Ok(_) => {}
-        Err(e) => panic!("device_count with a driver present: {e}"),
     }
     let options = CudaOptions {
         timestamps: source,

@@ -2,6 +2,8 @@
 //! line saying they skipped, and the no-driver test checks the typed error;
 //! on a machine with one (the H200 through `device`) they all run.
 
+mod common;
+
 use gpu_counters_core::{
     cpu_monotonic_ns, BackendDevice, BackendHeap, BackendRecorder, BackendSampleBuffer,
     CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, InvalidInput,
@@ -12,18 +14,7 @@ use gpu_counters_cuda::{CudaDevice, CudaSampleBuffer, OpenError};
 /// Device 0, or `None` (after one line saying why) without a driver or a
 /// device.
 fn device(test: &str) -> Option<CudaDevice> {
-    if !gpu_counters_cuda::driver_present() {
-        eprintln!("skipped {test}: no CUDA driver (libcuda.so.1) on this machine");
-        return None;
-    }
-    match gpu_counters_cuda::device_count() {
-        Ok(0) => {
-            eprintln!("skipped {test}: the CUDA driver sees no device");
-            None
-        }
-        Ok(_) => Some(CudaDevice::open(0).expect("CudaDevice::open(0)")),
-        Err(e) => panic!("device_count with a driver present: {e}"),
-    }
+    common::gpu_present(test).then(|| CudaDevice::open(0).expect("CudaDevice::open(0)"))
 }
 
 fn timestamps(d: &CudaDevice, n: u32) -> CudaSampleBuffer {

@@ -11,6 +11,8 @@
 
 #![cfg(feature = "cupti")]
 
+mod common;
+
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use gpu_counters_core::{
@@ -35,17 +37,8 @@ fn serial() -> MutexGuard<'static, ()> {
 /// Device 0 and its hardware counters, or `None` after one line saying why
 /// the test skipped.
 fn hardware(test: &str) -> Option<(CudaDevice, HardwareCounters)> {
-    if !gpu_counters_cuda::driver_present() {
-        eprintln!("skipped {test}: no CUDA driver (libcuda.so.1) on this machine");
+    if !common::gpu_present(test) {
         return None;
-    }
-    match gpu_counters_cuda::device_count() {
-        Ok(0) => {
-            eprintln!("skipped {test}: the CUDA driver sees no device");
-            return None;
-        }
-        Ok(_) => {}
-        Err(e) => panic!("device_count with a driver present: {e}"),
     }
     let d = CudaDevice::open(0).expect("CudaDevice::open(0)");
     match d.hardware_counters() {
@@ -373,8 +366,7 @@ fn stage_utilization_total_cycles_is_the_hardware_metric() {
 /// and asking for the set is a typed error, never zeros.
 #[test]
 fn turned_off_hardware_counters_are_not_offered() {
-    if !gpu_counters_cuda::driver_present() || gpu_counters_cuda::device_count().unwrap_or(0) == 0 {
-        eprintln!("skipped turned_off_hardware_counters_are_not_offered: no CUDA device");
+    if !common::gpu_present("turned_off_hardware_counters_are_not_offered") {
         return;
     }
     let d = CudaDevice::open_with(
