@@ -31,7 +31,7 @@ use gpu_counters_core::{
     CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus, TimestampGranularity,
 };
 use gpu_counters_cuda::{
-    CudaDevice, CudaOptions, CudaPassAttachment, CudaSampleBuffer, TimestampSource,
+    ActivityTracing, CudaDevice, CudaOptions, CudaPassAttachment, CudaSampleBuffer, TimestampSource,
 };
 use serde::Serialize;
 use std::cell::RefCell;
@@ -103,9 +103,10 @@ pub(crate) enum Kind {
     GcKernelPass,
     GcZeroPass,
     GcZeroRange,
+    GcZeroRangeSampled,
 }
 
-const KINDS: [Kind; 10] = [
+const KINDS: [Kind; 11] = [
     Kind::Baseline,
     Kind::EventAfter,
     Kind::EventsAround,
@@ -116,6 +117,7 @@ const KINDS: [Kind; 10] = [
     Kind::GcKernelPass,
     Kind::GcZeroPass,
     Kind::GcZeroRange,
+    Kind::GcZeroRangeSampled,
 ];
 
 const BASELINE: &str = "cuda baseline (N kernels)";
@@ -128,6 +130,8 @@ const GC_PRECISE: &str = "gpu-counters-cuda sample_counters precise after each k
 const GC_PASS: &str = "gpu-counters-cuda pass attachments per kernel";
 const GC_ZERO_PASS: &str = "gpu-counters-cuda zero-intrusion pass attachments per kernel";
 const GC_ZERO_RANGE: &str = "gpu-counters-cuda zero-intrusion: 2 samples around all N kernels";
+const GC_ZERO_RANGE_SAMPLED: &str =
+    "gpu-counters-cuda zero-intrusion, launches after samples traced: 2 samples around the first N-1 of N kernels";
 
 impl Kind {
     /// (name, tool, placement, samples per kernel (None: 2 in all), baseline)
@@ -153,6 +157,13 @@ impl Kind {
             Kind::GcKernelPass => (GC_PASS, Tool::GpuCountersCuda, P::Pass, Some(2), b),
             Kind::GcZeroPass => (GC_ZERO_PASS, Tool::GpuCountersCuda, P::Activity, Some(2), b),
             Kind::GcZeroRange => (GC_ZERO_RANGE, Tool::GpuCountersCuda, P::Range, None, b),
+            Kind::GcZeroRangeSampled => (
+                GC_ZERO_RANGE_SAMPLED,
+                Tool::GpuCountersCuda,
+                P::Range,
+                None,
+                b,
+            ),
         }
     }
 }
@@ -231,6 +242,8 @@ pub(crate) struct CudaBench {
     stream: Arc<cudarc::driver::CudaStream>,
     kernel: CudaDevice,
     zero: Option<CudaDevice>,
+    /// Zero-intrusion with [`ActivityTracing::LaunchesAfterSamples`].
+    zero_sampled: Option<CudaDevice>,
     _module: Arc<cudarc::driver::CudaModule>,
     work: sys::CUfunction,
     spin: sys::CUfunction,
@@ -241,8 +254,10 @@ pub(crate) struct CudaBench {
     brackets: [sys::CUevent; 2],
     kernel_buffer: CudaSampleBuffer,
     zero_buffer: Option<CudaSampleBuffer>,
+    zero_sampled_buffer: Option<CudaSampleBuffer>,
     kernel_cal: Calibration,
     zero_cal: Option<Calibration>,
+    zero_sampled_cal: Option<Calibration>,
     n: u32,
     kernel_ns: u64,
     /// CUPTI's records parsed when the raw CUPTI row started.
@@ -286,6 +301,25 @@ impl CudaBench {
                 notes.push(format!("zero-intrusion rows skipped: {e}"));
                 None
             }
+        };
+        let zero_sampled = match zero.is_some().then(|| {
+            CudaDevice::from_stream_with(
+                stream.clone(),
+                &CudaOptions {
+                    timestamps: TimestampSource::Activity,
+                    activity_tracing: ActivityTracing::LaunchesAfterSamples,
+                    ..CudaOptions::default()
+                },
+            )
+        }) {
+            Some(Ok(z)) => Some(z),
+            Some(Err(e)) => {
+                notes.push(format!(
+                    "zero-intrusion row with launches after samples traced skipped: {e}"
+                ));
+                None
+            }
+            None => None,
         };
         let ctx = stream.context().clone();
         let module = ctx
@@ -339,12 +373,15 @@ impl CudaBench {
         };
         let kernel_buffer = buffer(&kernel)?;
         let zero_buffer = zero.as_ref().map(buffer).transpose()?;
+        let zero_sampled_buffer = zero_sampled.as_ref().map(buffer).transpose()?;
         let kernel_cal = kernel.calibration()?;
         let zero_cal = zero.as_ref().map(|z| z.calibration()).transpose()?;
+        let zero_sampled_cal = zero_sampled.as_ref().map(|z| z.calibration()).transpose()?;
         Ok(Self {
             stream,
             kernel,
             zero,
+            zero_sampled,
             _module: module,
             work,
             spin,
@@ -355,8 +392,10 @@ impl CudaBench {
             brackets,
             kernel_buffer,
             zero_buffer,
+            zero_sampled_buffer,
             kernel_cal,
             zero_cal,
+            zero_sampled_cal,
             n,
             kernel_ns,
             records_before: 0,
@@ -452,6 +491,11 @@ impl CudaBench {
             Kind::GcKernelPrecise | Kind::GcKernelPass => self.kernel_buffer.reset()?,
             Kind::GcZeroPass | Kind::GcZeroRange => {
                 if let Some(b) = &self.zero_buffer {
+                    b.reset()?;
+                }
+            }
+            Kind::GcZeroRangeSampled => {
+                if let Some(b) = &self.zero_sampled_buffer {
                     b.reset()?;
                 }
             }
@@ -560,6 +604,22 @@ impl CudaBench {
                 }
                 submission = Some(z.submit(rec)?);
             }
+            Kind::GcZeroRangeSampled => {
+                let (Some(z), Some(b)) = (&self.zero_sampled, &self.zero_sampled_buffer) else {
+                    return Err(BenchError::Cuda("no zero-intrusion device".into()));
+                };
+                // Only the launches after the two samples are traced: the
+                // range's first kernel and the stream's last (whose start
+                // is the range's end).
+                let mut rec = z.recorder();
+                rec.sample_counters(b, 0, TimestampGranularity::Relaxed)?;
+                for _ in 1..n {
+                    self.launch_work()?;
+                }
+                rec.sample_counters(b, 1, TimestampGranularity::Precise)?;
+                self.launch_work()?;
+                submission = Some(z.submit(rec)?);
+            }
         }
         self.record(self.brackets[1])?;
         let record_ns = t0.elapsed().as_nanos() as f64;
@@ -633,9 +693,14 @@ impl CudaBench {
                 let r = self.kernel_buffer.resolve_counter_range(0..m as u64)?;
                 crate::timestamps_ns(&r, &self.kernel_cal)?
             }
-            Kind::GcZeroPass | Kind::GcZeroRange => {
+            Kind::GcZeroPass | Kind::GcZeroRange | Kind::GcZeroRangeSampled => {
                 let m = if kind == Kind::GcZeroPass { 2 * n } else { 2 };
-                let (Some(b), Some(cal)) = (zero_buffer, &self.zero_cal) else {
+                let (b, cal) = if kind == Kind::GcZeroRangeSampled {
+                    (&self.zero_sampled_buffer, &self.zero_sampled_cal)
+                } else {
+                    (zero_buffer, &self.zero_cal)
+                };
+                let (Some(b), Some(cal)) = (b, cal) else {
                     return Err(BenchError::Cuda("no zero-intrusion device".into()));
                 };
                 let r = b.resolve_counter_range(0..m as u64)?;
@@ -715,14 +780,14 @@ pub(crate) fn variants(
     let mut notes = Vec::new();
     let bench = CudaBench::new(n, kernel_ns, &mut notes)?;
     let zero = bench.zero.is_some();
+    let zero_sampled = bench.zero_sampled.is_some();
     let bench = Rc::new(RefCell::new(bench));
     let variants = KINDS
         .into_iter()
-        .filter(|k| {
-            zero || !matches!(
-                k,
-                Kind::GcZeroPass | Kind::GcZeroRange | Kind::CuptiActivity
-            )
+        .filter(|k| match k {
+            Kind::GcZeroPass | Kind::GcZeroRange | Kind::CuptiActivity => zero,
+            Kind::GcZeroRangeSampled => zero_sampled,
+            _ => true,
         })
         .map(|kind| {
             let (name, tool, placement, per, baseline) = kind.describe();
@@ -759,10 +824,15 @@ pub(crate) fn variants(
 }
 
 /// The zero-intrusion stream figure: GPU time added to the N kernels by
-/// two zero-intrusion samples around them (CUPTI tracing every kernel),
-/// as a fraction of the baseline's, per round.
+/// two zero-intrusion samples around them, as a fraction of the
+/// baseline's, per round.
 #[derive(Debug, Clone, Serialize)]
 pub struct ZeroIntrusionReport {
+    /// The row measured.
+    pub variant: String,
+    /// Which launches CUPTI traced: "every launch", or "launches after
+    /// samples".
+    pub tracing: &'static str,
     /// Kernels in the stream.
     pub kernels: u32,
     /// `--kernel-ns` (0: the arithmetic kernel).

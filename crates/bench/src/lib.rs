@@ -654,9 +654,10 @@ pub struct BenchReport {
     pub resolve: ResolveReport,
     /// Calibration quality.
     pub calibration: CalibrationReport,
-    /// CUDA only: the zero-intrusion stream figure.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub zero_intrusion: Option<ZeroIntrusionReport>,
+    /// CUDA only: the zero-intrusion stream figures, one per tracing mode
+    /// (every launch traced; only the launches after samples).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub zero_intrusion: Vec<ZeroIntrusionReport>,
     /// CUDA only: handshake windows and the bound's check.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda_calibration: Option<CudaCalibrationReport>,
@@ -759,7 +760,7 @@ pub fn run_with_options(
         comparisons,
         resolve,
         calibration,
-        zero_intrusion: None,
+        zero_intrusion: Vec::new(),
         cuda_calibration: None,
         workload: format!(
             "{} tiny compute dispatches serialized by barriers in one submission",
@@ -793,8 +794,9 @@ fn run_cuda(args: &BenchArgs) -> Result<BenchReport, BenchError> {
     let comparisons = compare(&specs, &measured, &rows.comparisons, n);
     let zero_intrusion = specs
         .iter()
-        .position(|s| s.placement == Placement::Range)
-        .map(|i| {
+        .enumerate()
+        .filter(|(_, s)| s.placement == Placement::Range)
+        .map(|(i, spec)| {
             let pairs = &measured[i];
             let fractions: Vec<f64> = pairs
                 .iter()
@@ -814,6 +816,12 @@ fn run_cuda(args: &BenchArgs) -> Result<BenchReport, BenchError> {
             let b = bench.borrow();
             let (clock_end, dropped) = b.zero_clock();
             ZeroIntrusionReport {
+                variant: spec.name.clone(),
+                tracing: if spec.name.contains("launches after samples") {
+                    "launches after samples"
+                } else {
+                    "every launch"
+                },
                 kernels: n,
                 kernel_ns: b.kernel_ns(),
                 added_gpu_fraction: spread,
@@ -829,7 +837,8 @@ fn run_cuda(args: &BenchArgs) -> Result<BenchReport, BenchError> {
                 activity_clock_end: clock_end,
                 dropped_records: dropped,
             }
-        });
+        })
+        .collect();
     drop(specs);
     drop(variants);
     let b = bench.borrow();
@@ -1382,10 +1391,11 @@ pub fn print_human(report: &BenchReport) {
             0.0
         }
     );
-    if let Some(z) = &report.zero_intrusion {
+    for z in &report.zero_intrusion {
         println!();
         println!(
-            "zero-intrusion: 2 samples around {} kernels add {} of GPU time (target ≤ {:.0}%): {:.0} → {:.0} ns, {:.1} ns per kernel; CUPTI dropped {} records",
+            "zero-intrusion ({} traced): 2 samples around {} kernels add {} of GPU time (target ≤ {:.0}%): {:.0} → {:.0} ns, {:.1} ns per kernel; CUPTI dropped {} records",
+            z.tracing,
             z.kernels,
             z.added_gpu_fraction.map_or_else(
                 || "-".into(),

@@ -57,8 +57,21 @@
 //!
 //! CUPTI's activity buffers and timestamp callback are process-wide: this
 //! module owns them (one registration per process). Activity kinds are
-//! enabled while any zero-intrusion recorder is open (and for probes), so
-//! launches outside recorders are not traced at all.
+//! enabled while any zero-intrusion recorder of an
+//! [`crate::ActivityTracing::EveryLaunch`] device is open (and for probes),
+//! so launches outside recorders are not traced at all.
+//!
+//! # Tracing only the launches after samples
+//!
+//! CUPTI's instrumentation costs GPU time for every traced launch (about
+//! 260 ns per kernel on an H200). With
+//! [`crate::ActivityTracing::LaunchesAfterSamples`] a sample *arms* its
+//! stream instead: the launch callback turns tracing on at the entry of the
+//! stream's next launch and off at its exit, so that launch alone is
+//! traced. A launch made while tracing is off leaves the stream's last
+//! launch unknown (`prior` of later samples is none), so such samples take
+//! the start of the next (armed) launch. A precise sample right after a
+//! traced launch does not arm: that launch's end is its value.
 
 use crate::lock;
 use cudarc::cupti::sys as cs;
@@ -192,6 +205,9 @@ struct Track {
     refs: u32,
     last: Option<u32>,
     waiting: Vec<Arc<Mutex<Next>>>,
+    /// Of `waiting`, the samples that want the stream's next launch traced
+    /// ([`crate::ActivityTracing::LaunchesAfterSamples`]).
+    armed: u32,
 }
 
 #[derive(Default)]
@@ -271,6 +287,17 @@ static ACTIVITY: OnceLock<Result<Activity, String>> = OnceLock::new();
 
 /// How many users have tracing on right now (read by the launch callback).
 static ENABLED: AtomicU32 = AtomicU32::new(0);
+/// Samples waiting for their stream's next launch to be traced, over all
+/// streams (read by the launch callback at every launch's entry, so that
+/// with none it takes no lock).
+static ARMED: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    /// Tracing turned on at this thread's launch entry for a sample that
+    /// armed the stream, turned off at the launch's exit.
+    static LAUNCH_TRACING: std::cell::RefCell<Option<Enabled>> =
+        const { std::cell::RefCell::new(None) };
+}
 /// The newest buffer number handed out (read by the launch callback without
 /// the state lock).
 static REQUESTED: AtomicU64 = AtomicU64::new(0);
@@ -354,6 +381,7 @@ impl Activity {
                 refs: 0,
                 last: None,
                 waiting: Vec::new(),
+                armed: 0,
             })
             .refs += 1;
         Ok(())
@@ -371,6 +399,7 @@ impl Activity {
         };
         if gone {
             if let Some(t) = st.streams.remove(&(stream as usize)) {
+                ARMED.fetch_sub(t.armed, Ordering::AcqRel);
                 for w in &t.waiting {
                     *lock(w) = Next::Closed;
                 }
@@ -423,13 +452,28 @@ impl Activity {
         Ok(())
     }
 
-    /// A sample at the current point of `stream`.
-    pub(crate) fn anchor(&self, stream: ds::CUstream, issued: u64) -> Anchor {
+    /// A sample at the current point of `stream`. With `arm`, the stream's
+    /// next launch is traced for it (tracing is not on for the recorder:
+    /// [`crate::ActivityTracing::LaunchesAfterSamples`]), unless `precise`
+    /// and the launch before it was traced (its end is the value).
+    pub(crate) fn anchor(
+        &self,
+        stream: ds::CUstream,
+        issued: u64,
+        arm: bool,
+        precise: bool,
+    ) -> Anchor {
         let mut st = lock(&self.state);
         let next = Arc::new(Mutex::new(Next::Waiting));
+        let mut armed = false;
         let prior = match st.streams.get_mut(&(stream as usize)) {
             Some(t) => {
                 t.waiting.push(next.clone());
+                if arm && !(precise && t.last.is_some()) {
+                    armed = true;
+                    t.armed += 1;
+                    ARMED.fetch_add(1, Ordering::AcqRel);
+                }
                 t.last
             }
             None => {
@@ -445,6 +489,7 @@ impl Activity {
             next,
             stream: stream as usize,
             issued,
+            armed,
         }
     }
 
@@ -457,6 +502,10 @@ impl Activity {
             drop(next);
             if let Some(t) = st.streams.get_mut(&anchor.stream) {
                 t.waiting.retain(|w| !Arc::ptr_eq(w, &anchor.next));
+                if anchor.armed && t.armed > 0 {
+                    t.armed -= 1;
+                    ARMED.fetch_sub(1, Ordering::AcqRel);
+                }
             }
         }
     }
@@ -553,6 +602,7 @@ impl Activity {
             return;
         }
         let prev = t.last.replace(c);
+        ARMED.fetch_sub(std::mem::take(&mut t.armed), Ordering::AcqRel);
         let mut refs = 1;
         for w in std::mem::take(&mut t.waiting) {
             let mut n = lock(&w);
@@ -651,6 +701,9 @@ pub(crate) struct Anchor {
     stream: usize,
     /// When the sample was taken, on CUPTI's clock.
     issued: u64,
+    /// It wants its stream's next launch traced (counted in the stream's
+    /// [`Track::armed`] while it waits).
+    armed: bool,
 }
 
 /// Tracing on, until dropped.
@@ -679,6 +732,36 @@ pub(crate) fn launched(stream: ds::CUstream, c: u32, kind: LaunchKind) {
     if let Some(Ok(a)) = ACTIVITY.get() {
         a.launched(stream, c, kind);
     }
+}
+
+/// Called by the launch callback at the entry of every launch, copy or
+/// memset on `stream`: where a sample armed the stream, tracing is turned
+/// on for this launch (until [`launch_exited`] on this thread).
+pub(crate) fn launch_entering(stream: ds::CUstream) {
+    if ARMED.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let Some(Ok(a)) = ACTIVITY.get() else {
+        return;
+    };
+    let armed = lock(&a.state)
+        .streams
+        .get(&(stream as usize))
+        .is_some_and(|t| t.armed > 0);
+    if armed {
+        // Where CUPTI refuses, the launch is not traced: its samples take
+        // the next traced launch, or resolve as errors.
+        if let Ok(on) = a.enable() {
+            LAUNCH_TRACING.with(|t| *t.borrow_mut() = Some(on));
+        }
+    }
+}
+
+/// Called by the launch callback at the exit of every launch (after
+/// [`launched`]): tracing turned on at its entry is let go.
+pub(crate) fn launch_exited() {
+    // `try_with`: a launch from a thread being torn down has nothing here.
+    let _ = LAUNCH_TRACING.try_with(|t| t.borrow_mut().take());
 }
 
 fn set_up() -> Result<Activity, String> {

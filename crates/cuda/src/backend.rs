@@ -210,7 +210,12 @@ impl CudaRecorder {
         // Zero-intrusion: tracing on from here. Where CUPTI refuses, the
         // samples resolve as errors (no recorded work), never as zeros.
         #[cfg(feature = "cupti")]
-        let tracing = device.shared.zero.as_ref().and_then(|z| z.enable().ok());
+        let tracing = device
+            .shared
+            .zero
+            .as_ref()
+            .and_then(|z| z.recorder_tracing())
+            .and_then(|t| t.ok());
         Self {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             device,

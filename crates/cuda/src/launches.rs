@@ -198,10 +198,29 @@ unsafe extern "C" fn on_launch(
     // SAFETY: for the driver-API domain, CUPTI passes a CUpti_CallbackData
     // that is valid for the duration of the callback.
     let data = unsafe { &*(cbdata as *const cs::CUpti_CallbackData) };
-    if data.callbackSite != cs::CUpti_ApiCallbackSite::CUPTI_API_EXIT
-        || data.functionParams.is_null()
-        || data.functionReturnValue.is_null()
-    {
+    if data.functionParams.is_null() {
+        return;
+    }
+    if data.callbackSite == cs::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
+        // Zero-intrusion samples that want this launch traced turn tracing
+        // on before the driver launches it.
+        if let Some(stream) = launch_stream(cbid, data.functionParams) {
+            crate::activity::launch_entering(stream);
+        }
+        return;
+    }
+    if data.callbackSite != cs::CUpti_ApiCallbackSite::CUPTI_API_EXIT {
+        return;
+    }
+    /// Lets tracing turned on at the entry go, however the exit returns.
+    struct Exit;
+    impl Drop for Exit {
+        fn drop(&mut self) {
+            crate::activity::launch_exited();
+        }
+    }
+    let _exit = Exit;
+    if data.functionReturnValue.is_null() {
         return;
     }
     // SAFETY: at a driver-API call's exit, functionReturnValue points to
@@ -265,6 +284,37 @@ unsafe extern "C" fn on_launch(
             launches.graph_launched(p.hStream);
             crate::activity::launched(p.hStream, correlation, crate::activity::LaunchKind::Graph);
         }
+    }
+}
+
+/// The stream of any callback subscribed to (`None` for others, or a
+/// kernel launch without its configuration). `params` is not null.
+fn launch_stream(cbid: cs::CUpti_CallbackId, params: *const c_void) -> Option<ds::CUstream> {
+    use cs::CUpti_driver_api_trace_cbid as Id;
+    let is = |id: Id| cbid == id as cs::CUpti_CallbackId;
+    if let Some(s) = copy_stream(cbid, params) {
+        return Some(s);
+    }
+    if is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz)
+    {
+        // SAFETY: as in `on_launch`: cuLaunchKernel_params.
+        Some(unsafe { (*(params as *const cs::cuLaunchKernel_params_st)).hStream })
+    } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz)
+    {
+        // SAFETY: as in `on_launch`: cuLaunchKernelEx_params, whose config
+        // pointer is the caller's, checked for null.
+        let config = unsafe { (*(params as *const cs::cuLaunchKernelEx_params_st)).config };
+        // SAFETY: non-null, the launch's own configuration.
+        (!config.is_null()).then(|| unsafe { (*config).hStream })
+    } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)
+    {
+        // SAFETY: as in `on_launch`: cuGraphLaunch_params.
+        Some(unsafe { (*(params as *const cs::cuGraphLaunch_params_st)).hStream })
+    } else {
+        None
     }
 }
 

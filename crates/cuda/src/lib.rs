@@ -121,6 +121,35 @@ pub struct CudaOptions {
     pub hardware_counters: bool,
     /// Where timestamps come from. Default: [`TimestampSource::Kernel`].
     pub timestamps: TimestampSource,
+    /// Which launches CUPTI traces for zero-intrusion timestamps
+    /// ([`TimestampSource::Activity`]; ignored otherwise). Default:
+    /// [`ActivityTracing::EveryLaunch`].
+    pub activity_tracing: ActivityTracing,
+}
+
+/// Which launches CUPTI traces on a zero-intrusion device
+/// ([`TimestampSource::Activity`]). Tracing costs GPU time per traced
+/// launch (CUPTI's instrumentation: about 260 ns per kernel on an H200),
+/// so this is the trade between exact range ends and that cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ActivityTracing {
+    /// Every launch, copy and memset on the device's stream while a
+    /// recorder is open: a precise sample is the end of the work before
+    /// it, exactly. Adds CUPTI's cost to every launch.
+    #[default]
+    EveryLaunch,
+    /// Only the launch that follows each sample on the stream (tracing is
+    /// turned on at that launch's entry and off at its exit): a sample is
+    /// the start of that launch. A precise sample right after a traced
+    /// launch (a pass around one kernel) is still that launch's end. The
+    /// start of the next launch is a legal precise placement, since a
+    /// stream starts a launch only once all earlier work is done, but it is
+    /// later than the end of the work before by the stream's gap between
+    /// the two launches, which is large where the stream goes idle between
+    /// them. A sample that no launch follows before its recorder is
+    /// submitted resolves as `SampleStatus::Error`. CUPTI's cost is paid
+    /// once per sample instead of once per launch.
+    LaunchesAfterSamples,
 }
 
 impl Default for CudaOptions {
@@ -129,6 +158,7 @@ impl Default for CudaOptions {
             statistics: true,
             hardware_counters: true,
             timestamps: TimestampSource::Kernel,
+            activity_tracing: ActivityTracing::EveryLaunch,
         }
     }
 }
@@ -148,7 +178,8 @@ pub enum TimestampSource {
     /// statistic values are written by the host. A sample with no recorded
     /// work around it, or whose records CUPTI lost, resolves as
     /// `SampleStatus::Error`. See [`CudaDevice::activity_clock`] for the
-    /// bound.
+    /// bound, and [`CudaOptions::activity_tracing`] for which launches are
+    /// traced (every one, or only those after samples).
     Activity,
 }
 
@@ -524,8 +555,13 @@ impl CudaDevice {
         let zero = match options.timestamps {
             TimestampSource::Kernel => None,
             TimestampSource::Activity => Some(
-                zero::DeviceActivity::new(stream.clone(), calibration_stream.clone(), probe)
-                    .map_err(|why| OpenError::Cupti { why })?,
+                zero::DeviceActivity::new(
+                    stream.clone(),
+                    calibration_stream.clone(),
+                    probe,
+                    options.activity_tracing,
+                )
+                .map_err(|why| OpenError::Cupti { why })?,
             ),
         };
         #[cfg(not(feature = "cupti"))]

@@ -97,6 +97,7 @@ pub(crate) struct DeviceActivity {
     clock: Mutex<Option<ActivityClock>>,
     probes: Mutex<Batch>,
     pending: Mutex<Vec<Pending>>,
+    tracing: crate::ActivityTracing,
     /// CUPTI's clock minus `CLOCK_MONOTONIC`, by the latest calibration
     /// pair (0 before the first).
     offset: AtomicI64,
@@ -109,6 +110,7 @@ impl DeviceActivity {
         stream: Arc<CudaStream>,
         calibration_stream: Arc<CudaStream>,
         probe: CudaFunction,
+        tracing: crate::ActivityTracing,
     ) -> std::result::Result<Self, String> {
         let activity = Activity::get()?;
         let ctx = stream.context().cu_ctx();
@@ -125,6 +127,7 @@ impl DeviceActivity {
             clock: Mutex::new(None),
             probes: Mutex::new(Batch::default()),
             pending: Mutex::new(Vec::new()),
+            tracing,
             offset: AtomicI64::new(0),
         };
         d.launch_probe().map_err(|e| e.to_string())?;
@@ -327,7 +330,10 @@ impl DeviceActivity {
         let issued = now
             .saturating_add(self.offset.load(Ordering::Relaxed))
             .max(0) as u64;
-        let anchor = self.activity.anchor(self.stream.cu_stream(), issued);
+        let arm = self.tracing == crate::ActivityTracing::LaunchesAfterSamples;
+        let anchor = self
+            .activity
+            .anchor(self.stream.cu_stream(), issued, arm, precise);
         self.push(ticket, storage, index, Write::Timestamp { anchor, precise });
     }
 
@@ -442,9 +448,12 @@ impl DeviceActivity {
         );
     }
 
-    /// Tracing on for a recorder.
-    pub(crate) fn enable(&self) -> Result<Enabled> {
-        self.activity.enable().map_err(Error::Internal)
+    /// Tracing on for a recorder, where every launch is traced (with
+    /// [`crate::ActivityTracing::LaunchesAfterSamples`] the samples turn it
+    /// on for their next launch instead).
+    pub(crate) fn recorder_tracing(&self) -> Option<Result<Enabled>> {
+        (self.tracing == crate::ActivityTracing::EveryLaunch)
+            .then(|| self.activity.enable().map_err(Error::Internal))
     }
 }
 

@@ -14,17 +14,39 @@ use gpu_counters_core::{
     CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus, SampleValue,
     TimestampGranularity, COUNTER_ERROR_VALUE,
 };
-use gpu_counters_cuda::{CudaDevice, CudaOptions, CudaSampleBuffer, OpenError, TimestampSource};
+use gpu_counters_cuda::{
+    ActivityTracing, CudaDevice, CudaOptions, CudaSampleBuffer, OpenError, TimestampSource,
+};
 use std::ffi::c_void;
+use std::sync::{Mutex, MutexGuard};
+
+/// CUPTI's tracing is process-wide: each test holds this, so that one
+/// test's traced launches are not another's (the record counts are exact).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Device 0 with timestamps from `source`, or `None` after one line saying
 /// why not.
 fn device_with(test: &str, source: TimestampSource) -> Option<CudaDevice> {
+    device_traced(test, source, ActivityTracing::EveryLaunch)
+}
+
+/// As [`device_with`], tracing `tracing`.
+fn device_traced(
+    test: &str,
+    source: TimestampSource,
+    tracing: ActivityTracing,
+) -> Option<CudaDevice> {
     if !common::gpu_present(test) {
         return None;
     }
     let options = CudaOptions {
         timestamps: source,
+        activity_tracing: tracing,
         ..CudaOptions::default()
     };
     match CudaDevice::open_with(0, &options) {
@@ -172,6 +194,7 @@ fn window(c: &Calibration, ticks: u64) -> (u64, u64) {
 /// lies inside the CPU window around the work ± its bound.
 #[test]
 fn zero_intrusion_samples_are_the_boundaries_of_the_callers_kernels() {
+    let _serial = serial();
     let test = "zero_intrusion_samples_are_the_boundaries_of_the_callers_kernels";
     let Some(d) = zero(test) else { return };
     let Some(gt) = device_with(test, TimestampSource::Kernel) else {
@@ -265,6 +288,7 @@ fn zero_intrusion_samples_are_the_boundaries_of_the_callers_kernels() {
 /// time; a precise sample after work in an earlier recorder still finds it.
 #[test]
 fn samples_with_no_work_around_them_are_errors_never_zeros() {
+    let _serial = serial();
     let test = "samples_with_no_work_around_them_are_errors_never_zeros";
     let Some(d) = zero(test) else { return };
     let buffer = timestamps(&d, 3);
@@ -306,6 +330,7 @@ fn samples_with_no_work_around_them_are_errors_never_zeros() {
 /// Statistic samples on either side of a graph launch are not comparable.
 #[test]
 fn graph_kernels_are_timed_by_their_records() {
+    let _serial = serial();
     let test = "graph_kernels_are_timed_by_their_records";
     let Some(d) = zero(test) else { return };
     let Some(gt) = device_with(test, TimestampSource::Kernel) else {
@@ -416,6 +441,7 @@ fn graph_kernels_are_timed_by_their_records() {
 /// An asynchronous copy is a boundary too.
 #[test]
 fn copies_are_boundaries() {
+    let _serial = serial();
     let Some(d) = zero("copies_are_boundaries") else {
         return;
     };
@@ -443,6 +469,7 @@ fn copies_are_boundaries() {
 /// written by it (no kernel): exact, as on a kernel device.
 #[test]
 fn statistics_on_a_zero_intrusion_device_are_exact() {
+    let _serial = serial();
     use cudarc::driver::{LaunchConfig, PushKernelArg};
     let Some(d) = zero("statistics_on_a_zero_intrusion_device_are_exact") else {
         return;
@@ -494,6 +521,7 @@ fn statistics_on_a_zero_intrusion_device_are_exact() {
 /// span, inside the CPU window ± bound, nothing dropped.
 #[test]
 fn profiler_scopes_over_zero_intrusion() {
+    let _serial = serial();
     use gpu_counters_core::timeline::PassKind;
     use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let Some(d) = zero("profiler_scopes_over_zero_intrusion") else {
@@ -536,6 +564,7 @@ fn profiler_scopes_over_zero_intrusion() {
 /// printed: it is what BENCHMARKS.md reports.
 #[test]
 fn the_calibration_bound_holds_for_later_handshake_reads() {
+    let _serial = serial();
     let test = "the_calibration_bound_holds_for_later_handshake_reads";
     let Some(d) = device_with(test, TimestampSource::Kernel) else {
         return;
@@ -560,6 +589,7 @@ fn the_calibration_bound_holds_for_later_handshake_reads() {
 /// neither a driver nor CUPTI it checks the CUPTI side alone).
 #[test]
 fn without_cupti_zero_intrusion_is_a_typed_error_naming_it() {
+    let _serial = serial();
     match gpu_counters_cuda::zero_intrusion_unavailable() {
         Some(why) => {
             assert!(
@@ -585,4 +615,123 @@ fn without_cupti_zero_intrusion_is_a_typed_error_naming_it() {
             );
         }
     }
+}
+
+/// Tracing only the launch after each sample: of a range's kernels only
+/// the first and the one after the range's end are traced (exactly two
+/// records), the range's start is its first kernel's start and its end the
+/// start of the launch after it; a pass around one kernel is that kernel's
+/// start and end (the end sample follows a traced launch); a sample no
+/// launch follows resolves as an error. Each value encloses the kernels'
+/// own `%globaltimer` reads within the two bounds.
+#[test]
+fn launches_after_samples_are_the_only_ones_traced() {
+    let _serial = serial();
+    let test = "launches_after_samples_are_the_only_ones_traced";
+    let Some(d) = device_traced(
+        test,
+        TimestampSource::Activity,
+        ActivityTracing::LaunchesAfterSamples,
+    ) else {
+        return;
+    };
+    let Some(gt) = device_with(test, TimestampSource::Kernel) else {
+        return;
+    };
+    const MIDDLE: usize = 10;
+    let work = Work::new(&d, 2 * (MIDDLE + 4));
+    let stream = d.stream().cu_stream();
+    let buffer = timestamps(&d, 5);
+    let cal = d.calibration().unwrap();
+    let gt_cal = gt.calibration().unwrap();
+    let records = || d.activity_stats().unwrap().records;
+
+    // A range of MIDDLE + 1 kernels, then one more.
+    let before = records();
+    let mut rec = d.recorder();
+    rec.sample_counters(&buffer, 0, TimestampGranularity::Relaxed)
+        .unwrap();
+    for k in 0..=MIDDLE {
+        work.launch(stream, k, 2_000);
+    }
+    rec.sample_counters(&buffer, 1, TimestampGranularity::Precise)
+        .unwrap();
+    work.launch(stream, MIDDLE + 1, 2_000);
+    d.submit(rec).unwrap().wait().unwrap();
+    let g = work.read(stream);
+    let r = buffer.resolve_counter_range(0..2).unwrap();
+    assert_eq!(
+        r.statuses(),
+        &[SampleStatus::Written, SampleStatus::Written]
+    );
+    assert_eq!(
+        records() - before,
+        2,
+        "only the launches after the two samples are traced"
+    );
+    let t: Vec<u64> = r
+        .timestamps()
+        .unwrap()
+        .iter()
+        .map(|t| t.timestamp)
+        .collect();
+    // Sample 0: kernel 0's start, before its first read.
+    let (s0_lo, _) = window(&cal, t[0]);
+    assert!(
+        s0_lo <= window(&gt_cal, g[0]).1,
+        "start after kernel 0 began"
+    );
+    // Sample 1: the start of the launch after the range: after the range's
+    // last kernel's last read, before the next kernel's first read.
+    let (s1_lo, s1_hi) = window(&cal, t[1]);
+    let last = 2 * MIDDLE + 1;
+    assert!(
+        s1_hi >= window(&gt_cal, g[last]).0,
+        "end before the range's last kernel ended"
+    );
+    assert!(
+        s1_lo <= window(&gt_cal, g[last + 1]).1,
+        "end after the next kernel began"
+    );
+
+    // A pass around one kernel: its start and its end, one record.
+    let before = records();
+    let mut rec = d.recorder();
+    rec.sample_counters(&buffer, 2, TimestampGranularity::Relaxed)
+        .unwrap();
+    work.launch(stream, MIDDLE + 2, 20_000);
+    rec.sample_counters(&buffer, 3, TimestampGranularity::Precise)
+        .unwrap();
+    // A precise sample after untraced work with nothing after it.
+    work.launch(stream, MIDDLE + 3, 1_000);
+    rec.sample_counters(&buffer, 4, TimestampGranularity::Precise)
+        .unwrap();
+    d.submit(rec).unwrap().wait().unwrap();
+    let g = work.read(stream);
+    let r = buffer.resolve_counter_range(2..5).unwrap();
+    assert_eq!(
+        r.statuses(),
+        &[
+            SampleStatus::Written,
+            SampleStatus::Written,
+            SampleStatus::Error
+        ]
+    );
+    assert_eq!(records() - before, 1, "only the pass's kernel is traced");
+    let t: Vec<u64> = r
+        .timestamps()
+        .unwrap()
+        .iter()
+        .map(|t| t.timestamp)
+        .collect();
+    assert_eq!(t[2], COUNTER_ERROR_VALUE);
+    let k = 2 * (MIDDLE + 2);
+    assert!(window(&cal, t[0]).0 <= window(&gt_cal, g[k]).1);
+    assert!(window(&cal, t[1]).1 >= window(&gt_cal, g[k + 1]).0);
+    assert!(
+        t[1] - t[0] >= g[k + 1] - g[k],
+        "the pass lasted {} ns by its samples, {} by the kernel's reads",
+        t[1] - t[0],
+        g[k + 1] - g[k]
+    );
 }
