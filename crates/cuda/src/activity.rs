@@ -273,6 +273,12 @@ pub struct ActivityStats {
     pub samples_lost: u64,
     /// Samples that resolved as errors: no recorded work on either side.
     pub samples_without_work: u64,
+    /// Launches, copies and memsets on tracked streams made while tracing
+    /// was on: their records are expected (counted at the launch's exit,
+    /// so exact as soon as the launch call returned).
+    pub launches_traced: u64,
+    /// Of those streams' launches, those made while tracing was off.
+    pub launches_untraced: u64,
 }
 
 /// The process's CUPTI activity tracing, once set up.
@@ -590,6 +596,14 @@ impl Activity {
             st.early.retain(|&id, _| id > newest);
         }
         let traced = ENABLED.load(Ordering::Acquire) > 0;
+        if !st.streams.contains_key(&(stream as usize)) {
+            return;
+        }
+        if traced {
+            st.stats.launches_traced += 1;
+        } else {
+            st.stats.launches_untraced += 1;
+        }
         let Some(t) = st.streams.get_mut(&(stream as usize)) else {
             return;
         };
