@@ -350,3 +350,77 @@ fn resampled_indices_are_not_ready_until_their_command_buffer_completes() {
 fn gate_allowed(device: &Device) -> bool {
     device.info().device_type != gpu_counters_core::DeviceType::Cpu
 }
+
+/// A large timestamp range whose work is all done is read through one GPU
+/// copy into host-cached memory (lavapipe has such memory): the same
+/// values and statuses as the driver's own read of small ranges, and a
+/// range with work still being recorded goes through the driver.
+#[test]
+fn large_resolves_read_through_a_gpu_copy_with_the_same_values() {
+    let device = common::device();
+    let n = gpu_counters_core::bookkeeping::STAGED_MIN + 1000;
+    let times = buffer(&device, CommonCounterSet::Timestamp, n);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    for i in (0..n).step_by(2) {
+        cmd.sample_counters(&times, i, false).unwrap();
+    }
+    common::run(cmd);
+    let before = device.staged_resolves();
+    let full = times.resolve_counter_range(0..u64::from(n)).unwrap();
+    assert_eq!(device.staged_resolves(), before + 1, "not staged");
+    for (i, s) in full.statuses().iter().enumerate() {
+        let want = if i % 2 == 0 {
+            SampleStatus::Written
+        } else {
+            SampleStatus::NotWritten
+        };
+        assert_eq!(*s, want, "sample {i}");
+    }
+    let values = words(full.as_bytes());
+    for (i, v) in values.iter().enumerate() {
+        assert_eq!(*v == COUNTER_ERROR_VALUE, i % 2 == 1, "sample {i}: {v}");
+    }
+    // The driver's read, in ranges too small to stage.
+    for a in (0..n).step_by(4096) {
+        let b = (a + 4096).min(n);
+        let part = times
+            .resolve_counter_range(u64::from(a)..u64::from(b))
+            .unwrap();
+        assert_eq!(part.statuses(), &full.statuses()[a as usize..b as usize]);
+        assert_eq!(words(part.as_bytes()), values[a as usize..b as usize]);
+    }
+    assert_eq!(device.staged_resolves(), before + 1, "small ranges staged");
+    // Work still being recorded into the buffer: read through the driver,
+    // its sample not ready.
+    let mut open = CommandBuffer::new(&device).unwrap();
+    open.sample_counters(&times, 1, false).unwrap();
+    let r = times.resolve_counter_range(0..u64::from(n)).unwrap();
+    assert_eq!(
+        device.staged_resolves(),
+        before + 1,
+        "staged with work pending"
+    );
+    assert_eq!(r.statuses()[1], SampleStatus::NotReady);
+    assert_eq!(r.statuses()[0], SampleStatus::Written);
+    assert_eq!(words(&r.as_bytes()[..8])[0], values[0]);
+    drop(open);
+    // Submitted and not yet known to be done (nobody waited): the driver.
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.sample_counters(&times, 3, false).unwrap();
+    let submission = cmd.commit().unwrap();
+    let r = times.resolve_counter_range(0..u64::from(n)).unwrap();
+    assert_eq!(
+        device.staged_resolves(),
+        before + 1,
+        "staged while submitted"
+    );
+    assert!(matches!(
+        r.statuses()[3],
+        SampleStatus::NotReady | SampleStatus::Written
+    ));
+    submission.wait().unwrap();
+    let r = times.resolve_counter_range(0..u64::from(n)).unwrap();
+    assert_eq!(device.staged_resolves(), before + 2, "not staged once done");
+    assert_eq!(r.statuses()[3], SampleStatus::Written);
+    assert_eq!(r.statuses()[1], SampleStatus::NotWritten);
+}
