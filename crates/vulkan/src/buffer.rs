@@ -11,10 +11,6 @@ use std::sync::Arc;
 pub enum MemoryLocation {
     /// Host-visible and coherent: the CPU can read it with [`GpuBuffer::read`].
     HostVisible,
-    /// Host-visible, coherent and cached where the device has such memory
-    /// (else as [`MemoryLocation::HostVisible`]): for results the CPU reads
-    /// back, since reads of uncached (write-combined) memory are slow.
-    HostCached,
     /// Device-local: only the GPU reads it.
     DeviceLocal,
 }
@@ -37,8 +33,6 @@ pub(crate) struct BufferShared {
     memory: vk::DeviceMemory,
     size: u64,
     mapped: Option<std::ptr::NonNull<u8>>,
-    /// The memory is host-cached.
-    cached: bool,
     usage: vk::BufferUsageFlags,
 }
 
@@ -80,16 +74,14 @@ impl GpuBuffer {
             unsafe { raw_dev.create_buffer(&info, None) }.map_err(vk_err("vkCreateBuffer"))?;
         // SAFETY: `raw` was just created on this device.
         let req = unsafe { raw_dev.get_buffer_memory_requirements(raw) };
-        let visible =
-            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
         let flags = match location {
-            MemoryLocation::HostVisible => visible,
-            MemoryLocation::HostCached => visible | vk::MemoryPropertyFlags::HOST_CACHED,
+            MemoryLocation::HostVisible => {
+                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT
+            }
             MemoryLocation::DeviceLocal => vk::MemoryPropertyFlags::DEVICE_LOCAL,
         };
         let Some(type_index) = device
             .memory_type(req.memory_type_bits, flags)
-            .or_else(|| device.memory_type(req.memory_type_bits, visible))
             .or_else(|| device.memory_type(req.memory_type_bits, vk::MemoryPropertyFlags::empty()))
         else {
             // SAFETY: unused buffer of this device.
@@ -121,9 +113,11 @@ impl GpuBuffer {
         // SAFETY: memory type and size come from the buffer's requirements.
         unsafe { raw_dev.bind_buffer_memory(raw, memory, 0) }
             .map_err(|e| cleanup(vk_err("vkBindBufferMemory")(e)))?;
-        let type_flags = device.shared.memory.memory_types[type_index as usize].property_flags;
-        let host_visible = type_flags.contains(visible);
-        let cached = host_visible && type_flags.contains(vk::MemoryPropertyFlags::HOST_CACHED);
+        let host_visible = device.shared.memory.memory_types[type_index as usize]
+            .property_flags
+            .contains(
+                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT,
+            );
         let mapped = if host_visible {
             // SAFETY: the whole allocation is mapped once and unmapped on free.
             let p = unsafe {
@@ -141,7 +135,6 @@ impl GpuBuffer {
                 memory,
                 size,
                 mapped,
-                cached,
                 usage,
             }),
         })
@@ -170,41 +163,6 @@ impl GpuBuffer {
     /// Whether the CPU can read it.
     pub fn is_host_visible(&self) -> bool {
         self.shared.mapped.is_some()
-    }
-
-    /// Whether its memory is host-cached (fast for the CPU to read).
-    pub fn is_host_cached(&self) -> bool {
-        self.shared.cached
-    }
-
-    /// Copies `out.len()` words from byte `offset` of a host-visible
-    /// buffer into `out` (no allocation). Wait for the GPU work that writes
-    /// it first.
-    pub(crate) fn read_words(&self, offset: u64, out: &mut [u64]) -> Result<()> {
-        let ptr = self
-            .shared
-            .mapped
-            .ok_or_else(|| Error::Internal("read of a buffer that is not host-visible".into()))?;
-        let len = std::mem::size_of_val(out) as u64;
-        if !offset.is_multiple_of(8) || offset.checked_add(len).is_none_or(|e| e > self.shared.size)
-        {
-            return Err(Error::Internal(format!(
-                "read of {len} bytes at {offset} of a {}-byte buffer",
-                self.shared.size
-            )));
-        }
-        // SAFETY: the mapping covers `size` bytes and offset..offset+len is
-        // inside it (checked); the mapping is 8-byte aligned (Vulkan maps at
-        // least at minMemoryMapAlignment, 64) and so is `offset`; the memory
-        // is coherent, so no invalidate is needed.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                ptr.as_ptr().add(offset as usize).cast::<u64>(),
-                out.as_mut_ptr(),
-                out.len(),
-            );
-        }
-        Ok(())
     }
 
     /// Copies `len` bytes from `offset` out of a host-visible buffer. Wait for

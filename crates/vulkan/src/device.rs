@@ -104,8 +104,6 @@ pub(crate) struct DeviceShared {
     /// usize`, so the per-sample check is one load.
     points: [bool; 5],
     owned: bool,
-    /// CPU resolves that read through a GPU copy into host-cached memory.
-    pub(crate) staged_reads: std::sync::atomic::AtomicU64,
 }
 
 impl Drop for DeviceShared {
@@ -386,7 +384,6 @@ impl Device {
                 resolve: OnceLock::new(),
                 points,
                 owned,
-                staged_reads: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -419,19 +416,6 @@ impl Device {
     /// The queue. Lock it while submitting from several threads.
     pub fn queue(&self) -> &Mutex<vk::Queue> {
         &self.shared.queue
-    }
-
-    /// How many CPU resolves so far read their results through one GPU copy
-    /// into host-cached memory instead of the driver's
-    /// `vkGetQueryPoolResults` (timestamp ranges of at least
-    /// [`gpu_counters_core::bookkeeping::STAGED_MIN`] samples whose work is
-    /// all done, on a device with host-cached memory). The copy is submitted
-    /// to [`Device::queue`] (under its lock) and waited for; the values are
-    /// the same either way.
-    pub fn staged_resolves(&self) -> u64 {
-        self.shared
-            .staged_reads
-            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The features gpu-counters uses on this device.

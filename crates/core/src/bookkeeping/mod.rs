@@ -60,17 +60,6 @@ pub trait QueryRead: Sync {
         self.values() as usize + 1
     }
 
-    /// A reader of queries `first..first + count` for one resolve that is
-    /// faster than [`QueryRead::read`] for a large range, where the backend
-    /// has one (Vulkan: one GPU copy of the results into host-cached
-    /// memory). Called only when every command buffer that recorded into
-    /// the buffer is done, so such a copy sees final values; it must read
-    /// exactly what [`QueryRead::read`] would. `None`: read through `self`.
-    fn staged(&self, first: u32, count: u32) -> Option<Box<dyn QueryRead + '_>> {
-        let _ = (first, count);
-        None
-    }
-
     /// [`QueryRead::read`] into `data`, grown as needed (never shrunk, so
     /// steady-state reads allocate nothing).
     fn read_into(&self, first: u32, count: u32, data: &mut Vec<u64>) -> Result<()> {
@@ -395,17 +384,9 @@ impl SampleSet {
         let mut slots = self.lock()?;
         let (lo, hi) = self.span(&slots, first, count);
         slots.prune_tickets(lo as usize..hi as usize);
-        // A large timestamp range of a buffer whose recordings are all done
-        // may be read through a faster path the backend offers (a copy made
-        // now sees every write final); its values are the same.
-        let staged = (self.set == CommonCounterSet::Timestamp
-            && hi - lo >= STAGED_MIN
-            && slots.all_work_done())
-        .then(|| main.staged(lo, hi - lo))
-        .flatten();
         // The driver writes into scratch kept between resolves; it goes back
         // into `slots` whatever happens.
-        let reader = staged.as_deref().unwrap_or(main);
+        let reader = main;
         let mut data = std::mem::take(&mut slots.scratch);
         let resolved = if self.set == CommonCounterSet::Timestamp {
             let threads = resolve_threads(hi - lo);
@@ -873,11 +854,6 @@ impl ChainSums {
 
 /// Queries a thread of a parallel CPU resolve reads at least.
 const RESOLVE_CHUNK: u32 = 1 << 16;
-
-/// Queries from which a timestamp resolve asks for [`QueryRead::staged`]:
-/// below it a staged path's fixed cost (a submission and its wait, tens of
-/// microseconds) outweighs what it saves on the driver's read.
-pub const STAGED_MIN: u32 = 1 << 15;
 /// Threads a CPU resolve uses at most.
 const RESOLVE_THREADS: usize = 8;
 

@@ -199,17 +199,8 @@ impl SampleTable {
 
     /// Notes that `ticket`'s command buffer records into these samples.
     pub fn register(&mut self, ticket: &Ticket) {
-        self.live
-            .retain(|t| !matches!(t.phase(), Phase::Done | Phase::Abandoned));
+        self.live.retain(|t| t.phase() == Phase::Recording);
         self.live.push(ticket.clone());
-    }
-
-    /// Whether every command buffer that recorded into these samples is
-    /// known to be done (or abandoned): nothing can still write them.
-    pub fn all_work_done(&mut self) -> bool {
-        self.live
-            .retain(|t| !matches!(t.phase(), Phase::Done | Phase::Abandoned));
-        self.live.is_empty()
     }
 
     /// A GPU resolve of these samples that has not finished, if any.
