@@ -112,6 +112,19 @@ pub trait BackendSampleBuffer: Clone + Send + Sync + 'static {
     /// never yielding silent zeros (`resolveCounterRange`).
     fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters>;
 
+    /// [`BackendSampleBuffer::resolve_counter_range`] into `out`, reusing
+    /// its memory, so that steady-state resolves allocate nothing. On error
+    /// `out` is left empty.
+    fn resolve_counter_range_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        *out = ResolvedCounters::default();
+        *out = self.resolve_counter_range(range)?;
+        Ok(())
+    }
+
     /// Resets every sample to "not written" on the host; fails while one is
     /// still pending on the GPU.
     fn reset(&self) -> Result<()>;
@@ -125,6 +138,18 @@ pub trait BackendHeap: Clone + Send + Sync + 'static {
     /// Resolves entries on the CPU: written entries hold ticks, invalidated
     /// ones 0, the rest the error value (`resolveCounterRange`).
     fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters>;
+
+    /// [`BackendHeap::resolve_counter_range`] into `out`, reusing its
+    /// memory. On error `out` is left empty.
+    fn resolve_counter_range_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        *out = ResolvedCounters::default();
+        *out = self.resolve_counter_range(range)?;
+        Ok(())
+    }
 
     /// Invalidates entries (`invalidateCounterRange`); fails while one is
     /// still pending on the GPU.

@@ -312,6 +312,16 @@ impl BackendSampleBuffer for FakeSampleBuffer {
             .resolve_cpu(range, &*self.storage, None)
     }
 
+    fn resolve_counter_range_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        self.storage
+            .samples
+            .resolve_cpu_into(range, &*self.storage, None, out)
+    }
+
     fn reset(&self) -> Result<()> {
         let s = &self.storage.samples;
         let mut slots = s.lock()?;
@@ -339,6 +349,16 @@ impl BackendHeap for FakeHeap {
         self.storage
             .samples
             .resolve_cpu(range, &*self.storage, None)
+    }
+
+    fn resolve_counter_range_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        self.storage
+            .samples
+            .resolve_cpu_into(range, &*self.storage, None, out)
     }
 
     fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {

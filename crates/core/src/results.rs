@@ -203,7 +203,32 @@ pub struct ResolvedCounters {
     origins: Vec<u64>,
 }
 
+impl Default for ResolvedCounters {
+    /// No samples (of the timestamp set): a value to resolve into with a
+    /// backend's `resolve_counter_range_into`.
+    fn default() -> Self {
+        Self {
+            counter_set: CommonCounterSet::Timestamp,
+            first_index: 0,
+            bytes: Vec::new(),
+            status: Vec::new(),
+            origins: Vec::new(),
+        }
+    }
+}
+
 impl ResolvedCounters {
+    /// Empties `self`, handing back its byte and status vectors (cleared,
+    /// their capacity kept) for the next resolve into it.
+    pub(crate) fn take_buffers(&mut self) -> (Vec<u8>, Vec<SampleStatus>) {
+        let mut bytes = std::mem::take(&mut self.bytes);
+        let mut status = std::mem::take(&mut self.status);
+        bytes.clear();
+        status.clear();
+        self.origins.clear();
+        (bytes, status)
+    }
+
     /// Builds resolved data from bytes in Metal's layout and one status per
     /// sample. Fails if the lengths disagree.
     pub fn new(

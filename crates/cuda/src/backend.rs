@@ -48,6 +48,12 @@ fn resolve(storage: &Storage, range: Range<u64>) -> Result<ResolvedCounters> {
     storage.samples.resolve_cpu(range, storage, None)
 }
 
+fn resolve_into(storage: &Storage, range: Range<u64>, out: &mut ResolvedCounters) -> Result<()> {
+    *out = ResolvedCounters::default();
+    storage.poll()?;
+    storage.samples.resolve_cpu_into(range, storage, None, out)
+}
+
 /// A host reset of `first..first+count` to `state`, refused while any of it
 /// may still be written by the GPU.
 fn host_reset(
@@ -87,6 +93,14 @@ impl BackendSampleBuffer for CudaSampleBuffer {
         resolve(&self.storage, range)
     }
 
+    fn resolve_counter_range_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        resolve_into(&self.storage, range, out)
+    }
+
     fn reset(&self) -> Result<()> {
         let n = self.storage.samples.count;
         host_reset(&self.storage, 0, n, SlotState::Fresh, "reset")
@@ -100,6 +114,14 @@ impl BackendHeap for CudaHeap {
 
     fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
         resolve(&self.storage, range)
+    }
+
+    fn resolve_counter_range_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        resolve_into(&self.storage, range, out)
     }
 
     fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {

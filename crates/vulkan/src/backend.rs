@@ -161,6 +161,14 @@ impl BackendSampleBuffer for CounterSampleBuffer {
         CounterSampleBuffer::resolve_counter_range(self, range)
     }
 
+    fn resolve_counter_range_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        CounterSampleBuffer::resolve_counter_range_into(self, range, out)
+    }
+
     fn reset(&self) -> Result<()> {
         CounterSampleBuffer::reset(self)
     }
@@ -173,6 +181,14 @@ impl BackendHeap for CounterHeap {
 
     fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
         CounterHeap::resolve_counter_range(self, range)
+    }
+
+    fn resolve_counter_range_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        CounterHeap::resolve_counter_range_into(self, range, out)
     }
 
     fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {

@@ -254,6 +254,20 @@ impl Samples {
         )
     }
 
+    /// [`Samples::resolve_cpu`] into `out`, reusing its memory.
+    pub(crate) fn resolve_cpu_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        self.core.resolve_cpu_into(
+            range,
+            &self.main,
+            self.occlusion.as_ref().map(|o| o as &dyn QueryRead),
+            out,
+        )
+    }
+
     /// Records a GPU resolve of `range` into `dst` at `offset`: copies the
     /// query results with availability into scratch, then a compute shader
     /// writes Metal's layout with the error value for every sample that has no

@@ -350,3 +350,53 @@ fn resampled_indices_are_not_ready_until_their_command_buffer_completes() {
 fn gate_allowed(device: &Device) -> bool {
     device.info().device_type != gpu_counters_core::DeviceType::Cpu
 }
+
+/// Resolving into a result kept between resolves gives what a new result
+/// does (a large range, then a smaller one into the same memory, then a
+/// heap's entries), and a bad range leaves it empty with the typed error.
+#[test]
+fn resolves_into_a_reused_result_match_new_ones() {
+    let device = common::device();
+    let n = 3 * 65536 + 5; // several resolve threads
+    let times = buffer(&device, CommonCounterSet::Timestamp, n);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    for i in (0..n).filter(|i| i % 3 != 1) {
+        cmd.sample_counters(&times, i, false).unwrap();
+    }
+    common::run(cmd);
+    let mut out = gpu_counters_core::ResolvedCounters::default();
+    for range in [0..u64::from(n), 7..1000, 0..u64::from(n)] {
+        times
+            .resolve_counter_range_into(range.clone(), &mut out)
+            .unwrap();
+        let fresh = times.resolve_counter_range(range.clone()).unwrap();
+        assert_eq!(out, fresh, "{range:?}");
+        assert_eq!(out.len(), (range.end - range.start) as usize);
+        for (k, st) in out.statuses().iter().enumerate() {
+            let i = range.start + k as u64;
+            let want = if i % 3 == 1 {
+                SampleStatus::NotWritten
+            } else {
+                SampleStatus::Written
+            };
+            assert_eq!(*st, want, "sample {i}");
+        }
+    }
+    let err = times
+        .resolve_counter_range_into(0..u64::from(n) + 1, &mut out)
+        .unwrap_err();
+    assert!(err.to_string().contains("range"), "{err}");
+    assert_eq!(out.len(), 0);
+    let heap = device
+        .make_counter_heap(&gpu_counters_core::CounterHeapDescriptor {
+            heap_type: gpu_counters_core::CounterHeapType::Timestamp,
+            count: 4,
+        })
+        .unwrap();
+    heap.resolve_counter_range_into(0..4, &mut out).unwrap();
+    assert_eq!(out, heap.resolve_counter_range(0..4).unwrap());
+    assert!(out
+        .statuses()
+        .iter()
+        .all(|s| *s == SampleStatus::NotWritten));
+}

@@ -44,6 +44,12 @@ fn resolve(storage: &Storage, range: Range<u64>) -> Result<ResolvedCounters> {
     storage.samples.resolve_cpu(range, storage, None)
 }
 
+fn resolve_into(storage: &Storage, range: Range<u64>, out: &mut ResolvedCounters) -> Result<()> {
+    *out = ResolvedCounters::default();
+    storage.harvest()?;
+    storage.samples.resolve_cpu_into(range, storage, None, out)
+}
+
 fn host_reset(
     storage: &Storage,
     range: Range<u64>,
@@ -69,6 +75,14 @@ impl BackendSampleBuffer for WgpuSampleBuffer {
         resolve(&self.storage, range)
     }
 
+    fn resolve_counter_range_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        resolve_into(&self.storage, range, out)
+    }
+
     fn reset(&self) -> Result<()> {
         let n = u64::from(self.storage.samples.count);
         host_reset(&self.storage, 0..n, SlotState::Fresh, "reset")
@@ -89,6 +103,14 @@ impl BackendHeap for WgpuHeap {
 
     fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
         resolve(&self.storage, range)
+    }
+
+    fn resolve_counter_range_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        resolve_into(&self.storage, range, out)
     }
 
     fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {

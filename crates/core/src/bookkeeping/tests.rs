@@ -57,25 +57,28 @@ fn parallel_timestamp_resolve_matches() {
         }
     }
     let slots = samples.lock().unwrap();
+    // One pair of result vectors reused across the resolves, as
+    // `resolve_cpu_into` does: a smaller range after a larger one.
+    let (mut bytes, mut status) = (Vec::new(), Vec::new());
     for (first, count) in [(0, n), (5, n - 11), (RESOLVE_CHUNK - 1, 2)] {
         let (lo, hi) = samples.span(&slots, first, count);
         let mut scratch = Vec::new();
-        let one = samples
-            .resolve_timestamps(&slots, &queries, first, count, lo, hi, &mut scratch, 1)
-            .unwrap();
-        for threads in [2, 3, 4] {
-            let many = samples
+        let mut resolve = |threads| {
+            samples
                 .resolve_timestamps(
                     &slots,
                     &queries,
-                    first,
-                    count,
-                    lo,
-                    hi,
+                    (first, count, lo, hi),
                     &mut scratch,
                     threads,
+                    (&mut bytes, &mut status),
                 )
                 .unwrap();
+            (bytes.clone(), status.clone())
+        };
+        let one = resolve(1);
+        for threads in [2, 3, 4, 16] {
+            let many = resolve(threads);
             assert!(one == many, "{threads} threads differ");
         }
         for (k, st) in one.1.iter().enumerate() {
