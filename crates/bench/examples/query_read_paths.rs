@@ -11,7 +11,11 @@
 //! Paths, each the median of `REPS` runs after one warm-up, in ms:
 //! - `driver 1 thread`: `vkGetQueryPoolResults` of all N into host memory;
 //! - `driver T threads`: the same split into T disjoint ranges at once
-//!   (`resolve_counter_range` uses up to 8);
+//!   (`resolve_counter_range` uses up to 16, one per 2^16 samples);
+//! - `gpu-counters resolve_into`: `resolve_counter_range_into` of as many
+//!   (and `gpu-counters 2^16` against `driver 1 thread, 2^16`: one thread's share)
+//!   timestamps into a result kept between runs, then (`read`) the count
+//!   of its written samples that `gpu-counters bench` times with it;
 //! - `fresh 8-byte output`: writing a newly allocated 8 N-byte vector once
 //!   (what a resolve that allocates its result pays for the allocation);
 //! - `copy+avail -> cached`: `vkCmdCopyQueryPoolResults` (64-bit values with
@@ -22,6 +26,9 @@
 //! - `memcpy`: a plain copy of 8 N bytes in host memory.
 
 use ash::vk;
+use gpu_counters_core::{
+    CommonCounterSet, CounterSampleBufferDescriptor, ResolvedCounters, SampleStatus,
+};
 use gpu_counters_vulkan::{CommandBuffer, Device, InstanceOptions};
 use std::error::Error;
 use std::hint::black_box;
@@ -173,6 +180,43 @@ fn main() -> R<()> {
             Ok((t.elapsed().as_secs_f64() * 1e3, 0.0))
         })?;
     }
+    // gpu-counters' own resolve of as many timestamps (a sample buffer
+    // written the same way), into a result kept between runs.
+    let buffer = device.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+        CommonCounterSet::Timestamp,
+        "query read paths",
+        n,
+    ))?;
+    let mut cmd = CommandBuffer::new(&device)?;
+    for i in 0..n {
+        cmd.sample_counters(&buffer, i, false)?;
+    }
+    cmd.commit()?.wait()?;
+    let mut out = ResolvedCounters::default();
+    time("gpu-counters resolve_into", &mut || {
+        let t = Instant::now();
+        buffer.resolve_counter_range_into(0..u64::from(n), &mut out)?;
+        let a = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        let written = out.count(SampleStatus::Written);
+        assert_eq!(written, n as usize);
+        Ok((a, t.elapsed().as_secs_f64() * 1e3))
+    })?;
+    // One thread's share: 2^16 timestamps, by the driver and by
+    // gpu-counters (which reads them on one thread).
+    let part = 65536.min(n);
+    time("driver 1 thread, 2^16", &mut || {
+        let t = Instant::now();
+        // SAFETY: `host` holds at least `part` pairs.
+        unsafe { d.get_query_pool_results(pool, 0, &mut host[..part as usize], flags) }?;
+        black_box(&host);
+        Ok((t.elapsed().as_secs_f64() * 1e3, 0.0))
+    })?;
+    time("gpu-counters 2^16", &mut || {
+        let t = Instant::now();
+        buffer.resolve_counter_range_into(0..u64::from(part), &mut out)?;
+        Ok((t.elapsed().as_secs_f64() * 1e3, 0.0))
+    })?;
     time("fresh 8-byte output", &mut || {
         // What a resolve that allocates its result pays: a new 8 N-byte
         // vector written once (the kernel maps and zeroes its pages).

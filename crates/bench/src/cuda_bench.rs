@@ -1018,11 +1018,7 @@ pub(crate) fn resolve(
     let mut dst = vec![0u64; count as usize];
     let mut r = gpu_counters_core::ResolvedCounters::default();
     let all_written = |r: &gpu_counters_core::ResolvedCounters| {
-        let written = r
-            .statuses()
-            .iter()
-            .filter(|s| **s == SampleStatus::Written)
-            .count();
+        let written = r.count(SampleStatus::Written);
         if written == count as usize {
             Ok(())
         } else {

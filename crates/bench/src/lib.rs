@@ -150,7 +150,8 @@
 //! A `CounterSampleBuffer` of `--resolve-samples` timestamps (default 10^6) is
 //! written on the GPU (`CommandBuffer::sample_counters` for every index, no
 //! barrier), then `resolve_counter_range_into(0..M, &mut result)` into one
-//! result kept between runs, plus a walk over the per-sample statuses, is
+//! result kept between runs, plus a count of its written samples
+//! (`ResolvedCounters::count`), is
 //! timed (median of `R` runs, after one warm-up) and compared with a plain
 //! `copy_from_slice` of the same `8 * M` bytes into a buffer that was
 //! already written once. `ratio_to_copy` is resolve throughput over copy

@@ -44,11 +44,7 @@ pub(crate) fn measure(device: &Device, count: u32, reps: u32) -> Result<ResolveR
     for rep in 0..=reps {
         let t = Instant::now();
         buffer.resolve_counter_range_into(0..count as u64, &mut resolved)?;
-        let written = resolved
-            .statuses()
-            .iter()
-            .filter(|s| **s == SampleStatus::Written)
-            .count();
+        let written = resolved.count(SampleStatus::Written);
         let elapsed = t.elapsed().as_nanos() as f64;
         if written != count as usize {
             return Err(BenchError::Measurement(format!(
@@ -66,11 +62,7 @@ pub(crate) fn measure(device: &Device, count: u32, reps: u32) -> Result<ResolveR
     for rep in 0..=reps {
         let t = Instant::now();
         let resolved = buffer.resolve_counter_range(0..count as u64)?;
-        let written = resolved
-            .statuses()
-            .iter()
-            .filter(|s| **s == SampleStatus::Written)
-            .count();
+        let written = resolved.count(SampleStatus::Written);
         let elapsed = t.elapsed().as_nanos() as f64;
         if written != count as usize {
             return Err(BenchError::Measurement(format!(
