@@ -13,9 +13,10 @@
 //! - `driver T threads`: the same split into T disjoint ranges at once
 //!   (`resolve_counter_range` uses up to 16, one per 2^16 samples);
 //! - `gpu-counters resolve_into`: `resolve_counter_range_into` of as many
-//!   (and `gpu-counters 2^16` against `driver 1 thread, 2^16`: one thread's share)
 //!   timestamps into a result kept between runs, then (`read`) the count
 //!   of its written samples that `gpu-counters bench` times with it;
+//! - `gpu-counters 2^16` against `driver 1 thread, 2^16`: one resolve
+//!   thread's share;
 //! - `fresh 8-byte output`: writing a newly allocated 8 N-byte vector once
 //!   (what a resolve that allocates its result pays for the allocation);
 //! - `copy+avail -> cached`: `vkCmdCopyQueryPoolResults` (64-bit values with
