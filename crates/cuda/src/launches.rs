@@ -6,9 +6,19 @@
 //! invocations launched on the stream before it.
 //!
 //! - gpu-counters' own kernels are not counted.
-//! - A graph launch on a stream starts a new epoch of the stream's count:
-//!   its kernels are not counted, so samples on either side of it are not
-//!   comparable (they get different chain origins), never a wrong number.
+//! - A graph launch adds its kernel nodes' grid × block threads, read from
+//!   the graph when it was instantiated (`cuGraphInstantiate*`, child
+//!   graphs included), as long as nothing since could have changed them.
+//!   A graph launch whose count is not known starts a new epoch of the
+//!   stream's count, so samples on either side of it are not comparable
+//!   (they get different chain origins), never a wrong number. Not known:
+//!   a graph instantiated before the callbacks were subscribed, one with a
+//!   conditional node (its kernels run a number of times only the device
+//!   knows) or a node type newer than these bindings, one instantiated for
+//!   device launch, and one whose instance was changed since
+//!   (`cuGraphExecKernelNodeSetParams`, `cuGraphExecUpdate`,
+//!   `cuGraphExecNodeSetParams`, `cuGraphExecChildGraphNodeSetParams`,
+//!   `cuGraphNodeSetEnabled`).
 //! - Launches into one stream from several threads at the moment a sample is
 //!   taken may fall on either side of it; launches from one thread, or
 //!   ordered between threads, are exact.
@@ -43,6 +53,9 @@ struct Counts {
     per_stream: HashMap<usize, StreamCount>,
     /// gpu-counters' own kernels (`CUfunction`s), not counted.
     ours: Vec<usize>,
+    /// Instantiated graphs (`CUgraphExec`): the threads a launch of each
+    /// runs, `None` where that is not known.
+    graphs: HashMap<usize, Option<u64>>,
 }
 
 /// The process's launch counts, once subscribed.
@@ -94,16 +107,120 @@ impl Launches {
         s.invocations = s.invocations.wrapping_add(threads);
     }
 
-    fn graph_launched(&self, stream: ds::CUstream) {
+    /// A launch of `exec` on `stream`: its threads counted where known,
+    /// else a new epoch.
+    fn graph_launched(&self, exec: ds::CUgraphExec, stream: ds::CUstream) {
         let mut c = counts(self);
-        c.per_stream.entry(stream as usize).or_default().epoch += 1;
+        let threads = c.graphs.get(&(exec as usize)).copied().flatten();
+        let s = c.per_stream.entry(stream as usize).or_default();
+        match threads {
+            Some(n) => s.invocations = s.invocations.wrapping_add(n),
+            None => s.epoch += 1,
+        }
     }
+
+    /// `exec` was instantiated from `graph` (flags: device launch or not).
+    fn graph_instantiated(&self, exec: ds::CUgraphExec, graph: ds::CUgraph, device_launch: bool) {
+        let ours = counts(self).ours.clone();
+        let threads = if device_launch {
+            None
+        } else {
+            graph_threads(graph, &ours, 0)
+        };
+        counts(self).graphs.insert(exec as usize, threads);
+    }
+
+    /// `exec` may have changed: its launches are no longer counted.
+    fn graph_changed(&self, exec: ds::CUgraphExec) {
+        if let Some(t) = counts(self).graphs.get_mut(&(exec as usize)) {
+            *t = None;
+        }
+    }
+
+    fn graph_destroyed(&self, exec: ds::CUgraphExec) {
+        counts(self).graphs.remove(&(exec as usize));
+    }
+}
+
+/// Child graphs deeper than this are not followed (the count is unknown).
+const MAX_GRAPH_DEPTH: u32 = 16;
+
+/// The threads one launch of `graph` runs: its kernel nodes' grid × block
+/// (gpu-counters' own kernels, `ours`, left out), child graphs included;
+/// `None` where that cannot be known (a conditional node, a node type this
+/// code does not know, a query that failed).
+fn graph_threads(graph: ds::CUgraph, ours: &[usize], depth: u32) -> Option<u64> {
+    // CUgraphNodeType's values, read as plain numbers (a value the bindings
+    // lack must not become an enum).
+    const KERNEL: u32 = 0;
+    const GRAPH: u32 = 4;
+    const NO_KERNELS: [u32; 11] = [1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12];
+    if depth > MAX_GRAPH_DEPTH {
+        return None;
+    }
+    let mut n = 0usize;
+    // SAFETY: a count query (null array) on the graph the call being
+    // reported was given; the driver writes `n`.
+    let r = unsafe { ds::cuGraphGetNodes(graph, std::ptr::null_mut(), &mut n) };
+    if r != ds::CUresult::CUDA_SUCCESS {
+        return None;
+    }
+    let mut nodes: Vec<ds::CUgraphNode> = vec![std::ptr::null_mut(); n];
+    let mut got = n;
+    // SAFETY: `nodes` holds `n` entries; the driver writes at most `got`.
+    let r = unsafe { ds::cuGraphGetNodes(graph, nodes.as_mut_ptr(), &mut got) };
+    if r != ds::CUresult::CUDA_SUCCESS || got != n {
+        return None;
+    }
+    let mut threads = 0u64;
+    for node in nodes {
+        let mut kind = 0u32;
+        // SAFETY: a node of the graph; the driver writes one 32-bit value
+        // (CUgraphNodeType is a C enum), read here as a number.
+        let r = unsafe { ds::cuGraphNodeGetType(node, (&mut kind as *mut u32).cast()) };
+        if r != ds::CUresult::CUDA_SUCCESS {
+            return None;
+        }
+        match kind {
+            KERNEL => {
+                // SAFETY: all-zero is a valid value of this plain C struct
+                // of integers and pointers.
+                let mut p: ds::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+                // SAFETY: a kernel node of the graph; `p` is the structure
+                // the call fills.
+                let r = unsafe { ds::cuGraphKernelNodeGetParams_v2(node, &mut p) };
+                if r != ds::CUresult::CUDA_SUCCESS {
+                    return None;
+                }
+                if !ours.contains(&(p.func as usize)) {
+                    threads = threads.saturating_add(self::threads(
+                        [p.gridDimX, p.gridDimY, p.gridDimZ],
+                        [p.blockDimX, p.blockDimY, p.blockDimZ],
+                    ));
+                }
+            }
+            GRAPH => {
+                let mut child = std::ptr::null_mut();
+                // SAFETY: a child-graph node of the graph; the driver writes
+                // the child graph's handle (owned by the node).
+                let r = unsafe { ds::cuGraphChildGraphNodeGetGraph(node, &mut child) };
+                if r != ds::CUresult::CUDA_SUCCESS {
+                    return None;
+                }
+                threads = threads.saturating_add(graph_threads(child, ours, depth + 1)?);
+            }
+            k if NO_KERNELS.contains(&k) => {}
+            // Conditional nodes (13) and any type newer than this code.
+            _ => return None,
+        }
+    }
+    Some(threads)
 }
 
 /// The callbacks subscribed to: launches (counted), and asynchronous
 /// copies and memsets (only their correlation ids, for zero-intrusion
 /// timestamps: [`crate::activity`]).
-const CALLBACKS: [cs::CUpti_driver_api_trace_cbid; 22] = {
+const CALLBACKS: [cs::CUpti_driver_api_trace_cbid; 35] = {
     use cs::CUpti_driver_api_trace_cbid as Id;
     [
         Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
@@ -128,8 +245,34 @@ const CALLBACKS: [cs::CUpti_driver_api_trace_cbid; 22] = {
         Id::CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
         Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync,
         Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync_ptsz,
+        // Graph instances: made, changed, destroyed.
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate_v2,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecNodeSetParams,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecChildGraphNodeSetParams,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphNodeSetEnabled,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy,
     ]
 };
+
+/// The first two parameters every `cuGraphInstantiate*` call starts with
+/// (its `_params` structures all begin so).
+#[repr(C)]
+struct InstantiateHead {
+    exec: *mut ds::CUgraphExec,
+    graph: ds::CUgraph,
+}
+
+/// `CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH`: launches may come from
+/// the device, which no callback sees.
+const DEVICE_LAUNCH: u64 = 4;
 
 /// What is said where CUPTI's library cannot be loaded.
 pub(crate) const NO_CUPTI: &str = "no CUPTI library (libcupti.so): put the directory holding it (CUDA's extras/CUPTI/lib64, or targets/x86_64-linux/lib) on LD_LIBRARY_PATH";
@@ -202,6 +345,11 @@ unsafe extern "C" fn on_launch(
         return;
     }
     if data.callbackSite == cs::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
+        // A change to a graph instance stops its counting before it takes
+        // effect (and again at the exit).
+        if note_change(launches, cbid, data.functionParams) {
+            return;
+        }
         // Zero-intrusion samples that want this launch traced turn tracing
         // on before the driver launches it.
         if let Some(stream) = launch_stream(cbid, data.functionParams) {
@@ -223,6 +371,9 @@ unsafe extern "C" fn on_launch(
     if data.functionReturnValue.is_null() {
         return;
     }
+    if note_change(launches, cbid, data.functionParams) {
+        return;
+    }
     // SAFETY: at a driver-API call's exit, functionReturnValue points to
     // the call's CUresult.
     let ok =
@@ -234,6 +385,47 @@ unsafe extern "C" fn on_launch(
     let is = |id: Id| cbid == id as cs::CUpti_CallbackId;
     let params = data.functionParams;
     let correlation = data.correlationId;
+    if is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams)
+        || is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz)
+    {
+        // SAFETY: every cuGraphInstantiate* `_params` structure begins with
+        // (phGraphExec, hGraph); at a successful call's exit the caller's
+        // out-pointer (checked for null) holds the new instance.
+        let head = unsafe { &*(params as *const InstantiateHead) };
+        if head.exec.is_null() {
+            return;
+        }
+        // SAFETY: as above.
+        let exec = unsafe { *head.exec };
+        let device_launch = if is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags) {
+            // SAFETY: this id's parameters are cuGraphInstantiateWithFlags_params.
+            let p = unsafe { &*(params as *const cs::cuGraphInstantiateWithFlags_params_st) };
+            p.flags & DEVICE_LAUNCH != 0
+        } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate)
+            || is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2)
+        {
+            false
+        } else {
+            // SAFETY: these ids' parameters are
+            // cuGraphInstantiateWithParams_params; its parameter block is
+            // the caller's, valid during the call (checked for null).
+            let p = unsafe { &*(params as *const cs::cuGraphInstantiateWithParams_params_st) };
+            // SAFETY: non-null, the call's own parameter block.
+            p.instantiateParams.is_null()
+                || unsafe { (*p.instantiateParams).flags } & DEVICE_LAUNCH != 0
+        };
+        launches.graph_instantiated(exec, head.graph, device_launch);
+        return;
+    }
+    if is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy) {
+        // SAFETY: cuGraphExecDestroy_params: the instance.
+        let p = unsafe { &*(params as *const cs::cuGraphExecDestroy_params_st) };
+        launches.graph_destroyed(p.hGraphExec);
+        return;
+    }
     if let Some(stream) = copy_stream(cbid, params) {
         if !capturing(stream) {
             crate::activity::launched(stream, correlation, crate::activity::LaunchKind::Single);
@@ -281,7 +473,7 @@ unsafe extern "C" fn on_launch(
         // SAFETY: as above, cuGraphLaunch_params.
         let p = unsafe { &*(params as *const cs::cuGraphLaunch_params_st) };
         if !capturing(p.hStream) {
-            launches.graph_launched(p.hStream);
+            launches.graph_launched(p.hGraph, p.hStream);
             crate::activity::launched(p.hStream, correlation, crate::activity::LaunchKind::Graph);
         }
     }
@@ -316,6 +508,30 @@ fn launch_stream(cbid: cs::CUpti_CallbackId, params: *const c_void) -> Option<ds
     } else {
         None
     }
+}
+
+/// For the calls that change a graph instance (whether or not they
+/// succeed): its launches are no longer counted. Returns whether `cbid` is
+/// one. Each of these ids' `_params` structures begins with the instance,
+/// `hGraphExec`; `params` is not null.
+fn note_change(launches: &Launches, cbid: cs::CUpti_CallbackId, params: *const c_void) -> bool {
+    use cs::CUpti_driver_api_trace_cbid as Id;
+    const CHANGES: [Id; 7] = [
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate_v2,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecNodeSetParams,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecChildGraphNodeSetParams,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphNodeSetEnabled,
+    ];
+    if !CHANGES.iter().any(|&id| cbid == id as cs::CUpti_CallbackId) {
+        return false;
+    }
+    // SAFETY: see above: the first field is the CUgraphExec.
+    let exec = unsafe { *(params as *const ds::CUgraphExec) };
+    launches.graph_changed(exec);
+    true
 }
 
 /// Whether `stream` is being captured into a graph (its launches then run
