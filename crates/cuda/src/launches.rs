@@ -220,7 +220,7 @@ fn graph_threads(graph: ds::CUgraph, ours: &[usize], depth: u32) -> Option<u64> 
 /// The callbacks subscribed to: launches (counted), and asynchronous
 /// copies and memsets (only their correlation ids, for zero-intrusion
 /// timestamps: [`crate::activity`]).
-const CALLBACKS: [cs::CUpti_driver_api_trace_cbid; 35] = {
+const CALLBACKS: [cs::CUpti_driver_api_trace_cbid; 28] = {
     use cs::CUpti_driver_api_trace_cbid as Id;
     [
         Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
@@ -251,6 +251,14 @@ const CALLBACKS: [cs::CUpti_driver_api_trace_cbid; 35] = {
         Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags,
         Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams,
         Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz,
+        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy,
+    ]
+};
+
+/// The calls that change a graph instance (also subscribed to).
+const GRAPH_CHANGES: [cs::CUpti_driver_api_trace_cbid; 7] = {
+    use cs::CUpti_driver_api_trace_cbid as Id;
+    [
         Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams,
         Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2,
         Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate,
@@ -258,7 +266,6 @@ const CALLBACKS: [cs::CUpti_driver_api_trace_cbid; 35] = {
         Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecNodeSetParams,
         Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecChildGraphNodeSetParams,
         Id::CUPTI_DRIVER_TRACE_CBID_cuGraphNodeSetEnabled,
-        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy,
     ]
 };
 
@@ -294,7 +301,7 @@ fn subscribe() -> Result<Launches, String> {
             "cuptiSubscribe: {r:?} (CUPTI allows one subscriber per process: is another profiler attached?)"
         ));
     }
-    for cbid in CALLBACKS {
+    for &cbid in CALLBACKS.iter().chain(&GRAPH_CHANGES) {
         // SAFETY: `subscriber` was just subscribed; the domain and callback
         // ids are CUPTI's own constants.
         let r = unsafe {
@@ -515,17 +522,10 @@ fn launch_stream(cbid: cs::CUpti_CallbackId, params: *const c_void) -> Option<ds
 /// one. Each of these ids' `_params` structures begins with the instance,
 /// `hGraphExec`; `params` is not null.
 fn note_change(launches: &Launches, cbid: cs::CUpti_CallbackId, params: *const c_void) -> bool {
-    use cs::CUpti_driver_api_trace_cbid as Id;
-    const CHANGES: [Id; 7] = [
-        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams,
-        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2,
-        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate,
-        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate_v2,
-        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecNodeSetParams,
-        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecChildGraphNodeSetParams,
-        Id::CUPTI_DRIVER_TRACE_CBID_cuGraphNodeSetEnabled,
-    ];
-    if !CHANGES.iter().any(|&id| cbid == id as cs::CUpti_CallbackId) {
+    if !GRAPH_CHANGES
+        .iter()
+        .any(|&id| cbid == id as cs::CUpti_CallbackId)
+    {
         return false;
     }
     // SAFETY: see above: the first field is the CUgraphExec.

@@ -178,6 +178,15 @@ impl Drop for Work {
     }
 }
 
+/// The timestamp values of a resolve.
+fn ticks(r: &gpu_counters_core::ResolvedCounters) -> Vec<u64> {
+    r.timestamps()
+        .unwrap()
+        .iter()
+        .map(|t| t.timestamp)
+        .collect()
+}
+
 /// `ticks` converted, as (earliest, latest) CPU ns it may stand for.
 fn window(c: &Calibration, ticks: u64) -> (u64, u64) {
     let t = c.to_cpu_ns(ticks).unwrap();
@@ -232,12 +241,7 @@ fn zero_intrusion_samples_are_the_boundaries_of_the_callers_kernels() {
             SampleStatus::NotWritten
         ]
     );
-    let t: Vec<u64> = r
-        .timestamps()
-        .unwrap()
-        .iter()
-        .map(|t| t.timestamp)
-        .collect();
+    let t = ticks(&r);
     assert!(t[0] <= t[1] && t[1] <= t[2], "{t:?}");
     for &ticks in &t[..3] {
         let (lo, hi) = window(&cal, ticks);
@@ -651,6 +655,10 @@ fn launches_after_samples_are_the_only_ones_traced() {
         let s = d.activity_stats().unwrap();
         (s.launches_traced, s.launches_untraced)
     };
+    let since = |(traced, untraced): (u64, u64)| {
+        let now = counts();
+        (now.0 - traced, now.1 - untraced)
+    };
 
     // A range of MIDDLE + 1 kernels, then one more.
     let before = counts();
@@ -670,18 +678,12 @@ fn launches_after_samples_are_the_only_ones_traced() {
         r.statuses(),
         &[SampleStatus::Written, SampleStatus::Written]
     );
-    let after = counts();
     assert_eq!(
-        (after.0 - before.0, after.1 - before.1),
+        since(before),
         (2, MIDDLE as u64),
         "only the launches after the two samples are traced"
     );
-    let t: Vec<u64> = r
-        .timestamps()
-        .unwrap()
-        .iter()
-        .map(|t| t.timestamp)
-        .collect();
+    let t = ticks(&r);
     // Sample 0: kernel 0's start, before its first read.
     let (s0_lo, _) = window(&cal, t[0]);
     assert!(
@@ -724,18 +726,8 @@ fn launches_after_samples_are_the_only_ones_traced() {
             SampleStatus::Error
         ]
     );
-    let after = counts();
-    assert_eq!(
-        (after.0 - before.0, after.1 - before.1),
-        (1, 1),
-        "only the pass's kernel is traced"
-    );
-    let t: Vec<u64> = r
-        .timestamps()
-        .unwrap()
-        .iter()
-        .map(|t| t.timestamp)
-        .collect();
+    assert_eq!(since(before), (1, 1), "only the pass's kernel is traced");
+    let t = ticks(&r);
     assert_eq!(t[2], COUNTER_ERROR_VALUE);
     let k = 2 * (MIDDLE + 2);
     assert!(window(&cal, t[0]).0 <= window(&gt_cal, g[k]).1);

@@ -248,6 +248,38 @@ fn profiler_scopes_from_two_threads() {
     }
 }
 
+/// The `busy` kernel of [`BUSY_PTX`], launched through cudarc.
+struct Busy {
+    f: cudarc::driver::CudaFunction,
+    _module: std::sync::Arc<cudarc::driver::CudaModule>,
+}
+
+impl Busy {
+    fn new(d: &CudaDevice) -> Self {
+        let module = d
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_src(BUSY_PTX))
+            .unwrap();
+        let f = module.load_function("busy").unwrap();
+        Self { f, _module: module }
+    }
+
+    /// `busy` with `grid` blocks of `block` threads on the device's stream.
+    fn launch(&self, d: &CudaDevice, grid: u32, block: u32) {
+        use cudarc::driver::{LaunchConfig, PushKernelArg};
+        let n = 10u32;
+        let mut l = d.stream().launch_builder(&self.f);
+        l.arg(&n);
+        let cfg = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: `busy` takes one u32, given; it touches no memory.
+        unsafe { l.launch(cfg) }.unwrap();
+    }
+}
+
 /// A kernel of the caller's: `n` iterations of busy work by one thread.
 const BUSY_PTX: &str = r#"
 .version 7.0
@@ -277,11 +309,7 @@ fn pass_attachments_bracket_the_callers_kernels() {
     let Some(d) = device("pass_attachments_bracket_the_callers_kernels") else {
         return;
     };
-    let module = d
-        .context()
-        .load_module(cudarc::nvrtc::Ptx::from_src(BUSY_PTX))
-        .unwrap();
-    let busy = module.load_function("busy").unwrap();
+    let busy = Busy::new(&d);
     let buffer = timestamps(&d, 4);
     let mut rec = d.recorder();
     let attach = |start, end| CudaPassAttachment {
@@ -303,7 +331,7 @@ fn pass_attachments_bracket_the_callers_kernels() {
     {
         let pass = rec.begin_compute_pass(&[attach(Some(0), Some(1))]).unwrap();
         let n = 100_000u32;
-        let mut launch = pass.stream().launch_builder(&busy);
+        let mut launch = pass.stream().launch_builder(&busy.f);
         launch.arg(&n);
         // SAFETY: `busy` takes one u32, given; it touches no memory.
         unsafe { launch.launch(LaunchConfig::for_num_elems(1)) }.unwrap();
@@ -330,7 +358,6 @@ fn pass_attachments_bracket_the_callers_kernels() {
 /// samples of two recorders are not comparable.
 #[test]
 fn statistics_count_the_callers_launches_exactly() {
-    use cudarc::driver::{LaunchConfig, PushKernelArg};
     use gpu_counters_core::SampleValue;
     let Some(d) = device("statistics_count_the_callers_launches_exactly") else {
         return;
@@ -339,23 +366,8 @@ fn statistics_count_the_callers_launches_exactly() {
         eprintln!("skipped statistics_count_the_callers_launches_exactly: {why}");
         return;
     }
-    let module = d
-        .context()
-        .load_module(cudarc::nvrtc::Ptx::from_src(BUSY_PTX))
-        .unwrap();
-    let busy = module.load_function("busy").unwrap();
-    let launch = |grid: u32, block: u32| {
-        let n = 10u32;
-        let mut l = d.stream().launch_builder(&busy);
-        l.arg(&n);
-        let cfg = LaunchConfig {
-            grid_dim: (grid, 1, 1),
-            block_dim: (block, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: `busy` takes one u32, given; it touches no memory.
-        unsafe { l.launch(cfg) }.unwrap();
-    };
+    let busy = Busy::new(&d);
+    let launch = |grid: u32, block: u32| busy.launch(&d, grid, block);
     let stats = d
         .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
             CommonCounterSet::Statistic,
@@ -409,7 +421,7 @@ fn statistics_count_the_callers_launches_exactly() {
 /// changed.
 #[test]
 fn statistics_count_graph_kernels_until_the_instance_changes() {
-    use cudarc::driver::{sys, LaunchConfig, PushKernelArg};
+    use cudarc::driver::sys;
     use gpu_counters_core::SampleValue;
     let test = "statistics_count_graph_kernels_until_the_instance_changes";
     let Some(d) = device(test) else {
@@ -419,23 +431,8 @@ fn statistics_count_graph_kernels_until_the_instance_changes() {
         eprintln!("skipped {test}: {why}");
         return;
     }
-    let module = d
-        .context()
-        .load_module(cudarc::nvrtc::Ptx::from_src(BUSY_PTX))
-        .unwrap();
-    let busy = module.load_function("busy").unwrap();
-    let launch = |grid: u32, block: u32| {
-        let n = 10u32;
-        let mut l = d.stream().launch_builder(&busy);
-        l.arg(&n);
-        let cfg = LaunchConfig {
-            grid_dim: (grid, 1, 1),
-            block_dim: (block, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: `busy` takes one u32, given; it touches no memory.
-        unsafe { l.launch(cfg) }.unwrap();
-    };
+    let busy = Busy::new(&d);
+    let launch = |grid: u32, block: u32| busy.launch(&d, grid, block);
     let stream = d.stream().cu_stream();
     d.context().bind_to_thread().unwrap();
     // Captures what `f` launches on the stream into a graph.
