@@ -12,6 +12,8 @@
 //! - `driver 1 thread`: `vkGetQueryPoolResults` of all N into host memory;
 //! - `driver T threads`: the same split into T disjoint ranges at once
 //!   (`resolve_counter_range` uses up to 16, one per 2^16 samples);
+//! - `driver T threads, values only`: without the availability word (8
+//!   bytes each; the call says `VK_NOT_READY` unless every query has one);
 //! - `gpu-counters resolve_into`: `resolve_counter_range_into` of as many
 //!   timestamps into a result kept between runs, then (`read`) the count
 //!   of its written samples that `gpu-counters bench` times with it;
@@ -180,6 +182,49 @@ fn main() -> R<()> {
             black_box(&host);
             Ok((t.elapsed().as_secs_f64() * 1e3, 0.0))
         })?;
+    }
+    // Values only (no availability word): the driver writes 8 bytes per
+    // query and returns VK_NOT_READY unless every query has its value.
+    let mut values = vec![0u64; n as usize];
+    for threads in [1usize, 16] {
+        time(
+            &format!("driver {threads} threads, values only"),
+            &mut || {
+                let t = Instant::now();
+                let per = (n as usize).div_ceil(threads);
+                let ready = std::thread::scope(|s| {
+                    let handles: Vec<_> = values
+                        .chunks_mut(per)
+                        .enumerate()
+                        .map(|(k, chunk)| {
+                            let d = &d;
+                            s.spawn(move || {
+                                // SAFETY: disjoint ranges of the pool into
+                                // disjoint chunks of n values.
+                                unsafe {
+                                    (d.fp_v1_0().get_query_pool_results)(
+                                        d.handle(),
+                                        pool,
+                                        (k * per) as u32,
+                                        chunk.len() as u32,
+                                        std::mem::size_of_val(chunk),
+                                        chunk.as_mut_ptr().cast(),
+                                        8,
+                                        vk::QueryResultFlags::TYPE_64,
+                                    )
+                                }
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .all(|h| h.join().is_ok_and(|r| r == vk::Result::SUCCESS))
+                });
+                assert!(ready, "a query had no value");
+                black_box(&values);
+                Ok((t.elapsed().as_secs_f64() * 1e3, 0.0))
+            },
+        )?;
     }
     // gpu-counters' own resolve of as many timestamps (a sample buffer
     // written the same way), into a result kept between runs.
