@@ -220,6 +220,35 @@ impl Points {
 /// anchor).
 const MAX_FAST_SPAN: i128 = 1 << 62;
 
+/// Converts many timestamps with one [`Calibration`]
+/// ([`Calibration::converter`]): [`Converter::to_cpu_ns`] is
+/// [`Calibration::to_cpu_ns`], inlined into the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct Converter<'a> {
+    calibration: &'a Calibration,
+    mask: u64,
+    unused: u32,
+    newest_ticks: u64,
+}
+
+impl Converter<'_> {
+    /// [`Calibration::to_cpu_ns`] of `ticks`: the same result.
+    #[inline(always)]
+    pub fn to_cpu_ns(&self, ticks: u64) -> Result<CalibratedTime, ConversionError> {
+        if ticks == COUNTER_ERROR_VALUE {
+            return Err(ConversionError::ErrorValue);
+        }
+        // `Calibration::tick_delta` from the newest anchor.
+        let delta = (ticks & self.mask).wrapping_sub(self.newest_ticks) & self.mask;
+        let d = ((delta << self.unused) as i64) >> self.unused;
+        let c = self.calibration;
+        match c.convert_fast(ticks, d) {
+            Some(r) => r,
+            None => c.convert(ticks, c.newest().ext + i128::from(d)),
+        }
+    }
+}
+
 /// An [`InvalidInput::Calibration`] error.
 fn invalid(field: &'static str, value: impl std::fmt::Display, reason: &'static str) -> Error {
     Error::Invalid(InvalidInput::Calibration {
@@ -625,13 +654,18 @@ impl Calibration {
     /// [`ConversionError::BeforeZero`] and [`ConversionError::TooLate`] where
     /// the time does not fit in `0..u64::MAX`.
     pub fn to_cpu_ns(&self, ticks: u64) -> Result<CalibratedTime, ConversionError> {
-        if ticks == COUNTER_ERROR_VALUE {
-            return Err(ConversionError::ErrorValue);
-        }
-        let d = self.tick_delta(self.points.newest_ticks, ticks & self.mask());
-        match self.convert_fast(ticks, d) {
-            Some(r) => r,
-            None => self.convert(ticks, self.newest().ext + i128::from(d)),
+        self.converter().to_cpu_ns(ticks)
+    }
+
+    /// A converter of many timestamps with this calibration: the same
+    /// results as [`Calibration::to_cpu_ns`], compiled into the caller's
+    /// loop (for a frame's timestamps).
+    pub fn converter(&self) -> Converter<'_> {
+        Converter {
+            calibration: self,
+            mask: self.mask(),
+            unused: 64 - self.valid_bits,
+            newest_ticks: self.points.newest_ticks,
         }
     }
 
@@ -670,7 +704,7 @@ impl Calibration {
     /// on the same values, so the same result bit for bit. `None` where it
     /// cannot tell (anchors too far apart, or an offset near `u64::MAX` ns):
     /// the exact path decides then.
-    #[inline]
+    #[inline(always)]
     fn convert_fast(&self, ticks: u64, d: i64) -> Option<Result<CalibratedTime, ConversionError>> {
         let pts = &self.points;
         let n = pts.n;
@@ -726,8 +760,9 @@ impl Calibration {
     }
 
     /// Converts the extended tick `x` (of the raw timestamp `ticks`): the
-    /// exact path, in `i128`, for any anchors.
-    #[inline]
+    /// exact path, in `i128`, for any anchors (out of line: the hot path
+    /// is inlined without it).
+    #[inline(never)]
     fn convert(&self, ticks: u64, x: i128) -> Result<CalibratedTime, ConversionError> {
         let n = self.anchors.len();
         // Most times lie after the newest anchor or between the two newest:

@@ -705,6 +705,7 @@ impl<D: BackendDevice> Profiler<D> {
         let mut position: Vec<u32> = vec![NO_SCOPE; n];
         let mut scopes: Vec<ScopeResult> = Vec::with_capacity(n);
         let mut labels = lock(&self.labels);
+        let convert = calibration.converter();
         // The last label made shared, by its place in `store.labels`: runs of
         // one label share it without a look-up.
         let mut last_label: Option<((usize, u32), SharedStr)> = None;
@@ -767,8 +768,7 @@ impl<D: BackendDevice> Profiler<D> {
             };
             // A scope whose timestamps do not convert (or end before they
             // start) failed: it gets no made-up time.
-            let (Ok(start), Ok(end)) = (calibration.to_cpu_ns(t0), calibration.to_cpu_ns(t1))
-            else {
+            let (Ok(start), Ok(end)) = (convert.to_cpu_ns(t0), convert.to_cpu_ns(t1)) else {
                 gpu_failed += 1;
                 continue;
             };
