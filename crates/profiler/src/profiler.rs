@@ -596,12 +596,17 @@ impl<D: BackendDevice> Profiler<D> {
             slot.fence.reset()?;
             slot.marker = false;
         }
+        // Only the samples the frame's scopes took: scope `id` sampled
+        // `2 * (id % per)` and the next index of page `id / per`, and every
+        // other sample of the slot is still unwritten since the reset after
+        // the frame that last used it.
         let used = slot.store.records.len();
         let per = self.options.max_scopes_per_frame as usize;
-        for page in slot.store.pages.iter().take(used.div_ceil(per)) {
-            page.timestamps.reset()?;
+        for (p, page) in slot.store.pages.iter().take(used.div_ceil(per)).enumerate() {
+            let range = 0..2 * (used - p * per).min(per) as u64;
+            page.timestamps.reset_range(range.clone())?;
             if let Some(stats) = &page.statistics {
-                stats.reset()?;
+                stats.reset_range(range)?;
             }
         }
         slot.store.clear();
