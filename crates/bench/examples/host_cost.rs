@@ -7,6 +7,10 @@
 //! valgrind --tool=callgrind target/release/examples/host_cost profiler 4096 20
 //! ```
 //!
+//! Arguments: `VARIANT N ROUNDS [CAPACITY]`; `CAPACITY` (at least `N`, `N`
+//! by default) is the profiler's `max_scopes_per_frame`, for frames that
+//! use part of their slot.
+//!
 //! Variants: `raw-pass` (raw ash `TOP_OF_PIPE` + `ALL_COMMANDS` pairs),
 //! `raw-precise`, `heap-precise`, `scope-pairs`, `attachments`,
 //! `relaxed-pass` (a relaxed heap write in a pass each), `profiler`
@@ -39,6 +43,8 @@ fn main() -> R<()> {
     let variant = args.next().unwrap_or_else(|| "profiler".into());
     let n: u32 = args.next().map_or(Ok(4096), |s| s.parse())?;
     let rounds: usize = args.next().map_or(Ok(20), |s| s.parse())?;
+    // The profiler's scopes per frame (ring page size); `N` by default.
+    let capacity: u32 = args.next().map_or(Ok(n), |s| s.parse())?;
     let device = Device::open_default(&InstanceOptions::default())?;
     let buffer = device.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
         CommonCounterSet::Timestamp,
@@ -53,7 +59,7 @@ fn main() -> R<()> {
         &device,
         ProfilerOptions {
             frames_in_flight: 2,
-            max_scopes_per_frame: n,
+            max_scopes_per_frame: capacity.max(n),
             statistics: false,
             when_full: WhenFull::Wait {
                 timeout: std::time::Duration::from_secs(30),

@@ -128,6 +128,23 @@ pub trait BackendSampleBuffer: Clone + Send + Sync + 'static {
     /// Resets every sample to "not written" on the host; fails while one is
     /// still pending on the GPU.
     fn reset(&self) -> Result<()>;
+
+    /// Resets at least the samples of `range` to "not written" on the host;
+    /// fails while one of them (or, for a backend that resets more, any) is
+    /// still pending on the GPU, and for a range past the end. The default
+    /// is [`BackendSampleBuffer::reset`] of the whole buffer, so only a
+    /// caller that owns every sample of the buffer may rely on it (as the
+    /// profiler does for its pages).
+    fn reset_range(&self, range: Range<u64>) -> Result<()> {
+        if range.start >= range.end || range.end > u64::from(self.sample_count()) {
+            return Err(crate::InvalidInput::Argument(format!(
+                "reset range {range:?} is empty or not inside the buffer's {} samples",
+                self.sample_count()
+            ))
+            .into());
+        }
+        self.reset()
+    }
 }
 
 /// A Metal 4 counter heap of timestamps (`MTL4CounterHeap`).

@@ -156,6 +156,97 @@ pub struct Calibration {
     anchors: VecDeque<Anchor>,
     rate_ns_per_tick: f64,
     rate_uncertainty: f64,
+    /// The anchors as the hot path converts with them (see [`Points`]);
+    /// rebuilt whenever the anchors or the rate change.
+    points: Points,
+}
+
+/// One anchor as [`Calibration::to_cpu_ns`]'s hot path reads it: ticks
+/// relative to the newest anchor in `i64`, and the segment that ends at it
+/// (from the anchor before) with its values already converted to `f64`.
+/// Every value is the one the exact conversion computes from the anchors,
+/// so both give the same result bit for bit.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Point {
+    /// `ext - newest.ext` (0 for the newest, negative before it).
+    rel: i64,
+    cpu_ns: u64,
+    /// `max_deviation_ns as f64`.
+    dev_f: f64,
+    /// The segment from the anchor before (unused for the oldest): its
+    /// length in ticks, its CPU span, and the larger of its ends' max
+    /// deviations, as `f64` where the exact path converts them.
+    len: i64,
+    len_f: f64,
+    span: u64,
+    span_f: f64,
+    seg_dev_f: f64,
+}
+
+/// The anchors, oldest first, as [`Point`]s, with the constants the hot path
+/// needs; `n == 0` where the anchors span too many ticks for `i64` (then
+/// every conversion takes the exact `i128` path).
+#[derive(Debug, Clone, PartialEq)]
+struct Points {
+    n: usize,
+    at: [Point; MAX_ANCHORS],
+    /// The newest anchor's ticks, masked.
+    newest_ticks: u64,
+    /// [`Calibration::quantization_ns`].
+    quantization_ns: f64,
+}
+
+impl Points {
+    const EMPTY: Points = Points {
+        n: 0,
+        at: [Point {
+            rel: 0,
+            cpu_ns: 0,
+            dev_f: 0.0,
+            len: 0,
+            len_f: 0.0,
+            span: 0,
+            span_f: 0.0,
+            seg_dev_f: 0.0,
+        }; MAX_ANCHORS],
+        newest_ticks: 0,
+        quantization_ns: 0.0,
+    };
+}
+
+/// Largest tick distance between the oldest and the newest anchor for the
+/// hot path: every relative tick, segment length and distance it computes
+/// then fits in an `i64` (timestamps are within 2^63 ticks of the newest
+/// anchor).
+const MAX_FAST_SPAN: i128 = 1 << 62;
+
+/// Converts many timestamps with one [`Calibration`]
+/// ([`Calibration::converter`]): [`Converter::to_cpu_ns`] is
+/// [`Calibration::to_cpu_ns`], inlined into the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct Converter<'a> {
+    calibration: &'a Calibration,
+    mask: u64,
+    unused: u32,
+    newest_ticks: u64,
+}
+
+impl Converter<'_> {
+    /// [`Calibration::to_cpu_ns`] of `ticks`: the same result.
+    #[inline(always)]
+    pub fn to_cpu_ns(&self, ticks: u64) -> Result<CalibratedTime, ConversionError> {
+        if ticks == COUNTER_ERROR_VALUE {
+            return Err(ConversionError::ErrorValue);
+        }
+        // `Calibration::tick_delta` from the newest anchor.
+        let delta = (ticks & self.mask).wrapping_sub(self.newest_ticks) & self.mask;
+        let d = ((delta << self.unused) as i64) >> self.unused;
+        let c = self.calibration;
+        match c.convert_fast(ticks, d) {
+            Some(r) => r,
+            None => c.convert(ticks, c.newest().ext + i128::from(d)),
+        }
+    }
 }
 
 /// An [`InvalidInput::Calibration`] error.
@@ -167,15 +258,22 @@ fn invalid(field: &'static str, value: impl std::fmt::Display, reason: &'static 
     })
 }
 
-/// `x` rounded up to an integer, saturated into `u64` (NaN gives `u64::MAX`).
 /// `x as f64`, without the software conversion of a full `i128` where `x`
 /// fits in an `i64` (the same value: both round to nearest).
 #[inline]
 fn i128_f64(x: i128) -> f64 {
     match i64::try_from(x) {
         Ok(v) => v as f64,
-        Err(_) => x as f64,
+        Err(_) => i128_f64_wide(x),
     }
+}
+
+/// `x as f64` through the software conversion; kept out of line so that
+/// the compiler does not call it speculatively where `x` fits an `i64`.
+#[cold]
+#[inline(never)]
+fn i128_f64_wide(x: i128) -> f64 {
+    x as f64
 }
 
 /// `x as i128` for a finite `x`, without the software conversion where it
@@ -185,15 +283,53 @@ fn f64_i128(x: f64) -> i128 {
     if x.abs() < 9.0e18 {
         i128::from(x as i64)
     } else {
-        x as i128
+        f64_i128_wide(x)
     }
 }
 
+/// `x as i128` through the software conversion, out of line (see
+/// [`i128_f64_wide`]).
+#[cold]
+#[inline(never)]
+fn f64_i128_wide(x: f64) -> i128 {
+    x as i128
+}
+
+/// `x` rounded up to an integer, saturated into `u64` (NaN gives `u64::MAX`).
+/// The same value as `x.ceil().max(0.0) as u64`, without a call to the
+/// software `ceil`: for `0 < x < 2^64`, `x as u64` truncates exactly, and
+/// `t as f64` is exact (below 2^53 every integer is representable, above
+/// it `x` is an integer).
+#[inline]
 fn ceil_saturating(x: f64) -> u64 {
     if x.is_nan() || x >= u64::MAX as f64 {
         u64::MAX
+    } else if x <= 0.0 {
+        0
     } else {
-        x.ceil().max(0.0) as u64
+        let t = x as u64;
+        if (t as f64) < x {
+            t + 1
+        } else {
+            t
+        }
+    }
+}
+
+/// `x.round() as i64` (to nearest, halves away from zero) for `|x| < 9e18`,
+/// without a call to the software `round`: `x as i64` truncates exactly,
+/// `t as f64` is exactly `trunc(x)` (see [`ceil_saturating`]) and `x - t`
+/// is exactly the fraction.
+#[inline]
+fn round_i64(x: f64) -> i64 {
+    let t = x as i64;
+    let frac = x - t as f64;
+    if frac >= 0.5 {
+        t + 1
+    } else if frac <= -0.5 {
+        t - 1
+    } else {
+        t
     }
 }
 
@@ -237,6 +373,7 @@ impl Calibration {
             anchors: VecDeque::with_capacity(MAX_ANCHORS + 1),
             rate_ns_per_tick: period_ns,
             rate_uncertainty: period_ns * UNMEASURED_DRIFT,
+            points: Points::EMPTY,
         };
         c.restart(first);
         Ok(c)
@@ -390,6 +527,7 @@ impl Calibration {
                     self.anchors.pop_front();
                 }
                 self.refit();
+                self.rebuild_points();
             }
             Unwrapped::At(_) => {
                 return Err(invalid(
@@ -416,6 +554,44 @@ impl Calibration {
         });
         self.rate_ns_per_tick = self.period_ns;
         self.rate_uncertainty = self.period_ns * UNMEASURED_DRIFT;
+        self.rebuild_points();
+    }
+
+    /// Rebuilds [`Calibration::points`] from the anchors (at most
+    /// [`MAX_ANCHORS`], as `add_anchor` and `restart` leave them).
+    fn rebuild_points(&mut self) {
+        let newest = self.newest();
+        let n = self.anchors.len();
+        let mut points = Points {
+            n: 0,
+            quantization_ns: self.quantization_ns(),
+            newest_ticks: newest.pair.gpu_ticks,
+            ..Points::EMPTY
+        };
+        let span = self.anchors.front().map_or(0, |a| newest.ext - a.ext);
+        if n > MAX_ANCHORS || !(0..=MAX_FAST_SPAN).contains(&span) {
+            self.points = points;
+            return;
+        }
+        let mut prev: Option<&Anchor> = None;
+        for (p, a) in points.at.iter_mut().zip(&self.anchors) {
+            // Fits: |a.ext - newest.ext| <= span <= 2^62.
+            p.rel = (a.ext - newest.ext) as i64;
+            p.cpu_ns = a.pair.cpu_ns;
+            p.dev_f = a.pair.max_deviation_ns as f64;
+            if let Some(b) = prev {
+                // The values the exact path computes for this segment.
+                let len = a.ext - b.ext;
+                p.len = len as i64;
+                p.len_f = i128_f64(len);
+                p.span = a.pair.cpu_ns - b.pair.cpu_ns;
+                p.span_f = p.span as f64;
+                p.seg_dev_f = b.pair.max_deviation_ns.max(a.pair.max_deviation_ns) as f64;
+            }
+            prev = Some(a);
+        }
+        points.n = n;
+        self.points = points;
     }
 
     /// The extended ticks of `pair`, a newer anchor than `last`.
@@ -478,12 +654,19 @@ impl Calibration {
     /// [`ConversionError::BeforeZero`] and [`ConversionError::TooLate`] where
     /// the time does not fit in `0..u64::MAX`.
     pub fn to_cpu_ns(&self, ticks: u64) -> Result<CalibratedTime, ConversionError> {
-        if ticks == COUNTER_ERROR_VALUE {
-            return Err(ConversionError::ErrorValue);
+        self.converter().to_cpu_ns(ticks)
+    }
+
+    /// A converter of many timestamps with this calibration: the same
+    /// results as [`Calibration::to_cpu_ns`], compiled into the caller's
+    /// loop (for a frame's timestamps).
+    pub fn converter(&self) -> Converter<'_> {
+        Converter {
+            calibration: self,
+            mask: self.mask(),
+            unused: 64 - self.valid_bits,
+            newest_ticks: self.points.newest_ticks,
         }
-        let newest = self.newest();
-        let d = self.tick_delta(newest.pair.gpu_ticks, ticks & self.mask());
-        self.convert(ticks, newest.ext + i128::from(d))
     }
 
     /// As [`Calibration::to_cpu_ns`], but unwraps the timestamp to within
@@ -516,8 +699,70 @@ impl Calibration {
         self.convert(ticks, center + i128::from(d))
     }
 
-    /// Converts the extended tick `x` (of the raw timestamp `ticks`).
-    #[inline]
+    /// [`Calibration::convert`] of the extended tick `newest.ext + d`, in
+    /// `i64` and with the segment's values precomputed: the same operations
+    /// on the same values, so the same result bit for bit. `None` where it
+    /// cannot tell (anchors too far apart, or an offset near `u64::MAX` ns):
+    /// the exact path decides then.
+    #[inline(always)]
+    fn convert_fast(&self, ticks: u64, d: i64) -> Option<Result<CalibratedTime, ConversionError>> {
+        let pts = &self.points;
+        let n = pts.n;
+        let at = pts.at.get(..n)?;
+        let (newest, oldest) = (at.last()?, at.first()?);
+        // As in `convert`: the number of anchors at or before the tick.
+        let i = if newest.rel <= d {
+            n
+        } else if n >= 2 && at[n - 2].rel <= d {
+            n - 1
+        } else {
+            at.partition_point(|p| p.rel <= d)
+        };
+        let (base, offset, most, bound) = if i == 0 || i >= n {
+            let a = if i == 0 { oldest } else { newest };
+            // No overflow: d >= -2^63, and a.rel <= 0.
+            let dd = d.checked_sub(a.rel)? as f64;
+            let bound = a.dev_f + dd.abs() * self.rate_uncertainty;
+            (a.cpu_ns, dd * self.rate_ns_per_tick, None, bound)
+        } else {
+            let (a, b) = (&at[i - 1], &at[i]);
+            // 0 <= along < b.len.
+            let along = d.checked_sub(a.rel)?;
+            let offset = along as f64 / b.len_f * b.span_f;
+            let nearer = along.min(b.len - along) as f64;
+            let bound = b.seg_dev_f + nearer * self.period_ns * RATE_CHANGE;
+            (a.cpu_ns, offset, Some(b.span), bound)
+        };
+        if offset.is_nan() || offset.abs() >= 9.0e18 {
+            // Not finite, or out of `i64`: the exact path's checks.
+            return None;
+        }
+        let mut offset_ns = round_i64(offset);
+        if let Some(span) = most {
+            // Interpolation never passes the segment's end.
+            offset_ns = offset_ns.clamp(0, i64::try_from(span).ok()?);
+        }
+        let ns = match base.checked_add_signed(offset_ns) {
+            Some(ns) if ns != u64::MAX => ns,
+            _ => {
+                return Some(Err(if offset < 0.0 {
+                    ConversionError::BeforeZero { ticks }
+                } else {
+                    ConversionError::TooLate { ticks }
+                }))
+            }
+        };
+        let bound = bound + pts.quantization_ns + 1.0 + offset.abs() * F64_ERROR;
+        Some(Ok(CalibratedTime {
+            ns,
+            error_bound_ns: ceil_saturating(bound),
+        }))
+    }
+
+    /// Converts the extended tick `x` (of the raw timestamp `ticks`): the
+    /// exact path, in `i128`, for any anchors (out of line: the hot path
+    /// is inlined without it).
+    #[inline(never)]
     fn convert(&self, ticks: u64, x: i128) -> Result<CalibratedTime, ConversionError> {
         let n = self.anchors.len();
         // Most times lie after the newest anchor or between the two newest:
@@ -999,5 +1244,215 @@ mod tests {
             .to_cpu_ns_near(clock.ticks(probe), probe + 50_000_000)
             .unwrap();
         assert_within(near, probe, "near the hint");
+    }
+
+    /// The exact (`i128`) conversion the hot path must match.
+    fn exact(c: &Calibration, ticks: u64) -> Result<CalibratedTime, ConversionError> {
+        if ticks == COUNTER_ERROR_VALUE {
+            return Err(ConversionError::ErrorValue);
+        }
+        let newest = c.newest();
+        let d = c.tick_delta(newest.pair.gpu_ticks, ticks & c.mask());
+        c.convert(ticks, newest.ext + i128::from(d))
+    }
+
+    /// A small deterministic generator (xorshift64*).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+    }
+
+    /// Ticks worth probing for `c`: every anchor's ticks and their
+    /// neighbours, the middle of every segment, the half-wrap edges around
+    /// the newest anchor, far before and after, and random ticks.
+    fn probes(c: &Calibration, rng: &mut Rng) -> Vec<u64> {
+        let mask = c.mask();
+        let newest = c.latest().gpu_ticks;
+        let mut out = vec![0, 1, mask, mask - 1, COUNTER_ERROR_VALUE, u64::MAX - 1];
+        let anchors: Vec<u64> = c.anchors().map(|a| a.gpu_ticks).collect();
+        for w in anchors.windows(2) {
+            let mid = w[0].wrapping_add(w[1].wrapping_sub(w[0]) & mask) / 2;
+            out.push(mid & mask);
+        }
+        for &a in &anchors {
+            for off in [0u64, 1, 2, 3, 7, 1000, 1 << 20, 1 << 31, 1 << 40] {
+                out.push(a.wrapping_add(off) & mask);
+                out.push(a.wrapping_sub(off) & mask);
+            }
+        }
+        let half = if c.valid_bits() >= 64 {
+            1u64 << 63
+        } else {
+            1u64 << (c.valid_bits() - 1)
+        };
+        for off in [0u64, 1, 2] {
+            out.push(newest.wrapping_add(half).wrapping_add(off) & mask);
+            out.push(newest.wrapping_add(half).wrapping_sub(off) & mask);
+        }
+        for _ in 0..2000 {
+            let r = rng.next();
+            out.push(r & mask);
+            // Near the newest anchor, within a few scales.
+            let near = r % (1 << (rng.next() % 40));
+            out.push(newest.wrapping_add(near) & mask);
+            out.push(newest.wrapping_sub(near) & mask);
+            // With bits above the valid ones set.
+            out.push(r | !mask);
+        }
+        out
+    }
+
+    /// Calibrations over a range of periods, valid bits, drifts, deviations
+    /// and anchor counts, built the way a device refits them.
+    fn calibrations() -> Vec<Calibration> {
+        let mut out = Vec::new();
+        for &bits in &[1u32, 8, 16, 32, 36, 48, 56, 63, 64] {
+            for &period in &[1.0, 0.5, 83.333_333, 41.666_666, 10.0, 1e-3] {
+                for &(drift, dev) in &[(0.0, 0u64), (50e-6, 20), (-150e-6, 3_000)] {
+                    for &anchors in &[1usize, 2, 3, 16, 24] {
+                        let clock = Clock {
+                            t0: 1_000_000_000,
+                            start: 123_456_789,
+                            drift,
+                            period,
+                            bits,
+                        };
+                        let t = 2_000_000_000u64;
+                        let mut c = cal(period, bits, clock.anchor(t, 0, dev));
+                        for k in 1..anchors as u64 {
+                            // Ambiguous unwraps restart: fine, still a calibration.
+                            let _ = c.add_anchor(clock.anchor(
+                                t + k * REFIT_INTERVAL_NS,
+                                (k % 3) as i64 - 1,
+                                dev,
+                            ));
+                        }
+                        out.push(c);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The hot path (`to_cpu_ns`) gives the exact path's result bit for bit,
+    /// errors included, over wide tick ranges, wraps and narrow valid bits.
+    #[test]
+    fn fast_conversion_matches_exact() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let (mut compared, mut fast) = (0u64, 0u64);
+        for c in calibrations() {
+            for ticks in probes(&c, &mut rng) {
+                let want = exact(&c, ticks);
+                assert_eq!(c.to_cpu_ns(ticks), want, "ticks {ticks} of {c:?}");
+                compared += 1;
+                let d = c.tick_delta(c.points.newest_ticks, ticks & c.mask());
+                if ticks != COUNTER_ERROR_VALUE && c.convert_fast(ticks, d).is_some() {
+                    fast += 1;
+                }
+            }
+        }
+        assert!(compared > 5_000_000, "{compared}");
+        // Nearly every conversion takes the hot path (the others are mostly
+        // random ticks whose times fall out of `u64` ns, an error either way).
+        assert!(fast * 100 > compared * 90, "{fast} of {compared}");
+    }
+
+    /// The hot path agrees with the exact one between close anchors and
+    /// across a refit of the rate, and keeps the bound's guarantee.
+    #[test]
+    fn fast_conversion_matches_exact_between_close_anchors() {
+        let mut c = cal(1.0, 64, pair(1_000, 0, 30));
+        c.add_anchor(pair(1_050, 80, 30)).unwrap();
+        c.add_anchor(pair(1_100, 130, 30)).unwrap();
+        for ticks in 0..2_000 {
+            assert_eq!(c.to_cpu_ns(ticks), exact(&c, ticks), "{ticks}");
+        }
+    }
+
+    /// Anchors more than 2^62 ticks apart take the exact path, with the same
+    /// results.
+    #[test]
+    fn far_apart_anchors_use_the_exact_path() {
+        let mut c = cal(1e-9, 64, pair(1_000_000_000, 0, 5));
+        c.add_anchor(pair(6_000_000_000, 5_000_000_000_000_000_000, 5))
+            .unwrap();
+        assert_eq!(c.anchors().count(), 2);
+        assert_eq!(c.points.n, 0);
+        let mut rng = Rng(7);
+        for ticks in probes(&c, &mut rng) {
+            assert_eq!(c.to_cpu_ns(ticks), exact(&c, ticks), "{ticks}");
+        }
+        let mid = c.to_cpu_ns(2_500_000_000_000_000_000).unwrap();
+        assert_eq!(mid.ns, 3_500_000_000);
+    }
+
+    /// `round_i64` and `ceil_saturating` are `round` and `ceil` exactly.
+    #[test]
+    fn integer_rounding_matches_std() {
+        let mut values = vec![
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.499_999_999_999_999_94,
+            -0.499_999_999_999_999_94,
+            4_503_599_627_370_495.5,
+            -4_503_599_627_370_495.5,
+            4_503_599_627_370_497.0,
+            9_007_199_254_740_993.0,
+            8.999e18,
+            -8.999e18,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            1e-300,
+            0.999_999_999_999_999_9,
+            1.000_000_000_000_000_2,
+        ];
+        let mut rng = Rng(42);
+        for _ in 0..200_000 {
+            let r = rng.next();
+            // Random magnitudes from 2^-20 to 2^62, both signs, and halves.
+            let e = (rng.next() % 83) as i32 - 20;
+            let m = (r >> 11) as f64 / (1u64 << 53) as f64;
+            let x = m * 2f64.powi(e) * if r & 1 == 0 { 1.0 } else { -1.0 };
+            values.push(x);
+            values.push(x.trunc() + 0.5);
+        }
+        for x in values {
+            if x.abs() < 9.0e18 {
+                assert_eq!(round_i64(x), x.round() as i64, "round {x:e}");
+            }
+            let want = if x.is_nan() || x >= u64::MAX as f64 {
+                u64::MAX
+            } else {
+                x.ceil().max(0.0) as u64
+            };
+            assert_eq!(ceil_saturating(x), want, "ceil {x:e}");
+        }
+        for x in [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            1.9e19,
+            -1.0,
+            -1e300,
+        ] {
+            let want = if x.is_nan() || x >= u64::MAX as f64 {
+                u64::MAX
+            } else {
+                x.ceil().max(0.0) as u64
+            };
+            assert_eq!(ceil_saturating(x), want, "ceil {x:e}");
+        }
     }
 }

@@ -323,13 +323,18 @@ impl BackendSampleBuffer for FakeSampleBuffer {
     }
 
     fn reset(&self) -> Result<()> {
+        self.reset_range(0..u64::from(self.storage.samples.count))
+    }
+
+    fn reset_range(&self, range: Range<u64>) -> Result<()> {
         let s = &self.storage.samples;
+        let (first, count) = s.check_range(&range)?;
         let mut slots = s.lock()?;
-        s.check_host_reset(&mut slots, &*self.storage, 0, s.count, "reset")?;
-        for i in 0..s.count {
+        s.check_host_reset(&mut slots, &*self.storage, first, count, "reset")?;
+        for i in first..first + count {
             self.storage.clear(i);
         }
-        s.host_reset_table(&mut slots, 0, s.count, SlotState::Fresh);
+        s.host_reset_table(&mut slots, first, count, SlotState::Fresh);
         Ok(())
     }
 }

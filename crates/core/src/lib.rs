@@ -34,7 +34,7 @@ pub use backend::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
 };
 pub use calibration::{
-    CalibratedTime, Calibration, CalibrationMethod, ConversionError, TimestampPair,
+    CalibratedTime, Calibration, CalibrationMethod, ConversionError, Converter, TimestampPair,
     REFIT_INTERVAL_NS,
 };
 pub use clock::cpu_monotonic_ns;

@@ -596,12 +596,17 @@ impl<D: BackendDevice> Profiler<D> {
             slot.fence.reset()?;
             slot.marker = false;
         }
+        // Only the samples the frame's scopes took: scope `id` sampled
+        // `2 * (id % per)` and the next index of page `id / per`, and every
+        // other sample of the slot is still unwritten since the reset after
+        // the frame that last used it.
         let used = slot.store.records.len();
         let per = self.options.max_scopes_per_frame as usize;
-        for page in slot.store.pages.iter().take(used.div_ceil(per)) {
-            page.timestamps.reset()?;
+        for (p, page) in slot.store.pages.iter().take(used.div_ceil(per)).enumerate() {
+            let range = 0..2 * (used - p * per).min(per) as u64;
+            page.timestamps.reset_range(range.clone())?;
             if let Some(stats) = &page.statistics {
-                stats.reset()?;
+                stats.reset_range(range)?;
             }
         }
         slot.store.clear();
@@ -705,6 +710,7 @@ impl<D: BackendDevice> Profiler<D> {
         let mut position: Vec<u32> = vec![NO_SCOPE; n];
         let mut scopes: Vec<ScopeResult> = Vec::with_capacity(n);
         let mut labels = lock(&self.labels);
+        let convert = calibration.converter();
         // The last label made shared, by its place in `store.labels`: runs of
         // one label share it without a look-up.
         let mut last_label: Option<((usize, u32), SharedStr)> = None;
@@ -767,8 +773,7 @@ impl<D: BackendDevice> Profiler<D> {
             };
             // A scope whose timestamps do not convert (or end before they
             // start) failed: it gets no made-up time.
-            let (Ok(start), Ok(end)) = (calibration.to_cpu_ns(t0), calibration.to_cpu_ns(t1))
-            else {
+            let (Ok(start), Ok(end)) = (convert.to_cpu_ns(t0), convert.to_cpu_ns(t1)) else {
                 gpu_failed += 1;
                 continue;
             };

@@ -746,6 +746,45 @@ fn abandoned_frame_does_not_block_later_frames() {
     assert_no_validation_messages(&device);
 }
 
+/// A slot is reset only over the samples its frame took (one page of 8
+/// scopes, a ring of one slot): frames of 6, 2, 8 (the whole page), 1 and
+/// 8 scopes, with and without statistics, each come back whole, every
+/// sample written and none left over from an earlier frame.
+#[test]
+fn frames_of_varying_size_reuse_a_partly_reset_slot() {
+    let device = device();
+    for statistics in [false, true] {
+        let profiler = Profiler::new(&device, options(1, 8, statistics, WAIT)).unwrap();
+        for (n, count) in [6usize, 2, 8, 1, 8].into_iter().enumerate() {
+            let frame = profiler.begin_frame().unwrap();
+            let mut cmd = CommandBuffer::new(&device).unwrap();
+            for k in 0..count {
+                let scope = frame
+                    .scope(&mut cmd, &format!("f{n} s{k}"), PassKind::Scope)
+                    .unwrap();
+                scope.end(&mut cmd).unwrap();
+            }
+            let submission = cmd.commit().unwrap();
+            profiler
+                .end_frame(frame, Some(submission.cpu_submit_ns()))
+                .unwrap();
+            submission.wait().unwrap();
+            let frames = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();
+            assert_eq!(frames.len(), 1, "frame {n}");
+            let r = &frames[0];
+            assert_eq!(r.drops, DropCounts::default(), "frame {n}: {r:?}");
+            assert_eq!(r.scopes.len(), count, "frame {n}");
+            for (k, s) in r.scopes.iter().enumerate() {
+                assert_eq!(s.label, format!("f{n} s{k}").as_str());
+                assert!(s.end_ns >= s.start_ns, "frame {n} scope {k}: {s:?}");
+                assert_eq!(s.statistics.is_some(), statistics, "frame {n} scope {k}");
+            }
+        }
+        drop(profiler);
+    }
+    assert_no_validation_messages(&device);
+}
+
 /// Soundness item 17: huge ring sizes are typed errors naming the option
 /// and its limit, not an abort.
 #[test]

@@ -172,6 +172,10 @@ impl BackendSampleBuffer for CounterSampleBuffer {
     fn reset(&self) -> Result<()> {
         CounterSampleBuffer::reset(self)
     }
+
+    fn reset_range(&self, range: Range<u64>) -> Result<()> {
+        CounterSampleBuffer::reset_counter_range(self, range)
+    }
 }
 
 impl BackendHeap for CounterHeap {

@@ -146,6 +146,12 @@ impl<T, const N: usize> Few<T, N> {
         }
     }
 
+    /// Whether the list holds nothing (most passes: then `take` and its
+    /// move of the inline array are skipped).
+    fn is_empty(&self) -> bool {
+        self.len == 0 && self.more.is_empty()
+    }
+
     /// Empties the list, returning its items in the order they were pushed.
     fn take(&mut self) -> impl Iterator<Item = T> {
         let inline = std::mem::replace(&mut self.inline, std::array::from_fn(|_| None));
@@ -414,8 +420,10 @@ impl<'c> EncoderCore<'c> {
                 first_error.get_or_insert(e);
             }
         };
-        for (samples, index) in self.end_statistics.take() {
-            keep(self.sample_statistic(&samples, index));
+        if !self.end_statistics.is_empty() {
+            for (samples, index) in self.end_statistics.take() {
+                keep(self.sample_statistic(&samples, index));
+            }
         }
         keep(self.close_chain());
         if self.in_render_pass {
@@ -430,7 +438,12 @@ impl<'c> EncoderCore<'c> {
             }
             self.in_render_pass = false;
         }
-        for end in self.end_timestamps.take() {
+        let ends = if self.end_timestamps.is_empty() {
+            None
+        } else {
+            Some(self.end_timestamps.take())
+        };
+        for end in ends.into_iter().flatten() {
             keep(write_timestamp(
                 &self.cmd.device,
                 self.cmd.raw,

@@ -147,6 +147,20 @@ impl CounterSampleBuffer {
     pub fn reset(&self) -> Result<()> {
         self.inner.reset()
     }
+
+    /// Resets the samples of `range` to "not written" on the host, as
+    /// [`CounterSampleBuffer::reset`] does for every sample (one
+    /// `vkResetQueryPool` of the range). Fails for a range past the end and
+    /// while one of them is still pending on the GPU.
+    pub fn reset_counter_range(&self, range: Range<u64>) -> Result<()> {
+        let (first, count) = self.inner.check_range(&range)?;
+        let mut slots = self.inner.lock()?;
+        self.inner
+            .check_host_reset(&mut slots, first, count, "resetting")?;
+        self.inner
+            .host_reset_locked(&mut slots, first, count, SlotState::Fresh);
+        Ok(())
+    }
 }
 
 /// A Metal 4 counter heap of timestamps (`MTL4CounterHeap`). Cloning shares

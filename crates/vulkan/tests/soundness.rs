@@ -471,3 +471,56 @@ fn callers_command_buffer_holds_until_signaled() {
     }
     common::assert_no_validation_messages(&device);
 }
+
+/// A host reset of part of a sample buffer (`reset_counter_range`, what the
+/// profiler resets of a page after a frame) resets exactly that range, is
+/// refused while an index of it is pending, and leaves the rest as it was.
+#[test]
+fn range_reset_resets_only_its_range() {
+    let device = common::device();
+    let times = buffer(&device, CommonCounterSet::Timestamp, "range reset", 6);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    for i in 0..4 {
+        cmd.sample_counters(&times, i, true).unwrap();
+    }
+    let e = times.reset_counter_range(2..4).unwrap_err();
+    assert_eq!(
+        reuse_reason(e),
+        "is recorded in a command buffer that has not been submitted yet: submit or drop it first"
+    );
+    common::run(cmd);
+    // Ranges past the end and empty ones are refused, as by resolves.
+    assert!(times.reset_counter_range(4..7).is_err());
+    assert!(times.reset_counter_range(3..3).is_err());
+    times.reset_counter_range(0..2).unwrap();
+    let resolved = times.resolve_counter_range(0..6).unwrap();
+    assert_eq!(
+        resolved.statuses(),
+        &[
+            SampleStatus::NotWritten,
+            SampleStatus::NotWritten,
+            SampleStatus::Written,
+            SampleStatus::Written,
+            SampleStatus::NotWritten,
+            SampleStatus::NotWritten,
+        ]
+    );
+    let values = resolved.timestamps().unwrap();
+    assert_eq!(values[0].timestamp, u64::MAX, "no silent zero");
+    assert_ne!(values[2].timestamp, u64::MAX);
+    // The reset indices can be written again without a reset in between.
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.sample_counters(&times, 0, true).unwrap();
+    cmd.sample_counters(&times, 1, true).unwrap();
+    common::run(cmd);
+    assert_eq!(
+        times.resolve_counter_range(0..4).unwrap().statuses(),
+        &[SampleStatus::Written; 4]
+    );
+    times.reset_counter_range(0..6).unwrap();
+    assert_eq!(
+        times.resolve_counter_range(0..6).unwrap().statuses(),
+        &[SampleStatus::NotWritten; 6]
+    );
+    common::assert_no_validation_messages(&device);
+}

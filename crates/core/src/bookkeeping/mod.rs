@@ -71,6 +71,28 @@ pub trait QueryRead: Sync {
     }
 }
 
+/// Position of the first index recorded and not seen written (see
+/// [`SampleTable::seen`]): a branch-free test per block of 64, so that the
+/// common case, none, costs a fraction of an instruction per index.
+fn first_unseen(state: &[SlotState], seen: &[bool]) -> Option<usize> {
+    const BLOCK: usize = 64;
+    let unseen = |s: &SlotState, v: &bool| (*s == SlotState::Recorded) & !*v;
+    for (b, (s, v)) in state.chunks(BLOCK).zip(seen.chunks(BLOCK)).enumerate() {
+        let any = s
+            .iter()
+            .zip(v)
+            .fold(false, |acc, (s, v)| acc | unseen(s, v));
+        if any {
+            return s
+                .iter()
+                .zip(v)
+                .position(|(s, v)| unseen(s, v))
+                .map(|p| b * BLOCK + p);
+        }
+    }
+    None
+}
+
 /// The availability word of a timestamp query that will never have a
 /// value (a backend whose samples are filled in by the host, such as CUDA's
 /// activity records, knows when one was lost): it resolves as
@@ -263,12 +285,29 @@ impl SampleSet {
         // available stays so until it is reset, and every write or reset
         // clears `seen`).
         let ask = |i: usize| slots.state[i] == SlotState::Recorded && !slots.seen[i];
-        let (lo, hi) = match (
-            range.clone().find(|&i| ask(i)),
-            range.clone().rev().find(|&i| ask(i)),
-        ) {
-            (Some(lo), Some(hi)) => (lo as u32, hi as u32 + 1),
-            _ => (first, first),
+        let recording = slots.any_recording();
+        let Some(first_asked) =
+            first_unseen(&slots.state[range.clone()], &slots.seen[range.clone()])
+        else {
+            // Nothing to ask the driver about: only a recording still open
+            // or an inline reset not yet executed can make an index pending.
+            if !recording && slots.tickets == 0 {
+                return Ok(None);
+            }
+            return Ok(range.clone().find_map(|i| {
+                let s = i as u32;
+                if recording && slots.still_recording(slots.rec[i]) {
+                    Some((s, NOT_SUBMITTED))
+                } else if slots.stale(i) {
+                    Some((s, PENDING))
+                } else {
+                    None
+                }
+            }));
+        };
+        let (lo, hi) = match range.clone().rev().find(|&i| ask(i)) {
+            Some(hi) => ((first as usize + first_asked) as u32, hi as u32 + 1),
+            None => (first, first),
         };
         let mut data = std::mem::take(&mut slots.scratch);
         let read = if hi > lo {
@@ -277,7 +316,6 @@ impl SampleSet {
             Ok(())
         };
         let stride = main.stride();
-        let recording = slots.any_recording();
         let found = read.map(|()| {
             range.clone().find_map(|i| {
                 let s = i as u32;
