@@ -208,10 +208,14 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
     }
 
     let resolve = &json["resolve"];
-    assert_eq!(keys(resolve), ["ratio_to_copy", "samples", "samples_per_s"]);
+    assert_eq!(
+        keys(resolve),
+        ["fresh_result_ns", "ratio_to_copy", "samples", "samples_per_s"]
+    );
     assert_eq!(resolve["samples"], 4096);
     assert!(finite_non_negative(&resolve["samples_per_s"], "samples_per_s") > 0.0);
     assert!(finite_non_negative(&resolve["ratio_to_copy"], "ratio_to_copy") > 0.0);
+    assert!(finite_non_negative(&resolve["fresh_result_ns"], "fresh_result_ns") > 0.0);
 
     let cal = &json["calibration"];
     assert_eq!(

@@ -157,6 +157,9 @@ pub struct Profiler<D: BackendDevice> {
     calibration: Mutex<Calibration>,
     /// The labels of collected scopes, each kept once.
     labels: Mutex<Interner>,
+    /// What frames are resolved into, per page (timestamps, statistics):
+    /// kept between collects, so that resolving allocates nothing.
+    resolved: Mutex<(Vec<ResolvedCounters>, Vec<ResolvedCounters>)>,
     pub(crate) dropped_total: AtomicU64,
     pub(crate) buffers: AtomicUsize,
     sink: Mutex<Option<Box<dyn FrameSink>>>,
@@ -246,6 +249,7 @@ impl<D: BackendDevice> Profiler<D> {
             }),
             calibration: Mutex::new(calibration),
             labels: Mutex::new(Interner::default()),
+            resolved: Mutex::new((Vec::new(), Vec::new())),
             dropped_total: AtomicU64::new(0),
             buffers: AtomicUsize::new(0),
             sink: Mutex::new(None),
@@ -676,28 +680,36 @@ impl<D: BackendDevice> Profiler<D> {
         let n = store.records.len();
         let per = self.options.max_scopes_per_frame as usize;
         let used = n.div_ceil(per);
-        let mut stamps: Vec<ResolvedCounters> = Vec::with_capacity(used);
-        let mut stats: Vec<ResolvedCounters> = Vec::new();
+        let mut resolved = lock(&self.resolved);
+        let (stamps, stats) = &mut *resolved;
+        stamps.resize_with(stamps.len().max(used), ResolvedCounters::default);
+        let mut pages_with_stats = 0;
         for (p, page) in store.pages.iter().take(used).enumerate() {
             let range = 0..2 * (n - p * per).min(per) as u64;
-            let r = page.timestamps.resolve_counter_range(range.clone())?;
-            if r.statuses().contains(&SampleStatus::NotReady) {
+            let r = &mut stamps[p];
+            page.timestamps
+                .resolve_counter_range_into(range.clone(), r)?;
+            if r.count(SampleStatus::NotReady) > 0 {
                 return Ok(None);
             }
-            stamps.push(r);
             if let Some(sb) = &page.statistics {
-                let r = sb.resolve_counter_range(range)?;
-                if r.statuses().contains(&SampleStatus::NotReady) {
+                if stats.len() <= p {
+                    stats.resize_with(p + 1, ResolvedCounters::default);
+                }
+                let r = &mut stats[p];
+                sb.resolve_counter_range_into(range, r)?;
+                if r.count(SampleStatus::NotReady) > 0 {
                     return Ok(None);
                 }
-                stats.push(r);
+                pages_with_stats += 1;
             }
         }
-        let stamps: Vec<(&[CounterResultTimestamp], &[SampleStatus])> = stamps
+        let stats = &stats[..pages_with_stats.min(stats.len())];
+        let stamps: Vec<(&[CounterResultTimestamp], &[SampleStatus])> = stamps[..used]
             .iter()
             .map(|r| Ok((r.timestamps()?, r.statuses())))
             .collect::<Result<_>>()?;
-        let with_stats = self.options.statistics && stats.len() == stamps.len();
+        let with_stats = self.options.statistics && pages_with_stats == used;
 
         let cpu_complete_ns = cpu_monotonic_ns();
         let mut calibration = lock(&self.calibration);
