@@ -188,7 +188,7 @@ mod stats;
 mod vulkan;
 mod wgpu_bench;
 
-pub use cuda_bench::{CudaCalibrationReport, ZeroIntrusionReport};
+pub use cuda_bench::{CudaCalibrationReport, GatedZeroIntrusionReport, ZeroIntrusionReport};
 use gpu_counters_core::DeviceInfo;
 use gpu_counters_vulkan::{Device, Instance, InstanceOptions};
 use serde::Serialize;
@@ -664,6 +664,10 @@ pub struct BenchReport {
     /// (every launch traced; only the launches after samples).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub zero_intrusion: Vec<ZeroIntrusionReport>,
+    /// CUDA only: the same figure with the host's launches taken out
+    /// (gated batches).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_intrusion_gated: Option<GatedZeroIntrusionReport>,
     /// CUDA only: handshake windows and the bound's check.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda_calibration: Option<CudaCalibrationReport>,
@@ -767,6 +771,7 @@ pub fn run_with_options(
         resolve,
         calibration,
         zero_intrusion: Vec::new(),
+        zero_intrusion_gated: None,
         cuda_calibration: None,
         workload: format!(
             "{} tiny compute dispatches serialized by barriers in one submission",
@@ -855,6 +860,9 @@ fn run_cuda(args: &BenchArgs) -> Result<BenchReport, BenchError> {
         args.reps,
     )?;
     spinner.finish_and_clear();
+    let spinner = progress.spinner("gated zero-intrusion");
+    let zero_intrusion_gated = cuda_bench::gated_zero_intrusion(&b, args.reps)?;
+    spinner.finish_and_clear();
     let spinner = progress.spinner("calibration");
     let (calibration, cuda_calibration) = cuda_bench::calibration(&b, args.drift_seconds)?;
     spinner.finish_and_clear();
@@ -880,6 +888,7 @@ fn run_cuda(args: &BenchArgs) -> Result<BenchReport, BenchError> {
         resolve,
         calibration,
         zero_intrusion,
+        zero_intrusion_gated,
         cuda_calibration: Some(cuda_calibration),
         workload,
         notes,
@@ -1407,6 +1416,32 @@ pub fn print_human(report: &BenchReport) {
             } else {
                 0.0
             }
+        );
+    }
+    if let Some(g) = &report.zero_intrusion_gated {
+        let f = |r: &Option<RatioSpread>| {
+            r.as_ref().map_or_else(
+                || "-".to_string(),
+                |r| {
+                    format!(
+                        "{:.3}% [{:.3}%, {:.3}%] of {} rounds ({})",
+                        100.0 * r.median,
+                        100.0 * r.min,
+                        100.0 * r.max,
+                        r.rounds,
+                        if r.within_target { "within" } else { "over" }
+                    )
+                },
+            )
+        };
+        println!();
+        println!(
+            "zero-intrusion, gated (the {} kernels queued in batches of {} behind a gate, so the GPU never waits for a launch; baseline {:.0} ns): every launch traced adds {}, launches after samples {} of GPU time (target ≤ 1%)",
+            g.kernels,
+            g.batch,
+            g.baseline_gpu_ns,
+            f(&g.every_launch),
+            f(&g.launches_after_samples)
         );
     }
     for z in &report.zero_intrusion {

@@ -210,7 +210,12 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
     let resolve = &json["resolve"];
     assert_eq!(
         keys(resolve),
-        ["fresh_result_ns", "ratio_to_copy", "samples", "samples_per_s"]
+        [
+            "fresh_result_ns",
+            "ratio_to_copy",
+            "samples",
+            "samples_per_s"
+        ]
     );
     assert_eq!(resolve["samples"], 4096);
     assert!(finite_non_negative(&resolve["samples_per_s"], "samples_per_s") > 0.0);
