@@ -1299,18 +1299,7 @@ pub(crate) fn gated_zero_intrusion(
             after.push((a - b2) / b2);
         }
     }
-    let spread = |v: &[f64]| {
-        (!v.is_empty()).then(|| {
-            let m = median(v.iter().copied());
-            crate::RatioSpread {
-                median: m,
-                min: v.iter().copied().fold(f64::INFINITY, f64::min),
-                max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                rounds: v.len() as u32,
-                within_target: m <= 0.01,
-            }
-        })
-    };
+    let spread = |v: &[f64]| crate::RatioSpread::of(v, 0.01);
     Ok(Some(GatedZeroIntrusionReport {
         kernels: bench.n,
         batch: GATED_BATCH,

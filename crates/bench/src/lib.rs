@@ -563,6 +563,23 @@ pub struct RatioSpread {
     pub within_target: bool,
 }
 
+impl RatioSpread {
+    /// The median and extremes of `values` (one per round), judged against
+    /// `target`; `None` without values.
+    pub(crate) fn of(values: &[f64], target: f64) -> Option<Self> {
+        let min = values.iter().copied().reduce(f64::min)?;
+        let max = values.iter().copied().reduce(f64::max)?;
+        let median = stats::median(values.iter().copied());
+        Some(Self {
+            median,
+            min,
+            max,
+            rounds: values.len() as u32,
+            within_target: median <= target,
+        })
+    }
+}
+
 /// One tool's added cost per scope against another's, in the same run: per
 /// measured round, each side's overhead over its own baseline (taken right
 /// before it), then their ratio; the median and spread over the rounds.
@@ -814,16 +831,7 @@ fn run_cuda(args: &BenchArgs) -> Result<BenchReport, BenchError> {
                 .filter(|p| p.base.gpu_ns > 0.0)
                 .map(|p| (p.variant.gpu_ns - p.base.gpu_ns) / p.base.gpu_ns)
                 .collect();
-            let spread = (!fractions.is_empty()).then(|| {
-                let median = stats::median(fractions.iter().copied());
-                RatioSpread {
-                    median,
-                    min: fractions.iter().copied().fold(f64::INFINITY, f64::min),
-                    max: fractions.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                    rounds: fractions.len() as u32,
-                    within_target: median <= 0.01,
-                }
-            });
+            let spread = RatioSpread::of(&fractions, 0.01);
             let b = bench.borrow();
             let (clock_end, dropped) = b.zero_clock();
             ZeroIntrusionReport {
@@ -1199,16 +1207,7 @@ fn compare(
             .filter(|&(x, y)| *y > 0.0 && x.is_finite())
             .map(|(x, y)| x.max(0.0) / y)
             .collect();
-        let min = ratios.iter().copied().reduce(f64::min)?;
-        let max = ratios.iter().copied().reduce(f64::max)?;
-        let median = stats::median(ratios.iter().copied());
-        Some(RatioSpread {
-            median,
-            min,
-            max,
-            rounds: ratios.len() as u32,
-            within_target: median <= target,
-        })
+        RatioSpread::of(&ratios, target)
     };
     wanted
         .iter()
@@ -1277,6 +1276,24 @@ impl Progress {
 
 fn fmt_opt(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
+}
+
+/// A spread of fractions as percentages with `digits` decimals.
+fn fmt_percent(r: Option<&RatioSpread>, digits: usize) -> String {
+    r.map_or_else(
+        || "-".into(),
+        |r| {
+            format!(
+                "{:.d$}% [{:.d$}%, {:.d$}%] of {} rounds ({})",
+                100.0 * r.median,
+                100.0 * r.min,
+                100.0 * r.max,
+                r.rounds,
+                if r.within_target { "within" } else { "over" },
+                d = digits
+            )
+        },
+    )
 }
 
 fn fmt_spread(r: Option<RatioSpread>) -> String {
@@ -1419,21 +1436,7 @@ pub fn print_human(report: &BenchReport) {
         );
     }
     if let Some(g) = &report.zero_intrusion_gated {
-        let f = |r: &Option<RatioSpread>| {
-            r.as_ref().map_or_else(
-                || "-".to_string(),
-                |r| {
-                    format!(
-                        "{:.3}% [{:.3}%, {:.3}%] of {} rounds ({})",
-                        100.0 * r.median,
-                        100.0 * r.min,
-                        100.0 * r.max,
-                        r.rounds,
-                        if r.within_target { "within" } else { "over" }
-                    )
-                },
-            )
-        };
+        let f = |r: &Option<RatioSpread>| fmt_percent(r.as_ref(), 3);
         println!();
         println!(
             "zero-intrusion, gated (the {} kernels queued in batches of {} behind a gate, so the GPU never waits for a launch; baseline {:.0} ns): every launch traced adds {}, launches after samples {} of GPU time (target ≤ 1%)",
@@ -1450,17 +1453,7 @@ pub fn print_human(report: &BenchReport) {
             "zero-intrusion ({} traced): 2 samples around {} kernels add {} of GPU time (target ≤ {:.0}%): {:.0} → {:.0} ns, {:.1} ns per kernel; CUPTI dropped {} records",
             z.tracing,
             z.kernels,
-            z.added_gpu_fraction.map_or_else(
-                || "-".into(),
-                |r| format!(
-                    "{:.2}% [{:.2}%, {:.2}%] of {} rounds ({})",
-                    100.0 * r.median,
-                    100.0 * r.min,
-                    100.0 * r.max,
-                    r.rounds,
-                    if r.within_target { "within" } else { "over" }
-                )
-            ),
+            fmt_percent(z.added_gpu_fraction.as_ref(), 2),
             100.0 * z.target,
             z.baseline_gpu_ns,
             z.variant_gpu_ns,
