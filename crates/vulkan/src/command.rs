@@ -6,7 +6,10 @@ use crate::samples::Samples;
 use crate::util::vk_err;
 use crate::{CounterHeap, CounterSampleBuffer, Device};
 use ash::vk;
-use gpu_counters_core::bookkeeping::{Phase, SlotState, Ticket, STILL_OPEN};
+use gpu_counters_core::bookkeeping::SampleTable;
+use gpu_counters_core::bookkeeping::{
+    LocalClaims, Phase, SlotState, Ticket, STILL_OPEN, WRITTEN_CONCURRENTLY,
+};
 use gpu_counters_core::{cpu_monotonic_ns, Error, InvalidInput, Result, TimestampGranularity};
 use std::ops::Range;
 use std::sync::Arc;
@@ -49,6 +52,11 @@ pub(crate) struct Tracker {
     /// The samples held last, so that a run of samples into one buffer costs
     /// one comparison each.
     last: usize,
+    /// Blocks of timestamp indices this recording writes without the lock.
+    pub(crate) claims: LocalClaims,
+    /// An index another recording wrote too while this one had it claimed:
+    /// this recording must not be submitted.
+    conflict: Option<Error>,
 }
 
 impl Tracker {
@@ -57,6 +65,43 @@ impl Tracker {
             ticket: Ticket::new(),
             held: Held::default(),
             last: 0,
+            claims: LocalClaims::default(),
+            conflict: None,
+        }
+    }
+
+    /// Ends this recording's claim on `samples` (locked into `slots`), if
+    /// any, noting a conflict it reports.
+    #[inline]
+    pub(crate) fn release_claim(&mut self, samples: &Samples, slots: &mut SampleTable) {
+        if self.claims.is_empty() {
+            return;
+        }
+        if let Some(index) = self.claims.release(samples, slots, &self.ticket) {
+            self.conflict
+                .get_or_insert_with(|| samples.reuse(index, WRITTEN_CONCURRENTLY));
+        }
+    }
+
+    /// Ends every claim of this recording, so that the tables know all it
+    /// wrote; fails if another recording wrote one of its indices too.
+    fn release_claims(&mut self) -> Result<()> {
+        if !self.claims.is_empty() {
+            for i in 0..self.held.samples.len() {
+                let samples = self.held.samples[i].clone();
+                if !self.claims.holds(&samples) {
+                    continue;
+                }
+                let mut slots = samples.lock()?;
+                self.release_claim(&samples, &mut slots);
+            }
+            // Claims on sets this recording no longer holds cannot exist
+            // (a claim is taken on a held set), but never keep one.
+            self.claims.clear();
+        }
+        match &self.conflict {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
         }
     }
 
@@ -91,6 +136,8 @@ impl Tracker {
     /// The recording will never run: forgets what it recorded in every
     /// sample table it touched and lets go of what it held.
     fn abandon(&mut self) {
+        // The tables learn every write first, so that they forget them all.
+        let _ = self.release_claims();
         self.ticket.set_phase(Phase::Abandoned);
         let id = self.ticket.id();
         for samples in &self.held.samples {
@@ -364,9 +411,18 @@ impl CommandBuffer {
     /// Ends the open command-buffer-level statistic query, if any. Call it
     /// before ending a caller's command buffer that used
     /// [`CommandBuffer::sample_counters`] with statistics.
+    ///
+    /// For a caller's command buffer it also fails, naming the index, when
+    /// another command buffer recorded on another thread at the same time
+    /// wrote an index this one wrote: do not submit it then.
+    /// ([`CommandBuffer::commit`] checks that itself.)
     pub fn end_statistics(&mut self) -> Result<()> {
         self.check_no_open_encoder()?;
-        crate::encoder::chain_close(self.device.raw(), self.raw, &mut self.chain)
+        crate::encoder::chain_close(self.device.raw(), self.raw, &mut self.chain)?;
+        if self.owned.is_none() {
+            self.tracker.release_claims()?;
+        }
+        Ok(())
     }
 
     /// Writes a timestamp into a heap between passes
@@ -443,6 +499,8 @@ impl CommandBuffer {
     /// Only for command buffers gpu-counters allocated.
     pub fn commit(mut self) -> Result<Submission> {
         self.end_statistics()?;
+        // The tables learn every claimed write before the GPU can run any.
+        self.tracker.release_claims()?;
         let Some(owned) = self.owned.take() else {
             return Err(InvalidInput::EncoderState(
                 "commit of a caller's command buffer: end and submit it yourself".into(),
@@ -505,8 +563,10 @@ impl Drop for CommandBuffer {
             return;
         }
         // A caller's command buffer: close the statistic query left open (the
-        // caller ends the buffer), then the caller submits it.
+        // caller ends the buffer), then the caller submits it. (The tables
+        // learn every claimed write here at the latest.)
         let _ = self.end_statistics();
+        let _ = self.tracker.release_claims();
         self.tracker.ticket.set_phase(Phase::External);
         let held = self.tracker.take_held();
         if self.completion_taken && !held.is_empty() {
@@ -646,7 +706,7 @@ fn not_timestamps(samples: &Samples) -> Error {
 }
 
 /// Records one timestamp into `samples[index]` at `stage`.
-#[inline]
+#[inline(always)]
 pub(crate) fn write_timestamp(
     device: &Device,
     cmd: vk::CommandBuffer,
@@ -659,6 +719,32 @@ pub(crate) fn write_timestamp(
     if samples.set != gpu_counters_core::CommonCounterSet::Timestamp {
         return Err(not_timestamps(samples));
     }
+    if tracker.claims.try_write(samples, index) {
+        // SAFETY: the index is clean in a block this recording claimed
+        // (`LocalClaims::try_write`): inside the set, its query reset and
+        // written by no other recording; `cmd` is recording.
+        unsafe {
+            device
+                .raw()
+                .cmd_write_timestamp2(cmd, stage, samples.main.raw, index)
+        };
+        return Ok(());
+    }
+    write_timestamp_locked(device, cmd, samples, index, stage, in_render_pass, tracker)
+}
+
+/// [`write_timestamp`] under the bookkeeping lock: the first write into a
+/// block (which claims it), and every write that needs a reset or a check.
+#[inline(never)]
+fn write_timestamp_locked(
+    device: &Device,
+    cmd: vk::CommandBuffer,
+    samples: &Arc<Samples>,
+    index: u32,
+    stage: vk::PipelineStageFlags2,
+    in_render_pass: bool,
+    tracker: &mut Tracker,
+) -> Result<()> {
     let mut slots = samples.lock()?;
     if samples.prepare_write(&mut slots, index, in_render_pass, tracker)? {
         samples.record_reset(&mut slots, cmd, tracker, index);
@@ -677,5 +763,8 @@ pub(crate) fn write_timestamp(
         tracker.ticket.id(),
         0,
     );
+    tracker
+        .claims
+        .claim(samples, &mut slots, index, &tracker.ticket);
     Ok(())
 }

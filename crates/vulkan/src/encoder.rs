@@ -256,6 +256,11 @@ impl<'c> EncoderCore<'c> {
             if a.is_start && starts_reset_themselves {
                 continue;
             }
+            // Clean in a block this recording claimed: nothing to reset, and
+            // no other recording can write it before this pass's end.
+            if self.cmd.tracker.claims.is_clean(&a.buffer.inner, index) {
+                continue;
+            }
             let mut slots = a.buffer.inner.lock()?;
             if a.buffer
                 .inner
@@ -469,6 +474,10 @@ impl<'c> EncoderCore<'c> {
                 false,
                 &mut self.cmd.tracker,
             ));
+            if rest.is_empty() {
+                self.cmd.spare_relaxed.writes.push(writes);
+                continue;
+            }
             if let Ok(mut slots) = heap.lock() {
                 let rec = self.cmd.tracker.ticket.id();
                 for &i in rest {

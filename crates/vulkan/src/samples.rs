@@ -176,6 +176,9 @@ impl Samples {
         in_render_pass: bool,
         tracker: &mut Tracker,
     ) -> Result<bool> {
+        // A locked write of this recording into these samples: its claim
+        // (whose clean indices this write may change) ends first.
+        tracker.release_claim(self, slots);
         let dirty = self
             .core
             .check_write(slots, index, in_render_pass, tracker.ticket.id())?;

@@ -23,12 +23,14 @@
 //! then an availability word. The CPU resolve turns them into Metal's layout
 //! with [`COUNTER_ERROR_VALUE`] and a status for every sample without a value.
 
+mod claim;
 mod pass;
 mod table;
 #[cfg(test)]
 mod tests;
 mod ticket;
 
+pub use claim::{LocalClaims, BLOCK, WRITTEN_CONCURRENTLY};
 pub use pass::{check_pass_attachments, RelaxedWrites};
 pub use table::{SampleTable, SlotState, ABSENT, NONE, OCCLUSION, RECORDED_ELSEWHERE, STILL_OPEN};
 use table::{NOT_SUBMITTED, PENDING};
@@ -117,8 +119,11 @@ pub struct SampleSet {
     pub valid_mask: u64,
     /// What an index is called in messages: `sample` or `heap entry`.
     pub what: &'static str,
-    /// The per-index bookkeeping.
+    /// The per-index bookkeeping. Lock it through [`SampleSet::lock`] only,
+    /// which applies the writes of claimed blocks first.
     pub slots: Mutex<SampleTable>,
+    /// Each block's published written indices (see [`claim`]).
+    pub(crate) blocks: std::sync::Arc<[claim::BlockWords]>,
 }
 
 impl SampleSet {
@@ -140,6 +145,7 @@ impl SampleSet {
             ))
         })?;
         Ok(Self {
+            blocks: slots.blocks.clone(),
             label,
             set,
             storage,
@@ -152,10 +158,16 @@ impl SampleSet {
     }
 
     #[inline]
-    /// Locks the bookkeeping.
+    /// Locks the bookkeeping, with every write that recordings made into
+    /// their claimed blocks so far applied (see [`LocalClaims`]).
     pub fn lock(&self) -> Result<std::sync::MutexGuard<'_, SampleTable>> {
         match self.slots.lock() {
-            Ok(slots) => Ok(slots),
+            Ok(mut slots) => {
+                if !slots.claims.is_empty() {
+                    self.apply_claims(&mut slots);
+                }
+                Ok(slots)
+            }
             Err(_) => Err(self.poisoned()),
         }
     }

@@ -90,6 +90,11 @@ pub struct SampleTable {
     /// [`super::QueryRead::read_into`]).
     pub(crate) scratch: Vec<u64>,
     pub(crate) occlusion_scratch: Vec<u64>,
+    /// Blocks claimed by recordings for writes without the lock (see
+    /// [`super::claim`]).
+    pub(crate) claims: Vec<super::claim::TableClaim>,
+    /// The words of every block, shared with [`super::SampleSet::blocks`].
+    pub(crate) blocks: std::sync::Arc<[super::claim::BlockWords]>,
 }
 
 impl SampleTable {
@@ -115,6 +120,8 @@ impl SampleTable {
             aliases: false,
             scratch: Vec::new(),
             occlusion_scratch: Vec::new(),
+            claims: Vec::new(),
+            blocks: super::claim::block_words(count)?,
         })
     }
 
@@ -123,6 +130,22 @@ impl SampleTable {
     /// chain's start), counting `occlusion` too.
     #[inline]
     pub fn mark_recorded(&mut self, index: u32, link: u32, occlusion: bool, rec: u64, chain: u64) {
+        if !self.claims.is_empty() {
+            self.note_foreign(index, rec);
+        }
+        self.mark_recorded_unclaimed(index, link, occlusion, rec, chain);
+    }
+
+    /// [`SampleTable::mark_recorded`] without the check against claims.
+    #[inline]
+    pub(crate) fn mark_recorded_unclaimed(
+        &mut self,
+        index: u32,
+        link: u32,
+        occlusion: bool,
+        rec: u64,
+        chain: u64,
+    ) {
         let i = index as usize;
         self.gen[i] = self.gen[i].wrapping_add(1);
         self.state[i] = SlotState::Recorded;
@@ -142,6 +165,9 @@ impl SampleTable {
     /// Notes that relaxed write `index` shares the timestamp of `target`,
     /// recorded by ticket `rec`.
     pub fn mark_alias(&mut self, index: u32, target: u32, rec: u64) {
+        if !self.claims.is_empty() {
+            self.note_foreign(index, rec);
+        }
         let i = index as usize;
         self.aliases = true;
         self.gen[i] = self.gen[i].wrapping_add(1);
@@ -157,6 +183,9 @@ impl SampleTable {
     /// done, an older value may still be visible, so the index resolves as
     /// not ready.
     pub fn note_reset(&mut self, index: u32, ticket: &Ticket) {
+        if !self.claims.is_empty() {
+            self.note_foreign(index, ticket.id());
+        }
         let i = index as usize;
         self.set_ticket(i, ticket);
         self.dirty[i] = false;

@@ -334,3 +334,158 @@ fn failed_timestamp_queries_resolve_as_errors() {
     let r = samples.resolve_cpu(3..4, &queries, None).unwrap();
     assert_eq!(r.statuses(), &[SampleStatus::Error]);
 }
+
+/// A recording's locked write of `index`, then its claim of the block, as a
+/// backend's slow path does it.
+fn locked_write(samples: &SampleSet, claims: &mut LocalClaims, ticket: &Ticket, index: u32) {
+    let mut slots = samples.lock().unwrap();
+    if let Some(i) = claims.release(samples, &mut slots, ticket) {
+        panic!("conflict at {i}");
+    }
+    assert!(!samples
+        .check_write(&slots, index, false, ticket.id())
+        .unwrap());
+    slots.register(ticket);
+    slots.mark_recorded(index, NONE, false, ticket.id(), 0);
+    claims.claim(samples, &mut slots, index, ticket);
+}
+
+/// Writes into a claimed block skip the lock, and the next lock shows them
+/// as recorded by the claimant: pending, refused to others, and written
+/// once available.
+#[test]
+fn claimed_writes_are_seen_by_the_next_lock() {
+    let n = 2 * BLOCK + 5;
+    let samples = set(CommonCounterSet::Timestamp, n, [ABSENT; 8]);
+    let mine = Ticket::new();
+    let other = Ticket::new();
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &mine, 0);
+    // The rest of block 0 goes without the lock; index 0 is dirty now.
+    assert!(!claims.try_write(&samples, 0));
+    for i in 1..BLOCK {
+        assert!(claims.try_write(&samples, i), "{i}");
+    }
+    // Into block 1: not claimed yet.
+    assert!(!claims.try_write(&samples, BLOCK));
+    locked_write(&samples, &mut claims, &mine, BLOCK);
+    for i in BLOCK + 1..2 * BLOCK {
+        assert!(claims.try_write(&samples, i), "{i}");
+    }
+    // The last block is partial.
+    locked_write(&samples, &mut claims, &mine, 2 * BLOCK);
+    for i in 2 * BLOCK + 1..n {
+        assert!(claims.try_write(&samples, i), "{i}");
+    }
+    // Past the end: never clean.
+    assert!(!claims.try_write(&samples, n));
+    let mut slots = samples.lock().unwrap();
+    for i in 0..n {
+        assert_eq!(slots.state[i as usize], SlotState::Recorded, "{i}");
+        assert_eq!(slots.rec[i as usize], mine.id(), "{i}");
+        assert!(slots.dirty[i as usize], "{i}");
+    }
+    let e = samples.check_write(&slots, 7, false, other.id());
+    assert!(e.is_err(), "written by an open recording");
+    let none = Scripted {
+        values: 1,
+        data: vec![0; 2 * n as usize],
+    };
+    let e = samples.check_host_reset(&mut slots, &none, 0, n, "reset");
+    assert!(e.is_err(), "recorded, not submitted: pending");
+    assert_eq!(claims.release(&samples, &mut slots, &mine), None);
+    assert!(slots.claims.is_empty());
+    drop(slots);
+    mine.set_phase(Phase::Done);
+    let all = Scripted {
+        values: 1,
+        data: (0..n).flat_map(|i| [u64::from(i) + 10, 1]).collect(),
+    };
+    let r = samples.resolve_cpu(0..n as u64, &all, None).unwrap();
+    assert!(r.all_written(), "{:?}", r.statuses());
+}
+
+/// A claim snapshot leaves out dirty indices, indices another open
+/// recording wrote, and open ones; a later write of them takes the locked
+/// path.
+#[test]
+fn a_claim_covers_only_indices_writable_as_they_are() {
+    let samples = set(CommonCounterSet::Timestamp, BLOCK, [ABSENT; 8]);
+    let (mine, other, done) = (Ticket::new(), Ticket::new(), Ticket::new());
+    {
+        let mut slots = samples.lock().unwrap();
+        slots.register(&other);
+        slots.mark_recorded(3, NONE, false, other.id(), 0);
+        slots.register(&done);
+        slots.mark_recorded(4, NONE, false, done.id(), 0);
+        slots.dirty[4] = false;
+        slots.open[5] = true;
+    }
+    done.complete();
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &mine, 0);
+    assert!(!claims.try_write(&samples, 3), "another open recording's");
+    assert!(
+        claims.try_write(&samples, 4),
+        "a finished recording's, reset"
+    );
+    assert!(!claims.try_write(&samples, 5), "open");
+    assert!(claims.try_write(&samples, 6));
+    assert!(!claims.try_write(&samples, 6), "written: dirty now");
+}
+
+/// Another recording's write into a claimed block revokes that index from
+/// the claim: the claimant's own write of it takes the locked path (which
+/// refuses it). A true race, where neither saw the other, is reported when
+/// the claim is released.
+#[test]
+fn foreign_writes_revoke_and_races_are_reported() {
+    let samples = set(CommonCounterSet::Timestamp, BLOCK, [ABSENT; 8]);
+    let (mine, other) = (Ticket::new(), Ticket::new());
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &mine, 0);
+    assert!(claims.try_write(&samples, 1));
+    {
+        // The other recording's locked write of index 2: the claim holds the
+        // block, so it claims nothing itself.
+        let mut theirs = LocalClaims::default();
+        locked_write(&samples, &mut theirs, &other, 2);
+        assert!(theirs.is_empty(), "block 0 is claimed");
+        let slots = samples.lock().unwrap();
+        let e = samples.check_write(&slots, 1, false, other.id());
+        assert!(e.is_err(), "index 1 is the claimant's");
+    }
+    assert!(!claims.try_write(&samples, 2), "revoked");
+    let slots = samples.lock().unwrap();
+    assert!(samples.check_write(&slots, 2, false, mine.id()).is_err());
+    drop(slots);
+    // A race: the claimant writes index 9 without the lock while another
+    // thread, not seeing it yet, writes 9 under the lock.
+    assert!(claims.try_write(&samples, 9));
+    {
+        let mut raw = samples.slots.lock().unwrap();
+        raw.mark_recorded(9, NONE, false, other.id(), 0);
+    }
+    let mut slots = samples.lock().unwrap();
+    assert_eq!(claims.release(&samples, &mut slots, &mine), Some(9));
+}
+
+/// A claim left by a recording that ended without releasing it (leaked) is
+/// taken over, its writes kept.
+#[test]
+fn a_leaked_claim_is_taken_over() {
+    let samples = set(CommonCounterSet::Timestamp, BLOCK, [ABSENT; 8]);
+    let (old, new) = (Ticket::new(), Ticket::new());
+    let mut leaked = LocalClaims::default();
+    locked_write(&samples, &mut leaked, &old, 0);
+    assert!(leaked.try_write(&samples, 1));
+    old.set_phase(Phase::Abandoned);
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &new, 2);
+    assert!(!claims.is_empty(), "taken over");
+    assert!(!claims.try_write(&samples, 1), "the leaked write is dirty");
+    assert!(claims.try_write(&samples, 3));
+    let slots = samples.lock().unwrap();
+    assert_eq!(slots.rec[1], old.id());
+    assert_eq!(slots.rec[3], new.id());
+}

@@ -1,0 +1,326 @@
+//! Block claims: timestamp writes without the bookkeeping lock.
+//!
+//! Taking a sample set's lock for every timestamp write costs about as much
+//! as the driver's own command. So a recording claims a block of
+//! [`BLOCK`] indices once, under the lock, with a snapshot of which of them
+//! it may write as they are ("clean": no reset needed, not open, not
+//! recorded by another open recording). It then writes clean indices of the
+//! block without the lock: it notes each in its own [`LocalClaims`] and
+//! publishes it in the block's atomic word of written indices, of which it
+//! is the only writer (a plain store).
+//!
+//! Whoever takes the lock next ([`SampleSet::lock`]) first applies the
+//! published writes to the table, as [`SampleTable::mark_recorded`] by the
+//! claiming recording, so every reader sees them as if each had been
+//! recorded under the lock. A write that another thread has not seen yet is
+//! one it saw before the write happened: the recording has not been
+//! submitted, so the GPU cannot have run it either.
+//!
+//! A claim is exclusive: another recording's write into a claimed block
+//! takes the locked path, which sees the applied writes (and refuses an
+//! index the claimant wrote), and revokes the index it writes from the
+//! claim, so that the claimant's own write of it takes the locked path too
+//! (and is refused). Only a true race, both writing one index at once on
+//! two threads, gets past both checks: the revocation then shows it when the
+//! claimant releases the claim (at its next locked write into that set, at
+//! commit, or when dropped), and the claimant's command buffer is refused.
+//! Within one thread, or between threads that synchronize, the second write
+//! is refused at once, as under the lock.
+
+use super::table::{SampleTable, NONE};
+use super::ticket::{Phase, Ticket};
+use super::SampleSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Indices per claimed block.
+pub const BLOCK: u32 = 64;
+
+/// Why a recording that claimed an index cannot be submitted: another
+/// recording wrote the same index while it was being recorded.
+pub const WRITTEN_CONCURRENTLY: &str = "was also written by another command buffer recorded at the same time on another thread: this command buffer cannot be submitted; give each recording its own indices";
+
+/// The table's side of a claim.
+pub(crate) struct TableClaim {
+    pub(crate) block: u32,
+    pub(crate) ticket: Ticket,
+    /// The published writes already applied to the table.
+    pub(crate) applied: u64,
+}
+
+/// What a claimed block shares between its claimant and everyone else, as
+/// masks: bit `i` of block `b` is index `b * BLOCK + i`.
+#[derive(Default)]
+pub(crate) struct BlockWords {
+    /// The indices the claimant wrote without the lock: only it stores here.
+    written: AtomicU64,
+    /// The indices other recordings wrote or reset since the claim: only
+    /// they set bits here, under the lock.
+    revoked: AtomicU64,
+}
+
+/// The words of every block of a set of `count` samples.
+pub(crate) fn block_words(count: u32) -> Option<std::sync::Arc<[BlockWords]>> {
+    let n = count.div_ceil(BLOCK) as usize;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.resize_with(n, BlockWords::default);
+    Some(v.into())
+}
+
+/// One recording's claim on a block of one set.
+struct LocalClaim {
+    /// The set's address: the recording holds the set while it records.
+    key: usize,
+    block: u32,
+    /// Indices it may still write without the lock.
+    clean: u64,
+    /// Indices it wrote without the lock (what the block's word holds).
+    written: u64,
+}
+
+/// A recording's claims: at most one block per set. Not shared: it lives in
+/// the recording (a command buffer's tracker).
+#[derive(Default)]
+pub struct LocalClaims {
+    list: Vec<LocalClaim>,
+    /// The claim used last, tried first.
+    hot: usize,
+}
+
+impl LocalClaims {
+    /// Whether `index` of `set` is clean in a block this recording claimed.
+    /// If so, the write is noted and published, and the caller records it
+    /// without the lock: call this only right before recording the write.
+    #[inline]
+    pub fn try_write(&mut self, set: &SampleSet, index: u32) -> bool {
+        let key = set as *const SampleSet as usize;
+        let Some(c) = self.list.get_mut(self.hot) else {
+            return false;
+        };
+        let bit = 1u64 << (index % BLOCK);
+        if c.key != key || c.block != index / BLOCK || c.clean & bit == 0 {
+            return self.try_write_cold(set, key, index);
+        }
+        let words = &set.blocks[c.block as usize];
+        if words.revoked.load(Ordering::Relaxed) & bit != 0 {
+            return false;
+        }
+        c.clean &= !bit;
+        c.written |= bit;
+        // The claimant is this word's only writer while the claim lasts.
+        words.written.store(c.written, Ordering::Relaxed);
+        true
+    }
+
+    /// [`LocalClaims::try_write`] through a claim other than the hot one.
+    #[inline(never)]
+    fn try_write_cold(&mut self, set: &SampleSet, key: usize, index: u32) -> bool {
+        let Some(pos) = self.list.iter().position(|c| c.key == key) else {
+            return false;
+        };
+        self.hot = pos;
+        let c = &mut self.list[pos];
+        let bit = 1u64 << (index % BLOCK);
+        let words = &set.blocks[c.block as usize];
+        if c.block != index / BLOCK
+            || c.clean & bit == 0
+            || words.revoked.load(Ordering::Relaxed) & bit != 0
+        {
+            return false;
+        }
+        c.clean &= !bit;
+        c.written |= bit;
+        words.written.store(c.written, Ordering::Relaxed);
+        true
+    }
+
+    /// Whether `index` of `set` is clean in a block this recording claimed
+    /// (a write of it would not need the lock), without writing it.
+    pub fn is_clean(&self, set: &SampleSet, index: u32) -> bool {
+        let key = set as *const SampleSet as usize;
+        let bit = 1u64 << (index % BLOCK);
+        self.list.iter().any(|c| {
+            c.key == key
+                && c.block == index / BLOCK
+                && c.clean & bit != 0
+                && set.blocks[c.block as usize].revoked.load(Ordering::Relaxed) & bit == 0
+        })
+    }
+
+    /// Whether this recording holds a claim on `set`.
+    pub fn holds(&self, set: &SampleSet) -> bool {
+        let key = set as *const SampleSet as usize;
+        self.list.iter().any(|c| c.key == key)
+    }
+
+    /// Ends this recording's claim on `set`, if any, with `slots` locked
+    /// from `set` (which applied its writes). Returns an index that another
+    /// recording wrote too (see the module docs), if any.
+    pub fn release(
+        &mut self,
+        set: &SampleSet,
+        slots: &mut SampleTable,
+        ticket: &Ticket,
+    ) -> Option<u32> {
+        let key = set as *const SampleSet as usize;
+        let pos = self.list.iter().position(|c| c.key == key)?;
+        let local = self.list.swap_remove(pos);
+        self.hot = 0;
+        set.apply_claims(slots);
+        let t = slots
+            .claims
+            .iter()
+            .position(|c| c.block == local.block && c.ticket.id() == ticket.id())?;
+        slots.claims.swap_remove(t);
+        let revoked = set.blocks[local.block as usize]
+            .revoked
+            .load(Ordering::Relaxed);
+        let both = revoked & local.written;
+        (both != 0).then(|| local.block * BLOCK + both.trailing_zeros())
+    }
+
+    /// Claims the block of `index` in `set` for this recording, with `slots`
+    /// locked from `set`, unless another open recording holds it. Call it
+    /// after [`LocalClaims::release`] of `set`, once the locked write of
+    /// `index` is noted in `slots`.
+    pub fn claim(&mut self, set: &SampleSet, slots: &mut SampleTable, index: u32, ticket: &Ticket) {
+        let block = index / BLOCK;
+        if let Some(pos) = slots.claims.iter().position(|c| c.block == block) {
+            if slots.claims[pos].ticket.phase() == Phase::Recording {
+                return;
+            }
+            // Its recording ended without releasing it (leaked): its
+            // published writes were applied by the lock, so it is done.
+            slots.claims.swap_remove(pos);
+        }
+        let clean = clean_mask(set, slots, block, ticket.id());
+        if clean == 0 {
+            return;
+        }
+        let words = &set.blocks[block as usize];
+        words.written.store(0, Ordering::Relaxed);
+        words.revoked.store(0, Ordering::Relaxed);
+        slots.claims.push(TableClaim {
+            block,
+            ticket: ticket.clone(),
+            applied: 0,
+        });
+        self.list.push(LocalClaim {
+            key: set as *const SampleSet as usize,
+            block,
+            clean,
+            written: 0,
+        });
+        self.hot = self.list.len() - 1;
+    }
+
+    /// Whether the recording holds no claim.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Forgets every claim without releasing it: for a recording whose sets
+    /// are gone or released otherwise.
+    pub fn clear(&mut self) {
+        self.list.clear();
+        self.hot = 0;
+    }
+}
+
+/// The indices of `block` that recording `me` may write without a reset and
+/// without conflict: exactly those that [`SampleSet::check_write`] would
+/// accept without a reset.
+fn clean_mask(set: &SampleSet, slots: &SampleTable, block: u32, me: u64) -> u64 {
+    let first = (block * BLOCK) as usize;
+    let end = (first + BLOCK as usize).min(set.count as usize);
+    let r = first..end;
+    // Branch-free over the block; indices another recording wrote are
+    // looked at one by one below (rare: blocks are usually one recording's).
+    let (mut writable, mut others) = (0u64, 0u64);
+    for (j, ((&dirty, &open), &rec)) in slots.dirty[r.clone()]
+        .iter()
+        .zip(&slots.open[r.clone()])
+        .zip(&slots.rec[r])
+        .enumerate()
+    {
+        let free = !(dirty | open);
+        let other = rec != 0 && rec != me;
+        writable |= u64::from(free & !other) << j;
+        others |= u64::from(free & other) << j;
+    }
+    // Recordings repeat along a block: ask about each one once.
+    let mut last = (0u64, false);
+    while others != 0 {
+        let j = others.trailing_zeros();
+        others &= others - 1;
+        let rec = slots.rec[first + j as usize];
+        if rec != last.0 {
+            last = (rec, !slots.still_recording(rec));
+        }
+        if last.1 {
+            writable |= 1 << j;
+        }
+    }
+    writable
+}
+
+impl SampleSet {
+    /// Applies every claim's published writes that the table has not seen.
+    #[inline]
+    pub(crate) fn apply_claims(&self, slots: &mut SampleTable) {
+        for k in 0..slots.claims.len() {
+            let c = &slots.claims[k];
+            let written = self.blocks[c.block as usize]
+                .written
+                .load(Ordering::Relaxed);
+            let new = written & !c.applied;
+            if new == 0 {
+                continue;
+            }
+            let (block, id) = (c.block, c.ticket.id());
+            slots.claims[k].applied = written;
+            slots.mark_block_recorded(block * BLOCK, new, id);
+        }
+    }
+}
+
+impl SampleTable {
+    /// [`SampleTable::mark_recorded`] of the indices `first + i` for each bit
+    /// `i` of `mask`, timestamps by recording `rec`.
+    fn mark_block_recorded(&mut self, first: u32, mask: u64, rec: u64) {
+        // Runs of consecutive indices (the usual case: a whole block but
+        // its first index, which the locked write took), filled at once.
+        let mut m = mask;
+        while m != 0 {
+            let start = m.trailing_zeros();
+            let len = (m >> start).trailing_ones();
+            m &= !(((1u128 << len) - 1) << start) as u64;
+            let r = (first + start) as usize..(first + start + len) as usize;
+            for g in &mut self.gen[r.clone()] {
+                *g = g.wrapping_add(1);
+            }
+            self.state[r.clone()].fill(super::SlotState::Recorded);
+            self.link[r.clone()].fill(NONE);
+            self.link_gen[r.clone()].fill(0);
+            self.occlusion[r.clone()].fill(false);
+            self.rec[r.clone()].fill(rec);
+            self.dirty[r.clone()].fill(true);
+            self.seen[r.clone()].fill(false);
+            self.chain[r].fill(0);
+        }
+    }
+
+    /// Notes that recording `rec` wrote or reset `index`: revoked from a
+    /// claim on its block by another recording.
+    #[inline(never)]
+    pub(crate) fn note_foreign(&mut self, index: u32, rec: u64) {
+        let block = index / BLOCK;
+        for c in &self.claims {
+            if c.block == block && c.ticket.id() != rec {
+                self.blocks[block as usize]
+                    .revoked
+                    .fetch_or(1 << (index % BLOCK), Ordering::Relaxed);
+            }
+        }
+    }
+}

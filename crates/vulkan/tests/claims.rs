@@ -1,0 +1,167 @@
+//! Timestamp writes into claimed blocks, which skip the bookkeeping lock
+//! (`gpu_counters_core::bookkeeping::LocalClaims`): every rule of the locked
+//! path still holds for them, on the real driver with validation on.
+mod common;
+
+use gpu_counters_core::{
+    CommonCounterSet, CounterErrorKind, CounterSampleBufferDescriptor, Error, InvalidInput,
+    SampleStatus,
+};
+use gpu_counters_vulkan::{CommandBuffer, CounterSampleBuffer, Device};
+use std::sync::Barrier;
+
+fn times(device: &Device, n: u32) -> CounterSampleBuffer {
+    device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Timestamp,
+            "claims",
+            n,
+        ))
+        .unwrap()
+}
+
+fn reuse_reason(e: Error) -> &'static str {
+    assert_eq!(e.kind(), CounterErrorKind::Invalid, "{e}");
+    match e.invalid().cloned().unwrap() {
+        InvalidInput::SampleIndexReuse { reason, .. } => reason,
+        other => panic!("expected SampleIndexReuse, got {other:?}"),
+    }
+}
+
+/// Indices over several blocks, the last one partial: not ready and not
+/// resettable until submitted, then all written in order.
+#[test]
+fn claimed_writes_are_pending_until_submitted() {
+    let device = common::device();
+    let n = 2 * 64 + 9;
+    let buffer = times(&device, n);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    for i in 0..n {
+        cmd.sample_counters(&buffer, i, i % 2 == 1).unwrap();
+    }
+    let before = buffer.resolve_counter_range(0..n as u64).unwrap();
+    assert_eq!(before.count(SampleStatus::NotReady), n as usize);
+    assert!(buffer.reset().is_err(), "recorded, not submitted");
+    common::run(cmd);
+    let after = buffer.resolve_counter_range(0..n as u64).unwrap();
+    assert!(after.all_written(), "{:?}", after.statuses());
+    let t = after.timestamps().unwrap();
+    assert!(t.windows(2).all(|w| w[0].timestamp <= w[1].timestamp));
+    common::assert_no_validation_messages(&device);
+}
+
+/// An index one recording wrote without the lock is refused to another
+/// while the first is open; the other's write of an index of the same block
+/// is then refused to the first. Both submit, every index written once.
+#[test]
+fn claimed_indices_are_refused_to_other_recordings() {
+    let device = common::device();
+    let buffer = times(&device, 64);
+    let mut first = CommandBuffer::new(&device).unwrap();
+    for i in 0..10 {
+        first.sample_counters(&buffer, i, true).unwrap();
+    }
+    let mut second = CommandBuffer::new(&device).unwrap();
+    let e = second.sample_counters(&buffer, 5, true).unwrap_err();
+    assert!(reuse_reason(e).contains("not been submitted"));
+    second.sample_counters(&buffer, 20, true).unwrap();
+    let e = first.sample_counters(&buffer, 20, true).unwrap_err();
+    assert!(reuse_reason(e).contains("not been submitted"));
+    first.sample_counters(&buffer, 21, true).unwrap();
+    common::run(first);
+    common::run(second);
+    let r = buffer.resolve_counter_range(0..22).unwrap();
+    let written: Vec<u32> = (0..22)
+        .filter(|&i| r.statuses()[i as usize] == SampleStatus::Written)
+        .collect();
+    let want: Vec<u32> = (0..10).chain([20, 21]).collect();
+    assert_eq!(written, want);
+    common::assert_no_validation_messages(&device);
+}
+
+/// Indices written again, in the same recording and in the next one without
+/// a host reset, are reset first (the validation layer reports a write of a
+/// query that was not reset).
+#[test]
+fn rewritten_claimed_indices_are_reset_first() {
+    let device = common::device();
+    let n = 100;
+    let buffer = times(&device, n);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    for _ in 0..2 {
+        for i in 0..n {
+            cmd.sample_counters(&buffer, i, true).unwrap();
+        }
+    }
+    common::run(cmd);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    for i in 0..n {
+        cmd.sample_counters(&buffer, i, true).unwrap();
+    }
+    common::run(cmd);
+    let r = buffer.resolve_counter_range(0..n as u64).unwrap();
+    assert!(r.all_written(), "{:?}", r.statuses());
+    common::assert_no_validation_messages(&device);
+}
+
+/// A dropped recording's claimed writes are forgotten: not written, not
+/// pending, writable again.
+#[test]
+fn abandoned_claimed_writes_are_forgotten() {
+    let device = common::device();
+    let n = 100;
+    let buffer = times(&device, n);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    for i in 0..n {
+        cmd.sample_counters(&buffer, i, true).unwrap();
+    }
+    drop(cmd);
+    let r = buffer.resolve_counter_range(0..n as u64).unwrap();
+    assert_eq!(r.count(SampleStatus::NotWritten), n as usize);
+    buffer.reset().unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    for i in 0..n {
+        cmd.sample_counters(&buffer, i, true).unwrap();
+    }
+    common::run(cmd);
+    assert!(buffer
+        .resolve_counter_range(0..n as u64)
+        .unwrap()
+        .all_written());
+    common::assert_no_validation_messages(&device);
+}
+
+/// Four threads record their own interleaved indices of the same blocks at
+/// once: one claims each block, the others write under the lock, and none is
+/// refused (no index is shared). Every index is written by its thread.
+#[test]
+fn threads_writing_disjoint_indices_of_one_block_all_submit() {
+    let device = common::device();
+    let (threads, per) = (4u32, 48u32);
+    let n = threads * per;
+    let buffer = times(&device, n);
+    let start = Barrier::new(threads as usize);
+    let cmds: Vec<CommandBuffer> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (device, buffer, start) = (&device, &buffer, &start);
+                s.spawn(move || {
+                    let mut cmd = CommandBuffer::new(device).unwrap();
+                    start.wait();
+                    for k in 0..per {
+                        cmd.sample_counters(buffer, k * threads + t, true).unwrap();
+                    }
+                    cmd.end_statistics().unwrap();
+                    cmd
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for cmd in cmds {
+        common::run(cmd);
+    }
+    let r = buffer.resolve_counter_range(0..n as u64).unwrap();
+    assert!(r.all_written(), "{:?}", r.statuses());
+    common::assert_no_validation_messages(&device);
+}
