@@ -192,9 +192,9 @@ impl ThreadTag {
     fn new() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let t = std::thread::current();
-        let name: SharedStr = match t.name() {
-            Some(name) => name.into(),
-            None => format!("{:?}", t.id()).into(),
+        let name = match t.name() {
+            Some(name) => SharedStr::kept(name),
+            None => SharedStr::kept(&format!("{:?}", t.id())),
         };
         Self {
             key: NEXT.fetch_add(1, Ordering::Relaxed),
