@@ -86,6 +86,7 @@ fn main() -> R<()> {
         _ => 2 * n,
     };
     let mut raw_out = vec![[0u64; 2]; samples as usize];
+    let mut frames = Vec::new();
     for _ in 0..rounds {
         buffer.reset()?;
         heap.invalidate_counter_range(0..2 * n as u64)?;
@@ -194,11 +195,11 @@ fn main() -> R<()> {
                 black_box(&raw_out);
             }
             "profiler" => {
-                let frames = profiler.collect()?;
+                profiler.collect_into(&mut frames)?;
                 if frames.len() != 1 || frames[0].scopes.len() != n as usize {
                     return Err("profiler: frame not complete".into());
                 }
-                black_box(frames);
+                black_box(&frames);
             }
             v => {
                 let r = if v == "heap-precise" || v == "relaxed-pass" {

@@ -193,6 +193,9 @@ struct VulkanBench {
     spare: Option<CommandBuffer>,
     /// The profiler of the profiler-scopes variant, one frame per run.
     profiler: Profiler<Device>,
+    /// Its results, collected into again each run (`collect_into`), as the
+    /// resolves of the other rows go into results kept between runs.
+    frames: Vec<gpu_counters_profiler::FrameResult>,
     period_ns: f64,
     mask: u64,
     n: u32,
@@ -224,6 +227,7 @@ impl VulkanBench {
             })?,
             calibration: device.calibration()?,
             spare: None,
+            frames: Vec::new(),
             profiler: Profiler::new(
                 device,
                 ProfilerOptions {
@@ -614,10 +618,10 @@ impl VulkanBench {
             // outside the timed resolve.
             self.device.wait_idle()?;
             let t = Instant::now();
-            let frames = self.profiler.collect()?;
+            self.profiler.collect_into(&mut self.frames)?;
             resolve_ns = t.elapsed().as_nanos() as f64;
-            check_profiler_frames(&frames, n, "profiler")?;
-            black_box(frames);
+            check_profiler_frames(&self.frames, n, "profiler")?;
+            black_box(&self.frames);
         } else if samples > 0 {
             let uses_heap = matches!(
                 kind,

@@ -160,6 +160,9 @@ pub struct Profiler<D: BackendDevice> {
     /// What frames are resolved into, per page (timestamps, statistics):
     /// kept between collects, so that resolving allocates nothing.
     resolved: Mutex<(Vec<ResolvedCounters>, Vec<ResolvedCounters>)>,
+    /// Emptied scope lists of results handed back to
+    /// [`Profiler::collect_into`], for the next frames' results.
+    spare_scopes: Mutex<Vec<Vec<ScopeResult>>>,
     pub(crate) dropped_total: AtomicU64,
     pub(crate) buffers: AtomicUsize,
     sink: Mutex<Option<Box<dyn FrameSink>>>,
@@ -250,6 +253,7 @@ impl<D: BackendDevice> Profiler<D> {
             calibration: Mutex::new(calibration),
             labels: Mutex::new(Interner::default()),
             resolved: Mutex::new((Vec::new(), Vec::new())),
+            spare_scopes: Mutex::new(Vec::new()),
             dropped_total: AtomicU64::new(0),
             buffers: AtomicUsize::new(0),
             sink: Mutex::new(None),
@@ -364,9 +368,31 @@ impl<D: BackendDevice> Profiler<D> {
     /// begun before it has been; each frame is returned exactly once. Their
     /// slots are reset for reuse.
     pub fn collect(&self) -> Result<Vec<FrameResult>> {
+        let mut out = Vec::new();
+        self.collect_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// [`Profiler::collect`] into `frames`, replacing what it held: the
+    /// memory of the frames it held is reused for the new ones, so a loop
+    /// that collects every frame into the same vector allocates (and
+    /// page-faults) nothing per scope in steady state. On an error `frames`
+    /// is left empty.
+    pub fn collect_into(&self, frames: &mut Vec<FrameResult>) -> Result<()> {
+        {
+            let mut spare = lock(&self.spare_scopes);
+            for f in frames.drain(..) {
+                let mut scopes = f.scopes;
+                scopes.clear();
+                // As many as frames can be in flight: more would never be used.
+                if spare.len() <= self.options.frames_in_flight {
+                    spare.push(scopes);
+                }
+            }
+        }
+        let out = frames;
         let mut st = lock(&self.state);
         self.finish_all(&mut st)?;
-        let mut out = Vec::new();
         while matches!(st.pending.front(), Some(p) if matches!(p.stage, Stage::Done(_))) {
             if let Some(Pending {
                 stage: Stage::Done(r),
@@ -380,12 +406,12 @@ impl<D: BackendDevice> Profiler<D> {
         if !out.is_empty() {
             if let Some(sink) = lock(&self.sink).as_mut() {
                 let calibration = self.calibration();
-                for r in &out {
+                for r in out.iter() {
                     sink.frame(self.device.info(), &calibration, r);
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Hands every frame collected from now on (by [`Profiler::collect`] and
@@ -720,7 +746,8 @@ impl<D: BackendDevice> Profiler<D> {
         let mut abandoned = 0u32;
         // Result position of each scope, NO_SCOPE where it has none.
         let mut position: Vec<u32> = vec![NO_SCOPE; n];
-        let mut scopes: Vec<ScopeResult> = Vec::with_capacity(n);
+        let mut scopes: Vec<ScopeResult> = lock(&self.spare_scopes).pop().unwrap_or_default();
+        scopes.reserve(n);
         let mut labels = lock(&self.labels);
         let convert = calibration.converter();
         // The last label made shared, by its place in `store.labels`: runs of

@@ -808,3 +808,51 @@ fn huge_profiler_options_are_refused() {
     }
     assert_no_validation_messages(&device);
 }
+
+/// `collect_into` one vector frame after frame: each frame comes back whole
+/// with its own scopes only (fewer than the frame before, then more), in
+/// memory the earlier results held.
+#[test]
+fn collect_into_reuses_results_without_leftovers() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(2, 16, false, WAIT)).unwrap();
+    let mut results = Vec::new();
+    let mut kept_capacity = 0;
+    for (n, scopes) in [9usize, 3, 12, 1].into_iter().enumerate() {
+        let frame = profiler.begin_frame().unwrap();
+        let mut cmd = CommandBuffer::new(&device).unwrap();
+        for i in 0..scopes {
+            let label = if i % 2 == 0 { "even" } else { "odd" };
+            frame
+                .scope(&mut cmd, label, PassKind::Compute)
+                .unwrap()
+                .end(&mut cmd)
+                .unwrap();
+        }
+        let submission = cmd.commit().unwrap();
+        profiler
+            .end_frame(frame, Some(submission.cpu_submit_ns()))
+            .unwrap();
+        submission.wait().unwrap();
+        device.wait_idle().unwrap();
+        profiler.collect_into(&mut results).unwrap();
+        assert_eq!(results.len(), 1, "frame {n}");
+        let r = &results[0];
+        assert_eq!(r.index, n as u64);
+        assert_eq!(r.scopes.len(), scopes, "frame {n}");
+        for (i, s) in r.scopes.iter().enumerate() {
+            assert_eq!(s.label, if i % 2 == 0 { "even" } else { "odd" });
+            assert!(s.start_ns <= s.end_ns);
+        }
+        if n > 0 {
+            assert!(
+                r.scopes.capacity() >= kept_capacity,
+                "frame {n}: the earlier frame's scope list was reused"
+            );
+        }
+        kept_capacity = r.scopes.capacity();
+    }
+    assert_eq!(profiler.dropped_scopes_total(), 0);
+    drop(profiler);
+    assert_no_validation_messages(&device);
+}
