@@ -13,7 +13,9 @@
 //!
 //! Variants: `raw-pass` (raw ash `TOP_OF_PIPE` + `ALL_COMMANDS` pairs),
 //! `raw-precise`, `heap-precise`, `scope-pairs`, `attachments`,
-//! `relaxed-pass` (a relaxed heap write in a pass each), `profiler`
+//! `relaxed-pass` (a relaxed heap write in a pass each), `passes` (a pass
+//! each and no sample: the baseline of `attachments` and `relaxed-pass`),
+//! `profiler`
 //! (`Frame::scope` / `Scope::end` pairs, then `Profiler::collect`).
 //! Prints the median record and resolve ns per sample over the rounds.
 
@@ -143,6 +145,12 @@ fn main() -> R<()> {
                 for i in 0..n {
                     let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
                     enc.write_timestamp(TimestampGranularity::Relaxed, &heap, i)?;
+                    enc.end_encoding()?;
+                }
+            }
+            "passes" => {
+                for _ in 0..n {
+                    let enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
                     enc.end_encoding()?;
                 }
             }

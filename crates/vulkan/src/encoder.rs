@@ -225,26 +225,41 @@ impl<'c> EncoderCore<'c> {
     ) -> Result<()> {
         // One walk for what is checked per point: the device, and whether
         // any point samples at all or samples statistics.
-        let (mut any, mut statistic) = (false, false);
-        for a in list.clone().filter(|a| a.index.is_some()) {
+        // The points are kept as they go by (up to a few), so that checking
+        // them walks an array rather than the attachment iterator again.
+        const FEW: usize = 8;
+        let mut few = [None; FEW];
+        let (mut points, mut statistic) = (0usize, false);
+        for a in list.clone() {
+            let Some(index) = a.index else { continue };
             self.cmd
                 .check_device(&a.buffer.inner, "counter sample buffer")?;
-            any = true;
+            if let Some(slot) = few.get_mut(points) {
+                *slot = Some((
+                    Arc::as_ptr(&a.buffer.inner) as usize,
+                    &a.buffer.inner.core,
+                    index,
+                ));
+            }
+            points += 1;
             statistic |= a.buffer.counter_set() == CommonCounterSet::Statistic;
         }
-        if any {
+        if points > 0 {
             self.device()
                 .require_point(CounterSamplingPoint::AtStageBoundary)?;
-            let points = list.clone().filter_map(|a| {
-                a.index.map(|i| {
-                    (
-                        Arc::as_ptr(&a.buffer.inner) as usize,
-                        &a.buffer.inner.core,
-                        i,
-                    )
-                })
-            });
-            check_pass_attachments(points)?;
+            if points <= FEW {
+                check_pass_attachments(few.iter().flatten().copied())?;
+            } else {
+                check_pass_attachments(list.clone().filter_map(|a| {
+                    a.index.map(|i| {
+                        (
+                            Arc::as_ptr(&a.buffer.inner) as usize,
+                            &a.buffer.inner.core,
+                            i,
+                        )
+                    })
+                }))?;
+            }
         }
         // Reset re-used indices now, while outside any render pass. Outside
         // render passes, start timestamps (taken at once, and nothing before

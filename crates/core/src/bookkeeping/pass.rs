@@ -12,15 +12,27 @@ use crate::{CommonCounterSet, InvalidInput, Result};
 pub fn check_pass_attachments<'a>(
     points: impl Iterator<Item = (usize, &'a SampleSet, u32)> + Clone,
 ) -> Result<()> {
+    // Attachments are few: look back instead of keeping a set, over the
+    // first ones kept here (walking the points again costs more).
+    const FEW: usize = 8;
+    let mut few = [(0usize, 0u32); FEW];
     let mut statistic: Option<usize> = None;
     for (k, (key, samples, index)) in points.clone().enumerate() {
         samples.check_index(index)?;
-        // Attachments are few: look back instead of keeping a set.
-        if points
-            .clone()
-            .take(k)
-            .any(|(other, _, i)| other == key && i == index)
-        {
+        let twice = if k <= FEW {
+            few[..k]
+                .iter()
+                .any(|&(other, i)| other == key && i == index)
+        } else {
+            points
+                .clone()
+                .take(k)
+                .any(|(other, _, i)| other == key && i == index)
+        };
+        if k < FEW {
+            few[k] = (key, index);
+        }
+        if twice {
             return Err(InvalidInput::SampleIndexReuse {
                 label: samples.label.clone(),
                 index,

@@ -489,3 +489,32 @@ fn a_leaked_claim_is_taken_over() {
     assert_eq!(slots.rec[1], old.id());
     assert_eq!(slots.rec[3], new.id());
 }
+
+/// A pass's attachment points: an index attached twice is refused wherever
+/// the second one is (among the first few or past them), the same index
+/// of another buffer is not.
+#[test]
+fn attachment_points_attached_twice_are_refused() {
+    let a = set(CommonCounterSet::Timestamp, 64, [ABSENT; 8]);
+    let b = set(CommonCounterSet::Timestamp, 64, [ABSENT; 8]);
+    let points = |list: &[(usize, u32)]| -> Vec<(usize, u32)> { list.to_vec() };
+    let check = |list: Vec<(usize, u32)>| {
+        check_pass_attachments(
+            list.into_iter()
+                .map(|(key, i)| (key, if key == 1 { &a } else { &b }, i)),
+        )
+    };
+    let distinct: Vec<(usize, u32)> = (0..12u32).map(|i| (1 + i as usize % 2, i / 2)).collect();
+    check(distinct.clone()).unwrap();
+    for (first, second) in [(0, 1), (2, 9), (9, 11), (0, 11)] {
+        let mut list = points(&distinct);
+        list[second] = list[first];
+        let e = check(list).unwrap_err();
+        assert!(
+            e.to_string().contains("attached twice"),
+            "{first} {second}: {e}"
+        );
+    }
+    let e = check(vec![(1, 64)]).unwrap_err();
+    assert!(e.to_string().contains("64"), "{e}");
+}
