@@ -170,11 +170,13 @@ struct HeapRelaxed {
 }
 
 /// What ended encoders leave for the next ones of their command buffer:
-/// the (empty) list of heaps with relaxed writes, and emptied write lists.
+/// the (empty) list of heaps with relaxed writes, and emptied write lists,
+/// each with the heap it was last used for (so that the next pass writing
+/// that heap takes no new reference to it: an atomic operation per pass).
 #[derive(Default)]
 pub(crate) struct SpareRelaxed {
     heaps: Vec<HeapRelaxed>,
-    writes: Vec<RelaxedWrites>,
+    writes: Vec<HeapRelaxed>,
 }
 
 /// The state every encoder shares.
@@ -407,18 +409,26 @@ impl<'c> EncoderCore<'c> {
                 {
                     Some(r) => r.writes.insert(index),
                     None => {
-                        let mut writes = match self.cmd.spare_relaxed.writes.pop() {
-                            Some(mut w) => {
-                                w.reuse(heap.inner.count);
-                                w
-                            }
-                            None => RelaxedWrites::new(heap.inner.count),
+                        let spare = &mut self.cmd.spare_relaxed.writes;
+                        let mut entry = match spare
+                            .iter()
+                            .rposition(|r| Arc::ptr_eq(&r.heap, &heap.inner))
+                        {
+                            Some(p) => spare.swap_remove(p),
+                            None => match spare.pop() {
+                                Some(r) => HeapRelaxed {
+                                    heap: heap.inner.clone(),
+                                    writes: r.writes,
+                                },
+                                None => HeapRelaxed {
+                                    heap: heap.inner.clone(),
+                                    writes: RelaxedWrites::new(heap.inner.count),
+                                },
+                            },
                         };
-                        writes.insert(index);
-                        self.relaxed.push(HeapRelaxed {
-                            heap: heap.inner.clone(),
-                            writes,
-                        });
+                        entry.writes.reuse(heap.inner.count);
+                        entry.writes.insert(index);
+                        self.relaxed.push(entry);
                     }
                 }
                 Ok(())
@@ -475,31 +485,30 @@ impl<'c> EncoderCore<'c> {
             ));
         }
         let mut relaxed = std::mem::take(&mut self.relaxed);
-        for HeapRelaxed { heap, writes } in relaxed.drain(..) {
+        for entry in relaxed.drain(..) {
+            let HeapRelaxed { heap, writes } = &entry;
             let Some((&first, rest)) = writes.indices().split_first() else {
-                self.cmd.spare_relaxed.writes.push(writes);
+                self.cmd.spare_relaxed.writes.push(entry);
                 continue;
             };
             keep(write_timestamp(
                 &self.cmd.device,
                 self.cmd.raw,
-                &heap,
+                heap,
                 first,
                 vk::PipelineStageFlags2::ALL_COMMANDS,
                 false,
                 &mut self.cmd.tracker,
             ));
-            if rest.is_empty() {
-                self.cmd.spare_relaxed.writes.push(writes);
-                continue;
-            }
-            if let Ok(mut slots) = heap.lock() {
-                let rec = self.cmd.tracker.ticket.id();
-                for &i in rest {
-                    slots.mark_alias(i, first, rec);
+            if !rest.is_empty() {
+                if let Ok(mut slots) = heap.lock() {
+                    let rec = self.cmd.tracker.ticket.id();
+                    for &i in rest {
+                        slots.mark_alias(i, first, rec);
+                    }
                 }
             }
-            self.cmd.spare_relaxed.writes.push(writes);
+            self.cmd.spare_relaxed.writes.push(entry);
         }
         self.cmd.spare_relaxed.heaps = relaxed;
         first_error.map_or(Ok(()), Err)
