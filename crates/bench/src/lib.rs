@@ -120,7 +120,9 @@
 //!   `Calibration::interval_ns`; the profiler: `Profiler::collect` (after
 //!   `Device::wait_idle`, so that its frame marker has signalled and no
 //!   waiting is timed), which resolves and maps every scope onto the CPU
-//!   clock; wgpu: `map_async`, `Device::poll(Wait)`,
+//!   clock (with `Profiler::collect_into`, into results kept between runs,
+//!   as a frame loop would; the other rows resolve into new results); wgpu:
+//!   `map_async`, `Device::poll(Wait)`,
 //!   reading the mapped range, conversion and `unmap`; wgpu-profiler:
 //!   `end_frame`, `poll(Wait)` and `process_finished_frame`. Divided by the
 //!   sample count. Conversion is "ticks since the first sample, in ns" for all.
