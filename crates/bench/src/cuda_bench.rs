@@ -1125,7 +1125,7 @@ enum Gated {
 }
 
 /// The zero-intrusion stream figure with the host taken out: the N kernels
-/// run in batches of [`GATED_BATCH`], each queued whole behind a gate kernel
+/// run in batches of 500 (`batch`), each queued whole behind a gate kernel
 /// that waits on a mapped flag the host sets once the batch is launched, so
 /// the GPU runs a batch without waiting for launches; the GPU time is the
 /// sum over the batches of two timing events around each batch's kernels.
