@@ -18,6 +18,11 @@
 //! `profiler`
 //! (`Frame::scope` / `Scope::end` pairs, then `Profiler::collect`).
 //! Prints the median record and resolve ns per sample over the rounds.
+//!
+//! `VARIANT` may name several, comma-separated (`raw-pass,scope-pairs`):
+//! they then take turns round by round, and each later one's host cost
+//! (record + resolve) over the first one's is printed per round, as a
+//! median with quartiles, so a ratio is read from runs a moment apart.
 
 use ash::vk;
 use gpu_counters_core::timeline::PassKind;
@@ -81,15 +86,21 @@ fn main() -> R<()> {
             None,
         )?
     };
-    let (mut rec, mut res) = (Vec::new(), Vec::new());
+    let variants: Vec<&str> = variant.split(',').collect();
+    let mut rec = vec![Vec::new(); variants.len()];
+    let mut res = vec![Vec::new(); variants.len()];
     let mut spare: Option<CommandBuffer> = None;
-    let samples = match variant.as_str() {
-        "raw-precise" | "heap-precise" | "relaxed-pass" => n,
-        _ => 2 * n,
-    };
-    let mut raw_out = vec![[0u64; 2]; samples as usize];
+    let mut raw_out = vec![[0u64; 2]; 2 * n as usize];
     let mut frames = Vec::new();
-    for _ in 0..rounds {
+    // Several variants take turns, round by round (the first of each round
+    // rotating), so that each round's ratios compare runs a moment apart.
+    for round in 0..rounds * variants.len() {
+        let k = (round + round / variants.len()) % variants.len();
+        let variant = variants[k];
+        let samples = match variant {
+            "raw-precise" | "heap-precise" | "relaxed-pass" => n,
+            _ => 2 * n,
+        };
         buffer.reset()?;
         heap.invalidate_counter_range(0..2 * n as u64)?;
         // SAFETY: the pool's queries are not in use (every round waits).
@@ -104,7 +115,7 @@ fn main() -> R<()> {
         } else {
             None
         };
-        match variant.as_str() {
+        match variant {
             "raw-pass" | "raw-precise" => {
                 for i in 0..n {
                     // SAFETY: `cmd` is recording outside a render pass; the
@@ -181,7 +192,7 @@ fn main() -> R<()> {
             }
             other => return Err(format!("unknown variant {other}").into()),
         }
-        rec.push(t.elapsed().as_nanos() as f64 / samples as f64);
+        rec[k].push(t.elapsed().as_nanos() as f64 / samples as f64);
         let submission = cmd.commit()?;
         if let Some(frame) = frame {
             profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
@@ -189,14 +200,14 @@ fn main() -> R<()> {
         submission.wait()?;
         device.wait_idle()?;
         let t = Instant::now();
-        match variant.as_str() {
+        match variant {
             "raw-pass" | "raw-precise" => {
                 // SAFETY: `raw_out` holds `samples` (value, availability) pairs.
                 unsafe {
                     d.get_query_pool_results(
                         pool,
                         0,
-                        &mut raw_out[..],
+                        &mut raw_out[..samples as usize],
                         vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY,
                     )?
                 };
@@ -218,16 +229,42 @@ fn main() -> R<()> {
                 black_box(r);
             }
         }
-        res.push(t.elapsed().as_nanos() as f64 / samples as f64);
+        res[k].push(t.elapsed().as_nanos() as f64 / samples as f64);
         spare = Some(submission.reuse()?);
     }
     device.wait_idle()?;
     // SAFETY: the device is idle; nothing uses the pool any more.
     unsafe { d.destroy_query_pool(pool, None) };
-    println!(
-        "{variant}: record {:.1} ns/sample, resolve {:.1} ns/sample (median of {rounds}, {samples} samples)",
-        median(&mut rec),
-        median(&mut res)
-    );
+    for (k, v) in variants.iter().enumerate() {
+        let samples = if matches!(*v, "raw-precise" | "heap-precise" | "relaxed-pass") {
+            n
+        } else {
+            2 * n
+        };
+        println!(
+            "{v}: record {:.1} ns/sample, resolve {:.1} ns/sample (median of {rounds}, {samples} samples)",
+            median(&mut rec[k].clone()),
+            median(&mut res[k].clone())
+        );
+    }
+    // Each later variant's host cost (record + resolve) over the first's,
+    // round by round.
+    for k in 1..variants.len() {
+        let mut ratios: Vec<f64> = (0..rounds)
+            .map(|r| (rec[k][r] + res[k][r]) / (rec[0][r] + res[0][r]))
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let q = |p: f64| ratios[((ratios.len() - 1) as f64 * p).round() as usize];
+        println!(
+            "{} / {}: host ratio per round, median {:.2} [quartiles {:.2}, {:.2}; min {:.2}, max {:.2}]",
+            variants[k],
+            variants[0],
+            q(0.5),
+            q(0.25),
+            q(0.75),
+            ratios[0],
+            ratios[ratios.len() - 1]
+        );
+    }
     Ok(())
 }

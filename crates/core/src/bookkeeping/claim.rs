@@ -28,7 +28,7 @@
 //! is refused at once, as under the lock.
 
 use super::table::{SampleTable, NONE};
-use super::ticket::{Phase, Ticket};
+use super::ticket::Ticket;
 use super::SampleSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -42,7 +42,10 @@ pub const WRITTEN_CONCURRENTLY: &str = "was also written by another command buff
 /// The table's side of a claim.
 pub(crate) struct TableClaim {
     pub(crate) block: u32,
-    pub(crate) ticket: Ticket,
+    /// The claiming recording's ticket id (registered in the table's live
+    /// tickets by its first locked write, so no clone is kept here: a
+    /// clone is an atomic operation per block).
+    pub(crate) ticket: u64,
     /// The published writes already applied to the table.
     pub(crate) applied: u64,
 }
@@ -170,7 +173,7 @@ impl LocalClaims {
         let t = slots
             .claims
             .iter()
-            .position(|c| c.block == local.block && c.ticket.id() == ticket.id())?;
+            .position(|c| c.block == local.block && c.ticket == ticket.id())?;
         slots.claims.swap_remove(t);
         let revoked = set.blocks[local.block as usize]
             .revoked
@@ -186,14 +189,14 @@ impl LocalClaims {
     pub fn claim(&mut self, set: &SampleSet, slots: &mut SampleTable, index: u32, ticket: &Ticket) {
         let block = index / BLOCK;
         if let Some(pos) = slots.claims.iter().position(|c| c.block == block) {
-            if slots.claims[pos].ticket.phase() == Phase::Recording {
+            if slots.still_recording(slots.claims[pos].ticket) {
                 return;
             }
             // Its recording ended without releasing it (leaked): its
             // published writes were applied by the lock, so it is done.
             slots.claims.swap_remove(pos);
         }
-        let clean = clean_mask(set, slots, block, ticket.id());
+        let clean = clean_mask(set, slots, index, ticket.id());
         if clean == 0 {
             return;
         }
@@ -202,7 +205,7 @@ impl LocalClaims {
         words.revoked.store(0, Ordering::Relaxed);
         slots.claims.push(TableClaim {
             block,
-            ticket: ticket.clone(),
+            ticket: ticket.id(),
             applied: 0,
         });
         self.list.push(LocalClaim {
@@ -227,13 +230,29 @@ impl LocalClaims {
     }
 }
 
-/// The indices of `block` that recording `me` may write without a reset and
-/// without conflict: exactly those that [`SampleSet::check_write`] would
-/// accept without a reset.
-fn clean_mask(set: &SampleSet, slots: &SampleTable, block: u32, me: u64) -> u64 {
+/// The indices of the block of `written` (the index whose locked write
+/// claims it) that recording `me` may write without a reset and without
+/// conflict: exactly those that [`SampleSet::check_write`] would accept
+/// without a reset.
+fn clean_mask(set: &SampleSet, slots: &SampleTable, written: u32, me: u64) -> u64 {
+    let block = written / BLOCK;
     let first = (block * BLOCK) as usize;
     let end = (first + BLOCK as usize).min(set.count as usize);
     let r = first..end;
+    // The usual block: none open, none another recording's, and none dirty
+    // but `written` (the index whose locked write is claiming the block).
+    let w = written as usize;
+    let dirty = slots.dirty[r.clone()].iter().filter(|&&d| d).count();
+    if (first..end).contains(&w)
+        && dirty == usize::from(slots.dirty[w])
+        && !slots.open[r.clone()].contains(&true)
+        && slots.rec[r.clone()]
+            .iter()
+            .all(|&rec| rec == 0 || rec == me)
+    {
+        let all = u64::MAX >> (BLOCK as usize - (end - first));
+        return all & !(u64::from(slots.dirty[w]) << (w - first));
+    }
     // Branch-free over the block; indices another recording wrote are
     // looked at one by one below (rare: blocks are usually one recording's).
     let (mut writable, mut others) = (0u64, 0u64);
@@ -277,7 +296,7 @@ impl SampleSet {
             if new == 0 {
                 continue;
             }
-            let (block, id) = (c.block, c.ticket.id());
+            let (block, id) = (c.block, c.ticket);
             slots.claims[k].applied = written;
             slots.mark_block_recorded(block * BLOCK, new, id);
         }
@@ -316,7 +335,7 @@ impl SampleTable {
     pub(crate) fn note_foreign(&mut self, index: u32, rec: u64) {
         let block = index / BLOCK;
         for c in &self.claims {
-            if c.block == block && c.ticket.id() != rec {
+            if c.block == block && c.ticket != rec {
                 self.blocks[block as usize]
                     .revoked
                     .fetch_or(1 << (index % BLOCK), Ordering::Relaxed);
