@@ -153,13 +153,8 @@ impl CounterSampleBuffer {
     /// `vkResetQueryPool` of the range). Fails for a range past the end and
     /// while one of them is still pending on the GPU.
     pub fn reset_counter_range(&self, range: Range<u64>) -> Result<()> {
-        let (first, count) = self.inner.check_range(&range)?;
-        let mut slots = self.inner.lock()?;
         self.inner
-            .check_host_reset(&mut slots, first, count, "resetting")?;
-        self.inner
-            .host_reset_locked(&mut slots, first, count, SlotState::Fresh);
-        Ok(())
+            .host_reset_range(&range, "resetting", SlotState::Fresh)
     }
 }
 
@@ -227,12 +222,7 @@ impl CounterHeap {
     /// Invalidates entries (`invalidateCounterRange`): they resolve to 0 until
     /// written again. Fails while one of them is still pending on the GPU.
     pub fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
-        let (first, count) = self.inner.check_range(&range)?;
-        let mut slots = self.inner.lock()?;
         self.inner
-            .check_host_reset(&mut slots, first, count, "invalidating")?;
-        self.inner
-            .host_reset_locked(&mut slots, first, count, SlotState::Invalidated);
-        Ok(())
+            .host_reset_range(&range, "invalidating", SlotState::Invalidated)
     }
 }

@@ -232,6 +232,25 @@ impl Samples {
             .check_host_reset(slots, &self.main, first, count, what)
     }
 
+    /// Resets `range` on the host to `state` once it may be (`what` says why,
+    /// for the error): [`CounterSampleBuffer::reset_counter_range`] and
+    /// [`CounterHeap::invalidate_counter_range`].
+    ///
+    /// [`CounterSampleBuffer::reset_counter_range`]: crate::CounterSampleBuffer::reset_counter_range
+    /// [`CounterHeap::invalidate_counter_range`]: crate::CounterHeap::invalidate_counter_range
+    pub(crate) fn host_reset_range(
+        &self,
+        range: &Range<u64>,
+        what: &'static str,
+        state: SlotState,
+    ) -> Result<()> {
+        let (first, count) = self.check_range(range)?;
+        let mut slots = self.lock()?;
+        self.check_host_reset(&mut slots, first, count, what)?;
+        self.host_reset_locked(&mut slots, first, count, state);
+        Ok(())
+    }
+
     /// Resets `first..first+count` on the host: the queries and their
     /// bookkeeping. Callers checked [`Samples::check_host_reset`].
     pub(crate) fn host_reset_locked(

@@ -81,6 +81,27 @@ struct LocalClaim {
     written: u64,
 }
 
+impl LocalClaim {
+    /// Notes and publishes a write of `index` of `set` (this claim's set)
+    /// if it is clean here and not revoked.
+    #[inline]
+    fn write(&mut self, set: &SampleSet, index: u32) -> bool {
+        let bit = 1u64 << (index % BLOCK);
+        if self.block != index / BLOCK || self.clean & bit == 0 {
+            return false;
+        }
+        let words = &set.blocks[self.block as usize];
+        if words.revoked.load(Ordering::Relaxed) & bit != 0 {
+            return false;
+        }
+        self.clean &= !bit;
+        self.written |= bit;
+        // The claimant is this word's only writer while the claim lasts.
+        words.written.store(self.written, Ordering::Relaxed);
+        true
+    }
+}
+
 /// A recording's claims: at most one block per set. Not shared: it lives in
 /// the recording (a command buffer's tracker).
 #[derive(Default)]
@@ -97,22 +118,10 @@ impl LocalClaims {
     #[inline]
     pub fn try_write(&mut self, set: &SampleSet, index: u32) -> bool {
         let key = set as *const SampleSet as usize;
-        let Some(c) = self.list.get_mut(self.hot) else {
-            return false;
-        };
-        let bit = 1u64 << (index % BLOCK);
-        if c.key != key || c.block != index / BLOCK || c.clean & bit == 0 {
-            return self.try_write_cold(set, key, index);
+        match self.list.get_mut(self.hot) {
+            Some(c) if c.key == key => c.write(set, index),
+            _ => self.try_write_cold(set, key, index),
         }
-        let words = &set.blocks[c.block as usize];
-        if words.revoked.load(Ordering::Relaxed) & bit != 0 {
-            return false;
-        }
-        c.clean &= !bit;
-        c.written |= bit;
-        // The claimant is this word's only writer while the claim lasts.
-        words.written.store(c.written, Ordering::Relaxed);
-        true
     }
 
     /// [`LocalClaims::try_write`] through a claim other than the hot one.
@@ -122,19 +131,7 @@ impl LocalClaims {
             return false;
         };
         self.hot = pos;
-        let c = &mut self.list[pos];
-        let bit = 1u64 << (index % BLOCK);
-        let words = &set.blocks[c.block as usize];
-        if c.block != index / BLOCK
-            || c.clean & bit == 0
-            || words.revoked.load(Ordering::Relaxed) & bit != 0
-        {
-            return false;
-        }
-        c.clean &= !bit;
-        c.written |= bit;
-        words.written.store(c.written, Ordering::Relaxed);
-        true
+        self.list[pos].write(set, index)
     }
 
     /// Whether `index` of `set` is clean in a block this recording claimed
