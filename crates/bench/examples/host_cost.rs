@@ -12,7 +12,11 @@
 //! use part of their slot.
 //!
 //! Variants: `raw-pass` (raw ash `TOP_OF_PIPE` + `ALL_COMMANDS` pairs),
-//! `raw-precise`, `heap-precise`, `scope-pairs`, `attachments`,
+//! `raw-frame` (`raw-pass`, then a host reset of the queries after reading
+//! them, timed with the read: what a raw profiler does each frame, and the
+//! profiler's own baseline), `raw-scopes` (a hand-rolled raw ash profiler:
+//! `raw-frame` plus a labelled record per scope, and each scope's start and
+//! end in nanoseconds from the device's timestamp period), `raw-precise`, `heap-precise`, `scope-pairs`, `attachments`,
 //! `relaxed-pass` (a relaxed heap write in a pass each), `passes` (a pass
 //! each and no sample: the baseline of `attachments` and `relaxed-pass`),
 //! `profiler`
@@ -91,6 +95,11 @@ fn main() -> R<()> {
     let mut res = vec![Vec::new(); variants.len()];
     let mut spare: Option<CommandBuffer> = None;
     let mut raw_out = vec![[0u64; 2]; 2 * n as usize];
+    // The raw profiler's scopes (label, first query) and results (label,
+    // start and end ns).
+    let mut raw_scopes: Vec<(&str, u32)> = Vec::new();
+    let mut raw_results: Vec<(&str, u64, u64)> = Vec::new();
+    let period = 1e9 / device.timestamp_frequency();
     let mut frames = Vec::new();
     // Several variants take turns, round by round (the first of each round
     // rotating), so that each round's ratios compare runs a moment apart.
@@ -116,12 +125,16 @@ fn main() -> R<()> {
             None
         };
         match variant {
-            "raw-pass" | "raw-precise" => {
+            "raw-pass" | "raw-frame" | "raw-scopes" | "raw-precise" => {
+                raw_scopes.clear();
                 for i in 0..n {
+                    if variant == "raw-scopes" {
+                        raw_scopes.push(("dispatch", 2 * i));
+                    }
                     // SAFETY: `cmd` is recording outside a render pass; the
                     // queries were reset above.
                     unsafe {
-                        if variant == "raw-pass" {
+                        if variant != "raw-precise" {
                             d.cmd_write_timestamp2(
                                 cmd.raw(),
                                 vk::PipelineStageFlags2::TOP_OF_PIPE,
@@ -201,7 +214,7 @@ fn main() -> R<()> {
         device.wait_idle()?;
         let t = Instant::now();
         match variant {
-            "raw-pass" | "raw-precise" => {
+            "raw-pass" | "raw-frame" | "raw-scopes" | "raw-precise" => {
                 // SAFETY: `raw_out` holds `samples` (value, availability) pairs.
                 unsafe {
                     d.get_query_pool_results(
@@ -212,6 +225,24 @@ fn main() -> R<()> {
                     )?
                 };
                 black_box(&raw_out);
+                if variant != "raw-pass" && variant != "raw-precise" {
+                    // SAFETY: the GPU is done with the queries (waited above).
+                    unsafe { d.reset_query_pool(pool, 0, samples) };
+                }
+                if variant == "raw-scopes" {
+                    raw_results.clear();
+                    for &(label, q) in &raw_scopes {
+                        let ([t0, a0], [t1, a1]) = (raw_out[q as usize], raw_out[q as usize + 1]);
+                        if a0 != 0 && a1 != 0 {
+                            let ns = |t: u64| (t as f64 * period) as u64;
+                            raw_results.push((label, ns(t0), ns(t1)));
+                        }
+                    }
+                    if raw_results.len() != n as usize {
+                        return Err("raw-scopes: a scope not available".into());
+                    }
+                    black_box(&raw_results);
+                }
             }
             "profiler" => {
                 profiler.collect_into(&mut frames)?;

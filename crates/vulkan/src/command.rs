@@ -330,7 +330,56 @@ impl CommandBuffer {
     /// scopes both resolve to exact end-minus-start counts, render passes in
     /// between included. While such a chain is open, encoders cannot sample
     /// statistics; [`CommandBuffer::end_statistics`] closes it (commit does too).
+    #[inline]
     pub fn sample_counters(
+        &mut self,
+        buffer: &CounterSampleBuffer,
+        index: u32,
+        barrier: bool,
+    ) -> Result<()> {
+        let stage = if barrier {
+            vk::PipelineStageFlags2::ALL_COMMANDS
+        } else {
+            vk::PipelineStageFlags2::TOP_OF_PIPE
+        };
+        if !self.encoder_open && self.write_claimed(&buffer.inner, index, stage) {
+            return Ok(());
+        }
+        self.sample_counters_checked(buffer, index, barrier)
+    }
+
+    /// Writes a timestamp of `samples` that this recording claimed clean
+    /// (see [`gpu_counters_core::bookkeeping::claim`]), if it is one, with
+    /// nothing else to check: the usual write, small enough to inline into
+    /// the caller's loop. Returns whether it wrote.
+    #[inline(always)]
+    pub(crate) fn write_claimed(
+        &mut self,
+        samples: &Samples,
+        index: u32,
+        stage: vk::PipelineStageFlags2,
+    ) -> bool {
+        if !Arc::ptr_eq(&samples.device.shared, &self.device.shared)
+            || samples.set != gpu_counters_core::CommonCounterSet::Timestamp
+            || !self.tracker.claims.try_write(samples, index)
+        {
+            return false;
+        }
+        // SAFETY: the index is clean in a block this recording claimed
+        // (`LocalClaims::try_write`): inside the set, its query reset and
+        // written by no other recording; the set is this device's; `raw` is
+        // recording (a `CommandBuffer` is recording until committed).
+        unsafe {
+            self.device
+                .raw()
+                .cmd_write_timestamp2(self.raw, stage, samples.main.raw, index)
+        };
+        true
+    }
+
+    /// [`CommandBuffer::sample_counters`] with every check.
+    #[inline(never)]
+    fn sample_counters_checked(
         &mut self,
         buffer: &CounterSampleBuffer,
         index: u32,
@@ -429,6 +478,7 @@ impl CommandBuffer {
     /// (`MTL4CommandBuffer.writeTimestamp(granularity:counterHeap:index:)`).
     /// Both granularities follow all prior work here: outside a pass there is
     /// nothing to coalesce with.
+    #[inline]
     pub fn write_timestamp(
         &mut self,
         granularity: TimestampGranularity,
@@ -436,6 +486,17 @@ impl CommandBuffer {
         index: u32,
     ) -> Result<()> {
         let _ = granularity;
+        if !self.encoder_open
+            && self.write_claimed(&heap.inner, index, vk::PipelineStageFlags2::ALL_COMMANDS)
+        {
+            return Ok(());
+        }
+        self.write_timestamp_checked(heap, index)
+    }
+
+    /// [`CommandBuffer::write_timestamp`] with every check.
+    #[inline(never)]
+    fn write_timestamp_checked(&mut self, heap: &CounterHeap, index: u32) -> Result<()> {
         self.check_device(&heap.inner, "counter heap")?;
         self.check_no_open_encoder()?;
         write_timestamp(

@@ -368,6 +368,25 @@ impl<'c> EncoderCore<'c> {
         self.sample(buffer, index, stage)
     }
 
+    /// A precise write into a heap entry this recording claimed clean, in a
+    /// pass without relaxed writes: the usual write, with nothing else to
+    /// check (inlined into the caller). Returns whether it wrote.
+    #[inline(always)]
+    fn write_precise_claimed(
+        &mut self,
+        granularity: TimestampGranularity,
+        heap: &CounterHeap,
+        index: u32,
+    ) -> bool {
+        granularity == TimestampGranularity::Precise
+            && !self.ended
+            && self.relaxed.is_empty()
+            && self
+                .cmd
+                .write_claimed(&heap.inner, index, vk::PipelineStageFlags2::ALL_COMMANDS)
+    }
+
+    #[inline(never)]
     fn write_heap_timestamp(
         &mut self,
         granularity: TimestampGranularity,
@@ -655,12 +674,16 @@ impl ComputeEncoder<'_> {
     /// Writes a timestamp into a heap after all prior work
     /// (`writeTimestamp(granularity:counterHeap:index:)`). Relaxed writes of
     /// one pass share one timestamp taken when the pass ends.
+    #[inline]
     pub fn write_timestamp(
         &mut self,
         granularity: TimestampGranularity,
         heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
+        if self.core.write_precise_claimed(granularity, heap, index) {
+            return Ok(());
+        }
         self.core.write_heap_timestamp(granularity, heap, index)
     }
 }
@@ -699,12 +722,16 @@ impl RenderEncoder<'_> {
     /// Writes a timestamp into a heap (`writeTimestamp(granularity:...)`).
     /// Precise writes inside a render pass need an entry not written since it
     /// was last invalidated; relaxed writes are taken when the pass ends.
+    #[inline]
     pub fn write_timestamp(
         &mut self,
         granularity: TimestampGranularity,
         heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
+        if self.core.write_precise_claimed(granularity, heap, index) {
+            return Ok(());
+        }
         self.core.write_heap_timestamp(granularity, heap, index)
     }
 

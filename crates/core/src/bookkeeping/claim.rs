@@ -238,17 +238,24 @@ fn clean_mask(set: &SampleSet, slots: &SampleTable, written: u32, me: u64) -> u6
     let r = first..end;
     // The usual block: none open, none another recording's, and none dirty
     // but `written` (the index whose locked write is claiming the block).
+    // Folded without early exits, so that the compiler vectorizes them.
     let w = written as usize;
-    let dirty = slots.dirty[r.clone()].iter().filter(|&&d| d).count();
-    if (first..end).contains(&w)
-        && dirty == usize::from(slots.dirty[w])
-        && !slots.open[r.clone()].contains(&true)
-        && slots.rec[r.clone()]
-            .iter()
-            .all(|&rec| rec == 0 || rec == me)
-    {
-        let all = u64::MAX >> (BLOCK as usize - (end - first));
-        return all & !(u64::from(slots.dirty[w]) << (w - first));
+    if (first..end).contains(&w) {
+        let dirty: u32 = slots.dirty[r.clone()].iter().map(|&d| u32::from(d)).sum();
+        let open = slots.open[r.clone()].iter().fold(false, |a, &o| a | o);
+        // Usually every other index is fresh (0), or every one is this
+        // recording's; any other mix takes the general way below.
+        let or = |s: &[u64]| s.iter().fold(0, |a, &rec| a | rec);
+        let others = or(&slots.rec[first..w]) | or(&slots.rec[w + 1..end]);
+        let not_mine = || {
+            slots.rec[r.clone()]
+                .iter()
+                .fold(0, |a, &rec| a | (rec ^ me))
+        };
+        if dirty == u32::from(slots.dirty[w]) && !open && (others == 0 || not_mine() == 0) {
+            let all = u64::MAX >> (BLOCK as usize - (end - first));
+            return all & !(u64::from(slots.dirty[w]) << (w - first));
+        }
     }
     // Branch-free over the block; indices another recording wrote are
     // looked at one by one below (rare: blocks are usually one recording's).
