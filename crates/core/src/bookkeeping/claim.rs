@@ -84,7 +84,7 @@ struct LocalClaim {
 impl LocalClaim {
     /// Notes and publishes a write of `index` of `set` (this claim's set)
     /// if it is clean here and not revoked.
-    #[inline]
+    #[inline(always)]
     fn write(&mut self, set: &SampleSet, index: u32) -> bool {
         let bit = 1u64 << (index % BLOCK);
         if self.block != index / BLOCK || self.clean & bit == 0 {
@@ -115,7 +115,7 @@ impl LocalClaims {
     /// Whether `index` of `set` is clean in a block this recording claimed.
     /// If so, the write is noted and published, and the caller records it
     /// without the lock: call this only right before recording the write.
-    #[inline]
+    #[inline(always)]
     pub fn try_write(&mut self, set: &SampleSet, index: u32) -> bool {
         let key = set as *const SampleSet as usize;
         match self.list.get_mut(self.hot) {
