@@ -126,6 +126,14 @@ impl Tracker {
         true
     }
 
+    /// Where `samples` is in the sets this recording holds until the GPU is
+    /// done, if it holds them.
+    #[inline]
+    pub(crate) fn held_position(&self, samples: &Arc<Samples>) -> Option<usize> {
+        let p = Arc::as_ptr(samples);
+        self.held.samples.iter().position(|h| Arc::as_ptr(h) == p)
+    }
+
     /// Holds a buffer until the GPU is done.
     pub(crate) fn hold_buffer(&mut self, buffer: Arc<BufferShared>) {
         if !self.held.buffers.iter().any(|b| Arc::ptr_eq(b, &buffer)) {
@@ -375,6 +383,43 @@ impl CommandBuffer {
                 .cmd_write_timestamp2(self.raw, stage, samples.main.raw, index)
         };
         true
+    }
+
+    /// [`CommandBuffer::write_claimed`] into `held.samples[held]`, the
+    /// sets this recording holds (an end-of-pass sample), without taking a
+    /// reference to the set.
+    #[inline(always)]
+    pub(crate) fn write_held_claimed(
+        &mut self,
+        held: usize,
+        index: u32,
+        stage: vk::PipelineStageFlags2,
+    ) -> bool {
+        let Tracker {
+            held: h, claims, ..
+        } = &mut self.tracker;
+        let Some(samples) = h.samples.get(held) else {
+            return false;
+        };
+        if samples.set != gpu_counters_core::CommonCounterSet::Timestamp
+            || !claims.try_write(samples, index)
+        {
+            return false;
+        }
+        // SAFETY: as in `write_claimed`: the index is clean in a block this
+        // recording claimed, and the set, which this recording holds, passed
+        // the device check when it was first written.
+        unsafe {
+            self.device
+                .raw()
+                .cmd_write_timestamp2(self.raw, stage, samples.main.raw, index)
+        };
+        true
+    }
+
+    /// A set this recording holds, `held.samples[held]`.
+    pub(crate) fn held_samples(&self, held: usize) -> Option<Arc<Samples>> {
+        self.tracker.held.samples.get(held).cloned()
     }
 
     /// [`CommandBuffer::sample_counters`] with every check.

@@ -115,23 +115,44 @@ impl EncoderKind {
 
 /// An end-of-pass sample to take when the encoder ends.
 struct EndSample {
-    samples: Arc<Samples>,
+    samples: EndSet,
     index: u32,
     stage: vk::PipelineStageFlags2,
+}
+
+/// The set an end-of-pass sample goes into, kept alive until the pass ends.
+enum EndSet {
+    /// At this place in the sets the command buffer holds (an `Arc` clone
+    /// and drop are two atomic operations per pass saved).
+    Held(usize),
+    /// A set the command buffer does not hold yet.
+    Owned(Arc<Samples>),
 }
 
 /// A list that keeps its first `N` items inline: a pass has a few
 /// attachments, so its end-of-pass samples need no allocation.
 struct Few<T, const N: usize> {
-    inline: [Option<T>; N],
+    /// Slots `len..` are `None`, so that dropping the list drops only the
+    /// first `len` (not `N` per pass, the usual list being empty).
+    inline: std::mem::ManuallyDrop<[Option<T>; N]>,
     len: usize,
     more: Vec<T>,
+}
+
+impl<T, const N: usize> Drop for Few<T, N> {
+    fn drop(&mut self) {
+        // The slots past `len` hold nothing: leaving them undropped leaks
+        // nothing.
+        for slot in self.inline.iter_mut().take(self.len) {
+            drop(slot.take());
+        }
+    }
 }
 
 impl<T, const N: usize> Few<T, N> {
     fn new() -> Self {
         Self {
-            inline: std::array::from_fn(|_| None),
+            inline: std::mem::ManuallyDrop::new(std::array::from_fn(|_| None)),
             len: 0,
             more: Vec::new(),
         }
@@ -154,7 +175,8 @@ impl<T, const N: usize> Few<T, N> {
 
     /// Empties the list, returning its items in the order they were pushed.
     fn take(&mut self) -> impl Iterator<Item = T> {
-        let inline = std::mem::replace(&mut self.inline, std::array::from_fn(|_| None));
+        let inline: [Option<T>; N] =
+            std::mem::replace(&mut *self.inline, std::array::from_fn(|_| None));
         self.len = 0;
         inline
             .into_iter()
@@ -348,6 +370,20 @@ impl<'c> EncoderCore<'c> {
         Ok(())
     }
 
+    /// A timestamp sample into an index this recording claimed clean, at a
+    /// point the device samples at: the usual sample, with nothing else to
+    /// check (inlined into the caller). Returns whether it wrote.
+    #[inline(always)]
+    fn sample_claimed(&mut self, buffer: &CounterSampleBuffer, index: u32, barrier: bool) -> bool {
+        let stage = if barrier {
+            vk::PipelineStageFlags2::ALL_COMMANDS
+        } else {
+            vk::PipelineStageFlags2::TOP_OF_PIPE
+        };
+        !self.ended && self.point_supported && self.cmd.write_claimed(&buffer.inner, index, stage)
+    }
+
+    #[inline(never)]
     fn sample_counters(
         &mut self,
         buffer: &CounterSampleBuffer,
@@ -474,7 +510,9 @@ impl<'c> EncoderCore<'c> {
                 keep(self.sample_statistic(&samples, index));
             }
         }
-        keep(self.close_chain());
+        if self.chain.is_some() {
+            keep(self.close_chain());
+        }
         if self.in_render_pass {
             let d = self.cmd.device.raw();
             // SAFETY: a render pass instance begun by this encoder is open.
@@ -487,21 +525,27 @@ impl<'c> EncoderCore<'c> {
             }
             self.in_render_pass = false;
         }
-        let ends = if self.end_timestamps.is_empty() {
-            None
-        } else {
-            Some(self.end_timestamps.take())
-        };
-        for end in ends.into_iter().flatten() {
-            keep(write_timestamp(
-                &self.cmd.device,
-                self.cmd.raw,
-                &end.samples,
-                end.index,
-                end.stage,
-                false,
-                &mut self.cmd.tracker,
-            ));
+        if !self.end_timestamps.is_empty() {
+            // Taken slot by slot: no move of the inline array, no iterator
+            // adapters to drop (this runs for every pass).
+            let inline = self
+                .end_timestamps
+                .len
+                .min(self.end_timestamps.inline.len());
+            for k in 0..inline {
+                if let Some(end) = self.end_timestamps.inline[k].take() {
+                    keep(self.write_end(end));
+                }
+            }
+            self.end_timestamps.len = 0;
+            for end in std::mem::take(&mut self.end_timestamps.more) {
+                keep(self.write_end(end));
+            }
+        }
+        if self.relaxed.is_empty() {
+            // Its capacity goes back for the next pass.
+            self.cmd.spare_relaxed.heaps = std::mem::take(&mut self.relaxed);
+            return first_error.map_or(Ok(()), Err);
         }
         let mut relaxed = std::mem::take(&mut self.relaxed);
         for entry in relaxed.drain(..) {
@@ -531,6 +575,35 @@ impl<'c> EncoderCore<'c> {
         }
         self.cmd.spare_relaxed.heaps = relaxed;
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl EncoderCore<'_> {
+    /// Writes one end-of-pass timestamp.
+    #[inline]
+    fn write_end(&mut self, end: EndSample) -> Result<()> {
+        let samples = match end.samples {
+            EndSet::Held(p) => {
+                if self.cmd.write_held_claimed(p, end.index, end.stage) {
+                    return Ok(());
+                }
+                self.cmd.held_samples(p).ok_or_else(|| {
+                    gpu_counters_core::Error::Internal(
+                        "an end-of-pass sample's set is no longer held".into(),
+                    )
+                })?
+            }
+            EndSet::Owned(s) => s,
+        };
+        write_timestamp(
+            &self.cmd.device,
+            self.cmd.raw,
+            &samples,
+            end.index,
+            end.stage,
+            false,
+            &mut self.cmd.tracker,
+        )
     }
 }
 
@@ -647,12 +720,16 @@ macro_rules! common_encoder_methods {
         /// (`sampleCounters(sampleBuffer:sampleIndex:barrier:)`). With
         /// `barrier` the sample follows all prior work; without, it is taken
         /// when the GPU reaches it, which can be before earlier work finishes.
+        #[inline]
         pub fn sample_counters(
             &mut self,
             buffer: &CounterSampleBuffer,
             index: u32,
             barrier: bool,
         ) -> Result<()> {
+            if self.core.sample_claimed(buffer, index, barrier) {
+                return Ok(());
+            }
             self.core.sample_counters(buffer, index, barrier)
         }
 
@@ -842,7 +919,10 @@ fn start_samples<'a>(
             }
             (_, true) => core.sample(a.buffer, index, a.stage)?,
             (_, false) => core.end_timestamps.push(EndSample {
-                samples: a.buffer.inner.clone(),
+                samples: match core.cmd.tracker.held_position(&a.buffer.inner) {
+                    Some(p) => EndSet::Held(p),
+                    None => EndSet::Owned(a.buffer.inner.clone()),
+                },
                 index,
                 stage: a.stage,
             }),

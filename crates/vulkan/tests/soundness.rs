@@ -60,6 +60,60 @@ fn sample_buffer_dropped_before_commit() {
     common::assert_no_validation_messages(&device);
 }
 
+/// Item 1: the sample buffers of a pass's end-of-pass attachments dropped
+/// while the pass is open, one the command buffer already holds (written
+/// before the pass) and one it does not: both end samples are still written,
+/// and resolve to times in pass order.
+#[test]
+fn end_attachment_buffers_dropped_while_the_pass_is_open() {
+    let device = common::device();
+    let held = buffer(&device, CommonCounterSet::Timestamp, "held", 4);
+    let fresh = buffer(&device, CommonCounterSet::Timestamp, "not held", 2);
+    let keep_held = held.clone();
+    let keep_fresh = fresh.clone();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.sample_counters(&held, 0, true).unwrap();
+    let enc = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: &[
+                PassSampleBufferAttachment {
+                    sample_buffer: &held,
+                    start_of_encoder_sample_index: Some(1),
+                    end_of_encoder_sample_index: Some(2),
+                },
+                PassSampleBufferAttachment {
+                    sample_buffer: &fresh,
+                    start_of_encoder_sample_index: None,
+                    end_of_encoder_sample_index: Some(1),
+                },
+            ],
+        })
+        .unwrap();
+    drop(held);
+    drop(fresh);
+    enc.end_encoding().unwrap();
+    common::run(cmd);
+    let held = keep_held.resolve_counter_range(0..3).unwrap();
+    let fresh = keep_fresh.resolve_counter_range(0..2).unwrap();
+    assert!(held.all_written(), "{:?}", held.statuses());
+    let t: Vec<u64> = held
+        .timestamps()
+        .unwrap()
+        .iter()
+        .map(|t| t.timestamp)
+        .collect();
+    assert!(t[0] <= t[1] && t[1] <= t[2], "{t:?}");
+    assert_eq!(
+        fresh.statuses(),
+        &[SampleStatus::NotWritten, SampleStatus::Written]
+    );
+    assert!(matches!(
+        fresh.sample::<CounterResultTimestamp>(1).unwrap(),
+        SampleValue::Value(_)
+    ));
+    common::assert_no_validation_messages(&device);
+}
+
 /// Item 1: sample buffers and heaps dropped while their command buffer is in
 /// flight (VUID-vkDestroyQueryPool-queryPool-00793, hangs and heap
 /// corruption before): the submission holds them until the GPU is done.
