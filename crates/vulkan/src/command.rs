@@ -345,11 +345,7 @@ impl CommandBuffer {
         index: u32,
         barrier: bool,
     ) -> Result<()> {
-        let stage = if barrier {
-            vk::PipelineStageFlags2::ALL_COMMANDS
-        } else {
-            vk::PipelineStageFlags2::TOP_OF_PIPE
-        };
+        let stage = barrier_stage(barrier);
         if !self.encoder_open && self.write_claimed(&buffer.inner, index, stage) {
             return Ok(());
         }
@@ -367,22 +363,15 @@ impl CommandBuffer {
         index: u32,
         stage: vk::PipelineStageFlags2,
     ) -> bool {
-        if !Arc::ptr_eq(&samples.device.shared, &self.device.shared)
-            || samples.set != gpu_counters_core::CommonCounterSet::Timestamp
-            || !self.tracker.claims.try_write(samples, index)
-        {
-            return false;
-        }
-        // SAFETY: the index is clean in a block this recording claimed
-        // (`LocalClaims::try_write`): inside the set, its query reset and
-        // written by no other recording; the set is this device's; `raw` is
-        // recording (a `CommandBuffer` is recording until committed).
-        unsafe {
-            self.device
-                .raw()
-                .cmd_write_timestamp2(self.raw, stage, samples.main.raw, index)
-        };
-        true
+        Arc::ptr_eq(&samples.device.shared, &self.device.shared)
+            && record_claimed(
+                &self.device,
+                self.raw,
+                samples,
+                &mut self.tracker.claims,
+                index,
+                stage,
+            )
     }
 
     /// [`CommandBuffer::write_claimed`] into `held.samples[held]`, the
@@ -398,23 +387,10 @@ impl CommandBuffer {
         let Tracker {
             held: h, claims, ..
         } = &mut self.tracker;
-        let Some(samples) = h.samples.get(held) else {
-            return false;
-        };
-        if samples.set != gpu_counters_core::CommonCounterSet::Timestamp
-            || !claims.try_write(samples, index)
-        {
-            return false;
-        }
-        // SAFETY: as in `write_claimed`: the index is clean in a block this
-        // recording claimed, and the set, which this recording holds, passed
-        // the device check when it was first written.
-        unsafe {
-            self.device
-                .raw()
-                .cmd_write_timestamp2(self.raw, stage, samples.main.raw, index)
-        };
-        true
+        // A held set passed the device check when it was first written.
+        h.samples.get(held).is_some_and(|samples| {
+            record_claimed(&self.device, self.raw, samples, claims, index, stage)
+        })
     }
 
     /// A set this recording holds, `held.samples[held]`.
@@ -448,11 +424,7 @@ impl CommandBuffer {
                 self.raw,
                 &buffer.inner,
                 index,
-                if barrier {
-                    vk::PipelineStageFlags2::ALL_COMMANDS
-                } else {
-                    vk::PipelineStageFlags2::TOP_OF_PIPE
-                },
+                barrier_stage(barrier),
                 false,
                 &mut self.tracker,
             ),
@@ -811,6 +783,17 @@ fn not_timestamps(samples: &Samples) -> Error {
     .into()
 }
 
+/// The stage a timestamp sample is taken at: after all prior work with
+/// `barrier`, else when the GPU reaches it.
+#[inline(always)]
+pub(crate) fn barrier_stage(barrier: bool) -> vk::PipelineStageFlags2 {
+    if barrier {
+        vk::PipelineStageFlags2::ALL_COMMANDS
+    } else {
+        vk::PipelineStageFlags2::TOP_OF_PIPE
+    }
+}
+
 /// Records one timestamp into `samples[index]` at `stage`.
 #[inline(always)]
 pub(crate) fn write_timestamp(
@@ -825,18 +808,39 @@ pub(crate) fn write_timestamp(
     if samples.set != gpu_counters_core::CommonCounterSet::Timestamp {
         return Err(not_timestamps(samples));
     }
-    if tracker.claims.try_write(samples, index) {
-        // SAFETY: the index is clean in a block this recording claimed
-        // (`LocalClaims::try_write`): inside the set, its query reset and
-        // written by no other recording; `cmd` is recording.
-        unsafe {
-            device
-                .raw()
-                .cmd_write_timestamp2(cmd, stage, samples.main.raw, index)
-        };
+    if record_claimed(device, cmd, samples, &mut tracker.claims, index, stage) {
         return Ok(());
     }
     write_timestamp_locked(device, cmd, samples, index, stage, in_render_pass, tracker)
+}
+
+/// Records a timestamp into `samples[index]` at `stage` if the recording
+/// whose claims are `claims` claimed the index clean, with no lock; returns
+/// whether it did. `samples` must be of `device`, and `cmd` recording.
+#[inline(always)]
+fn record_claimed(
+    device: &Device,
+    cmd: vk::CommandBuffer,
+    samples: &Samples,
+    claims: &mut LocalClaims,
+    index: u32,
+    stage: vk::PipelineStageFlags2,
+) -> bool {
+    if samples.set != gpu_counters_core::CommonCounterSet::Timestamp
+        || !claims.try_write(samples, index)
+    {
+        return false;
+    }
+    // SAFETY: the index is clean in a block this recording claimed
+    // (`LocalClaims::try_write`): inside the set, its query reset and
+    // written by no other recording; the set is this device's and `cmd` is
+    // recording (what every caller checks or holds to).
+    unsafe {
+        device
+            .raw()
+            .cmd_write_timestamp2(cmd, stage, samples.main.raw, index)
+    };
+    true
 }
 
 /// [`write_timestamp`] under the bookkeeping lock: the first write into a

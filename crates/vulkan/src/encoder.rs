@@ -2,7 +2,7 @@
 //! encoder-level sampling.
 
 use crate::buffer::BufferRef;
-use crate::command::{write_timestamp, CommandBuffer, Tracker};
+use crate::command::{barrier_stage, write_timestamp, CommandBuffer, Tracker};
 use crate::samples::Samples;
 use crate::{CounterHeap, CounterSampleBuffer};
 use ash::vk;
@@ -375,11 +375,7 @@ impl<'c> EncoderCore<'c> {
     /// check (inlined into the caller). Returns whether it wrote.
     #[inline(always)]
     fn sample_claimed(&mut self, buffer: &CounterSampleBuffer, index: u32, barrier: bool) -> bool {
-        let stage = if barrier {
-            vk::PipelineStageFlags2::ALL_COMMANDS
-        } else {
-            vk::PipelineStageFlags2::TOP_OF_PIPE
-        };
+        let stage = barrier_stage(barrier);
         !self.ended && self.point_supported && self.cmd.write_claimed(&buffer.inner, index, stage)
     }
 
@@ -396,11 +392,7 @@ impl<'c> EncoderCore<'c> {
         if !self.point_supported {
             self.device().require_point(self.kind.point())?;
         }
-        let stage = if barrier {
-            vk::PipelineStageFlags2::ALL_COMMANDS
-        } else {
-            vk::PipelineStageFlags2::TOP_OF_PIPE
-        };
+        let stage = barrier_stage(barrier);
         self.sample(buffer, index, stage)
     }
 
