@@ -893,8 +893,10 @@ fn pass_encoder<'c>(
     attachments: &[PassSampleBufferAttachment<'_>],
 ) -> Result<EncoderCore<'c>> {
     let mut core = EncoderCore::new(cmd, kind)?;
-    core.prepare_attachments(pass_attachments(attachments))?;
-    start_samples(&mut core, pass_attachments(attachments))?;
+    if !attachments.is_empty() {
+        core.prepare_attachments(pass_attachments(attachments))?;
+        start_samples(&mut core, pass_attachments(attachments))?;
+    }
     Ok(core)
 }
 
