@@ -338,7 +338,7 @@ impl CommandBuffer {
     /// scopes both resolve to exact end-minus-start counts, render passes in
     /// between included. While such a chain is open, encoders cannot sample
     /// statistics; [`CommandBuffer::end_statistics`] closes it (commit does too).
-    #[inline]
+    #[inline(always)]
     pub fn sample_counters(
         &mut self,
         buffer: &CounterSampleBuffer,
@@ -495,7 +495,7 @@ impl CommandBuffer {
     /// (`MTL4CommandBuffer.writeTimestamp(granularity:counterHeap:index:)`).
     /// Both granularities follow all prior work here: outside a pass there is
     /// nothing to coalesce with.
-    #[inline]
+    #[inline(always)]
     pub fn write_timestamp(
         &mut self,
         granularity: TimestampGranularity,

@@ -712,7 +712,7 @@ macro_rules! common_encoder_methods {
         /// (`sampleCounters(sampleBuffer:sampleIndex:barrier:)`). With
         /// `barrier` the sample follows all prior work; without, it is taken
         /// when the GPU reaches it, which can be before earlier work finishes.
-        #[inline]
+        #[inline(always)]
         pub fn sample_counters(
             &mut self,
             buffer: &CounterSampleBuffer,
@@ -743,7 +743,7 @@ impl ComputeEncoder<'_> {
     /// Writes a timestamp into a heap after all prior work
     /// (`writeTimestamp(granularity:counterHeap:index:)`). Relaxed writes of
     /// one pass share one timestamp taken when the pass ends.
-    #[inline]
+    #[inline(always)]
     pub fn write_timestamp(
         &mut self,
         granularity: TimestampGranularity,
@@ -791,7 +791,7 @@ impl RenderEncoder<'_> {
     /// Writes a timestamp into a heap (`writeTimestamp(granularity:...)`).
     /// Precise writes inside a render pass need an entry not written since it
     /// was last invalidated; relaxed writes are taken when the pass ends.
-    #[inline]
+    #[inline(always)]
     pub fn write_timestamp(
         &mut self,
         granularity: TimestampGranularity,
