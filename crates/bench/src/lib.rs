@@ -129,7 +129,9 @@
 //! - `host_ratio_to_raw`, `gpu_ratio_to_raw` (gpu-counters only): the
 //!   variant's (record + resolve) host ns per sample, and its GPU ns per
 //!   sample, divided by those of the raw ash variant of the same placement
-//!   (precise ↔ raw precise, relaxed ↔ raw relaxed, pass ↔ raw pass). `null`
+//!   (precise ↔ raw precise, relaxed ↔ raw relaxed, pass ↔ raw pass; the
+//!   relaxed heap writes with a pass per dispatch are precise: each pass's
+//!   one coalesced write follows all its work). `null`
 //!   where the raw number is 0 (below the noise), and for other tools.
 //!
 //! Differences below the noise can come out negative; they are reported as 0.

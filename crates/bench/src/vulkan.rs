@@ -130,10 +130,13 @@ impl Kind {
                 1,
                 Some(GC_BASELINE),
             ),
+            // Compared with raw `ALL_COMMANDS`: the one write each pass
+            // coalesces to follows all the pass's work, as Metal's
+            // `writeTimestamp` has it, so that is its placement.
             Kind::GcHeapRelaxedPassPerDispatch => (
                 "gpu-counters heap write_timestamp relaxed (pass per dispatch)",
                 G,
-                P::Relaxed,
+                P::Precise,
                 1,
                 Some(GC_BASELINE_PASSES),
             ),
