@@ -14,9 +14,13 @@
 //! Variants: `raw-pass` (raw ash `TOP_OF_PIPE` + `ALL_COMMANDS` pairs),
 //! `raw-frame` (`raw-pass`, then a host reset of the queries after reading
 //! them, timed with the read: what a raw profiler does each frame, and the
-//! profiler's own baseline), `raw-scopes` (a hand-rolled raw ash profiler:
-//! `raw-frame` plus a labelled record per scope, and each scope's start and
-//! end in nanoseconds from the device's timestamp period), `raw-precise`, `heap-precise`, `scope-pairs`, `attachments`,
+//! profiler's own baseline), `raw-scopes` (a hand-rolled raw ash profiler at
+//! the profiler's placement: both ends of a scope `ALL_COMMANDS`, after all
+//! prior work, each read back with its availability, reset after reading, a
+//! labelled record per scope, and its start and end in nanoseconds from the
+//! device's timestamp period), `raw-scopes-top` (the same with each start
+//! `TOP_OF_PIPE`, as Tracy's Vulkan zones have it: a cheaper start on some
+//! drivers, and one that can begin before the prior work ends), `raw-precise`, `heap-precise`, `scope-pairs`, `attachments`,
 //! `relaxed-pass` (a relaxed heap write in a pass each), `passes` (a pass
 //! each and no sample: the baseline of `attachments` and `relaxed-pass`),
 //! `profiler`
@@ -125,22 +129,23 @@ fn main() -> R<()> {
             None
         };
         match variant {
-            "raw-pass" | "raw-frame" | "raw-scopes" | "raw-precise" => {
+            "raw-pass" | "raw-frame" | "raw-scopes" | "raw-scopes-top" | "raw-precise" => {
                 raw_scopes.clear();
+                // A scope's start: after all prior work, as the profiler's.
+                let start = if variant == "raw-scopes" {
+                    vk::PipelineStageFlags2::ALL_COMMANDS
+                } else {
+                    vk::PipelineStageFlags2::TOP_OF_PIPE
+                };
                 for i in 0..n {
-                    if variant == "raw-scopes" {
+                    if variant.starts_with("raw-scopes") {
                         raw_scopes.push(("dispatch", 2 * i));
                     }
                     // SAFETY: `cmd` is recording outside a render pass; the
                     // queries were reset above.
                     unsafe {
                         if variant != "raw-precise" {
-                            d.cmd_write_timestamp2(
-                                cmd.raw(),
-                                vk::PipelineStageFlags2::TOP_OF_PIPE,
-                                pool,
-                                2 * i,
-                            );
+                            d.cmd_write_timestamp2(cmd.raw(), start, pool, 2 * i);
                             d.cmd_write_timestamp2(
                                 cmd.raw(),
                                 vk::PipelineStageFlags2::ALL_COMMANDS,
@@ -214,7 +219,7 @@ fn main() -> R<()> {
         device.wait_idle()?;
         let t = Instant::now();
         match variant {
-            "raw-pass" | "raw-frame" | "raw-scopes" | "raw-precise" => {
+            "raw-pass" | "raw-frame" | "raw-scopes" | "raw-scopes-top" | "raw-precise" => {
                 // SAFETY: `raw_out` holds `samples` (value, availability) pairs.
                 unsafe {
                     d.get_query_pool_results(
@@ -229,7 +234,7 @@ fn main() -> R<()> {
                     // SAFETY: the GPU is done with the queries (waited above).
                     unsafe { d.reset_query_pool(pool, 0, samples) };
                 }
-                if variant == "raw-scopes" {
+                if variant.starts_with("raw-scopes") {
                     raw_results.clear();
                     for &(label, q) in &raw_scopes {
                         let ([t0, a0], [t1, a1]) = (raw_out[q as usize], raw_out[q as usize + 1]);

@@ -39,7 +39,9 @@
 //!   `precise`: one `vkCmdWriteTimestamp2(ALL_COMMANDS)` after each dispatch;
 //!   `relaxed`: one `vkCmdWriteTimestamp2(TOP_OF_PIPE)` after each dispatch;
 //!   `pass`: `TOP_OF_PIPE` before and `ALL_COMMANDS` after each dispatch (the
-//!   raw equivalent of start/end-of-pass sampling). The query pool is reset on
+//!   raw equivalent of start/end-of-pass sampling); `precise-pass`:
+//!   `ALL_COMMANDS` before and after each dispatch (the raw equivalent of a
+//!   profiler scope, whose start follows all prior work). The query pool is reset on
 //!   the host before recording (not timed), as gpu-counters does.
 //! - `gpu-counters`: `ComputeEncoder::sample_counters` with `barrier = true`
 //!   (precise) and `barrier = false` (relaxed); `ComputeEncoder::write_timestamp`
@@ -131,7 +133,9 @@
 //!   sample, divided by those of the raw ash variant of the same placement
 //!   (precise ↔ raw precise, relaxed ↔ raw relaxed, pass ↔ raw pass; the
 //!   relaxed heap writes with a pass per dispatch are precise: each pass's
-//!   one coalesced write follows all its work). `null`
+//!   one coalesced write follows all its work; the profiler's scopes are
+//!   `precise-pass`, both ends after all prior work, against raw
+//!   `ALL_COMMANDS` at both ends of each dispatch). `null`
 //!   where the raw number is 0 (below the noise), and for other tools.
 //!
 //! Differences below the noise can come out negative; they are reported as 0.
@@ -488,6 +492,10 @@ pub enum Placement {
     Relaxed,
     /// Start and end of each dispatch's pass or scope: 2 samples per dispatch.
     Pass,
+    /// Start and end of each dispatch's scope, both after all prior work
+    /// (`ALL_COMMANDS`): the profiler's scopes, 2 samples per dispatch.
+    #[serde(rename = "precise-pass")]
+    PrecisePass,
     /// Start and end of each kernel from CUPTI activity records, nothing
     /// launched: 2 samples per kernel.
     Activity,
@@ -503,6 +511,7 @@ impl Placement {
             Placement::Precise => "precise",
             Placement::Relaxed => "relaxed",
             Placement::Pass => "pass",
+            Placement::PrecisePass => "precise-pass",
             Placement::Activity => "activity",
             Placement::Range => "range",
         }
@@ -1341,7 +1350,7 @@ pub fn print_human(report: &BenchReport) {
         .unwrap_or(7)
         .max(7);
     println!(
-        "{:<name_w$}  {:<17}  {:<9}  {:>7}  {:>9}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}",
+        "{:<name_w$}  {:<17}  {:<12}  {:>7}  {:>9}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}",
         "variant",
         "tool",
         "placement",
@@ -1358,7 +1367,7 @@ pub fn print_human(report: &BenchReport) {
             continue;
         }
         println!(
-            "{:<name_w$}  {:<17}  {:<9}  {:>7}  {:>9}  {:>10.1}  {:>11.1}  {:>12.1}  {:>9}  {:>9}",
+            "{:<name_w$}  {:<17}  {:<12}  {:>7}  {:>9}  {:>10.1}  {:>11.1}  {:>12.1}  {:>9}  {:>9}",
             v.name,
             v.tool.name(),
             v.placement.name(),

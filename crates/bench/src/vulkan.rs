@@ -39,6 +39,7 @@ enum Kind {
     RawPrecise,
     RawRelaxed,
     RawPass,
+    RawPrecisePass,
     GcBaseline,
     GcBaselinePassPerDispatch,
     GcSampleBarrier,
@@ -51,11 +52,12 @@ enum Kind {
     GcProfilerScopes,
 }
 
-const KINDS: [Kind; 14] = [
+const KINDS: [Kind; 15] = [
     Kind::RawBaseline,
     Kind::RawPrecise,
     Kind::RawRelaxed,
     Kind::RawPass,
+    Kind::RawPrecisePass,
     Kind::GcBaseline,
     Kind::GcBaselinePassPerDispatch,
     Kind::GcSampleBarrier,
@@ -97,6 +99,13 @@ impl Kind {
                 "raw-ash TOP_OF_PIPE + ALL_COMMANDS around dispatch",
                 R,
                 P::Pass,
+                2,
+                Some(RAW_BASELINE),
+            ),
+            Kind::RawPrecisePass => (
+                "raw-ash ALL_COMMANDS + ALL_COMMANDS around dispatch",
+                R,
+                P::PrecisePass,
                 2,
                 Some(RAW_BASELINE),
             ),
@@ -154,10 +163,11 @@ impl Kind {
                 2,
                 Some(GC_BASELINE),
             ),
+            // Both ends of a profiler scope follow all prior work.
             Kind::GcProfilerScopes => (
                 "gpu-counters profiler Frame::scope per dispatch",
                 G,
-                P::Pass,
+                P::PrecisePass,
                 2,
                 Some(GC_BASELINE),
             ),
@@ -432,7 +442,12 @@ impl VulkanBench {
                     unsafe { wl.record_barrier(&d, cmd) };
                 }
                 _ => {
-                    write(vk::PipelineStageFlags2::TOP_OF_PIPE, 2 * i);
+                    let start = if kind == Kind::RawPrecisePass {
+                        vk::PipelineStageFlags2::ALL_COMMANDS
+                    } else {
+                        vk::PipelineStageFlags2::TOP_OF_PIPE
+                    };
+                    write(start, 2 * i);
                     // SAFETY: `cmd` is recording (begun above) outside any render pass;
                     // see `run_raw`'s recording contract.
                     unsafe {

@@ -98,7 +98,7 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
             "{tool}"
         );
         assert!(
-            ["none", "precise", "relaxed", "pass"].contains(&placement),
+            ["none", "precise", "relaxed", "pass", "precise-pass"].contains(&placement),
             "{placement}"
         );
         tools.insert(tool.to_string());
@@ -121,7 +121,7 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
     }
     for tool in ["raw-ash", "gpu-counters"] {
         assert!(tools.contains(tool), "no {tool} variant");
-        for placement in ["none", "precise", "relaxed", "pass"] {
+        for placement in ["none", "precise", "relaxed", "pass", "precise-pass"] {
             assert!(
                 variants
                     .iter()
@@ -130,6 +130,13 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
             );
         }
     }
+    // Both ends of a profiler scope follow all prior work, so it is compared
+    // with raw ash doing the same.
+    let profiler = variants
+        .iter()
+        .find(|v| v["name"] == "gpu-counters profiler Frame::scope per dispatch")
+        .expect("the profiler row");
+    assert_eq!(profiler["placement"], "precise-pass");
     // Every raw placement that gpu-counters is compared with was measured, so
     // the ratios exist unless the raw number was below the noise.
     let gc_ratios = variants
