@@ -131,7 +131,8 @@ fn main() -> R<()> {
         match variant {
             "raw-pass" | "raw-frame" | "raw-scopes" | "raw-scopes-top" | "raw-precise" => {
                 raw_scopes.clear();
-                // A scope's start: after all prior work, as the profiler's.
+                // `raw-scopes` starts each scope after all prior work, as the
+                // profiler does; the others at the top of the pipe.
                 let start = if variant == "raw-scopes" {
                     vk::PipelineStageFlags2::ALL_COMMANDS
                 } else {
