@@ -121,3 +121,44 @@ fn many_dispatches() {
 fn large_workgroups() {
     check(2, 33, 255);
 }
+
+/// More end-of-pass timestamps than a pass keeps inline (four): all six are
+/// written, each at or after its own start of the pass.
+#[test]
+fn six_end_attachments_spill_and_are_all_written() {
+    let device = common::device();
+    let buffers: Vec<_> = (0..6)
+        .map(|i| {
+            device
+                .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+                    CommonCounterSet::Timestamp,
+                    format!("end {i}"),
+                    2,
+                ))
+                .unwrap()
+        })
+        .collect();
+    let attachments: Vec<_> = buffers
+        .iter()
+        .map(|b| PassSampleBufferAttachment {
+            sample_buffer: b,
+            start_of_encoder_sample_index: Some(0),
+            end_of_encoder_sample_index: Some(1),
+        })
+        .collect();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    let pass = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: &attachments,
+        })
+        .unwrap();
+    pass.end_encoding().unwrap();
+    common::run(cmd);
+    for b in &buffers {
+        let r = b.resolve_counter_range(0..2).unwrap();
+        assert!(r.all_written(), "{}: {:?}", b.label(), r.statuses());
+        let t = r.timestamps().unwrap();
+        assert!(t[0].timestamp <= t[1].timestamp, "{}: {t:?}", b.label());
+    }
+    common::assert_no_validation_messages(&device);
+}

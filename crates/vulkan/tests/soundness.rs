@@ -60,37 +60,60 @@ fn sample_buffer_dropped_before_commit() {
     common::assert_no_validation_messages(&device);
 }
 
-/// Item 1: the sample buffers of a pass's end-of-pass attachments dropped
-/// while the pass is open, one the command buffer already holds (written
-/// before the pass) and one it does not: both end samples are still written,
-/// and resolve to times in pass order.
+/// A command buffer recording a compute pass with end-of-pass attachments
+/// into `held` (sampled at 0 before the pass, so the command buffer already
+/// holds it; the pass samples 1 and 2) and `fresh` (not held; the pass
+/// samples its end at 1). The pass is left open.
+fn pass_with_end_attachments<'a>(
+    cmd: &'a mut CommandBuffer,
+    held: &CounterSampleBuffer,
+    fresh: &CounterSampleBuffer,
+) -> gpu_counters_vulkan::ComputeEncoder<'a> {
+    cmd.sample_counters(held, 0, true).unwrap();
+    cmd.compute_encoder(&ComputePassDescriptor {
+        sample_buffer_attachments: &[
+            PassSampleBufferAttachment {
+                sample_buffer: held,
+                start_of_encoder_sample_index: Some(1),
+                end_of_encoder_sample_index: Some(2),
+            },
+            PassSampleBufferAttachment {
+                sample_buffer: fresh,
+                start_of_encoder_sample_index: None,
+                end_of_encoder_sample_index: Some(1),
+            },
+        ],
+    })
+    .unwrap()
+}
+
+/// Item 1: the last handles of a pass's end-of-pass attachment buffers
+/// dropped while the pass is open, one the command buffer already holds and
+/// one it does not: the pass still ends, and the command buffer runs with no
+/// validation message (its end samples keep both sets alive).
 #[test]
 fn end_attachment_buffers_dropped_while_the_pass_is_open() {
     let device = common::device();
     let held = buffer(&device, CommonCounterSet::Timestamp, "held", 4);
     let fresh = buffer(&device, CommonCounterSet::Timestamp, "not held", 2);
-    let keep_held = held.clone();
-    let keep_fresh = fresh.clone();
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&held, 0, true).unwrap();
-    let enc = cmd
-        .compute_encoder(&ComputePassDescriptor {
-            sample_buffer_attachments: &[
-                PassSampleBufferAttachment {
-                    sample_buffer: &held,
-                    start_of_encoder_sample_index: Some(1),
-                    end_of_encoder_sample_index: Some(2),
-                },
-                PassSampleBufferAttachment {
-                    sample_buffer: &fresh,
-                    start_of_encoder_sample_index: None,
-                    end_of_encoder_sample_index: Some(1),
-                },
-            ],
-        })
-        .unwrap();
+    let enc = pass_with_end_attachments(&mut cmd, &held, &fresh);
     drop(held);
     drop(fresh);
+    enc.end_encoding().unwrap();
+    common::run(cmd);
+    common::assert_no_validation_messages(&device);
+}
+
+/// The end samples of that pass, into a set the command buffer holds and
+/// one it does not, are written, and resolve to times in pass order.
+#[test]
+fn end_attachments_into_held_and_new_sets_are_written() {
+    let device = common::device();
+    let keep_held = buffer(&device, CommonCounterSet::Timestamp, "held", 4);
+    let keep_fresh = buffer(&device, CommonCounterSet::Timestamp, "not held", 2);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    let enc = pass_with_end_attachments(&mut cmd, &keep_held, &keep_fresh);
     enc.end_encoding().unwrap();
     common::run(cmd);
     let held = keep_held.resolve_counter_range(0..3).unwrap();
