@@ -178,8 +178,14 @@ pub trait BackendRecorder {
     /// The backend it belongs to.
     type Backend: Backend<Recorder = Self>;
 
-    /// Tells recorders apart while they record: scopes nest per recorder.
+    /// Tells recorders apart while they record.
     fn recorder_id(&self) -> u64;
+
+    /// The profiler's record of the scopes open on this recorder. Each
+    /// recorder holds its own (new and empty when it begins recording), so
+    /// that scopes nest per recorder, and their state moves with it between
+    /// threads, with no lock shared by every recorder.
+    fn scope_stack(&mut self) -> &mut ScopeStack;
 
     /// Samples `buffer[index]` between passes. Timestamps are taken after all
     /// prior work with [`TimestampGranularity::Precise`], at the cheapest
@@ -210,6 +216,73 @@ pub trait BackendRecorder {
     /// is timed without statistics instead of failing.
     fn samples_statistics(&self) -> bool {
         true
+    }
+}
+
+/// Which profiler scopes are open on one recorder: per frame, the innermost
+/// one (the profiler keeps each scope's parent, so this is a whole stack).
+/// Backends hold one per recorder and hand it out through
+/// [`BackendRecorder::scope_stack`]; only the profiler reads and changes it.
+///
+/// Frames are told apart by a key unique in the process. A recorder rarely
+/// has scopes of more than one frame open, so the first frame's entry is
+/// kept inline: a recorder allocates nothing here in the usual case.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ScopeStack {
+    /// `(frame key, innermost open scope)`; key 0 is no entry.
+    first: (u64, u32),
+    /// Entries of further frames.
+    more: Vec<(u64, u32)>,
+}
+
+impl ScopeStack {
+    /// The innermost scope open on the recorder in frame `frame`, as the
+    /// profiler last set it.
+    #[inline]
+    pub fn innermost(&self, frame: u64) -> Option<u32> {
+        if self.first.0 == frame && frame != 0 {
+            return Some(self.first.1);
+        }
+        self.more.iter().find(|e| e.0 == frame).map(|e| e.1)
+    }
+
+    /// Sets the innermost open scope of frame `frame` (`None`: no scope of
+    /// the frame is open on the recorder). Key 0 is ignored.
+    #[inline]
+    pub fn set_innermost(&mut self, frame: u64, scope: Option<u32>) {
+        if frame == 0 {
+            return;
+        }
+        if self.first.0 == frame {
+            match scope {
+                Some(s) => self.first.1 = s,
+                None => self.first = self.more.pop().unwrap_or((0, 0)),
+            }
+            return;
+        }
+        let at = self.more.iter().position(|e| e.0 == frame);
+        match (at, scope) {
+            (Some(i), Some(s)) => self.more[i].1 = s,
+            (Some(i), None) => {
+                self.more.swap_remove(i);
+            }
+            (None, Some(s)) if self.first.0 == 0 => self.first = (frame, s),
+            (None, Some(s)) => self.more.push((frame, s)),
+            (None, None) => {}
+        }
+    }
+
+    /// Whether no scope of any frame is open on the recorder (as far as the
+    /// profiler set it).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.first.0 == 0 && self.more.is_empty()
+    }
+
+    /// Forgets every entry.
+    pub fn clear(&mut self) {
+        self.first = (0, 0);
+        self.more.clear();
     }
 }
 

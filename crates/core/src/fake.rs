@@ -173,6 +173,7 @@ impl FakeDevice {
             ticket: Ticket::new(),
             held: Vec::new(),
             submitted: false,
+            scope_stack: Default::default(),
         }
     }
 
@@ -410,6 +411,8 @@ pub struct FakeRecorder {
     ticket: Ticket,
     held: Vec<Arc<Storage>>,
     submitted: bool,
+    /// The profiler's scopes open on it.
+    scope_stack: crate::ScopeStack,
 }
 
 impl FakeRecorder {
@@ -447,6 +450,10 @@ impl BackendRecorder for FakeRecorder {
 
     fn recorder_id(&self) -> u64 {
         self.id
+    }
+
+    fn scope_stack(&mut self) -> &mut crate::ScopeStack {
+        &mut self.scope_stack
     }
 
     fn sample_counters(

@@ -32,6 +32,7 @@ pub mod timeline;
 
 pub use backend::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
+    ScopeStack,
 };
 pub use calibration::{
     CalibratedTime, Calibration, CalibrationMethod, ConversionError, Converter, TimestampPair,

@@ -182,6 +182,8 @@ pub struct CudaRecorder {
     /// The open statistic chain element: buffer, index, chain id, and the
     /// stream's count when it was sampled.
     chain: Option<OpenStatistic>,
+    /// The profiler's scopes open on it.
+    scope_stack: gpu_counters_core::ScopeStack,
     /// The stage-utilization chain: its range-profiler session and ranges.
     #[cfg(feature = "cupti")]
     stage: Option<StageChain>,
@@ -246,6 +248,7 @@ impl CudaRecorder {
             cpu_start_ns: cpu_monotonic_ns(),
             submitted: false,
             chain: None,
+            scope_stack: Default::default(),
             #[cfg(feature = "cupti")]
             stage: None,
             #[cfg(feature = "cupti")]
@@ -660,6 +663,10 @@ impl BackendRecorder for CudaRecorder {
 
     fn recorder_id(&self) -> u64 {
         self.id
+    }
+
+    fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
+        &mut self.scope_stack
     }
 
     fn sample_counters(

@@ -1,68 +1,132 @@
 //! Frames and the scopes recorded in them.
+//!
+//! Recording takes no lock shared between recorders. A scope's id comes from
+//! one atomic counter of its frame; the id names the scope's samples and its
+//! record, a cell of the page the samples are in, which only the scope
+//! writes. Which scopes are open on a recorder, the recorder keeps itself
+//! ([`BackendRecorder::scope_stack`]), so nesting is checked on the recorder
+//! that is being recorded into, and moves with it between threads. Only
+//! growing a frame past its pages (under [`WhenFull::Grow`]) takes a lock.
 
 use crate::error::{ProfilerError, Result};
-use crate::profiler::{Buf, Page, Profiler, Recorder, WhenFull};
+use crate::profiler::{lock, Buf, Page, Profiler, Recorder, WhenFull};
 use crate::result::DropCounts;
-use crate::shared_str::SharedStr;
+use crate::shared_str::{Interner, SharedStr};
 use gpu_counters_core::timeline::PassKind;
 use gpu_counters_core::{BackendDevice, BackendRecorder, TimestampGranularity};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RecordState {
-    /// Begun, not ended (yet).
-    Open,
-    /// Both ends recorded.
-    Ended,
-    /// Recording a sample failed; counted in `DropCounts::failed`.
-    Failed,
-}
+use std::cell::{RefCell, UnsafeCell};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
 
 /// No scope: the parent of an outermost scope.
 pub(crate) const NO_SCOPE: u32 = u32::MAX;
 
-/// One scope's bookkeeping, plain data so that a slot's records are reused
-/// frame after frame without allocating; scope `id` samples indices
-/// `2 * (id % per)` and `2 * (id % per) + 1` of page `id / per`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ScopeRecord {
-    /// Where the label lies in [`FrameStore::labels`].
-    pub(crate) label_start: usize,
-    pub(crate) label_len: u32,
-    /// The innermost scope open on `cmd` when this one began, or
-    /// [`NO_SCOPE`].
-    pub(crate) parent: u32,
-    /// The recorder it began on ([`BackendRecorder::recorder_id`]).
-    pub(crate) cmd: u64,
-    /// Index in [`FrameStore::threads`] of the thread that began the scope.
-    pub(crate) thread: u32,
+/// What became of a scope, in its record's `state`.
+pub(crate) mod state {
+    /// Not recorded in this frame (or its id was claimed, and dropped for
+    /// want of room: counted in `DropCounts::over_capacity`).
+    pub(crate) const UNCLAIMED: u8 = 0;
+    /// Begun, not ended (yet).
+    pub(crate) const OPEN: u8 = 1;
+    /// Both ends recorded.
+    pub(crate) const ENDED: u8 = 2;
+    /// Recording a sample failed; counted in `DropCounts::failed`.
+    pub(crate) const FAILED: u8 = 3;
+    /// Its [`Scope`](super::Scope) was dropped unended: counted as not
+    /// ended, and skipped as a parent.
+    pub(crate) const DROPPED: u8 = 4;
+}
+
+/// What a scope's result is made of, besides its samples.
+#[derive(Debug, Clone)]
+pub(crate) struct ScopeMeta {
+    pub(crate) label: SharedStr,
+    /// The name of the thread that began it.
+    pub(crate) thread: SharedStr,
     pub(crate) kind: PassKind,
-    pub(crate) state: RecordState,
     /// Whether its statistics are sampled: the profiler's option, and the
     /// recorder able to where the scope began
     /// ([`BackendRecorder::samples_statistics`]).
     pub(crate) statistics: bool,
 }
 
-/// What a ring slot holds, lent to the frame that records into it. Clearing
-/// keeps every vector's capacity, so a steady state allocates nothing here.
+/// One scope's record, kept with its page and reused frame after frame.
+///
+/// `meta` is written once per frame, by the thread that won the scope's id
+/// from the frame's counter ([`Frame::scope`]), before the id is put on any
+/// recorder's stack. It is read only by the scope itself (for its errors),
+/// by a later scope on the same recorder (for its errors; the recorder is
+/// `&mut`, so it was handed over, with a happens-before edge, from the
+/// thread that wrote the cell), and, once the frame ended, by the profiler
+/// (ending a frame takes it by value, so no scope of it is alive).
+pub(crate) struct RecordCell {
+    meta: UnsafeCell<ScopeMeta>,
+    /// The innermost scope open on the recorder when this one began.
+    parent: AtomicU32,
+    state: AtomicU8,
+}
+
+#[allow(unsafe_code)]
+// SAFETY: `meta` is written only by the single owner of the scope's id, and
+// read only after that write happened-before the read (see `RecordCell`);
+// `parent` and `state` are atomics. `ScopeMeta` itself is `Send + Sync`.
+unsafe impl Sync for RecordCell {}
+
+impl RecordCell {
+    pub(crate) fn new() -> Self {
+        Self {
+            meta: UnsafeCell::new(ScopeMeta {
+                label: SharedStr::default(),
+                thread: SharedStr::default(),
+                kind: PassKind::Compute,
+                statistics: false,
+            }),
+            parent: AtomicU32::new(NO_SCOPE),
+            state: AtomicU8::new(state::UNCLAIMED),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn state(&self) -> u8 {
+        self.state.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn parent(&self) -> u32 {
+        self.parent.load(Ordering::Relaxed)
+    }
+
+    /// Makes the cell unrecorded, for the slot's next frame.
+    pub(crate) fn reset(&self) {
+        self.state.store(state::UNCLAIMED, Ordering::Relaxed);
+    }
+
+    /// The scope's label, kind, thread and statistics flag.
+    ///
+    /// # Safety
+    /// The cell's frame has ended (its store is back in the profiler's ring,
+    /// so no scope of it is being recorded), or the caller holds the
+    /// recorder on whose stack the cell's scope was put, or is the scope.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn meta(&self) -> &ScopeMeta {
+        // SAFETY: per the contract, the one write of this frame
+        // happened-before, and no write can come while the borrow lives.
+        unsafe { &*self.meta.get() }
+    }
+}
+
+/// What a ring slot holds, lent to the frame that records into it: its
+/// pages of sample buffers and records, and, once the frame ended, how many
+/// scopes it used and what it dropped.
 pub(crate) struct FrameStore<D: BackendDevice> {
-    pub(crate) pages: Vec<Page<D>>,
-    pub(crate) records: Vec<ScopeRecord>,
-    /// The records' labels, one after another.
-    pub(crate) labels: String,
-    /// The threads that began scopes in the frame: their tag and name.
-    pub(crate) threads: Vec<(u64, SharedStr)>,
-    /// Ids of the scopes open now, in the order they began.
-    pub(crate) open: Vec<u32>,
-    /// Records in the `Open` state.
-    pub(crate) not_ended: u32,
-    /// Where the next scope's samples go: its page, and its place in the
-    /// page (`records.len()` in pages of `max_scopes_per_frame`, kept
-    /// without dividing).
-    pub(crate) next_page: usize,
-    pub(crate) next_in_page: u32,
+    /// Appended to while a frame records (under [`WhenFull::Grow`]); read
+    /// without a lock.
+    pub(crate) pages: boxcar::Vec<Page<D>>,
+    /// Scope ids the ended frame used: `0..used`, scope `id` at record
+    /// `id % per` of page `id / per`, sampling `2 * (id % per)` and the
+    /// next index.
+    pub(crate) used: u32,
     pub(crate) drops: DropCounts,
 }
 
@@ -76,136 +140,103 @@ impl<D: BackendDevice> FrameStore<D> {
     /// An empty store.
     pub(crate) fn new() -> Self {
         Self {
-            pages: Vec::new(),
-            records: Vec::new(),
-            labels: String::new(),
-            threads: Vec::new(),
-            open: Vec::new(),
-            not_ended: 0,
-            next_page: 0,
-            next_in_page: 0,
+            pages: boxcar::Vec::new(),
+            used: 0,
             drops: DropCounts::default(),
         }
     }
 
-    /// Forgets the scopes, keeping the buffers and capacity.
-    pub(crate) fn clear(&mut self) {
-        self.records.clear();
-        self.labels.clear();
-        self.threads.clear();
-        self.open.clear();
-        self.not_ended = 0;
-        self.next_page = 0;
-        self.next_in_page = 0;
+    /// Forgets the scopes, keeping the pages.
+    pub(crate) fn clear(&mut self, per: u32) {
+        for (p, page) in self.pages.iter() {
+            let n = (self.used as usize).saturating_sub(p * per as usize);
+            if n == 0 {
+                break;
+            }
+            for cell in page.records.iter().take(n) {
+                cell.reset();
+            }
+        }
+        self.used = 0;
         self.drops = DropCounts::default();
     }
 
-    /// The label of `rec`.
-    pub(crate) fn label(&self, rec: &ScopeRecord) -> &str {
-        self.labels
-            .get(rec.label_start..rec.label_start + rec.label_len as usize)
-            .unwrap_or_default()
-    }
-
-    /// The label of scope `id`, owned (for errors).
-    fn label_of(&self, id: u32) -> String {
-        self.label(&self.records[id as usize]).to_owned()
-    }
-
-    /// Position in `open` of the innermost open scope on `cmd`.
-    fn innermost(&self, cmd: u64) -> Option<usize> {
-        self.open
-            .iter()
-            .rposition(|&o| self.records[o as usize].cmd == cmd)
-    }
-
-    /// Stores `label` after the others, or finds it as the last record's
-    /// (a run of scopes of one label stores it once, and collection knows
-    /// them one by their place).
-    fn push_label(&mut self, label: &str) -> (usize, u32) {
-        if let Some(last) = self.records.last() {
-            if self.label(last) == label {
-                return (last.label_start, last.label_len);
-            }
-        }
-        let start = self.labels.len();
-        // A label over 4 GiB keeps its first 4 GiB (at a character boundary).
-        let mut len = label.len().min(u32::MAX as usize);
-        while !label.is_char_boundary(len) {
-            len -= 1;
-        }
-        self.labels.push_str(&label[..len]);
-        (start, len as u32)
-    }
-
-    /// Index in `threads` of the calling thread, added on its first scope.
-    fn thread_index(&mut self) -> u32 {
-        THREAD
-            .try_with(|tag| self.thread_of(tag))
-            // Thread-local storage is being torn down: tag afresh.
-            .unwrap_or_else(|_| self.thread_of(&ThreadTag::new()))
-    }
-
-    fn thread_of(&mut self, tag: &ThreadTag) -> u32 {
-        match self.threads.iter().rposition(|t| t.0 == tag.key) {
-            Some(i) => i as u32,
-            None => {
-                self.threads.push((tag.key, tag.name.clone()));
-                (self.threads.len() - 1) as u32
-            }
-        }
-    }
-
-    /// Removes scope `id` from the open ones, if there.
-    fn close(&mut self, id: u32) {
-        if let Some(p) = self.open.iter().rposition(|&o| o == id) {
-            self.open.remove(p);
-        }
-    }
-
-    /// Marks scope `id` failed and counts it, once.
-    fn fail(&mut self, id: u32, profiler: &Profiler<D>) {
-        self.close(id);
-        let rec = &mut self.records[id as usize];
-        match rec.state {
-            RecordState::Failed => {}
-            state => {
-                if state == RecordState::Open {
-                    self.not_ended -= 1;
-                }
-                rec.state = RecordState::Failed;
-                self.drops.failed += 1;
-                profiler.dropped_total.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+    /// The record of scope `id`.
+    #[inline]
+    pub(crate) fn cell(&self, id: u32, per: u32) -> Option<&RecordCell> {
+        let (page, at) = if id < per {
+            (0, id)
+        } else {
+            ((id / per) as usize, id % per)
+        };
+        self.pages.get(page)?.records.get(at as usize)
     }
 }
 
-/// A thread's identity for results: a process-unique key and its name
-/// (its id where unnamed), made once per thread.
-struct ThreadTag {
-    key: u64,
+/// A thread's strings for results: its name (its id where unnamed), and the
+/// labels it used last, so that a scope's label is shared without a lock.
+struct ThreadStrings {
     name: SharedStr,
+    labels: RefCell<RecentLabels>,
 }
 
-impl ThreadTag {
+/// The last few labels a thread used, each shared.
+#[derive(Default)]
+struct RecentLabels {
+    recent: [Option<SharedStr>; 4],
+    next: usize,
+}
+
+impl RecentLabels {
+    fn get(&mut self, label: &str, interner: &Mutex<Interner>) -> SharedStr {
+        for s in self.recent.iter().flatten() {
+            if s.as_str() == label {
+                return s.clone();
+            }
+        }
+        let s = lock(interner).get(label);
+        self.recent[self.next] = Some(s.clone());
+        self.next = (self.next + 1) % self.recent.len();
+        s
+    }
+}
+
+impl ThreadStrings {
     fn new() -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
         let t = std::thread::current();
         let name = match t.name() {
             Some(name) => SharedStr::kept(name),
             None => SharedStr::kept(&format!("{:?}", t.id())),
         };
         Self {
-            key: NEXT.fetch_add(1, Ordering::Relaxed),
             name,
+            labels: RefCell::default(),
         }
     }
 }
 
 thread_local! {
-    static THREAD: ThreadTag = ThreadTag::new();
+    static THREAD: ThreadStrings = ThreadStrings::new();
 }
+
+/// The shared `label` and the calling thread's name.
+#[inline]
+fn strings(label: &str, interner: &Mutex<Interner>) -> (SharedStr, SharedStr) {
+    THREAD
+        .try_with(|t| match t.labels.try_borrow_mut() {
+            Ok(mut recent) => (recent.get(label, interner), t.name.clone()),
+            // Not reachable (nothing in `get` begins a scope), but never
+            // a panic.
+            Err(_) => (lock(interner).get(label), t.name.clone()),
+        })
+        // Thread-local storage is being torn down.
+        .unwrap_or_else(|_| (lock(interner).get(label), ThreadStrings::new().name))
+}
+
+/// Keys of frames, unique in the process: a recorder's [`ScopeStack`]
+/// (gpu_counters_core::ScopeStack) entries never mistake one frame for
+/// another, whichever profiler began it.
+static NEXT_FRAME_KEY: AtomicU64 = AtomicU64::new(1);
 
 /// One frame being recorded. Share it by reference between threads (it is
 /// `Sync`); each thread records scopes into its own command buffers with
@@ -214,15 +245,20 @@ thread_local! {
 pub struct Frame<'p, D: BackendDevice> {
     pub(crate) profiler: &'p Profiler<D>,
     index: u64,
+    /// Unique in the process (see [`NEXT_FRAME_KEY`]).
+    key: u64,
     slot: Option<usize>,
-    store: Mutex<FrameStore<D>>,
+    store: FrameStore<D>,
+    /// Scope ids handed out (some past the pages: dropped).
+    next: AtomicU64,
+    /// Scopes per page: `max_scopes_per_frame`.
+    per: u32,
+    no_slot: AtomicU32,
+    over_capacity: AtomicU32,
+    failed: AtomicU32,
+    /// Held while adding a page.
+    grow: Mutex<()>,
     ended: bool,
-}
-
-/// Locks a frame's store. Its critical sections run no user code, so the
-/// state stays consistent even if a panic interrupted one.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<D: BackendDevice> std::fmt::Debug for Frame<'_, D> {
@@ -244,8 +280,15 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         Self {
             profiler,
             index,
+            key: NEXT_FRAME_KEY.fetch_add(1, Ordering::Relaxed),
             slot,
-            store: Mutex::new(store),
+            store,
+            next: AtomicU64::new(0),
+            per: profiler.options.max_scopes_per_frame,
+            no_slot: AtomicU32::new(0),
+            over_capacity: AtomicU32::new(0),
+            failed: AtomicU32::new(0),
+            grow: Mutex::new(()),
             ended: false,
         }
     }
@@ -264,7 +307,9 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
 
     /// Scopes of this frame dropped so far.
     pub fn dropped_scopes(&self) -> u32 {
-        lock(&self.store).drops.total()
+        self.no_slot.load(Ordering::Relaxed)
+            + self.over_capacity.load(Ordering::Relaxed)
+            + self.failed.load(Ordering::Relaxed)
     }
 
     /// Begins a scope labelled `label` in `cmd`: records a timestamp after
@@ -285,82 +330,153 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     /// sample statistics at this point
     /// ([`BackendRecorder::samples_statistics`]: wgpu between passes), the
     /// scope is timed only and its result has no statistics.
+    #[allow(unsafe_code)]
     pub fn scope(
         &self,
         cmd: &mut Recorder<D>,
         label: &str,
         kind: PassKind,
     ) -> Result<Scope<'_, D>> {
-        let raw = cmd.recorder_id();
-        let per = self.profiler.options.max_scopes_per_frame;
-        let mut guard = lock(&self.store);
-        let store = &mut *guard;
-        let Some(slot) = self.slot else {
-            store.drops.no_slot += 1;
-            self.count_drop();
-            return Ok(Scope::dropped(self));
+        if self.slot.is_none() {
+            return Ok(self.drop_scope(&self.no_slot));
+        }
+        let claimed = self.next.fetch_add(1, Ordering::Relaxed);
+        let per = u64::from(self.per);
+        // Ids are u32, NO_SCOPE excluded.
+        if claimed >= u64::from(NO_SCOPE) {
+            return Ok(self.drop_scope(&self.over_capacity));
+        }
+        let id = claimed as u32;
+        let (page_no, at) = if claimed < per {
+            (0, id)
+        } else {
+            ((claimed / per) as usize, (claimed % per) as u32)
         };
-        let id = store.records.len() as u32;
-        if store.next_in_page == per {
-            store.next_page += 1;
-            store.next_in_page = 0;
+        let page = match self.store.pages.get(page_no) {
+            Some(p) => p,
+            None => match self.grow(page_no)? {
+                Some(p) => p,
+                None => return Ok(self.drop_scope(&self.over_capacity)),
+            },
+        };
+        let cell = &page.records[at as usize];
+        let statistics = page
+            .statistics
+            .as_ref()
+            .filter(|_| cmd.samples_statistics());
+        let parent = self.open_scope(cmd.scope_stack().innermost(self.key));
+        let (label, thread) = strings(label, &self.profiler.labels);
+        // SAFETY: this call won `id` from `next`, so it alone writes the
+        // cell in this frame, and nothing reads its `meta` before the scope
+        // is on `cmd`'s stack (below) or the frame has ended (see
+        // `RecordCell`).
+        unsafe {
+            *cell.meta.get() = ScopeMeta {
+                label,
+                thread,
+                kind,
+                statistics: statistics.is_some(),
+            };
         }
-        let (page, index) = (store.next_page, 2 * store.next_in_page);
-        if page >= store.pages.len() {
-            if self.profiler.options.when_full != WhenFull::Grow {
-                store.drops.over_capacity += 1;
-                self.count_drop();
-                return Ok(Scope::dropped(self));
+        cell.parent.store(parent, Ordering::Relaxed);
+        let index = 2 * at;
+        match sample::<D>(cmd, &page.timestamps, statistics, index) {
+            Ok(()) => {
+                cell.state.store(state::OPEN, Ordering::Relaxed);
+                cmd.scope_stack().set_innermost(self.key, Some(id));
+                Ok(Scope {
+                    frame: self,
+                    page: Some(page),
+                    id,
+                    parent,
+                    index,
+                    recorder: cmd.recorder_id(),
+                    statistics: statistics.is_some(),
+                    done: false,
+                })
             }
-            match self.profiler.new_page(slot, store.pages.len()) {
-                Ok(p) => store.pages.push(p),
-                Err(e) => {
-                    store.drops.over_capacity += 1;
-                    self.count_drop();
-                    return Err(e);
-                }
-            }
-        }
-        // Sampled under the frame's lock: the sample buffer serialises
-        // recording threads anyway, and the record and its samples stay in
-        // step.
-        let p = &store.pages[page];
-        let statistics = p.statistics.as_ref().filter(|_| cmd.samples_statistics());
-        let with_statistics = statistics.is_some();
-        let sampled = sample::<D>(cmd, &p.timestamps, statistics, index);
-        let parent = store.innermost(raw).map_or(NO_SCOPE, |i| store.open[i]);
-        let thread = store.thread_index();
-        let (label_start, label_len) = store.push_label(label);
-        store.records.push(ScopeRecord {
-            label_start,
-            label_len,
-            parent,
-            cmd: raw,
-            thread,
-            kind,
-            state: RecordState::Open,
-            statistics: with_statistics,
-        });
-        store.not_ended += 1;
-        store.next_in_page += 1;
-        store.open.push(id);
-        match sampled {
-            Ok(()) => Ok(Scope {
-                frame: self,
-                id: Some(id),
-                page: page as u32,
-                index,
-                done: false,
-            }),
             Err(e) => {
-                store.fail(id, self.profiler);
+                cell.state.store(state::FAILED, Ordering::Relaxed);
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                self.count_drop();
                 Err(e)
             }
         }
     }
 
+    /// Adds pages up to `page_no` under [`WhenFull::Grow`]: the page, or
+    /// `None` (and the scope is dropped) under the other policies.
+    #[cold]
+    fn grow(&self, page_no: usize) -> Result<Option<&Page<D>>> {
+        let Some(slot) = self.slot else {
+            return Ok(None);
+        };
+        let _adding = lock(&self.grow);
+        while self.store.pages.count() <= page_no {
+            if self.profiler.options.when_full != WhenFull::Grow {
+                return Ok(None);
+            }
+            match self.profiler.new_page(slot, self.store.pages.count()) {
+                Ok(p) => {
+                    // Pages are added only here, under `grow`: in order.
+                    self.store.pages.push(p);
+                }
+                Err(e) => {
+                    self.over_capacity.fetch_add(1, Ordering::Relaxed);
+                    self.count_drop();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(self.store.pages.get(page_no))
+    }
+
+    /// A scope that records nothing, counted in `why`.
+    fn drop_scope(&self, why: &AtomicU32) -> Scope<'_, D> {
+        why.fetch_add(1, Ordering::Relaxed);
+        self.count_drop();
+        Scope {
+            frame: self,
+            page: None,
+            id: NO_SCOPE,
+            parent: NO_SCOPE,
+            index: 0,
+            recorder: 0,
+            statistics: false,
+            done: true,
+        }
+    }
+
     fn count_drop(&self) {
         self.profiler.dropped_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The innermost scope still open from `innermost` outwards: dropped
+    /// scopes are skipped.
+    #[inline]
+    fn open_scope(&self, innermost: Option<u32>) -> u32 {
+        let mut id = innermost.unwrap_or(NO_SCOPE);
+        while id != NO_SCOPE {
+            match self.store.cell(id, self.per) {
+                Some(c) if c.state() == state::DROPPED => id = c.parent(),
+                Some(_) => break,
+                None => return NO_SCOPE,
+            }
+        }
+        id
+    }
+
+    /// The label of scope `id`, owned (for errors).
+    ///
+    /// # Safety
+    /// As [`RecordCell::meta`].
+    #[allow(unsafe_code)]
+    unsafe fn label_of(&self, id: u32) -> String {
+        self.store
+            .cell(id, self.per)
+            // SAFETY: per this function's contract.
+            .map(|c| unsafe { c.meta() }.label.to_string())
+            .unwrap_or_default()
     }
 
     /// Hands the store back to the profiler (once).
@@ -369,14 +485,34 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             return Ok(());
         }
         self.ended = true;
-        let store = self.store.get_mut().unwrap_or_else(PoisonError::into_inner);
-        let open = store.not_ended;
-        store.drops.not_ended += open;
-        store.open.clear();
+        let per = self.per as usize;
+        let capacity = (self.store.pages.count() as u64) * u64::from(self.per);
+        let used = (*self.next.get_mut())
+            .min(capacity)
+            .min(u64::from(NO_SCOPE)) as u32;
+        let mut open = 0;
+        for (p, page) in self.store.pages.iter() {
+            let n = (used as usize).saturating_sub(p * per).min(per);
+            if n == 0 {
+                break;
+            }
+            open += page.records[..n]
+                .iter()
+                .filter(|c| matches!(c.state(), state::OPEN | state::DROPPED))
+                .count() as u32;
+        }
+        self.store.used = used;
+        self.store.drops = DropCounts {
+            no_slot: *self.no_slot.get_mut(),
+            over_capacity: *self.over_capacity.get_mut(),
+            not_ended: open,
+            failed: *self.failed.get_mut(),
+            abandoned: 0,
+        };
         self.profiler
             .dropped_total
-            .fetch_add(open as u64, Ordering::Relaxed);
-        let store = std::mem::take(store);
+            .fetch_add(u64::from(open), Ordering::Relaxed);
+        let store = std::mem::take(&mut self.store);
         self.profiler
             .frame_ended(self.index, self.slot, store, cpu_submit_ns)
     }
@@ -394,11 +530,16 @@ impl<D: BackendDevice> Drop for Frame<'_, D> {
 #[must_use = "a scope must be ended with `Scope::end`, or it is reported as not ended"]
 pub struct Scope<'f, D: BackendDevice> {
     frame: &'f Frame<'f, D>,
-    /// `None` for a dropped scope.
-    id: Option<u32>,
-    /// Where its samples are: page, and the start's index.
-    page: u32,
+    /// Where its samples and record are; `None` for a dropped scope.
+    page: Option<&'f Page<D>>,
+    id: u32,
+    /// The innermost scope open on its recorder when it began.
+    parent: u32,
+    /// Its start's sample index (the end's is the next).
     index: u32,
+    /// [`BackendRecorder::recorder_id`] of the recorder it began on.
+    recorder: u64,
+    statistics: bool,
     done: bool,
 }
 
@@ -406,25 +547,20 @@ impl<D: BackendDevice> std::fmt::Debug for Scope<'_, D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scope")
             .field("frame", &self.frame.index)
-            .field("id", &self.id)
+            .field("id", &self.page.map(|_| self.id))
             .finish()
     }
 }
 
 impl<'f, D: BackendDevice> Scope<'f, D> {
-    fn dropped(frame: &'f Frame<'f, D>) -> Self {
-        Self {
-            frame,
-            id: None,
-            page: 0,
-            index: 0,
-            done: true,
-        }
-    }
-
     /// Whether the scope records samples (it was not dropped).
     pub fn is_recorded(&self) -> bool {
-        self.id.is_some()
+        self.page.is_some()
+    }
+
+    /// Its record.
+    fn cell(&self, page: &'f Page<D>) -> &'f RecordCell {
+        &page.records[(self.index / 2) as usize]
     }
 
     /// Ends the scope in `cmd`, the command buffer it began on: records a
@@ -432,53 +568,49 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
     /// since the start). Inner scopes on the same command buffer must be
     /// ended first. On an error the scope is reported as not ended (or
     /// failed, if recording a sample failed).
+    #[allow(unsafe_code)]
     pub fn end(mut self, cmd: &mut Recorder<D>) -> Result<()> {
-        let Some(id) = self.id else {
+        let Some(page) = self.page else {
             return Ok(());
         };
-        let raw = cmd.recorder_id();
-        let profiler = self.frame.profiler;
-        let mut guard = lock(&self.frame.store);
-        let store = &mut *guard;
-        if store.records[id as usize].cmd != raw {
-            return Err(ProfilerError::WrongCommandBuffer {
-                label: store.label_of(id),
+        let frame = self.frame;
+        let cell = self.cell(page);
+        // SAFETY: this is the scope whose begin wrote the cell.
+        let label = || unsafe { cell.meta() }.label.to_string();
+        let innermost = frame.open_scope(cmd.scope_stack().innermost(frame.key));
+        if cmd.recorder_id() != self.recorder || innermost == NO_SCOPE {
+            // Another recorder (or another wrapper of the same one: scopes
+            // nest per recorder value).
+            return Err(ProfilerError::WrongCommandBuffer { label: label() });
+        }
+        if innermost != self.id {
+            return Err(ProfilerError::ScopeOrder {
+                label: label(),
+                // SAFETY: `innermost` is on `cmd`'s stack, and `cmd` is ours.
+                open: unsafe { frame.label_of(innermost) },
             });
         }
-        if let Some(i) = store.innermost(raw) {
-            let inner = store.open[i];
-            if inner != id {
-                return Err(ProfilerError::ScopeOrder {
-                    label: store.label_of(id),
-                    open: store.label_of(inner),
-                });
-            }
-            if i + 1 == store.open.len() {
-                store.open.pop();
-            } else {
-                store.open.remove(i);
-            }
-        }
-        let p = &store.pages[self.page as usize];
-        let statistics = p
-            .statistics
-            .as_ref()
-            .filter(|_| store.records[id as usize].statistics);
-        let mut recorded = sample::<D>(cmd, &p.timestamps, statistics, self.index + 1);
-        if recorded.is_ok() && statistics.is_some() && store.innermost(raw).is_none() {
-            // Close this command buffer's statistic chain: nothing is counted
-            // outside scopes, and a caller's command buffer can be ended as is.
+        let outer = frame.open_scope(Some(self.parent));
+        cmd.scope_stack()
+            .set_innermost(frame.key, (outer != NO_SCOPE).then_some(outer));
+        let statistics = page.statistics.as_ref().filter(|_| self.statistics);
+        let mut recorded = sample::<D>(cmd, &page.timestamps, statistics, self.index + 1);
+        if recorded.is_ok() && statistics.is_some() && cmd.scope_stack().is_empty() {
+            // No scope of any frame is open on the recorder: close its
+            // statistic chain (one per recorder). Nothing is counted outside
+            // scopes, and a caller's command buffer can be ended as is.
             recorded = cmd.end_statistics().map_err(ProfilerError::from);
         }
         self.done = true;
         match recorded {
             Ok(()) => {
-                store.records[id as usize].state = RecordState::Ended;
-                store.not_ended -= 1;
+                cell.state.store(state::ENDED, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
-                store.fail(id, profiler);
+                cell.state.store(state::FAILED, Ordering::Relaxed);
+                frame.failed.fetch_add(1, Ordering::Relaxed);
+                frame.count_drop();
                 Err(e)
             }
         }
@@ -490,15 +622,19 @@ impl<D: BackendDevice> Drop for Scope<'_, D> {
         if self.done {
             return;
         }
-        if let Some(id) = self.id {
-            // Stays `Open`: counted as not ended when the frame ends.
-            lock(&self.frame.store).close(id);
+        if let Some(page) = self.page {
+            // Counted as not ended when the frame ends; later scopes on its
+            // recorder skip it as a parent.
+            self.cell(page)
+                .state
+                .store(state::DROPPED, Ordering::Relaxed);
         }
     }
 }
 
 /// Records one end of a scope: the timestamp after all prior work, then the
 /// statistic sample.
+#[inline]
 fn sample<D: BackendDevice>(
     cmd: &mut Recorder<D>,
     timestamps: &Buf<D>,

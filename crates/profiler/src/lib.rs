@@ -42,7 +42,9 @@
 //! ```
 
 #![warn(missing_docs)]
-// Only the Tracy client layer (feature `tracy`) calls C.
+// Only the Tracy client layer (feature `tracy`) calls C, and a scope's
+// record cell (`frame::RecordCell`) is written without a lock by the one
+// thread that owns its id.
 #![deny(unsafe_code)]
 
 mod error;

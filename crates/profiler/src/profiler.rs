@@ -1,13 +1,13 @@
 //! The profiler: options, the ring of sample buffers, and collection.
 
 use crate::error::{ProfilerError, Result};
-use crate::frame::{Frame, FrameStore, RecordState, NO_SCOPE};
+use crate::frame::{state, Frame, FrameStore, RecordCell, NO_SCOPE};
 use crate::result::{to_timeline, DropCounts, FrameResult, ScopeResult};
-use crate::shared_str::{Interner, SharedStr};
+use crate::shared_str::Interner;
 use gpu_counters_core::timeline::Timeline;
 use gpu_counters_core::{
-    cpu_monotonic_ns, Calibration, CommonCounterSet, CounterResultTimestamp,
-    CounterSampleBufferDescriptor, ResolvedCounters, SampleStatus, SampleValue,
+    cpu_monotonic_ns, Calibration, CommonCounterSet, CounterSampleBufferDescriptor,
+    ResolvedCounters, SampleStatus, SampleValue,
 };
 use gpu_counters_core::{BackendDevice, BackendMarker, BackendSampleBuffer, DeviceInfo};
 use std::collections::VecDeque;
@@ -92,10 +92,13 @@ pub(crate) type Buf<D> =
 pub type Recorder<D> = <<D as BackendDevice>::Backend as gpu_counters_core::Backend>::Recorder;
 type Marker<D> = <<D as BackendDevice>::Backend as gpu_counters_core::Backend>::Marker;
 
-/// One set of sample buffers: `2 * max_scopes_per_frame` samples each.
+/// One set of sample buffers, `2 * max_scopes_per_frame` samples each, and
+/// the records of the scopes that sample them.
 pub(crate) struct Page<D: BackendDevice> {
     pub(crate) timestamps: Buf<D>,
     pub(crate) statistics: Option<Buf<D>>,
+    /// `max_scopes_per_frame` records: the one of scope `id` at `id % per`.
+    pub(crate) records: Box<[RecordCell]>,
 }
 
 struct RingSlot<D: BackendDevice> {
@@ -155,11 +158,12 @@ pub struct Profiler<D: BackendDevice> {
     queue_name: String,
     state: Mutex<State<D>>,
     calibration: Mutex<Calibration>,
-    /// The labels of collected scopes, each kept once.
-    labels: Mutex<Interner>,
+    /// Labels of scopes, each kept once (a thread's recent labels are
+    /// shared without it).
+    pub(crate) labels: Mutex<Interner>,
     /// What frames are resolved into, per page (timestamps, statistics):
     /// kept between collects, so that resolving allocates nothing.
-    resolved: Mutex<(Vec<ResolvedCounters>, Vec<ResolvedCounters>)>,
+    resolved: Mutex<Resolved>,
     /// Emptied scope lists of results handed back to
     /// [`Profiler::collect_into`], for the next frames' results.
     spare_scopes: Mutex<Vec<Vec<ScopeResult>>>,
@@ -252,7 +256,7 @@ impl<D: BackendDevice> Profiler<D> {
             }),
             calibration: Mutex::new(calibration),
             labels: Mutex::new(Interner::default()),
-            resolved: Mutex::new((Vec::new(), Vec::new())),
+            resolved: Mutex::new(Resolved::default()),
             spare_scopes: Mutex::new(Vec::new()),
             dropped_total: AtomicU64::new(0),
             buffers: AtomicUsize::new(0),
@@ -505,7 +509,7 @@ impl<D: BackendDevice> Profiler<D> {
             Some(s) => {
                 if let Some(rs) = st.slots.get_mut(s) {
                     rs.store = store;
-                    if cpu_submit_ns.is_some() && !rs.store.records.is_empty() && !rs.marker {
+                    if cpu_submit_ns.is_some() && rs.store.used > 0 && !rs.marker {
                         marked = self.submit_marker(rs);
                     }
                 }
@@ -541,11 +545,10 @@ impl<D: BackendDevice> Profiler<D> {
         let id = st.slots.len();
         let page = self.new_page(id, 0)?;
         let fence = self.device.make_marker()?;
+        let store = FrameStore::new();
+        store.pages.push(page);
         st.slots.push(RingSlot {
-            store: FrameStore {
-                pages: vec![page],
-                ..FrameStore::new()
-            },
+            store,
             frame: None,
             fence,
             marker: false,
@@ -576,6 +579,9 @@ impl<D: BackendDevice> Profiler<D> {
         Ok(Page {
             timestamps,
             statistics,
+            records: (0..self.options.max_scopes_per_frame)
+                .map(|_| RecordCell::new())
+                .collect(),
         })
     }
 
@@ -630,16 +636,16 @@ impl<D: BackendDevice> Profiler<D> {
         // `2 * (id % per)` and the next index of page `id / per`, and every
         // other sample of the slot is still unwritten since the reset after
         // the frame that last used it.
-        let used = slot.store.records.len();
+        let used = slot.store.used as usize;
         let per = self.options.max_scopes_per_frame as usize;
-        for (p, page) in slot.store.pages.iter().take(used.div_ceil(per)).enumerate() {
+        for (p, page) in slot.store.pages.iter().take(used.div_ceil(per)) {
             let range = 0..2 * (used - p * per).min(per) as u64;
             page.timestamps.reset_range(range.clone())?;
             if let Some(stats) = &page.statistics {
                 stats.reset_range(range)?;
             }
         }
-        slot.store.clear();
+        slot.store.clear(self.options.max_scopes_per_frame);
         slot.frame = None;
         Ok(())
     }
@@ -659,7 +665,7 @@ impl<D: BackendDevice> Profiler<D> {
         };
         let index = st.pending[i].index;
         let slot = &mut st.slots[s];
-        let gpu_work = !slot.store.records.is_empty();
+        let gpu_work = slot.store.used > 0;
         if gpu_work && slot.marker {
             let signalled = slot.fence.is_signaled()?;
             if !signalled {
@@ -697,20 +703,25 @@ impl<D: BackendDevice> Profiler<D> {
     /// Resolves a frame's samples; `None` while any is not available yet.
     /// One CPU resolve per used page and counter set, covering only the
     /// samples the frame's scopes took.
+    #[allow(unsafe_code)]
     fn resolve(
         &self,
         store: &FrameStore<D>,
         index: u64,
         cpu_submit_ns: Option<u64>,
     ) -> Result<Option<FrameResult>> {
-        let n = store.records.len();
+        let n = store.used as usize;
         let per = self.options.max_scopes_per_frame as usize;
         let used = n.div_ceil(per);
         let mut resolved = lock(&self.resolved);
-        let (stamps, stats) = &mut *resolved;
+        let Resolved {
+            stamps,
+            stats,
+            position,
+        } = &mut *resolved;
         stamps.resize_with(stamps.len().max(used), ResolvedCounters::default);
         let mut pages_with_stats = 0;
-        for (p, page) in store.pages.iter().take(used).enumerate() {
+        for (p, page) in store.pages.iter().take(used) {
             let range = 0..2 * (n - p * per).min(per) as u64;
             let r = &mut stamps[p];
             page.timestamps
@@ -731,10 +742,6 @@ impl<D: BackendDevice> Profiler<D> {
             }
         }
         let stats = &stats[..pages_with_stats.min(stats.len())];
-        let stamps: Vec<(&[CounterResultTimestamp], &[SampleStatus])> = stamps[..used]
-            .iter()
-            .map(|r| Ok((r.timestamps()?, r.statuses())))
-            .collect::<Result<_>>()?;
         let with_stats = self.options.statistics && pages_with_stats == used;
 
         let cpu_complete_ns = cpu_monotonic_ns();
@@ -745,111 +752,93 @@ impl<D: BackendDevice> Profiler<D> {
         let mut gpu_failed = 0u32;
         let mut abandoned = 0u32;
         // Result position of each scope, NO_SCOPE where it has none.
-        let mut position: Vec<u32> = vec![NO_SCOPE; n];
+        position.clear();
+        position.resize(n, NO_SCOPE);
         let mut scopes: Vec<ScopeResult> = lock(&self.spare_scopes).pop().unwrap_or_default();
         scopes.reserve(n);
-        let mut labels = lock(&self.labels);
         let convert = calibration.converter();
-        // The last label made shared, by its place in `store.labels`: runs of
-        // one label share it without a look-up.
-        let mut last_label: Option<((usize, u32), SharedStr)> = None;
-        let no_thread = SharedStr::default();
-        let (mut page, mut at) = (0, 0);
-        for (id, rec) in store.records.iter().enumerate() {
-            // Scope `id` is at `2 * (id % per)` of page `id / per`.
-            if id > 0 {
-                at += 2;
-                if at == 2 * per {
-                    (page, at) = (page + 1, 0);
+        for (p, page) in store.pages.iter().take(used) {
+            let (t, st) = (stamps[p].timestamps()?, stamps[p].statuses());
+            let count = (n - p * per).min(per);
+            for (k, rec) in page.records[..count].iter().enumerate() {
+                // Open and Failed scopes were counted when the frame ended or
+                // the recording failed.
+                if rec.state() != state::ENDED {
+                    continue;
                 }
-            }
-            // Open and Failed scopes were counted when the frame ended or the
-            // recording failed.
-            if rec.state != RecordState::Ended {
-                continue;
-            }
-            let (t, st) = stamps[page];
-            if st[at] == SampleStatus::NotWritten && st[at + 1] == SampleStatus::NotWritten {
-                // Recorded, so only a command buffer dropped unsubmitted
-                // leaves both unwritten.
-                abandoned += 1;
-                continue;
-            }
-            if st[at] != SampleStatus::Written || st[at + 1] != SampleStatus::Written {
-                gpu_failed += 1;
-                continue;
-            }
-            let (t0, t1) = (t[at].timestamp, t[at + 1].timestamp);
-            let statistics = if self.options.statistics && rec.statistics {
-                match stats
-                    .get(page)
-                    .filter(|_| with_stats)
-                    .map(|r| r.statistics_between(at, at + 1))
-                {
-                    Some(Ok(SampleValue::Value(counted))) => Some(counted),
-                    _ => {
-                        gpu_failed += 1;
-                        continue;
+                let at = 2 * k;
+                if st[at] == SampleStatus::NotWritten && st[at + 1] == SampleStatus::NotWritten {
+                    // Recorded, so only a command buffer dropped unsubmitted
+                    // leaves both unwritten.
+                    abandoned += 1;
+                    continue;
+                }
+                if st[at] != SampleStatus::Written || st[at + 1] != SampleStatus::Written {
+                    gpu_failed += 1;
+                    continue;
+                }
+                // SAFETY: the store is back in its ring slot (its frame
+                // ended), so no scope of it is being recorded.
+                let meta = unsafe { rec.meta() };
+                let (t0, t1) = (t[at].timestamp, t[at + 1].timestamp);
+                let statistics = if self.options.statistics && meta.statistics {
+                    match stats
+                        .get(p)
+                        .filter(|_| with_stats)
+                        .map(|r| r.statistics_between(at, at + 1))
+                    {
+                        Some(Ok(SampleValue::Value(counted))) => Some(counted),
+                        _ => {
+                            gpu_failed += 1;
+                            continue;
+                        }
                     }
+                } else {
+                    None
+                };
+                // The nearest enclosing scope that has a result.
+                let mut parent = NO_SCOPE;
+                let mut up = rec.parent();
+                while up != NO_SCOPE {
+                    let pos = position[up as usize];
+                    if pos != NO_SCOPE {
+                        parent = pos;
+                        break;
+                    }
+                    up = store.cell(up, per as u32).map_or(NO_SCOPE, |c| c.parent());
                 }
-            } else {
-                None
-            };
-            // The nearest enclosing scope that has a result.
-            let mut parent = NO_SCOPE;
-            let mut up = rec.parent;
-            while up != NO_SCOPE {
-                let pos = position[up as usize];
-                if pos != NO_SCOPE {
-                    parent = pos;
-                    break;
+                let (parent, depth) = match parent {
+                    NO_SCOPE => (None, 0),
+                    p => (Some(p as usize), scopes[p as usize].depth + 1),
+                };
+                // A scope whose timestamps do not convert (or end before they
+                // start) failed: it gets no made-up time.
+                let (Ok(start), Ok(end)) = (convert.to_cpu_ns(t0), convert.to_cpu_ns(t1)) else {
+                    gpu_failed += 1;
+                    continue;
+                };
+                if end.ns < start.ns {
+                    gpu_failed += 1;
+                    continue;
                 }
-                up = store.records[up as usize].parent;
+                position[p * per + k] = scopes.len() as u32;
+                scopes.push(ScopeResult {
+                    label: meta.label.clone(),
+                    kind: meta.kind,
+                    thread: meta.thread.clone(),
+                    depth,
+                    parent,
+                    start_ns: start.ns,
+                    end_ns: end.ns,
+                    duration_ns: end.ns - start.ns,
+                    start_ticks: t0,
+                    end_ticks: t1,
+                    error_bound_ns: start.error_bound_ns.max(end.error_bound_ns),
+                    statistics,
+                });
             }
-            let (parent, depth) = match parent {
-                NO_SCOPE => (None, 0),
-                p => (Some(p as usize), scopes[p as usize].depth + 1),
-            };
-            // A scope whose timestamps do not convert (or end before they
-            // start) failed: it gets no made-up time.
-            let (Ok(start), Ok(end)) = (convert.to_cpu_ns(t0), convert.to_cpu_ns(t1)) else {
-                gpu_failed += 1;
-                continue;
-            };
-            if end.ns < start.ns {
-                gpu_failed += 1;
-                continue;
-            }
-            position[id] = scopes.len() as u32;
-            let place = (rec.label_start, rec.label_len);
-            let label = match &last_label {
-                Some((p, l)) if *p == place => l.clone(),
-                _ => {
-                    let l = labels.get(store.label(rec));
-                    last_label = Some((place, l.clone()));
-                    l
-                }
-            };
-            scopes.push(ScopeResult {
-                label,
-                kind: rec.kind,
-                thread: store
-                    .threads
-                    .get(rec.thread as usize)
-                    .map_or_else(|| no_thread.clone(), |t| t.1.clone()),
-                depth,
-                parent,
-                start_ns: start.ns,
-                end_ns: end.ns,
-                duration_ns: end.ns.saturating_sub(start.ns),
-                start_ticks: t0,
-                end_ticks: t1,
-                error_bound_ns: start.error_bound_ns.max(end.error_bound_ns),
-                statistics,
-            });
         }
         drop(calibration);
-        drop(labels);
         drops.failed += gpu_failed;
         drops.abandoned += abandoned;
         self.dropped_total
@@ -864,6 +853,17 @@ impl<D: BackendDevice> Profiler<D> {
             drops,
         }))
     }
+}
+
+/// What frames are resolved into, kept between collects so that resolving
+/// allocates nothing.
+#[derive(Default)]
+struct Resolved {
+    /// Per page: timestamps, and statistics.
+    stamps: Vec<ResolvedCounters>,
+    stats: Vec<ResolvedCounters>,
+    /// Per scope: its place in the results.
+    position: Vec<u32>,
 }
 
 impl<D: BackendDevice> Drop for Profiler<D> {

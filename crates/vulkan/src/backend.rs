@@ -208,6 +208,10 @@ impl BackendRecorder for CommandBuffer {
         self.raw().as_raw()
     }
 
+    fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
+        &mut self.scope_stack
+    }
+
     fn sample_counters(
         &mut self,
         buffer: &CounterSampleBuffer,

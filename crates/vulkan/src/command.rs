@@ -189,6 +189,8 @@ pub struct CommandBuffer {
     /// Set once submitted by [`CommandBuffer::commit`]: the submission owns
     /// everything from then on.
     committed: bool,
+    /// The profiler's scopes open on it (new with each recording).
+    pub(crate) scope_stack: gpu_counters_core::ScopeStack,
 }
 
 /// Tells gpu-counters that the GPU finished a caller's command buffer
@@ -261,6 +263,7 @@ impl CommandBuffer {
                 spare_relaxed: Default::default(),
                 completion_taken: false,
                 committed: false,
+                scope_stack: Default::default(),
             };
             cmd.begin()?;
             Ok(cmd)
@@ -310,6 +313,7 @@ impl CommandBuffer {
             spare_relaxed: Default::default(),
             completion_taken: false,
             committed: false,
+            scope_stack: Default::default(),
         }
     }
 
@@ -739,6 +743,7 @@ impl Submission {
             spare_relaxed: Default::default(),
             completion_taken: false,
             committed: false,
+            scope_stack: Default::default(),
         };
         self.complete_ns = Some(0);
         self.pool = vk::CommandPool::null();

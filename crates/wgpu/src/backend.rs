@@ -155,6 +155,10 @@ impl BackendRecorder for WgpuRecorder {
         self.id
     }
 
+    fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
+        &mut self.scope_stack
+    }
+
     fn sample_counters(
         &mut self,
         buffer: &WgpuSampleBuffer,

@@ -283,6 +283,7 @@ impl WgpuDevice {
             ticket: Ticket::new(),
             written: Vec::new(),
             capture: None,
+            scope_stack: Default::default(),
         }
     }
 
@@ -477,6 +478,8 @@ pub struct WgpuRecorder {
     /// While a profiled pass's scope is begun and ended: the samples the
     /// profiler asked for, to be written by the pass itself.
     capture: Option<scope::Capture>,
+    /// The profiler's scopes open on it.
+    scope_stack: gpu_counters_core::ScopeStack,
 }
 
 impl WgpuRecorder {

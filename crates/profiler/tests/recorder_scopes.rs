@@ -1,0 +1,320 @@
+//! Scope nesting kept by each recorder (no frame lock while recording), on
+//! the fake backend: recorders that move between threads with scopes open,
+//! two frames open on one recorder, dropped scopes in the middle of a
+//! nest, misuse, and many threads into one frame growing past its pages.
+
+use gpu_counters_core::fake::{FakeDevice, FakeRecorder};
+use gpu_counters_core::timeline::PassKind;
+use gpu_counters_profiler::{
+    DropCounts, Frame, FrameResult, Profiler, ProfilerError, ProfilerOptions, ScopeResult, WhenFull,
+};
+use std::time::Duration;
+
+fn device() -> FakeDevice {
+    FakeDevice::new("fake GPU", 64).unwrap()
+}
+
+fn options(ring: usize, scopes: u32, when_full: WhenFull) -> ProfilerOptions {
+    ProfilerOptions {
+        frames_in_flight: ring,
+        max_scopes_per_frame: scopes,
+        statistics: true,
+        when_full,
+        queue_name: Some("fake queue".into()),
+    }
+}
+
+/// Timestamps only: statistic chains are per sample buffer on every
+/// backend, so a scope whose nest samples another buffer (another frame's,
+/// another page's) has no statistics; it is counted as failed.
+fn timed_only(ring: usize, scopes: u32, when_full: WhenFull) -> ProfilerOptions {
+    ProfilerOptions {
+        frames_in_flight: ring,
+        max_scopes_per_frame: scopes,
+        statistics: false,
+        when_full,
+        queue_name: Some("fake queue".into()),
+    }
+}
+
+const WAIT: WhenFull = WhenFull::Wait {
+    timeout: Duration::from_secs(10),
+};
+
+fn find<'a>(frame: &'a FrameResult, label: &str) -> (usize, &'a ScopeResult) {
+    let i = frame
+        .scopes
+        .iter()
+        .position(|s| s.label == label)
+        .unwrap_or_else(|| panic!("no scope {label} in frame {}", frame.index));
+    (i, &frame.scopes[i])
+}
+
+/// Submits `recorders`, ends `frames` with the submit time, runs the work
+/// and collects every frame.
+fn run(
+    device: &FakeDevice,
+    profiler: &Profiler<FakeDevice>,
+    frames: Vec<Frame<'_, FakeDevice>>,
+    recorders: Vec<FakeRecorder>,
+) -> Vec<FrameResult> {
+    let subs: Vec<_> = recorders
+        .into_iter()
+        .map(|r| device.submit(r).unwrap())
+        .collect();
+    for f in frames {
+        profiler
+            .end_frame(f, Some(subs[0].cpu_submit_ns()))
+            .unwrap();
+    }
+    for s in &subs {
+        s.wait();
+    }
+    profiler.wait_collect_all(Duration::from_secs(10)).unwrap()
+}
+
+/// A recorder moved to another thread with a scope open: the scope's
+/// nesting goes with it, and inner scopes begun there nest inside.
+#[test]
+fn a_recorder_carries_its_open_scopes_to_another_thread() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(2, 16, WAIT)).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let mut cmd = device.recorder();
+    let outer = frame.scope(&mut cmd, "outer", PassKind::Scope).unwrap();
+    cmd.dispatch(1);
+    let cmd = std::thread::scope(|s| {
+        let frame = &frame;
+        s.spawn(move || {
+            let mut cmd = cmd;
+            let inner = frame.scope(&mut cmd, "inner", PassKind::Compute).unwrap();
+            cmd.dispatch(20);
+            inner.end(&mut cmd).unwrap();
+            outer.end(&mut cmd).unwrap();
+            cmd
+        })
+        .join()
+        .unwrap()
+    });
+    let frames = run(&device, &profiler, vec![frame], vec![cmd]);
+    let f = &frames[0];
+    assert_eq!(f.drops, DropCounts::default());
+    let (o, outer) = find(f, "outer");
+    let (_, inner) = find(f, "inner");
+    assert_eq!((outer.depth, outer.parent), (0, None));
+    assert_eq!((inner.depth, inner.parent), (1, Some(o)));
+    assert_eq!(outer.statistics.unwrap().compute_kernel_invocations, 21);
+    assert_eq!(inner.statistics.unwrap().compute_kernel_invocations, 20);
+    assert_ne!(outer.thread, inner.thread, "begun on two threads");
+}
+
+/// Scopes of two frames open on one recorder at once nest per frame: a
+/// scope of frame 0 begun inside one of frame 1 is still the child of
+/// frame 0's scope.
+#[test]
+fn two_frames_open_on_one_recorder_nest_per_frame() {
+    let device = device();
+    let profiler = Profiler::new(&device, timed_only(2, 16, WAIT)).unwrap();
+    let f0 = profiler.begin_frame().unwrap();
+    let f1 = profiler.begin_frame().unwrap();
+    let mut cmd = device.recorder();
+    let a = f0.scope(&mut cmd, "a", PassKind::Scope).unwrap();
+    let b = f1.scope(&mut cmd, "b", PassKind::Scope).unwrap();
+    let c = f0.scope(&mut cmd, "c", PassKind::Compute).unwrap();
+    cmd.dispatch(5);
+    // Ending frame 1's scope does not need frame 0's inner one ended.
+    b.end(&mut cmd).unwrap();
+    c.end(&mut cmd).unwrap();
+    a.end(&mut cmd).unwrap();
+    let frames = run(&device, &profiler, vec![f0, f1], vec![cmd]);
+    assert_eq!(frames.len(), 2);
+    assert_eq!(frames[0].scopes.len(), 2);
+    assert_eq!(frames[1].scopes.len(), 1);
+    let (ia, a) = find(&frames[0], "a");
+    let (_, c) = find(&frames[0], "c");
+    assert_eq!((a.depth, a.parent), (0, None));
+    assert_eq!((c.depth, c.parent), (1, Some(ia)));
+    let (_, b) = find(&frames[1], "b");
+    assert_eq!((b.depth, b.parent), (0, None));
+    for f in &frames {
+        assert_eq!(f.drops, DropCounts::default());
+    }
+}
+
+/// A scope dropped unended in the middle of a nest: scopes begun after it
+/// nest in its parent, scopes begun inside it get the nearest enclosing
+/// scope that has a result, and it is counted as not ended.
+#[test]
+fn a_dropped_scope_in_a_nest_is_skipped_and_counted() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(2, 16, WAIT)).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let mut cmd = device.recorder();
+    let outer = frame.scope(&mut cmd, "outer", PassKind::Scope).unwrap();
+    let lost = frame.scope(&mut cmd, "lost", PassKind::Scope).unwrap();
+    let inside = frame
+        .scope(&mut cmd, "inside lost", PassKind::Compute)
+        .unwrap();
+    cmd.dispatch(3);
+    inside.end(&mut cmd).unwrap();
+    drop(lost);
+    let after = frame
+        .scope(&mut cmd, "after lost", PassKind::Compute)
+        .unwrap();
+    cmd.dispatch(4);
+    after.end(&mut cmd).unwrap();
+    // A scope dropped while a scope inside it is open: the inner one still
+    // ends, and the outer one after it.
+    let lost2 = frame.scope(&mut cmd, "lost 2", PassKind::Scope).unwrap();
+    let inner2 = frame
+        .scope(&mut cmd, "inside lost 2", PassKind::Compute)
+        .unwrap();
+    drop(lost2);
+    cmd.dispatch(6);
+    inner2.end(&mut cmd).unwrap();
+    outer.end(&mut cmd).unwrap();
+    let frames = run(&device, &profiler, vec![frame], vec![cmd]);
+    let f = &frames[0];
+    assert_eq!(
+        f.drops,
+        DropCounts {
+            not_ended: 2,
+            ..Default::default()
+        }
+    );
+    assert_eq!(f.scopes.len(), 4);
+    let (o, outer) = find(f, "outer");
+    assert_eq!(outer.statistics.unwrap().compute_kernel_invocations, 13);
+    for (label, count) in [("inside lost", 3), ("after lost", 4), ("inside lost 2", 6)] {
+        let (_, s) = find(f, label);
+        assert_eq!((s.depth, s.parent), (1, Some(o)), "{label}");
+        assert_eq!(s.statistics.unwrap().compute_kernel_invocations, count);
+    }
+}
+
+/// Misuse is a typed error naming the scopes, and the misused scope is
+/// counted as not ended: ending out of order, on another recorder, and a
+/// scope of one frame ended on a recorder that only has another frame's.
+#[test]
+fn misuse_on_recorders_is_a_typed_error() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(2, 16, WAIT)).unwrap();
+    let f0 = profiler.begin_frame().unwrap();
+    let f1 = profiler.begin_frame().unwrap();
+    let mut cmd = device.recorder();
+    let mut other = device.recorder();
+    let outer = f0.scope(&mut cmd, "outer", PassKind::Scope).unwrap();
+    let inner = f0.scope(&mut cmd, "inner", PassKind::Compute).unwrap();
+    let elsewhere = f1
+        .scope(&mut other, "elsewhere", PassKind::Compute)
+        .unwrap();
+    assert!(matches!(
+        outer.end(&mut cmd),
+        Err(ProfilerError::ScopeOrder { ref label, ref open }) if label == "outer" && open == "inner"
+    ));
+    assert!(matches!(
+        inner.end(&mut other),
+        Err(ProfilerError::WrongCommandBuffer { ref label }) if label == "inner"
+    ));
+    assert!(matches!(
+        elsewhere.end(&mut cmd),
+        Err(ProfilerError::WrongCommandBuffer { ref label }) if label == "elsewhere"
+    ));
+    // The recorders are still usable for new scopes, outermost again.
+    let fresh = f0.scope(&mut cmd, "fresh", PassKind::Compute).unwrap();
+    cmd.dispatch(2);
+    fresh.end(&mut cmd).unwrap();
+    let frames = run(&device, &profiler, vec![f0, f1], vec![cmd, other]);
+    assert_eq!(
+        frames[0].drops,
+        DropCounts {
+            not_ended: 2,
+            ..Default::default()
+        }
+    );
+    let (_, fresh) = find(&frames[0], "fresh");
+    assert_eq!((fresh.depth, fresh.parent), (0, None));
+    assert_eq!(fresh.statistics.unwrap().compute_kernel_invocations, 2);
+    assert_eq!(
+        frames[1].drops,
+        DropCounts {
+            not_ended: 1,
+            ..Default::default()
+        }
+    );
+    assert_eq!(profiler.dropped_scopes_total(), 3);
+}
+
+/// Eight named threads, each on its own recorder, record 60 scopes each into
+/// one frame whose pages hold 8 scopes, so the frame grows pages while they
+/// record. Each thread cycles through more labels than a thread keeps at
+/// hand. Every scope comes back with its label, thread and parent.
+#[test]
+fn eight_threads_grow_one_frame_with_exact_results() {
+    const THREADS: u64 = 8;
+    const PAIRS: u64 = 30;
+    let device = device();
+    let profiler = Profiler::new(&device, timed_only(1, 8, WhenFull::Grow)).unwrap();
+    let buffers_before = profiler.sample_buffer_count();
+    let frame = profiler.begin_frame().unwrap();
+    let recorders: Vec<FakeRecorder> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let frame = &frame;
+                let device = &device;
+                std::thread::Builder::new()
+                    .name(format!("recorder {t}"))
+                    .spawn_scoped(s, move || {
+                        let mut cmd = device.recorder();
+                        for k in 0..PAIRS {
+                            let outer = frame
+                                .scope(&mut cmd, &format!("t{t} outer {}", k % 6), PassKind::Scope)
+                                .unwrap();
+                            let inner = frame
+                                .scope(&mut cmd, &format!("t{t} inner {k}"), PassKind::Compute)
+                                .unwrap();
+                            cmd.dispatch(1000 * t + k);
+                            inner.end(&mut cmd).unwrap();
+                            outer.end(&mut cmd).unwrap();
+                        }
+                        cmd
+                    })
+                    .unwrap()
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let frames = run(&device, &profiler, vec![frame], recorders);
+    let f = &frames[0];
+    assert_eq!(f.drops, DropCounts::default());
+    assert_eq!(f.scopes.len() as u64, THREADS * PAIRS * 2);
+    // 480 scopes in pages of 8: 60 pages of one buffer (timestamps).
+    assert_eq!(profiler.sample_buffer_count() - buffers_before, 59);
+    for t in 0..THREADS {
+        for k in 0..PAIRS {
+            let (_, inner) = find(f, &format!("t{t} inner {k}"));
+            assert_eq!(inner.thread, format!("recorder {t}"));
+            assert_eq!(inner.depth, 1);
+            let parent = &f.scopes[inner.parent.unwrap()];
+            assert_eq!(parent.label, format!("t{t} outer {}", k % 6));
+            assert_eq!(parent.thread, format!("recorder {t}"));
+            assert_eq!(parent.depth, 0);
+            assert!(parent.start_ns <= inner.start_ns && inner.end_ns <= parent.end_ns);
+        }
+    }
+    // The next frame reuses the grown pages: nothing more is allocated.
+    let frame = profiler.begin_frame().unwrap();
+    let mut cmd = device.recorder();
+    for k in 0..100 {
+        let s = frame.scope(&mut cmd, "again", PassKind::Compute).unwrap();
+        cmd.dispatch(k);
+        s.end(&mut cmd).unwrap();
+    }
+    let frames = run(&device, &profiler, vec![frame], vec![cmd]);
+    assert_eq!(frames[0].scopes.len(), 100);
+    assert_eq!(frames[0].drops, DropCounts::default());
+    for s in &frames[0].scopes {
+        assert_eq!((s.depth, s.parent, s.statistics), (0, None, None));
+    }
+    assert_eq!(profiler.sample_buffer_count() - buffers_before, 59);
+}
