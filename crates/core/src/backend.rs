@@ -278,12 +278,6 @@ impl ScopeStack {
     pub fn is_empty(&self) -> bool {
         self.first.0 == 0 && self.more.is_empty()
     }
-
-    /// Forgets every entry.
-    pub fn clear(&mut self) {
-        self.first = (0, 0);
-        self.more.clear();
-    }
 }
 
 /// Signals once all work submitted before it finished

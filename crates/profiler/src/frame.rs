@@ -188,12 +188,18 @@ struct RecentLabels {
 }
 
 impl RecentLabels {
+    #[inline]
     fn get(&mut self, label: &str, interner: &Mutex<Interner>) -> SharedStr {
         for s in self.recent.iter().flatten() {
             if s.as_str() == label {
                 return s.clone();
             }
         }
+        self.miss(label, interner)
+    }
+
+    #[cold]
+    fn miss(&mut self, label: &str, interner: &Mutex<Interner>) -> SharedStr {
         let s = lock(interner).get(label);
         self.recent[self.next] = Some(s.clone());
         self.next = (self.next + 1) % self.recent.len();
@@ -219,18 +225,30 @@ thread_local! {
     static THREAD: ThreadStrings = ThreadStrings::new();
 }
 
-/// The shared `label` and the calling thread's name.
+/// Sets `meta`'s label to the shared copy of `label` and its thread to the
+/// calling thread's name, leaving what is already right: a record reused
+/// frame after frame usually holds both already.
 #[inline]
-fn strings(label: &str, interner: &Mutex<Interner>) -> (SharedStr, SharedStr) {
-    THREAD
-        .try_with(|t| match t.labels.try_borrow_mut() {
-            Ok(mut recent) => (recent.get(label, interner), t.name.clone()),
-            // Not reachable (nothing in `get` begins a scope), but never
-            // a panic.
-            Err(_) => (lock(interner).get(label), t.name.clone()),
-        })
+fn set_strings(meta: &mut ScopeMeta, label: &str, interner: &Mutex<Interner>) {
+    let relabel = meta.label.as_str() != label;
+    let set = THREAD.try_with(|t| {
+        if relabel {
+            meta.label = match t.labels.try_borrow_mut() {
+                Ok(mut recent) => recent.get(label, interner),
+                // Not reachable (nothing in `get` begins a scope), but never
+                // a panic.
+                Err(_) => lock(interner).get(label),
+            };
+        }
+        if !meta.thread.is_same(&t.name) {
+            meta.thread = t.name.clone();
+        }
+    });
+    if set.is_err() {
         // Thread-local storage is being torn down.
-        .unwrap_or_else(|_| (lock(interner).get(label), ThreadStrings::new().name))
+        meta.label = lock(interner).get(label);
+        meta.thread = ThreadStrings::new().name;
+    }
 }
 
 /// Keys of frames, unique in the process: a recorder's [`ScopeStack`]
@@ -365,19 +383,14 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             .as_ref()
             .filter(|_| cmd.samples_statistics());
         let parent = self.open_scope(cmd.scope_stack().innermost(self.key));
-        let (label, thread) = strings(label, &self.profiler.labels);
         // SAFETY: this call won `id` from `next`, so it alone writes the
         // cell in this frame, and nothing reads its `meta` before the scope
         // is on `cmd`'s stack (below) or the frame has ended (see
         // `RecordCell`).
-        unsafe {
-            *cell.meta.get() = ScopeMeta {
-                label,
-                thread,
-                kind,
-                statistics: statistics.is_some(),
-            };
-        }
+        let meta = unsafe { &mut *cell.meta.get() };
+        set_strings(meta, label, &self.profiler.labels);
+        meta.kind = kind;
+        meta.statistics = statistics.is_some();
         cell.parent.store(parent, Ordering::Relaxed);
         let index = 2 * at;
         match sample::<D>(cmd, &page.timestamps, statistics, index) {
@@ -577,7 +590,11 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
         let cell = self.cell(page);
         // SAFETY: this is the scope whose begin wrote the cell.
         let label = || unsafe { cell.meta() }.label.to_string();
-        let innermost = frame.open_scope(cmd.scope_stack().innermost(frame.key));
+        let innermost = match cmd.scope_stack().innermost(frame.key) {
+            // The usual case: it is the innermost scope (and not dropped).
+            Some(top) if top == self.id => top,
+            top => frame.open_scope(top),
+        };
         if cmd.recorder_id() != self.recorder || innermost == NO_SCOPE {
             // Another recorder (or another wrapper of the same one: scopes
             // nest per recorder value).

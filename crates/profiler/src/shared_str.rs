@@ -50,6 +50,17 @@ impl SharedStr {
         }
     }
 
+    /// Whether `self` and `other` are the one shared copy (not only equal
+    /// text): a pointer comparison.
+    #[inline]
+    pub(crate) fn is_same(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Repr::Kept(a), Repr::Kept(b)) => std::ptr::eq(*a, *b),
+            (Repr::Counted(a), Repr::Counted(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     /// `s`, kept for the life of the process while the budget lasts
     /// ([`KEPT_BYTES`]; each text once), reference counted past it.
     pub(crate) fn kept(s: &str) -> Self {
