@@ -219,64 +219,162 @@ pub trait BackendRecorder {
     }
 }
 
-/// Which profiler scopes are open on one recorder: per frame, the innermost
-/// one (the profiler keeps each scope's parent, so this is a whole stack).
+/// The profiler's state on one recorder, per frame: the innermost scope open
+/// on it (the profiler keeps each scope's parent, so this is a whole stack),
+/// and the scope ids it claimed from the frame and has not used yet.
 /// Backends hold one per recorder and hand it out through
 /// [`BackendRecorder::scope_stack`]; only the profiler reads and changes it.
 ///
 /// Frames are told apart by a key unique in the process. A recorder rarely
 /// has scopes of more than one frame open, so the first frame's entry is
 /// kept inline: a recorder allocates nothing here in the usual case.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+///
+/// The profiler writes a scope's record without a lock because each id is
+/// handed to one recorder only, and a recorder's innermost scope was begun
+/// on it. So a stack cannot be cloned, and what changes it is `unsafe`.
+#[derive(Debug, Default)]
 pub struct ScopeStack {
-    /// `(frame key, innermost open scope)`; key 0 is no entry.
-    first: (u64, u32),
+    first: StackEntry,
     /// Entries of further frames.
-    more: Vec<(u64, u32)>,
+    more: Vec<StackEntry>,
+}
+
+/// One frame's entry in a [`ScopeStack`]; frame 0 is no entry.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct StackEntry {
+    frame: u64,
+    innermost: Option<u32>,
+    /// Claimed ids not used yet: `next..end`.
+    next: u32,
+    end: u32,
+    /// How many ids the recorder claimed last.
+    block: u32,
 }
 
 impl ScopeStack {
+    #[inline]
+    fn entry(&self, frame: u64) -> Option<&StackEntry> {
+        if frame == 0 {
+            return None;
+        }
+        if self.first.frame == frame {
+            return Some(&self.first);
+        }
+        self.more.iter().find(|e| e.frame == frame)
+    }
+
+    /// The entry of `frame`, made if there is none. A new entry takes the
+    /// place of one with no scope open (its unused ids are given up).
+    #[inline]
+    fn entry_mut(&mut self, frame: u64) -> &mut StackEntry {
+        if self.first.frame != frame {
+            if self.first.innermost.is_some() {
+                return self.more_mut(frame);
+            }
+            if let Some(i) = self.more.iter().position(|e| e.frame == frame) {
+                std::mem::swap(&mut self.first, &mut self.more[i]);
+            } else {
+                self.first = StackEntry {
+                    frame,
+                    ..StackEntry::default()
+                };
+            }
+        }
+        &mut self.first
+    }
+
+    #[cold]
+    fn more_mut(&mut self, frame: u64) -> &mut StackEntry {
+        let fresh = StackEntry {
+            frame,
+            ..StackEntry::default()
+        };
+        let i = match self.more.iter().position(|e| e.frame == frame) {
+            Some(i) => i,
+            None => match self.more.iter().position(|e| e.innermost.is_none()) {
+                Some(i) => {
+                    self.more[i] = fresh;
+                    i
+                }
+                None => {
+                    self.more.push(fresh);
+                    self.more.len() - 1
+                }
+            },
+        };
+        &mut self.more[i]
+    }
+
     /// The innermost scope open on the recorder in frame `frame`, as the
     /// profiler last set it.
     #[inline]
     pub fn innermost(&self, frame: u64) -> Option<u32> {
-        if self.first.0 == frame && frame != 0 {
-            return Some(self.first.1);
-        }
-        self.more.iter().find(|e| e.0 == frame).map(|e| e.1)
+        self.entry(frame).and_then(|e| e.innermost)
     }
 
     /// Sets the innermost open scope of frame `frame` (`None`: no scope of
-    /// the frame is open on the recorder). Key 0 is ignored.
+    /// the frame is open on the recorder). Frame 0 is ignored.
+    ///
+    /// # Safety
+    /// `scope` is a scope of frame `frame` begun on this stack's recorder
+    /// (and, once it is set, its record was written): the profiler reads
+    /// the record of the innermost scope without a lock.
     #[inline]
-    pub fn set_innermost(&mut self, frame: u64, scope: Option<u32>) {
+    pub unsafe fn set_innermost(&mut self, frame: u64, scope: Option<u32>) {
+        if frame == 0 || (scope.is_none() && self.entry(frame).is_none()) {
+            return;
+        }
+        self.entry_mut(frame).innermost = scope;
+    }
+
+    /// Takes the next unused id this recorder claimed from frame `frame`.
+    #[inline]
+    pub fn take_claimed(&mut self, frame: u64) -> Option<u32> {
+        if frame == 0 {
+            return None;
+        }
+        let e = if self.first.frame == frame {
+            &mut self.first
+        } else {
+            self.more.iter_mut().find(|e| e.frame == frame)?
+        };
+        if e.next < e.end {
+            e.next += 1;
+            Some(e.next - 1)
+        } else {
+            None
+        }
+    }
+
+    /// How many ids the recorder last claimed from frame `frame` (0 if
+    /// none).
+    #[inline]
+    pub fn last_claim(&self, frame: u64) -> u32 {
+        self.entry(frame).map_or(0, |e| e.block)
+    }
+
+    /// Keeps the ids of `claim`, claimed from frame `frame`, but its first
+    /// (which the caller uses), for [`ScopeStack::take_claimed`], in place
+    /// of what was left of the last claim. Frame 0 is ignored.
+    ///
+    /// # Safety
+    /// `claim` was claimed from frame `frame`'s counter for this stack
+    /// alone: the profiler writes the record of an id it takes from here
+    /// without a lock.
+    pub unsafe fn keep_claimed(&mut self, frame: u64, claim: std::ops::Range<u32>) {
         if frame == 0 {
             return;
         }
-        if self.first.0 == frame {
-            match scope {
-                Some(s) => self.first.1 = s,
-                None => self.first = self.more.pop().unwrap_or((0, 0)),
-            }
-            return;
-        }
-        let at = self.more.iter().position(|e| e.0 == frame);
-        match (at, scope) {
-            (Some(i), Some(s)) => self.more[i].1 = s,
-            (Some(i), None) => {
-                self.more.swap_remove(i);
-            }
-            (None, Some(s)) if self.first.0 == 0 => self.first = (frame, s),
-            (None, Some(s)) => self.more.push((frame, s)),
-            (None, None) => {}
-        }
+        let e = self.entry_mut(frame);
+        e.block = claim.end.saturating_sub(claim.start);
+        (e.next, e.end) = (claim.start.saturating_add(1), claim.end);
     }
 
     /// Whether no scope of any frame is open on the recorder (as far as the
     /// profiler set it).
     #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.first.0 == 0 && self.more.is_empty()
+    pub fn no_open_scopes(&self) -> bool {
+        self.first.innermost.is_none() && self.more.iter().all(|e| e.innermost.is_none())
     }
 }
 

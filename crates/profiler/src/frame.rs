@@ -21,6 +21,9 @@ use std::sync::Mutex;
 /// No scope: the parent of an outermost scope.
 pub(crate) const NO_SCOPE: u32 = u32::MAX;
 
+/// The most scope ids a recorder claims at once (see `Frame::claim`).
+pub(crate) const MAX_CLAIM: u32 = 8;
+
 /// What became of a scope, in its record's `state`.
 pub(crate) mod state {
     /// Not recorded in this frame (or its id was claimed, and dropped for
@@ -348,7 +351,10 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     /// sample statistics at this point
     /// ([`BackendRecorder::samples_statistics`]: wgpu between passes), the
     /// scope is timed only and its result has no statistics.
+    // Inlined: a scope returned through memory is read back before the
+    // CPU has written out the driver's commands, a stall of tens of ns.
     #[allow(unsafe_code)]
+    #[inline(always)]
     pub fn scope(
         &self,
         cmd: &mut Recorder<D>,
@@ -358,7 +364,10 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         if self.slot.is_none() {
             return Ok(self.drop_scope(&self.no_slot));
         }
-        let claimed = self.next.fetch_add(1, Ordering::Relaxed);
+        let claimed = match cmd.scope_stack().take_claimed(self.key) {
+            Some(id) => u64::from(id),
+            None => self.claim(cmd.scope_stack()),
+        };
         let per = u64::from(self.per);
         // Ids are u32, NO_SCOPE excluded.
         if claimed >= u64::from(NO_SCOPE) {
@@ -383,9 +392,10 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             .as_ref()
             .filter(|_| cmd.samples_statistics());
         let parent = self.open_scope(cmd.scope_stack().innermost(self.key));
-        // SAFETY: this call won `id` from `next`, so it alone writes the
-        // cell in this frame, and nothing reads its `meta` before the scope
-        // is on `cmd`'s stack (below) or the frame has ended (see
+        // SAFETY: `id` came from `next` to this recorder alone (directly or
+        // in a block only its stack holds, see `claim`), so this call alone
+        // writes the cell in this frame, and nothing reads its `meta` before
+        // the scope is on `cmd`'s stack (below) or the frame has ended (see
         // `RecordCell`).
         let meta = unsafe { &mut *cell.meta.get() };
         set_strings(meta, label, &self.profiler.labels);
@@ -396,7 +406,9 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         match sample::<D>(cmd, &page.timestamps, statistics, index) {
             Ok(()) => {
                 cell.state.store(state::OPEN, Ordering::Relaxed);
-                cmd.scope_stack().set_innermost(self.key, Some(id));
+                // SAFETY: scope `id` of this frame was begun on `cmd`, and
+                // its record is written.
+                unsafe { cmd.scope_stack().set_innermost(self.key, Some(id)) };
                 Ok(Scope {
                     frame: self,
                     page: Some(page),
@@ -415,6 +427,31 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
                 Err(e)
             }
         }
+    }
+
+    /// Claims scope ids for a recorder that has none of this frame left:
+    /// returns the first, and keeps the rest of the block on its stack.
+    /// A block is twice the recorder's last (from 1), at most [`MAX_CLAIM`]
+    /// and a 32nd of the room left in the frame's pages: one atomic
+    /// operation serves several scopes (each one drains the CPU's store
+    /// buffer, full of the driver's command writes), and the ids a recorder
+    /// leaves unused (at most `MAX_CLAIM - 1`, and fewer than it used) cost
+    /// the frame little room.
+    #[allow(unsafe_code)]
+    #[inline(never)]
+    fn claim(&self, stack: &mut gpu_counters_core::ScopeStack) -> u64 {
+        let capacity = self.store.pages.count() as u64 * u64::from(self.per);
+        let room = capacity.saturating_sub(self.next.load(Ordering::Relaxed));
+        let size = (2 * stack.last_claim(self.key))
+            .clamp(1, MAX_CLAIM)
+            .min((room / 32).max(1) as u32);
+        let first = self.next.fetch_add(u64::from(size), Ordering::Relaxed);
+        if first < u64::from(NO_SCOPE) {
+            let end = (first + u64::from(size)).min(u64::from(NO_SCOPE)) as u32;
+            // SAFETY: `first..end` came from `next` to this call alone.
+            unsafe { stack.keep_claimed(self.key, first as u32..end) };
+        }
+        first
     }
 
     /// Adds pages up to `page_no` under [`WhenFull::Grow`]: the page, or
@@ -445,6 +482,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     }
 
     /// A scope that records nothing, counted in `why`.
+    #[cold]
     fn drop_scope(&self, why: &AtomicU32) -> Scope<'_, D> {
         why.fetch_add(1, Ordering::Relaxed);
         self.count_drop();
@@ -582,6 +620,7 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
     /// ended first. On an error the scope is reported as not ended (or
     /// failed, if recording a sample failed).
     #[allow(unsafe_code)]
+    #[inline(always)]
     pub fn end(mut self, cmd: &mut Recorder<D>) -> Result<()> {
         let Some(page) = self.page else {
             return Ok(());
@@ -608,11 +647,15 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
             });
         }
         let outer = frame.open_scope(Some(self.parent));
-        cmd.scope_stack()
-            .set_innermost(frame.key, (outer != NO_SCOPE).then_some(outer));
+        // SAFETY: `outer` is `NO_SCOPE` or a scope this one began inside, on
+        // this recorder.
+        unsafe {
+            cmd.scope_stack()
+                .set_innermost(frame.key, (outer != NO_SCOPE).then_some(outer));
+        }
         let statistics = page.statistics.as_ref().filter(|_| self.statistics);
         let mut recorded = sample::<D>(cmd, &page.timestamps, statistics, self.index + 1);
-        if recorded.is_ok() && statistics.is_some() && cmd.scope_stack().is_empty() {
+        if recorded.is_ok() && statistics.is_some() && cmd.scope_stack().no_open_scopes() {
             // No scope of any frame is open on the recorder: close its
             // statistic chain (one per recorder). Nothing is counted outside
             // scopes, and a caller's command buffer can be ended as is.

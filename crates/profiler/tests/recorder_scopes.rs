@@ -318,3 +318,151 @@ fn eight_threads_grow_one_frame_with_exact_results() {
     }
     assert_eq!(profiler.sample_buffer_count() - buffers_before, 59);
 }
+
+/// A recorder claims ids in blocks, but one recorder alone still fills its
+/// frame exactly: 64 of 70 scopes fit in room for 64, 6 are counted.
+#[test]
+fn one_recorder_fills_its_frame_exactly() {
+    let device = device();
+    let profiler = Profiler::new(&device, timed_only(1, 64, WAIT)).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let mut cmd = device.recorder();
+    let mut recorded = 0;
+    for k in 0..70 {
+        let s = frame
+            .scope(&mut cmd, &format!("s{k}"), PassKind::Compute)
+            .unwrap();
+        recorded += u32::from(s.is_recorded());
+        s.end(&mut cmd).unwrap();
+    }
+    assert_eq!(recorded, 64);
+    let frames = run(&device, &profiler, vec![frame], vec![cmd]);
+    assert_eq!(frames[0].scopes.len(), 64);
+    for (k, s) in frames[0].scopes.iter().enumerate() {
+        assert_eq!(s.label, format!("s{k}"));
+    }
+    assert_eq!(
+        frames[0].drops,
+        DropCounts {
+            over_capacity: 6,
+            ..Default::default()
+        }
+    );
+}
+
+/// Eight recorders taking turns, each leaving part of its last block of ids
+/// unused: every scope is in the results or counted, and the frame holds at
+/// least its room less 7 ids a recorder (`MAX_CLAIM - 1`).
+#[test]
+fn recorders_taking_turns_lose_little_room() {
+    const ROOM: u32 = 256;
+    let device = device();
+    let profiler = Profiler::new(&device, timed_only(1, ROOM, WAIT)).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let mut cmds: Vec<FakeRecorder> = (0..8).map(|_| device.recorder()).collect();
+    // Each recorder records 11 scopes (claims of 1, 2, 4, then 8 ids: 4
+    // left unused), in turns.
+    let mut recorded = 0u32;
+    for k in 0..11 {
+        for (r, cmd) in cmds.iter_mut().enumerate() {
+            let s = frame
+                .scope(cmd, &format!("r{r} s{k}"), PassKind::Compute)
+                .unwrap();
+            recorded += u32::from(s.is_recorded());
+            s.end(cmd).unwrap();
+        }
+    }
+    assert_eq!(recorded, 88);
+    // Then one recorder records until the frame is full.
+    let mut last = device.recorder();
+    let mut more = 0u32;
+    let mut dropped = 0u32;
+    for k in 0..ROOM {
+        let s = frame
+            .scope(&mut last, &format!("last {k}"), PassKind::Compute)
+            .unwrap();
+        if s.is_recorded() {
+            more += 1;
+        } else {
+            dropped += 1;
+        }
+        s.end(&mut last).unwrap();
+    }
+    assert!(
+        recorded + more >= ROOM - 8 * 7,
+        "{} scopes fit in room for {ROOM}",
+        recorded + more
+    );
+    // Some room went unused: the blocks' leftovers (claims shrink with the
+    // room left, to single ids when it is under 64).
+    assert!(recorded + more < ROOM);
+    assert_eq!(recorded + more + dropped, 88 + ROOM);
+    cmds.push(last);
+    let frames = run(&device, &profiler, vec![frame], cmds);
+    let f = &frames[0];
+    assert_eq!(f.scopes.len() as u32, recorded + more);
+    assert_eq!(
+        f.drops,
+        DropCounts {
+            over_capacity: dropped,
+            ..Default::default()
+        }
+    );
+    for r in 0..8 {
+        for k in 0..11 {
+            find(f, &format!("r{r} s{k}"));
+        }
+    }
+}
+
+/// Eight threads into one frame with room for all: ids come in blocks of
+/// up to 8 per recorder, and every scope comes back once with its label,
+/// thread and parent.
+#[test]
+fn eight_threads_claim_blocks_with_exact_results() {
+    let device = device();
+    let profiler = Profiler::new(&device, timed_only(1, 4096, WAIT)).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let recorders: Vec<FakeRecorder> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8u64)
+            .map(|t| {
+                let frame = &frame;
+                let device = &device;
+                std::thread::Builder::new()
+                    .name(format!("claimer {t}"))
+                    .spawn_scoped(s, move || {
+                        let mut cmd = device.recorder();
+                        for k in 0..100 {
+                            let outer = frame
+                                .scope(&mut cmd, &format!("t{t} outer {k}"), PassKind::Scope)
+                                .unwrap();
+                            let inner = frame.scope(&mut cmd, "inner", PassKind::Compute).unwrap();
+                            inner.end(&mut cmd).unwrap();
+                            outer.end(&mut cmd).unwrap();
+                        }
+                        cmd
+                    })
+                    .unwrap()
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let frames = run(&device, &profiler, vec![frame], recorders);
+    let f = &frames[0];
+    assert_eq!(f.drops, DropCounts::default());
+    assert_eq!(f.scopes.len(), 1600);
+    let mut inners = 0;
+    for s in &f.scopes {
+        if s.label == "inner" {
+            inners += 1;
+            let p = &f.scopes[s.parent.unwrap()];
+            assert!(p
+                .label
+                .starts_with(&format!("t{} outer", &s.thread["claimer ".len()..])));
+            assert_eq!(p.thread, s.thread);
+        } else {
+            assert_eq!((s.depth, s.parent), (0, None));
+        }
+    }
+    assert_eq!(inners, 800);
+}
