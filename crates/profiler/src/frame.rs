@@ -351,10 +351,8 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     /// sample statistics at this point
     /// ([`BackendRecorder::samples_statistics`]: wgpu between passes), the
     /// scope is timed only and its result has no statistics.
-    // Inlined: a scope returned through memory is read back before the
-    // CPU has written out the driver's commands, a stall of tens of ns.
     #[allow(unsafe_code)]
-    #[inline(always)]
+    #[inline]
     pub fn scope(
         &self,
         cmd: &mut Recorder<D>,
@@ -620,7 +618,7 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
     /// ended first. On an error the scope is reported as not ended (or
     /// failed, if recording a sample failed).
     #[allow(unsafe_code)]
-    #[inline(always)]
+    #[inline]
     pub fn end(mut self, cmd: &mut Recorder<D>) -> Result<()> {
         let Some(page) = self.page else {
             return Ok(());
