@@ -387,3 +387,54 @@ pub trait BackendMarker: Send + Sync + 'static {
     /// Makes a signaled marker ready to be submitted again.
     fn reset(&self) -> Result<()>;
 }
+
+#[cfg(test)]
+mod scope_stack_tests {
+    use super::ScopeStack;
+
+    /// Entries per frame: the innermost scope and the claimed ids of each
+    /// frame are kept apart, a second frame goes beside the first, and an
+    /// entry with no scope open makes room for another frame.
+    #[test]
+    #[allow(unsafe_code)]
+    fn entries_per_frame() {
+        let mut s = ScopeStack::default();
+        assert_eq!(s.innermost(1), None);
+        assert_eq!(s.take_claimed(1), None);
+        assert!(s.no_open_scopes());
+        // SAFETY: a test of the bookkeeping alone; no records are read.
+        unsafe {
+            s.keep_claimed(1, 10..14);
+            s.set_innermost(1, Some(10));
+            s.keep_claimed(2, 20..22);
+            s.set_innermost(2, Some(20));
+        }
+        assert_eq!(s.last_claim(1), 4);
+        assert_eq!(s.last_claim(2), 2);
+        assert_eq!((s.take_claimed(1), s.take_claimed(1)), (Some(11), Some(12)));
+        assert_eq!((s.take_claimed(2), s.take_claimed(2)), (Some(21), None));
+        assert_eq!((s.innermost(1), s.innermost(2)), (Some(10), Some(20)));
+        assert!(!s.no_open_scopes());
+        // SAFETY: as above.
+        unsafe { s.set_innermost(1, None) };
+        assert_eq!(s.innermost(1), None);
+        // Frame 1 keeps its ids while it has no scope open...
+        assert_eq!(s.take_claimed(1), Some(13));
+        // SAFETY: as above.
+        unsafe {
+            s.set_innermost(2, None);
+            // ...until a new frame takes its place.
+            s.keep_claimed(3, 30..31);
+        }
+        assert!(s.no_open_scopes());
+        assert_eq!(s.take_claimed(3), None, "the first id is the caller's");
+        assert_eq!(s.last_claim(3), 1);
+        // Frame 0 is no frame.
+        // SAFETY: as above.
+        unsafe {
+            s.set_innermost(0, Some(1));
+            s.keep_claimed(0, 0..8);
+        }
+        assert_eq!((s.innermost(0), s.take_claimed(0)), (None, None));
+    }
+}
