@@ -1,9 +1,11 @@
 //! Frames and the scopes recorded in them.
 //!
-//! Recording takes no lock shared between recorders. A scope's id comes from
-//! one atomic counter of its frame; the id names the scope's samples and its
-//! record, a cell of the page the samples are in, which only the scope
-//! writes. Which scopes are open on a recorder, the recorder keeps itself
+//! Recording takes no lock shared between recorders. Scope ids come from an
+//! atomic counter of the frame, a few at a time per recorder (`Frame::claim`),
+//! so most scopes take no atomic operation. An id names the scope's samples
+//! and its record, a cell of the page the samples are in, which only the
+//! recorder that got the id writes. Which scopes are open on a recorder, and
+//! which ids it holds, the recorder keeps itself
 //! ([`BackendRecorder::scope_stack`]), so nesting is checked on the recorder
 //! that is being recorded into, and moves with it between threads. Only
 //! growing a frame past its pages (under [`WhenFull::Grow`]) takes a lock.
@@ -26,8 +28,9 @@ pub(crate) const MAX_CLAIM: u32 = 8;
 
 /// What became of a scope, in its record's `state`.
 pub(crate) mod state {
-    /// Not recorded in this frame (or its id was claimed, and dropped for
-    /// want of room: counted in `DropCounts::over_capacity`).
+    /// Not recorded in this frame: never claimed, claimed by a recorder
+    /// that did not use it, or claimed past the room (that scope is counted
+    /// in `DropCounts::over_capacity`).
     pub(crate) const UNCLAIMED: u8 = 0;
     /// Begun, not ended (yet).
     pub(crate) const OPEN: u8 = 1;
@@ -55,9 +58,10 @@ pub(crate) struct ScopeMeta {
 
 /// One scope's record, kept with its page and reused frame after frame.
 ///
-/// `meta` is written once per frame, by the thread that won the scope's id
-/// from the frame's counter ([`Frame::scope`]), before the id is put on any
-/// recorder's stack. It is read only by the scope itself (for its errors),
+/// `meta` is written once per frame, by [`Frame::scope`] on the recorder
+/// the scope's id was handed to (from the frame's counter, alone or in a
+/// block that only that recorder's `ScopeStack` holds), before the id is put
+/// on the recorder's stack. It is read only by the scope itself (for its errors),
 /// by a later scope on the same recorder (for its errors; the recorder is
 /// `&mut`, so it was handed over, with a happens-before edge, from the
 /// thread that wrote the cell), and, once the frame ended, by the profiler
@@ -70,7 +74,7 @@ pub(crate) struct RecordCell {
 }
 
 #[allow(unsafe_code)]
-// SAFETY: `meta` is written only by the single owner of the scope's id, and
+// SAFETY: `meta` is written only by the one recorder holding the id, and
 // read only after that write happened-before the read (see `RecordCell`);
 // `parent` and `state` are atomics. `ScopeMeta` itself is `Send + Sync`.
 unsafe impl Sync for RecordCell {}
