@@ -73,6 +73,34 @@ fn run(
     profiler.wait_collect_all(Duration::from_secs(10)).unwrap()
 }
 
+/// Runs `record(thread, frame, recorder)` on `threads` threads named
+/// `{name} {thread}` at once, each with a recorder of its own, and returns
+/// the recorders.
+fn on_threads(
+    device: &FakeDevice,
+    frame: &Frame<'_, FakeDevice>,
+    threads: u64,
+    name: &str,
+    record: impl Fn(u64, &Frame<'_, FakeDevice>, &mut FakeRecorder) + Sync,
+) -> Vec<FakeRecorder> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let record = &record;
+                std::thread::Builder::new()
+                    .name(format!("{name} {t}"))
+                    .spawn_scoped(s, move || {
+                        let mut cmd = device.recorder();
+                        record(t, frame, &mut cmd);
+                        cmd
+                    })
+                    .unwrap()
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 /// A recorder moved to another thread with a scope open: the scope's
 /// nesting goes with it, and inner scopes begun there nest inside.
 #[test]
@@ -257,32 +285,18 @@ fn eight_threads_grow_one_frame_with_exact_results() {
     let profiler = Profiler::new(&device, timed_only(1, 8, WhenFull::Grow)).unwrap();
     let buffers_before = profiler.sample_buffer_count();
     let frame = profiler.begin_frame().unwrap();
-    let recorders: Vec<FakeRecorder> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|t| {
-                let frame = &frame;
-                let device = &device;
-                std::thread::Builder::new()
-                    .name(format!("recorder {t}"))
-                    .spawn_scoped(s, move || {
-                        let mut cmd = device.recorder();
-                        for k in 0..PAIRS {
-                            let outer = frame
-                                .scope(&mut cmd, &format!("t{t} outer {}", k % 6), PassKind::Scope)
-                                .unwrap();
-                            let inner = frame
-                                .scope(&mut cmd, &format!("t{t} inner {k}"), PassKind::Compute)
-                                .unwrap();
-                            cmd.dispatch(1000 * t + k);
-                            inner.end(&mut cmd).unwrap();
-                            outer.end(&mut cmd).unwrap();
-                        }
-                        cmd
-                    })
-                    .unwrap()
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let recorders = on_threads(&device, &frame, THREADS, "recorder", |t, frame, cmd| {
+        for k in 0..PAIRS {
+            let outer = frame
+                .scope(cmd, &format!("t{t} outer {}", k % 6), PassKind::Scope)
+                .unwrap();
+            let inner = frame
+                .scope(cmd, &format!("t{t} inner {k}"), PassKind::Compute)
+                .unwrap();
+            cmd.dispatch(1000 * t + k);
+            inner.end(cmd).unwrap();
+            outer.end(cmd).unwrap();
+        }
     });
     let frames = run(&device, &profiler, vec![frame], recorders);
     let f = &frames[0];
@@ -423,29 +437,15 @@ fn eight_threads_claim_blocks_with_exact_results() {
     let device = device();
     let profiler = Profiler::new(&device, timed_only(1, 4096, WAIT)).unwrap();
     let frame = profiler.begin_frame().unwrap();
-    let recorders: Vec<FakeRecorder> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..8u64)
-            .map(|t| {
-                let frame = &frame;
-                let device = &device;
-                std::thread::Builder::new()
-                    .name(format!("claimer {t}"))
-                    .spawn_scoped(s, move || {
-                        let mut cmd = device.recorder();
-                        for k in 0..100 {
-                            let outer = frame
-                                .scope(&mut cmd, &format!("t{t} outer {k}"), PassKind::Scope)
-                                .unwrap();
-                            let inner = frame.scope(&mut cmd, "inner", PassKind::Compute).unwrap();
-                            inner.end(&mut cmd).unwrap();
-                            outer.end(&mut cmd).unwrap();
-                        }
-                        cmd
-                    })
-                    .unwrap()
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let recorders = on_threads(&device, &frame, 8, "claimer", |t, frame, cmd| {
+        for k in 0..100 {
+            let outer = frame
+                .scope(cmd, &format!("t{t} outer {k}"), PassKind::Scope)
+                .unwrap();
+            let inner = frame.scope(cmd, "inner", PassKind::Compute).unwrap();
+            inner.end(cmd).unwrap();
+            outer.end(cmd).unwrap();
+        }
     });
     let frames = run(&device, &profiler, vec![frame], recorders);
     let f = &frames[0];
