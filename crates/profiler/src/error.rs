@@ -40,7 +40,8 @@ pub enum ProfilerError {
         /// How long it waited.
         waited: Duration,
     },
-    /// A scope was ended on another command buffer than the one it began on.
+    /// A scope was ended on another command buffer than the one it began on
+    /// (or on another recorder value wrapping the same one).
     #[error("scope `{label}` began on another command buffer than the one it is ended on")]
     WrongCommandBuffer {
         /// The scope's label.

@@ -619,7 +619,10 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
     /// Ends the scope in `cmd`, the command buffer it began on: records a
     /// timestamp after all prior work (and, with statistics, what was counted
     /// since the start). Inner scopes on the same command buffer must be
-    /// ended first. On an error the scope is reported as not ended (or
+    /// ended first. "The same" is the same recorder value: the scopes open
+    /// on a recorder are kept in it, so a Vulkan command buffer wrapped
+    /// again (`CommandBuffer::from_raw`) is another recorder, and ending a
+    /// scope there is [`ProfilerError::WrongCommandBuffer`]. On an error the scope is reported as not ended (or
     /// failed, if recording a sample failed).
     #[allow(unsafe_code)]
     #[inline]
