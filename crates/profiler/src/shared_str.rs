@@ -22,7 +22,7 @@ pub const KEPT_BYTES: usize = 1 << 20;
 /// A shared, immutable string (a label or a thread name of a
 /// [`ScopeResult`](crate::ScopeResult)). Cloning it copies a pointer, or
 /// increments a reference count for strings past the profiler's budget of
-/// kept strings ([`KEPT_BYTES`]). It reads as a `&str` (`Deref`,
+/// kept strings (1 MiB). It reads as a `&str` (`Deref`,
 /// [`SharedStr::as_str`]), compares with `str`, `&str` and `String`, prints
 /// and serializes as its text.
 #[derive(Clone)]

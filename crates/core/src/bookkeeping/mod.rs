@@ -429,7 +429,7 @@ impl SampleSet {
         Ok(out)
     }
 
-    /// [`Samples::resolve_cpu`] into `out`, reusing its memory: a resolve
+    /// [`SampleSet::resolve_cpu`] into `out`, reusing its memory: a resolve
     /// of the same size as the last one into it allocates nothing (a fresh
     /// result of a million timestamps costs about 1 ms in page faults on
     /// the H200). On error `out` is left empty.

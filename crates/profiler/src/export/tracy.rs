@@ -3,10 +3,10 @@
 //!
 //! [`TracyPlanner`] is pure: given a frame, the device's calibration and the
 //! CPU time "now", it returns the calls in the order Tracy needs them. The
-//! feature `tracy` adds [`TracySink`](crate::export::tracy_client::TracySink),
+//! feature `tracy` adds `TracySink` (in `export::tracy_client`),
 //! a thin layer that makes each call on a running Tracy client
 //! (`tracy-client`, and `tracy-client-sys` where the safe API has no call),
-//! and [`Profiler::stream_to_tracy`](crate::Profiler::stream_to_tracy), which
+//! and `Profiler::stream_to_tracy`, which
 //! streams every frame a profiler collects, on any backend.
 //!
 //! # What Tracy gets
