@@ -142,7 +142,10 @@
 //!
 //! ## Comparisons
 //!
-//! `comparisons` (in `--json`, and after the table): each gpu-counters-wgpu
+//! `comparisons` (in `--json`, and after the table): each gpu-counters
+//! Vulkan row that samples against the raw ash row of its placement (as
+//! `host_ratio_to_raw` pairs them; target: at most 1.2, the profiler's
+//! scopes at most 1.5), each gpu-counters-wgpu
 //! row against wgpu-profiler's pass scopes (target: a ratio of at most 1)
 //! and against raw wgpu's pass timestamp writes (target: at most 1.1). In
 //! every measured round, each side's added GPU ns per scope and added host
@@ -150,8 +153,11 @@
 //! its own baseline is taken from that round's pair, and the two are
 //! divided; the report gives the median, smallest and largest ratio over
 //! the rounds (`null` where the denominator was at most 0 in every round)
-//! and whether the median is within the target. A scope is a dispatch: two
-//! samples on both sides. Targets are reported, never asserted.
+//! and whether the median is within the target. A scope is a dispatch: the same
+//! samples on both sides (one or two). Unlike `host_ratio_to_raw`, a ratio
+//! of medians, these are medians of ratios taken a moment apart, so a
+//! machine's drift between rounds does not move them. Targets are
+//! reported, never asserted.
 //!
 //! ## Resolve throughput
 //!
@@ -683,8 +689,9 @@ pub struct BenchReport {
     pub reps: u32,
     /// Every variant, baselines included.
     pub variants: Vec<VariantReport>,
-    /// Derived comparisons between variants (gpu-counters-wgpu against
-    /// wgpu-profiler and raw wgpu); empty where their rows did not run.
+    /// Derived comparisons between variants (gpu-counters against raw ash
+    /// per round, gpu-counters-wgpu against wgpu-profiler and raw wgpu);
+    /// those whose rows did not run are left out.
     pub comparisons: Vec<ComparisonReport>,
     /// CPU resolve throughput.
     pub resolve: ResolveReport,
@@ -756,12 +763,12 @@ pub fn run_with_options(
     let mut notes = Vec::new();
 
     let mut variants: Variants = vulkan::variants(&device, args.samples)?;
-    let mut wanted = Vec::new();
+    let mut wanted = vulkan::comparisons();
     match wgpu_bench::variants(&info, args.samples) {
         Ok(rows) => {
             variants.extend(rows.variants);
             notes.extend(rows.notes);
-            wanted = rows.comparisons;
+            wanted.extend(rows.comparisons);
         }
         Err(e) => notes.push(format!("wgpu variants skipped: {e}")),
     }

@@ -8,8 +8,8 @@
 //! time, outside the timed recording.
 
 use crate::{
-    check_profiler_frames, check_written, timestamps_ns, vk_err, BenchError, Harness, HarnessRow,
-    Measurement, Placement, Tool, Variant, VariantSpec, Variants,
+    check_profiler_frames, check_written, timestamps_ns, vk_err, BenchError, ComparisonSpec,
+    Harness, HarnessRow, Measurement, Placement, Tool, Variant, VariantSpec, Variants,
 };
 use ash::vk;
 use gpu_counters_core::timeline::PassKind;
@@ -181,6 +181,33 @@ impl Kind {
             k => k.describe().3 * n,
         }
     }
+}
+
+/// The derived comparisons of the gpu-counters rows: each against the
+/// raw-ash row of its placement, ratio taken per round (the bench's own
+/// `host_ratio_to_raw` divides medians). Targets: the profiler's scopes at
+/// most 1.5 times raw, every primitive at most 1.2.
+pub(crate) fn comparisons() -> Vec<ComparisonSpec> {
+    let rows = KINDS.map(Kind::describe);
+    rows.iter()
+        .filter(|(_, tool, placement, _, baseline)| {
+            *tool == Tool::GpuCounters && *placement != Placement::None && baseline.is_some()
+        })
+        .filter_map(|&(variant, _, placement, _, _)| {
+            let (against, ..) = rows.iter().find(|(_, tool, p, _, baseline)| {
+                *tool == Tool::RawAsh && *p == placement && baseline.is_some()
+            })?;
+            Some(ComparisonSpec {
+                variant,
+                against,
+                target: if placement == Placement::PrecisePass {
+                    1.5
+                } else {
+                    1.2
+                },
+            })
+        })
+        .collect()
 }
 
 /// Raw Vulkan objects of the raw-ash variants and the brackets.

@@ -164,8 +164,38 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
                 "no `{name}` row"
             );
         }
-        assert_eq!(comparisons.len(), 4, "{comparisons:#?}");
     }
+    // Every gpu-counters Vulkan row that samples is compared with the raw
+    // row of its placement, per round (8 rows), then the wgpu ones (4).
+    let vulkan: Vec<&Value> = comparisons
+        .iter()
+        .filter(|c| {
+            c["variant"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("gpu-counters "))
+        })
+        .collect();
+    assert_eq!(vulkan.len(), 8, "{comparisons:#?}");
+    for c in &vulkan {
+        let v = variants
+            .iter()
+            .find(|v| v["name"] == c["variant"])
+            .expect("the compared row is in the report");
+        let r = variants
+            .iter()
+            .find(|v| v["name"] == c["against"])
+            .expect("the raw row is in the report");
+        assert_eq!(r["tool"], "raw-ash");
+        assert_eq!(v["placement"], r["placement"], "{c:#?}");
+        let target = if v["placement"] == "precise-pass" {
+            1.5
+        } else {
+            1.2
+        };
+        assert_eq!(c["target"], target);
+    }
+    let wgpu = comparisons.len() - vulkan.len();
+    assert_eq!(wgpu, if tools.contains("wgpu") { 4 } else { 0 });
     for c in comparisons {
         assert_eq!(
             keys(c),
