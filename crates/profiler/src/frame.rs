@@ -444,9 +444,9 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     fn claim(&self, stack: &mut gpu_counters_core::ScopeStack) -> u64 {
         let capacity = self.store.pages.count() as u64 * u64::from(self.per);
         let room = capacity.saturating_sub(self.next.load(Ordering::Relaxed));
-        let size = (2 * stack.last_claim(self.key))
-            .clamp(1, MAX_CLAIM)
-            .min((room / 32).max(1) as u32);
+        // At least 1: an empty claim would hand the same id out twice.
+        let size = u64::from((2 * stack.last_claim(self.key)).clamp(1, MAX_CLAIM))
+            .min((room / 32).max(1)) as u32;
         let first = self.next.fetch_add(u64::from(size), Ordering::Relaxed);
         if first < u64::from(NO_SCOPE) {
             let end = (first + u64::from(size)).min(u64::from(NO_SCOPE)) as u32;
