@@ -263,6 +263,18 @@ impl ScopeStack {
         self.more.iter().find(|e| e.frame == frame)
     }
 
+    /// The entry of `frame`, if there is one.
+    #[inline]
+    fn existing_mut(&mut self, frame: u64) -> Option<&mut StackEntry> {
+        if frame == 0 {
+            return None;
+        }
+        if self.first.frame == frame {
+            return Some(&mut self.first);
+        }
+        self.more.iter_mut().find(|e| e.frame == frame)
+    }
+
     /// The entry of `frame`, made if there is none. A new entry takes the
     /// place of one with no scope open (its unused ids are given up).
     #[inline]
@@ -330,14 +342,7 @@ impl ScopeStack {
     /// Takes the next unused id this recorder claimed from frame `frame`.
     #[inline]
     pub fn take_claimed(&mut self, frame: u64) -> Option<u32> {
-        if frame == 0 {
-            return None;
-        }
-        let e = if self.first.frame == frame {
-            &mut self.first
-        } else {
-            self.more.iter_mut().find(|e| e.frame == frame)?
-        };
+        let e = self.existing_mut(frame)?;
         if e.next < e.end {
             e.next += 1;
             Some(e.next - 1)

@@ -153,14 +153,24 @@ impl<D: BackendDevice> FrameStore<D> {
         }
     }
 
+    /// The pages scope ids `0..used` lie in: each page's index, the page,
+    /// and how many of its records (and of its sample pairs) they take.
+    pub(crate) fn used_pages(
+        &self,
+        used: u32,
+        per: u32,
+    ) -> impl Iterator<Item = (usize, &Page<D>, usize)> {
+        let (used, per) = (used as usize, per as usize);
+        self.pages
+            .iter()
+            .take(used.div_ceil(per))
+            .map(move |(p, page)| (p, page, (used - p * per).min(per)))
+    }
+
     /// Forgets the scopes, keeping the pages.
     pub(crate) fn clear(&mut self, per: u32) {
-        for (p, page) in self.pages.iter() {
-            let n = (self.used as usize).saturating_sub(p * per as usize);
-            if n == 0 {
-                break;
-            }
-            for cell in page.records.iter().take(n) {
+        for (_, page, n) in self.used_pages(self.used, per) {
+            for cell in &page.records[..n] {
                 cell.reset();
             }
         }
@@ -538,17 +548,12 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             return Ok(());
         }
         self.ended = true;
-        let per = self.per as usize;
         let capacity = (self.store.pages.count() as u64) * u64::from(self.per);
         let used = (*self.next.get_mut())
             .min(capacity)
             .min(u64::from(NO_SCOPE)) as u32;
         let mut open = 0;
-        for (p, page) in self.store.pages.iter() {
-            let n = (used as usize).saturating_sub(p * per).min(per);
-            if n == 0 {
-                break;
-            }
+        for (_, page, n) in self.store.used_pages(used, self.per) {
             open += page.records[..n]
                 .iter()
                 .filter(|c| matches!(c.state(), state::OPEN | state::DROPPED))

@@ -642,10 +642,9 @@ impl<D: BackendDevice> Profiler<D> {
         // `2 * (id % per)` and the next index of page `id / per`, and every
         // other sample of the slot is still unwritten since the reset after
         // the frame that last used it.
-        let used = slot.store.used as usize;
-        let per = self.options.max_scopes_per_frame as usize;
-        for (p, page) in slot.store.pages.iter().take(used.div_ceil(per)) {
-            let range = 0..2 * (used - p * per).min(per) as u64;
+        let per = self.options.max_scopes_per_frame;
+        for (_, page, n) in slot.store.used_pages(slot.store.used, per) {
+            let range = 0..2 * n as u64;
             page.timestamps.reset_range(range.clone())?;
             if let Some(stats) = &page.statistics {
                 stats.reset_range(range)?;
@@ -727,8 +726,8 @@ impl<D: BackendDevice> Profiler<D> {
         } = &mut *resolved;
         stamps.resize_with(stamps.len().max(used), ResolvedCounters::default);
         let mut pages_with_stats = 0;
-        for (p, page) in store.pages.iter().take(used) {
-            let range = 0..2 * (n - p * per).min(per) as u64;
+        for (p, page, count) in store.used_pages(store.used, per as u32) {
+            let range = 0..2 * count as u64;
             let r = &mut stamps[p];
             page.timestamps
                 .resolve_counter_range_into(range.clone(), r)?;
@@ -763,9 +762,8 @@ impl<D: BackendDevice> Profiler<D> {
         let mut scopes: Vec<ScopeResult> = lock(&self.spare_scopes).pop().unwrap_or_default();
         scopes.reserve(n);
         let convert = calibration.converter();
-        for (p, page) in store.pages.iter().take(used) {
+        for (p, page, count) in store.used_pages(store.used, per as u32) {
             let (t, st) = (stamps[p].timestamps()?, stamps[p].statuses());
-            let count = (n - p * per).min(per);
             for (k, rec) in page.records[..count].iter().enumerate() {
                 // Open and Failed scopes were counted when the frame ended or
                 // the recording failed.
