@@ -12,6 +12,8 @@
 //! - `driver 1 thread`: `vkGetQueryPoolResults` of all N into host memory;
 //! - `driver T threads`: the same split into T disjoint ranges at once
 //!   (`resolve_counter_range` uses up to 16, one per 2^16 samples);
+//! - `driver P parts, pool`: the same on threads started once (rayon's
+//!   pool, as `resolve_counter_range` does since the seventh session);
 //! - `driver T threads, values only`: without the availability word (8
 //!   bytes each; the call says `VK_NOT_READY` unless every query has one);
 //! - `gpu-counters resolve_into`: `resolve_counter_range_into` of as many
@@ -179,6 +181,29 @@ fn main() -> R<()> {
                     });
                 }
             });
+            black_box(&host);
+            Ok((t.elapsed().as_secs_f64() * 1e3, 0.0))
+        })?;
+    }
+    // The same parts on threads started once (rayon's pool, which the
+    // resolve uses): what starting a thread per part costs.
+    for parts in [8usize, 16] {
+        time(&format!("driver {parts} parts, pool"), &mut || {
+            use rayon::prelude::*;
+            let t = Instant::now();
+            let per = (n as usize).div_ceil(parts);
+            let ok = host
+                .par_chunks_mut(per)
+                .with_max_len(1)
+                .enumerate()
+                .map(|(k, chunk)| {
+                    // SAFETY: disjoint ranges of the pool into disjoint
+                    // chunks of n pairs.
+                    unsafe { d.get_query_pool_results(pool, (k * per) as u32, chunk, flags) }
+                        .is_ok()
+                })
+                .reduce(|| true, |a, b| a & b);
+            assert!(ok, "a driver read failed");
             black_box(&host);
             Ok((t.elapsed().as_secs_f64() * 1e3, 0.0))
         })?;

@@ -1,14 +1,18 @@
 //! The PTX kernels gpu-counters launches, as text the driver JIT-compiles
 //! (no NVRTC, no nvcc at build time), and their launches.
 //!
-//! Both read `%globaltimer`, the GPU's 64-bit nanosecond timer, and write a
-//! value then an availability word (1) into host-mapped memory, with a
+//! They read `%globaltimer`, the GPU's 64-bit nanosecond timer, into
+//! host-mapped memory. A timestamp is one 64-bit store: `%globaltimer` is
+//! never 0, so a value word that is not 0 is its own availability (the
+//! host zeroes it before the sample is written again), and no fence is
+//! needed, just as a raw one-store timestamp kernel has none. The other
+//! kernels write a value then an availability word (1), with a
 //! system-scope fence between them so that the CPU never sees the word
-//! before the value.
+//! before the value: their values may be 0.
 
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 
-/// `gc_timestamp(slot)`: `slot[0] = %globaltimer`, then `slot[1] = 1`.
+/// `gc_timestamp(slot)`: `slot[0] = %globaltimer` (nothing else).
 /// `gc_timer_step(slot)`: waits for `%globaltimer` to change twice and
 /// writes the second change's size, then `slot[1] = 1`.
 /// `gc_store(slot, value)`: `slot[0] = value`, then `slot[1] = 1`.
@@ -28,9 +32,6 @@ pub(crate) const PTX: &str = r#"
     ld.param.u64 %rd1, [slot];
     mov.u64 %rd2, %globaltimer;
     st.volatile.global.u64 [%rd1], %rd2;
-    membar.sys;
-    mov.u64 %rd3, 1;
-    st.volatile.global.u64 [%rd1+8], %rd3;
     ret;
 }
 
@@ -110,8 +111,10 @@ const ONE: LaunchConfig = LaunchConfig {
     shared_mem_bytes: 0,
 };
 
-/// Launches `gc_timestamp` on `stream`, writing the two words at device
-/// address `slot`.
+/// Launches `gc_timestamp` on `stream` (or another kernel that takes one
+/// address: `gc_timer_step`, `gc_probe`), writing the words at device
+/// address `slot`: one for `gc_timestamp`, two for `gc_timer_step`, three
+/// for `gc_probe` (see [`launch_probe`]).
 ///
 /// # Safety
 ///
@@ -125,7 +128,7 @@ pub(crate) unsafe fn launch_timestamp(
     let mut launch = stream.launch_builder(func);
     launch.arg(&slot);
     // SAFETY: the kernel takes one u64 (a device address), given here; it
-    // writes only the two words there, which the caller keeps allocated.
+    // writes at most the two words there, which the caller keeps allocated.
     unsafe { launch.launch(ONE) }.map(|_| ())
 }
 

@@ -1,6 +1,8 @@
 //! Host-mapped memory the GPU writes samples into, and one sample buffer's
 //! (or heap's) storage: two words per sample, the value then the
-//! availability word, read by core's CPU resolve without any copy.
+//! availability word, read by core's CPU resolve without any copy. A
+//! timestamp kernel writes only the value, which is then its own
+//! availability (`%globaltimer` is never 0).
 
 use crate::{driver_err, Shared};
 use cudarc::driver::{result, sys, CudaContext};
@@ -76,6 +78,17 @@ impl MappedWords {
         (i < self.len).then(|| unsafe { AtomicU64::from_ptr(self.host.add(i)) })
     }
 
+    /// Words `from..from + n`, `None` past the end.
+    pub(crate) fn words(&self, from: usize, n: usize) -> Option<&[AtomicU64]> {
+        let end = from.checked_add(n).filter(|&e| e <= self.len)?;
+        // SAFETY: `from..end` lies in the allocation (checked), which lives
+        // as long as `self`; u64 and AtomicU64 have the same size and
+        // alignment, and every access to the memory from the host is atomic.
+        Some(unsafe {
+            std::slice::from_raw_parts(self.host.add(from).cast::<AtomicU64>(), end - from)
+        })
+    }
+
     /// The device address of word `i` (`i < len`).
     pub(crate) fn device_address(&self, i: usize) -> u64 {
         self.device + 8 * i as u64
@@ -130,11 +143,15 @@ impl Storage {
         a.store(1, Ordering::Release);
     }
 
-    /// Clears sample `i`'s availability word on the host (a host reset;
-    /// the bookkeeping checked that no launch writing it is pending).
+    /// Clears sample `i`'s value and availability words on the host (a
+    /// host reset; the bookkeeping checked that no launch writing it is
+    /// pending). The value too: a timestamp's value is its own
+    /// availability.
     pub(crate) fn clear(&self, i: u32) {
-        if let Some(w) = self.words.word(2 * i as usize + 1) {
-            w.store(0, Ordering::Release);
+        for w in [2 * i as usize, 2 * i as usize + 1] {
+            if let Some(w) = self.words.word(w) {
+                w.store(0, Ordering::Release);
+            }
         }
     }
 }
@@ -149,19 +166,22 @@ impl QueryRead for Storage {
         if out.len() != 2 * count as usize {
             return Err(Error::Internal("CUDA read into a wrong-sized slice".into()));
         }
-        for (k, o) in out.chunks_exact_mut(2).enumerate() {
-            let value = self.words.word(from + 2 * k);
-            let avail = self.words.word(from + 2 * k + 1);
-            let (Some(value), Some(avail)) = (value, avail) else {
-                return Err(Error::Internal(format!(
-                    "CUDA read of {first}+{count} past the buffer"
-                )));
-            };
-            // The availability word first: the kernel fences the value
-            // before it, so a set word means the value is the new one.
-            let a = avail.load(Ordering::Acquire);
-            o[0] = value.load(Ordering::Acquire);
-            o[1] = a;
+        let Some(words) = self.words.words(from, 2 * count as usize) else {
+            return Err(Error::Internal(format!(
+                "CUDA read of {first}+{count} past the buffer"
+            )));
+        };
+        for (o, w) in out.chunks_exact_mut(2).zip(words.chunks_exact(2)) {
+            // The availability word first: the kernels that write one
+            // fence the value before it, so a set word means the value is
+            // the new one. A timestamp kernel writes only its value, which
+            // is never 0 and was cleared to 0 before (a host reset, or a
+            // launch that counts as a reset until it is done): a value
+            // that is not 0 is complete and is the new one.
+            let a = w[1].load(Ordering::Acquire);
+            let v = w[0].load(Ordering::Acquire);
+            o[0] = v;
+            o[1] = if a != 0 { a } else { u64::from(v != 0) };
         }
         Ok(())
     }

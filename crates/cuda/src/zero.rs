@@ -348,10 +348,9 @@ impl DeviceActivity {
         // (A slot written before had its pending write cancelled when it
         // was recorded again: `CudaRecorder::prepare_write`.)
         // The slot's old value, if any, is not this sample's: nothing but
-        // this host writes it on a zero-intrusion device.
-        if let Some(a) = storage.words.word(2 * index as usize + 1) {
-            a.store(0, Ordering::Release);
-        }
+        // this host writes it on a zero-intrusion device. Both words: a
+        // value that is not 0 counts as available (`Storage`'s read).
+        storage.clear(index);
         pending.push(Pending {
             ticket: ticket.clone(),
             storage: storage.clone(),

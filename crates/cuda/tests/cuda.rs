@@ -137,6 +137,48 @@ fn a_dropped_recorder_still_resolves_and_drop_order_is_free() {
     assert_eq!(r.statuses()[0], SampleStatus::Written);
 }
 
+/// A timestamp's value word is its own availability (the kernel writes
+/// nothing else): a sample reset on the host resolves as never written, not
+/// as its old value, and one written again (with or without a reset
+/// between) resolves to the new value, after the old one.
+#[test]
+fn rewritten_and_reset_samples_never_show_their_old_value() {
+    let Some(d) = device("rewritten_and_reset_samples_never_show_their_old_value") else {
+        return;
+    };
+    let buffer = timestamps(&d, 2);
+    let record = |indices: &[u32]| {
+        let mut rec = d.recorder();
+        for &i in indices {
+            rec.sample_counters(&buffer, i, TimestampGranularity::Precise)
+                .unwrap();
+        }
+        d.submit(rec).unwrap().wait().unwrap();
+        let r = buffer.resolve_counter_range(0..2).unwrap();
+        (r.statuses().to_vec(), r.timestamps().unwrap().to_vec())
+    };
+    let (st, first) = record(&[0, 1]);
+    assert_eq!(st, [SampleStatus::Written; 2]);
+    buffer.reset().unwrap();
+    let r = buffer.resolve_counter_range(0..2).unwrap();
+    assert_eq!(r.statuses(), &[SampleStatus::NotWritten; 2]);
+    assert_eq!(r.timestamps().unwrap()[0].timestamp, COUNTER_ERROR_VALUE);
+    // Written again after the reset: only index 0.
+    let (st, second) = record(&[0]);
+    assert_eq!(st, [SampleStatus::Written, SampleStatus::NotWritten]);
+    assert!(
+        second[0].timestamp > first[1].timestamp,
+        "{first:?} {second:?}"
+    );
+    // Written again without a reset: the launch counts as one.
+    let (st, third) = record(&[0]);
+    assert_eq!(st[0], SampleStatus::Written);
+    assert!(
+        third[0].timestamp > second[0].timestamp,
+        "{second:?} {third:?}"
+    );
+}
+
 /// What CUDA does not offer is a typed error naming it, never zeros.
 #[test]
 fn unsupported_sets_and_bad_sizes_are_typed_errors() {

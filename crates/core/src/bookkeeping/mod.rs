@@ -42,7 +42,7 @@ use crate::{
 };
 use std::mem::MaybeUninit;
 use std::ops::Range;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// A backend's raw query storage, as the CPU resolve reads it.
 pub trait QueryRead: Sync {
@@ -458,7 +458,7 @@ impl SampleSet {
         let resolved = if self.set == CommonCounterSet::Timestamp {
             let threads = resolve_threads(hi - lo);
             self.resolve_timestamps(
-                &slots,
+                &mut slots,
                 reader,
                 (first, count, lo, hi),
                 &mut data,
@@ -484,16 +484,18 @@ impl SampleSet {
                 );
             });
             slots.occlusion_scratch = occ;
-            resolved
+            resolved.map(|()| false)
         };
         slots.scratch = data;
-        resolved?;
         // What the resolve saw written stays available until its next write
-        // or reset: a host reset need not read it again.
-        let t = &mut *slots;
-        let r = first as usize..(first + count) as usize;
-        for ((seen, st), state) in t.seen[r.clone()].iter_mut().zip(&status).zip(&t.state[r]) {
-            *seen |= (*st == SampleStatus::Written) & (*state == SlotState::Recorded);
+        // or reset: a host reset need not read it again. (A timestamp
+        // resolve with nothing pending noted it already.)
+        if !resolved? {
+            let t = &mut *slots;
+            let r = first as usize..(first + count) as usize;
+            for ((seen, st), state) in t.seen[r.clone()].iter_mut().zip(&status).zip(&t.state[r]) {
+                *seen |= (*st == SampleStatus::Written) & (*state == SlotState::Recorded);
+            }
         }
         let origins = (self.set != CommonCounterSet::Timestamp).then(|| {
             (first as usize..(first + count) as usize)
@@ -518,26 +520,45 @@ impl SampleSet {
     /// first every value as if written and complete, then a pass over the
     /// exceptions (and every index while a ticket may be pending), which are
     /// rare in the common case of a range the GPU has finished.
+    ///
+    /// With no ticket pending, the threads also note what they saw written
+    /// in `slots.seen` and the result is `true`; otherwise (`false`) the
+    /// caller does.
     pub(crate) fn resolve_timestamps(
         &self,
-        slots: &SampleTable,
+        slots: &mut SampleTable,
         main: &dyn QueryRead,
         (first, count, lo, hi): (u32, u32, u32, u32),
         scratch: &mut Vec<u64>,
         threads: usize,
         (bytes, status): (&mut Vec<u8>, &mut Vec<SampleStatus>),
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let (n, f, l) = (count as usize, first as usize, lo as usize);
         let span = (hi - lo) as usize;
         if scratch.len() < 2 * span {
             scratch.resize(2 * span, 0);
         }
         let data = &mut scratch[..2 * span];
+        // Nothing pending: a sample recorded and available is written, so
+        // the threads can note it as seen (see `SampleTable::seen`).
+        let no_tickets = slots.tickets == 0;
         let states = &slots.state[f..f + n];
+        let seen = no_tickets.then(|| &mut slots.seen[f..f + n]);
         let mask = self.valid_mask;
+        // Written without zero-filling first: a large output would otherwise
+        // be written twice. (Both are empty: reserve makes room for n.)
+        bytes.clear();
+        bytes.reserve(n * 8);
+        status.clear();
+        status.reserve(n);
+        let out = Out {
+            bytes: &mut bytes.spare_capacity_mut()[..n * 8],
+            status: &mut status.spare_capacity_mut()[..n],
+            seen,
+        };
         // Reads queries `a..` into `chunk`, then lays out the range's part of
         // them into `out`.
-        let job = |a: usize, chunk: &mut [u64], out: &mut [MaybeUninit<u8>]| -> Result<bool> {
+        let job = |(a, chunk, out): (usize, &mut [u64], Out<'_>)| -> Result<bool> {
             let b = a + chunk.len() / 2;
             main.read(a as u32, (b - a) as u32, chunk)?;
             let ia = a.clamp(f, f + n);
@@ -549,13 +570,8 @@ impl SampleSet {
                 out,
             ))
         };
-        // Written without zero-filling first: a large output would otherwise
-        // be written twice. (`bytes` is empty: reserve makes room for n * 8.)
-        bytes.clear();
-        bytes.reserve(n * 8);
-        let out = &mut bytes.spare_capacity_mut()[..n * 8];
         let all_written = if threads <= 1 {
-            job(l, data, out)?
+            job((l, data, out))?
         } else {
             // Chunks of the span in order; the range's parts of them
             // partition the output in the same order.
@@ -567,21 +583,24 @@ impl SampleSet {
                 let b = a + chunk.len() / 2;
                 let ia = a.clamp(f, f + n);
                 let ib = b.clamp(ia, f + n);
-                let (out, tail) = std::mem::take(&mut rest).split_at_mut(8 * (ib - ia));
+                let (out, tail) = rest.split_at(ib - ia);
                 rest = tail;
                 jobs.push((a, chunk, out));
             }
-            run_jobs(jobs, |(a, chunk, out)| job(a, chunk, out))?
+            run_jobs(jobs, job)?
         };
         // SAFETY: the jobs (all of them ran and succeeded, or we returned
         // above) called `layout_timestamps` on parts that partition the first
-        // `n * 8` bytes of spare capacity, and it initialised every byte.
-        unsafe { bytes.set_len(n * 8) };
-        status.clear();
-        status.resize(n, SampleStatus::Written);
-        if all_written && slots.tickets == 0 {
-            return Ok(());
+        // `n * 8` bytes and `n` statuses of spare capacity, and it
+        // initialised every one of them.
+        unsafe {
+            bytes.set_len(n * 8);
+            status.set_len(n);
         }
+        if all_written && no_tickets {
+            return Ok(true);
+        }
+        let slots = &*slots;
         let data = &scratch[..2 * span];
         let pairs = &data[2 * (f - l)..2 * (f - l + n)];
         for (k, (out, st)) in bytes.chunks_exact_mut(8).zip(status.iter_mut()).enumerate() {
@@ -594,7 +613,7 @@ impl SampleSet {
             out.copy_from_slice(&v.to_ne_bytes());
             *st = s;
         }
-        Ok(())
+        Ok(no_tickets)
     }
 
     /// What timestamp index `s` resolves to when it is not simply recorded,
@@ -932,63 +951,25 @@ const RESOLVE_CHUNK: u32 = 1 << 16;
 const RESOLVE_THREADS: usize = 16;
 
 /// Threads for a CPU resolve reading `span` queries: 1 below two chunks'
-/// worth (thread start-up would cost more than it saves).
+/// worth (handing parts out would cost more than it saves).
 fn resolve_threads(span: u32) -> usize {
-    static CORES: OnceLock<usize> = OnceLock::new();
-    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    cores
+    rayon::current_num_threads()
         .min(RESOLVE_THREADS)
         .min((span / RESOLVE_CHUNK) as usize)
         .max(1)
 }
 
-/// Runs `work` on every job, one scoped thread each (the first on this
-/// thread; where a thread cannot be started, its job runs here). Returns
-/// whether every job returned `true`, or the first error.
+/// Runs `work` on every job in parallel, on rayon's pool (its threads are
+/// started once per process: starting a thread per part cost about as much
+/// as a part's work). Returns whether every job returned `true`, or the
+/// first error.
 fn run_jobs<J: Send>(jobs: Vec<J>, work: impl Fn(J) -> Result<bool> + Sync) -> Result<bool> {
-    let work = &work;
-    std::thread::scope(|scope| {
-        let mut jobs = jobs.into_iter();
-        let here = jobs.next();
-        let mut inline = Vec::new();
-        let mut handles = Vec::new();
-        for job in jobs {
-            let (tx, rx) = std::sync::mpsc::channel::<J>();
-            match std::thread::Builder::new()
-                .name("gpu-counters resolve".into())
-                .spawn_scoped(scope, move || rx.recv().map(work))
-            {
-                Ok(h) => {
-                    // The thread owns the receiver, so the send succeeds.
-                    let _ = tx.send(job);
-                    handles.push(h);
-                }
-                Err(_) => inline.push(job),
-            }
-        }
-        let mut all = true;
-        let mut first_error = None;
-        for r in here.into_iter().chain(inline).map(work) {
-            match r {
-                Ok(ok) => all &= ok,
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        for h in handles {
-            match h.join() {
-                Ok(Ok(Ok(ok))) => all &= ok,
-                Ok(Ok(Err(e))) => {
-                    first_error.get_or_insert(e);
-                }
-                Ok(Err(_)) | Err(_) => {
-                    first_error.get_or_insert(Error::Internal("a resolve thread failed".into()));
-                }
-            }
-        }
-        first_error.map_or(Ok(all), Err)
-    })
+    use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
+    jobs.into_par_iter()
+        // One part per task: the parts were sized for one thread each.
+        .with_max_len(1)
+        .map(&work)
+        .try_reduce(|| true, |a, b| Ok(a & b))
 }
 
 /// Whether a timestamp query's availability word says it holds a value:
@@ -999,23 +980,57 @@ fn available(word: u64) -> bool {
     word.wrapping_add(1) > 1
 }
 
-/// Writes `out` (8 bytes per sample) from the (value, availability) `pairs`
-/// of timestamp samples in `states`: the masked value where the sample is
-/// recorded and available, the error value elsewhere. Returns whether every
-/// sample was. Initialises every byte of `out`. Branch-free, so it vectorises.
+/// Where a part of a timestamp resolve lays out its samples: 8 bytes and a
+/// status each, and (when nothing is pending) whether each was seen written.
+struct Out<'a> {
+    bytes: &'a mut [MaybeUninit<u8>],
+    status: &'a mut [MaybeUninit<SampleStatus>],
+    seen: Option<&'a mut [bool]>,
+}
+
+impl<'a> Out<'a> {
+    /// The first `k` samples' part, and the rest.
+    fn split_at(self, k: usize) -> (Out<'a>, Out<'a>) {
+        let (b0, b1) = self.bytes.split_at_mut(8 * k);
+        let (s0, s1) = self.status.split_at_mut(k);
+        let (n0, n1) = match self.seen {
+            Some(seen) => {
+                let (n0, n1) = seen.split_at_mut(k);
+                (Some(n0), Some(n1))
+            }
+            None => (None, None),
+        };
+        (
+            Out {
+                bytes: b0,
+                status: s0,
+                seen: n0,
+            },
+            Out {
+                bytes: b1,
+                status: s1,
+                seen: n1,
+            },
+        )
+    }
+}
+
+/// Lays out the (value, availability) `pairs` of timestamp samples in
+/// `states` into `out`: the masked value where the sample is recorded and
+/// available, the error value elsewhere, and status `Written` for every
+/// sample (the caller's exception pass corrects the others when this
+/// returns `false`); where `out.seen` is given, it is set for the samples
+/// recorded and available. Returns whether every sample was. Initialises
+/// every byte and status of `out`. Branch-free, so it vectorises.
 #[inline(never)]
-fn layout_timestamps(
-    pairs: &[u64],
-    states: &[SlotState],
-    mask: u64,
-    out: &mut [MaybeUninit<u8>],
-) -> bool {
+fn layout_timestamps(pairs: &[u64], states: &[SlotState], mask: u64, out: Out<'_>) -> bool {
     // The error value is all ones: `(!ok as u64).wrapping_neg()` selects it.
     const _: () = assert!(COUNTER_ERROR_VALUE == u64::MAX);
     let n = states.len();
-    assert!(pairs.len() == 2 * n && out.len() == 8 * n);
+    assert!(pairs.len() == 2 * n && out.bytes.len() == 8 * n && out.status.len() == n);
     let mut all = true;
     for ((dst, q), &state) in out
+        .bytes
         .chunks_exact_mut(8)
         .zip(pairs.chunks_exact(2))
         .zip(states)
@@ -1024,6 +1039,13 @@ fn layout_timestamps(
         all &= ok;
         let v = (q[0] & mask) | (!ok as u64).wrapping_neg();
         dst.copy_from_slice(&v.to_ne_bytes().map(MaybeUninit::new));
+    }
+    out.status.fill(MaybeUninit::new(SampleStatus::Written));
+    if let Some(seen) = out.seen {
+        assert!(seen.len() == n);
+        for ((seen, q), &state) in seen.iter_mut().zip(pairs.chunks_exact(2)).zip(states) {
+            *seen |= (state == SlotState::Recorded) & available(q[1]);
+        }
     }
     all
 }

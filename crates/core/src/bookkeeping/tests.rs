@@ -56,7 +56,7 @@ fn parallel_timestamp_resolve_matches() {
             queries.data[2 * i as usize + 1] = 1;
         }
     }
-    let slots = samples.lock().unwrap();
+    let mut slots = samples.lock().unwrap();
     // One pair of result vectors reused across the resolves, as
     // `resolve_cpu_into` does: a smaller range after a larger one.
     let (mut bytes, mut status) = (Vec::new(), Vec::new());
@@ -64,9 +64,10 @@ fn parallel_timestamp_resolve_matches() {
         let (lo, hi) = samples.span(&slots, first, count);
         let mut scratch = Vec::new();
         let mut resolve = |threads| {
-            samples
+            slots.seen.fill(false);
+            let noted = samples
                 .resolve_timestamps(
-                    &slots,
+                    &mut slots,
                     &queries,
                     (first, count, lo, hi),
                     &mut scratch,
@@ -74,6 +75,14 @@ fn parallel_timestamp_resolve_matches() {
                     (&mut bytes, &mut status),
                 )
                 .unwrap();
+            // Nothing is pending, so the parts noted what they saw written:
+            // exactly the range's written samples.
+            assert!(noted);
+            let r = first as usize..(first + count) as usize;
+            for (i, seen) in slots.seen.iter().enumerate() {
+                let written = r.contains(&i) && status[i - first as usize] == SampleStatus::Written;
+                assert_eq!(*seen, written, "seen of sample {i} with {threads} threads");
+            }
             (bytes.clone(), status.clone())
         };
         let one = resolve(1);
