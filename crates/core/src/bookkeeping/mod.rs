@@ -42,7 +42,7 @@ use crate::{
 };
 use std::mem::MaybeUninit;
 use std::ops::Range;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// A backend's raw query storage, as the CPU resolve reads it.
 pub trait QueryRead: Sync {
@@ -950,26 +950,110 @@ const RESOLVE_CHUNK: u32 = 1 << 16;
 /// Threads a CPU resolve uses at most.
 const RESOLVE_THREADS: usize = 16;
 
+/// The CPU resolve's own thread pool, started on first use: at most
+/// [`RESOLVE_THREADS`] threads; `None` where it could not be started.
+///
+/// Its own rather than rayon's global pool: the resolve holds its sample
+/// set's lock while the parts run, and only resolve parts run here, none of
+/// which takes that lock (a global pool's workers could be busy with the
+/// caller's own long tasks, too).
+fn resolve_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(cores.min(RESOLVE_THREADS))
+            .thread_name(|i| format!("gpu-counters resolve {i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
 /// Threads for a CPU resolve reading `span` queries: 1 below two chunks'
 /// worth (handing parts out would cost more than it saves).
 fn resolve_threads(span: u32) -> usize {
-    rayon::current_num_threads()
+    let threads = resolve_pool().map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        rayon::ThreadPool::current_num_threads,
+    );
+    threads
         .min(RESOLVE_THREADS)
         .min((span / RESOLVE_CHUNK) as usize)
         .max(1)
 }
 
-/// Runs `work` on every job in parallel, on rayon's pool (its threads are
-/// started once per process: starting a thread per part cost about as much
-/// as a part's work). Returns whether every job returned `true`, or the
-/// first error.
+/// Runs `work` on every job in parallel, on the resolve's pool (its
+/// threads are started once per process, not once per resolve). Returns
+/// whether every job returned `true`, or the first error.
 fn run_jobs<J: Send>(jobs: Vec<J>, work: impl Fn(J) -> Result<bool> + Sync) -> Result<bool> {
     use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
-    jobs.into_par_iter()
-        // One part per task: the parts were sized for one thread each.
-        .with_max_len(1)
-        .map(&work)
-        .try_reduce(|| true, |a, b| Ok(a & b))
+    match resolve_pool() {
+        // A thread of any rayon pool (the caller's own, say) that waits for
+        // another pool keeps running its own pool's tasks meanwhile, and
+        // one of those could want the lock this resolve holds: such a
+        // caller gets threads of its own instead.
+        Some(pool) if rayon::current_thread_index().is_none() => pool.install(|| {
+            jobs.into_par_iter()
+                // One part per task: the parts were sized for one thread each.
+                .with_max_len(1)
+                .map(&work)
+                .try_reduce(|| true, |a, b| Ok(a & b))
+        }),
+        _ => run_on_scoped_threads(jobs, work),
+    }
+}
+
+/// Runs `work` on every job, one scoped thread each (the first on this
+/// thread; where a thread cannot be started, its job runs here). Returns
+/// whether every job returned `true`, or the first error.
+fn run_on_scoped_threads<J: Send>(
+    jobs: Vec<J>,
+    work: impl Fn(J) -> Result<bool> + Sync,
+) -> Result<bool> {
+    let work = &work;
+    std::thread::scope(|scope| {
+        let mut jobs = jobs.into_iter();
+        let here = jobs.next();
+        let mut inline = Vec::new();
+        let mut handles = Vec::new();
+        for job in jobs {
+            let (tx, rx) = std::sync::mpsc::channel::<J>();
+            match std::thread::Builder::new()
+                .name("gpu-counters resolve".into())
+                .spawn_scoped(scope, move || rx.recv().map(work))
+            {
+                Ok(h) => {
+                    // The thread owns the receiver, so the send succeeds.
+                    let _ = tx.send(job);
+                    handles.push(h);
+                }
+                Err(_) => inline.push(job),
+            }
+        }
+        let mut all = true;
+        let mut first_error = None;
+        for r in here.into_iter().chain(inline).map(work) {
+            match r {
+                Ok(ok) => all &= ok,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        for h in handles {
+            match h.join() {
+                Ok(Ok(Ok(ok))) => all &= ok,
+                Ok(Ok(Err(e))) => {
+                    first_error.get_or_insert(e);
+                }
+                Ok(Err(_)) | Err(_) => {
+                    first_error.get_or_insert(Error::Internal("a resolve thread failed".into()));
+                }
+            }
+        }
+        first_error.map_or(Ok(all), Err)
+    })
 }
 
 /// Whether a timestamp query's availability word says it holds a value:

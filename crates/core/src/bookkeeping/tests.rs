@@ -527,3 +527,52 @@ fn attachment_points_attached_twice_are_refused() {
     let e = check(vec![(1, 64)]).unwrap_err();
     assert!(e.to_string().contains("64"), "{e}");
 }
+
+/// Resolves of one sample set from the tasks of a rayon pool (a caller's
+/// own `par_iter`): each holds the set's lock while its parts run, and none
+/// may wait on a part that waits for that lock (a worker waiting for a pool
+/// runs other tasks of its pool meanwhile), so they all finish, with every
+/// sample.
+#[test]
+fn resolves_from_a_callers_rayon_tasks_finish() {
+    use rayon::prelude::*;
+    let n = 3 * RESOLVE_CHUNK;
+    let samples = set(CommonCounterSet::Timestamp, n, [ABSENT; 8]);
+    let mut queries = Scripted {
+        values: 1,
+        data: vec![0; 2 * n as usize],
+    };
+    {
+        let mut slots = samples.lock().unwrap();
+        for i in 0..n {
+            slots.mark_recorded(i, NONE, false, 1, 0);
+            queries.data[2 * i as usize] = i as u64 + 1;
+            queries.data[2 * i as usize + 1] = 1;
+        }
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Not a scoped thread: on a deadlock the test fails rather than waits.
+    std::thread::spawn(move || {
+        let written: Vec<usize> = pool.install(|| {
+            (0..8)
+                .into_par_iter()
+                .map(|_| {
+                    let r = samples
+                        .resolve_cpu(0..u64::from(n), &queries, None)
+                        .unwrap();
+                    r.count(SampleStatus::Written)
+                })
+                .collect()
+        });
+        let _ = tx.send(written);
+    });
+    // The resolves take milliseconds; the limit is only there to fail.
+    let written = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("resolves from rayon tasks deadlocked");
+    assert_eq!(written, vec![n as usize; 8]);
+}
