@@ -946,7 +946,7 @@ impl ChainSums {
 }
 
 /// Queries a thread of a parallel CPU resolve reads at least.
-const RESOLVE_CHUNK: u32 = 1 << 16;
+const RESOLVE_CHUNK: u32 = 1 << 15;
 /// Threads a CPU resolve uses at most.
 const RESOLVE_THREADS: usize = 16;
 
@@ -1125,11 +1125,15 @@ fn layout_timestamps(pairs: &[u64], states: &[SlotState], mask: u64, out: Out<'_
         dst.copy_from_slice(&v.to_ne_bytes().map(MaybeUninit::new));
     }
     out.status.fill(MaybeUninit::new(SampleStatus::Written));
-    if let Some(seen) = out.seen {
-        assert!(seen.len() == n);
-        for ((seen, q), &state) in seen.iter_mut().zip(pairs.chunks_exact(2)).zip(states) {
-            *seen |= (state == SlotState::Recorded) & available(q[1]);
+    match out.seen {
+        // Every sample was: a fill, not a second pass over the pairs.
+        Some(seen) if all => seen.fill(true),
+        Some(seen) => {
+            for ((seen, q), &state) in seen.iter_mut().zip(pairs.chunks_exact(2)).zip(states) {
+                *seen |= (state == SlotState::Recorded) & available(q[1]);
+            }
         }
+        None => {}
     }
     all
 }
