@@ -3,10 +3,11 @@
 # binary, the demos and three benches (scripts/device-all.sh with
 # STEPS="cuda wgpu vulkan demo bench" BENCHES=3 REPS=7), then, taking turns
 # with the build before this session (the `-old` binaries, aa9e6fd):
-# where a CPU resolve of 1,000,000 timestamps goes (query_read_paths), the
-# CUDA bench on GPU-bound kernels (5 and 20 us), and the profiler against
-# raw ash (host_cost). Build with scripts/device-build.sh, copy
-# query_read_paths, host_cost and the -old binaries into .bin/ (strip
+# where a CPU resolve of 1,000,000 timestamps goes (query_read_paths, and
+# core's own part with resolve_layout), the CUDA bench on GPU-bound kernels
+# (5 and 20 us; with CUDA_GPU_ROWS=1, as in the first call), and the
+# profiler against raw ash (host_cost, five processes each). Build with scripts/device-build.sh, copy
+# query_read_paths, host_cost, resolve_layout and the -old binaries into .bin/ (strip
 # --strip-debug), carry [".gl", ".bin"].
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -19,14 +20,21 @@ for i in 1 2; do
     timeout 60 .bin/$b 1000000 9 > "$X/qrp-$b-$i.txt" 2>&1
   done
 done
-for ns in 5000 20000; do
-  for b in gpu-counters-old gpu-counters; do
-    timeout 90 .bin/$b bench --backend cuda --samples 4000 --reps 3 --kernel-ns $ns --drift-seconds 0 --resolve-samples 1000000 > "$X/cuda-$ns-$b.txt" 2>&1
-  done
+for a in "100000 atomic" "1000000 copied"; do
+  timeout 60 .bin/resolve_layout $a >> "$X/resolve-layout.txt" 2>&1
 done
-for i in 1 2 3; do
-  timeout 60 .bin/host_cost raw-scopes,profiler 4096 60 > "$X/hc-profiler-$i.txt" 2>&1
+if [ -n "${CUDA_GPU_ROWS:-}" ]; then
+  for ns in 5000 20000; do
+    for b in gpu-counters-old gpu-counters; do
+      timeout 90 .bin/$b bench --backend cuda --samples 4000 --reps 3 --kernel-ns $ns --drift-seconds 0 --resolve-samples 1000000 > "$X/cuda-$ns-$b.txt" 2>&1
+    done
+  done
+fi
+for i in 1 2 3 4 5; do
+  for b in host_cost-old host_cost; do
+    timeout 60 .bin/$b raw-scopes,profiler 4096 60 > "$X/hc-$b-$i.txt" 2>&1
+  done
 done
 (cd "$OUT" && tar czf x.tar.gz x && rm -rf x)
 tar xzf "$OUT/all.tar.gz" -O summary.txt
-for f in $(tar tzf "$OUT/x.tar.gz" | grep txt); do echo "== $f"; tar xzf "$OUT/x.tar.gz" -O "$f" | grep -E "resolve_into|driver 16|parts, pool|memcpy|ratio to copy|precise after each kernel / raw %globaltimer|host ratio per round" -A1 | grep -v "^--" | head -8; done
+for f in $(tar tzf "$OUT/x.tar.gz" | grep txt); do echo "== $f"; tar xzf "$OUT/x.tar.gz" -O "$f" | grep -E "resolve_into|driver 16|parts, pool|memcpy|ratio to copy|precise after each kernel / raw %globaltimer|host ratio per round|timestamps \(" | head -8; done
