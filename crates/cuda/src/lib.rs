@@ -8,9 +8,10 @@
 //! - A timestamp is `%globaltimer`, the GPU's 64-bit nanosecond timer, read
 //!   by a one-thread kernel launched on the stream: it runs after all prior
 //!   work on the stream, so both placements (precise and relaxed) are the
-//!   same. The kernel writes the value, then an availability word, into
-//!   page-locked host memory mapped into the device, which core's CPU
-//!   resolve reads without a copy.
+//!   same. The kernel writes the value, one 64-bit store (it is never 0:
+//!   the host zeroes the word before it is written again, so a value that
+//!   is not 0 is its own availability), into page-locked host memory
+//!   mapped into the device, which core's CPU resolve reads without a copy.
 //! - A stream is not a command buffer: its work runs as soon as it is
 //!   launched. A [`CudaRecorder`] is a range of one stream's work: samples it
 //!   writes become available once the work launched before
