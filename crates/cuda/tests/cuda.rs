@@ -177,6 +177,13 @@ fn rewritten_and_reset_samples_never_show_their_old_value() {
         third[0].timestamp > second[0].timestamp,
         "{second:?} {third:?}"
     );
+    // A result resolved into again keeps its memory, and holds the same.
+    let mut into = gpu_counters_core::ResolvedCounters::default();
+    buffer.resolve_counter_range_into(0..2, &mut into).unwrap();
+    let at = into.as_bytes().as_ptr();
+    buffer.resolve_counter_range_into(0..2, &mut into).unwrap();
+    assert_eq!(into.as_bytes().as_ptr(), at, "the result was reallocated");
+    assert_eq!(into.timestamps().unwrap()[0].timestamp, third[0].timestamp);
 }
 
 /// What CUDA does not offer is a typed error naming it, never zeros.

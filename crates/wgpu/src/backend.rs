@@ -45,8 +45,12 @@ fn resolve(storage: &Storage, range: Range<u64>) -> Result<ResolvedCounters> {
 }
 
 fn resolve_into(storage: &Storage, range: Range<u64>, out: &mut ResolvedCounters) -> Result<()> {
-    *out = ResolvedCounters::default();
-    storage.harvest()?;
+    // `out` keeps its memory for the resolve (emptied only on an error
+    // here; the resolve empties it on its own errors).
+    if let Err(e) = storage.harvest() {
+        *out = ResolvedCounters::default();
+        return Err(e);
+    }
     storage.samples.resolve_cpu_into(range, storage, None, out)
 }
 

@@ -356,6 +356,17 @@ fn encoder_timestamps_between_passes() {
     let ts = r.timestamps().unwrap();
     assert!(ts[2].timestamp >= ts[0].timestamp);
     assert_eq!(ts[1].timestamp, COUNTER_ERROR_VALUE);
+    // A result resolved into again keeps its memory (steady-state resolves
+    // allocate nothing), and holds the same.
+    let mut into = gpu_counters_core::ResolvedCounters::default();
+    buffer.resolve_counter_range_into(0..3, &mut into).unwrap();
+    let at = into.as_bytes().as_ptr();
+    buffer.resolve_counter_range_into(0..3, &mut into).unwrap();
+    assert_eq!(into.as_bytes().as_ptr(), at, "the result was reallocated");
+    assert_eq!(
+        (into.as_bytes(), into.statuses()),
+        (r.as_bytes(), r.statuses())
+    );
     gpu.check();
 }
 
