@@ -72,10 +72,7 @@ impl MappedWords {
 
     /// Word `i`, `None` past the end.
     pub(crate) fn word(&self, i: usize) -> Option<&AtomicU64> {
-        // SAFETY: `i < len`, so the word lies in the allocation, which lives
-        // as long as `self`; u64 and AtomicU64 have the same layout, and
-        // every access to the memory from the host is atomic.
-        (i < self.len).then(|| unsafe { AtomicU64::from_ptr(self.host.add(i)) })
+        self.words(i, 1).map(|w| &w[0])
     }
 
     /// Words `from..from + n`, `None` past the end.
@@ -148,10 +145,8 @@ impl Storage {
     /// pending). The value too: a timestamp's value is its own
     /// availability.
     pub(crate) fn clear(&self, i: u32) {
-        for w in [2 * i as usize, 2 * i as usize + 1] {
-            if let Some(w) = self.words.word(w) {
-                w.store(0, Ordering::Release);
-            }
+        for w in self.words.words(2 * i as usize, 2).into_iter().flatten() {
+            w.store(0, Ordering::Release);
         }
     }
 }
