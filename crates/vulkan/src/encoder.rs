@@ -185,6 +185,13 @@ impl<T, const N: usize> Few<T, N> {
     }
 }
 
+/// A pass's only relaxed write: the heap (its address, to compare) and the
+/// end-of-pass timestamp it takes.
+struct RelaxedOne {
+    key: usize,
+    end: EndSample,
+}
+
 /// One heap's relaxed writes waiting for the pass's end.
 struct HeapRelaxed {
     heap: Arc<Samples>,
@@ -213,6 +220,10 @@ struct EncoderCore<'c> {
     chain: Option<Chain>,
     /// Relaxed heap writes waiting for the pass's end, per heap.
     relaxed: Vec<HeapRelaxed>,
+    /// The pass's one relaxed write while it has only one (the usual pass,
+    /// and `relaxed` is then empty): kept without the lists, written at the
+    /// pass's end as the lists' one write would be.
+    relaxed_one: Option<RelaxedOne>,
     end_timestamps: Few<EndSample, 4>,
     end_statistics: Few<(Arc<Samples>, u32), 2>,
     ended: bool,
@@ -231,6 +242,7 @@ impl<'c> EncoderCore<'c> {
             uses_render_pass2: false,
             chain: None,
             relaxed,
+            relaxed_one: None,
             end_timestamps: Few::new(),
             end_statistics: Few::new(),
             ended: false,
@@ -370,6 +382,53 @@ impl<'c> EncoderCore<'c> {
         Ok(())
     }
 
+    /// The usual pass attachment, begun without the general checks: one
+    /// timestamp buffer of this device sampled at both ends, two different
+    /// indices, both clean in a block this recording claimed (so inside the
+    /// buffer, needing no reset, and written by no other recording), on a
+    /// device that samples at stage boundaries. Writes the start sample,
+    /// notes the end one and returns true; returns false having done
+    /// nothing otherwise, and the general path decides (and reports what is
+    /// wrong). The same commands and bookkeeping as the general path.
+    #[inline]
+    fn begin_claimed(&mut self, a: &PassSampleBufferAttachment<'_>) -> bool {
+        let (Some(start), Some(end)) = (
+            a.start_of_encoder_sample_index,
+            a.end_of_encoder_sample_index,
+        ) else {
+            return false;
+        };
+        let samples = &a.sample_buffer.inner;
+        if start == end
+            || samples.set != CommonCounterSet::Timestamp
+            || !self
+                .cmd
+                .device
+                .supports_counter_sampling(CounterSamplingPoint::AtStageBoundary)
+            || !Arc::ptr_eq(&samples.device.shared, &self.cmd.device.shared)
+            || !self.cmd.tracker.claims.is_clean(samples, end)
+        {
+            return false;
+        }
+        // A claimed set is held (a claim is taken by a write, which holds
+        // it), so this is the usual case; without it, the general path.
+        let Some(held) = self.cmd.tracker.held_position(samples) else {
+            return false;
+        };
+        if !self
+            .cmd
+            .write_claimed(samples, start, vk::PipelineStageFlags2::TOP_OF_PIPE)
+        {
+            return false;
+        }
+        self.end_timestamps.push(EndSample {
+            samples: EndSet::Held(held),
+            index: end,
+            stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+        });
+        true
+    }
+
     /// A timestamp sample into an index this recording claimed clean, at a
     /// point the device samples at: the usual sample, with nothing else to
     /// check (inlined into the caller). Returns whether it wrote.
@@ -409,6 +468,7 @@ impl<'c> EncoderCore<'c> {
         granularity == TimestampGranularity::Precise
             && !self.ended
             && self.relaxed.is_empty()
+            && self.relaxed_one.is_none()
             && self
                 .cmd
                 .write_claimed(&heap.inner, index, vk::PipelineStageFlags2::ALL_COMMANDS)
@@ -427,6 +487,11 @@ impl<'c> EncoderCore<'c> {
             TimestampGranularity::Precise => {
                 // Later in program order than any relaxed write of the index
                 // in this pass: it wins.
+                if self.relaxed_one.as_ref().is_some_and(|one| {
+                    one.key == Arc::as_ptr(&heap.inner) as usize && one.end.index == index
+                }) {
+                    self.relaxed_one = None;
+                }
                 if let Some(r) = self
                     .relaxed
                     .iter_mut()
@@ -449,38 +514,77 @@ impl<'c> EncoderCore<'c> {
                 // relaxed write of the pass. Checked now, written at the end
                 // (outside any render pass, where re-used entries can be reset).
                 heap.inner.check_index(index)?;
-                match self
-                    .relaxed
-                    .iter_mut()
-                    .find(|r| Arc::ptr_eq(&r.heap, &heap.inner))
-                {
-                    Some(r) => r.writes.insert(index),
-                    None => {
-                        let spare = &mut self.cmd.spare_relaxed.writes;
-                        let mut entry = match spare
-                            .iter()
-                            .rposition(|r| Arc::ptr_eq(&r.heap, &heap.inner))
-                        {
-                            Some(p) => spare.swap_remove(p),
-                            None => match spare.pop() {
-                                Some(r) => HeapRelaxed {
-                                    heap: heap.inner.clone(),
-                                    writes: r.writes,
+                if self.relaxed.is_empty() {
+                    let key = Arc::as_ptr(&heap.inner) as usize;
+                    match &self.relaxed_one {
+                        None => {
+                            let samples = match self.cmd.tracker.held_position(&heap.inner) {
+                                Some(p) => EndSet::Held(p),
+                                None => EndSet::Owned(heap.inner.clone()),
+                            };
+                            self.relaxed_one = Some(RelaxedOne {
+                                key,
+                                end: EndSample {
+                                    samples,
+                                    index,
+                                    stage: vk::PipelineStageFlags2::ALL_COMMANDS,
                                 },
-                                None => HeapRelaxed {
-                                    heap: heap.inner.clone(),
-                                    writes: RelaxedWrites::new(heap.inner.count),
-                                },
-                            },
-                        };
-                        entry.writes.reuse(heap.inner.count);
-                        entry.writes.insert(index);
-                        self.relaxed.push(entry);
+                            });
+                            return Ok(());
+                        }
+                        Some(one) if one.key == key && one.end.index == index => return Ok(()),
+                        Some(_) => self.spill_relaxed_one()?,
                     }
                 }
+                self.insert_relaxed(&heap.inner, index);
                 Ok(())
             }
         }
+    }
+
+    /// Moves the pass's one relaxed write into the lists (a second write
+    /// has come).
+    #[inline(never)]
+    fn spill_relaxed_one(&mut self) -> Result<()> {
+        let Some(one) = self.relaxed_one.take() else {
+            return Ok(());
+        };
+        let heap = match one.end.samples {
+            EndSet::Held(p) => self.cmd.held_samples(p).ok_or_else(|| {
+                gpu_counters_core::Error::Internal(
+                    "a relaxed write's heap is no longer held".into(),
+                )
+            })?,
+            EndSet::Owned(h) => h,
+        };
+        self.insert_relaxed(&heap, one.end.index);
+        Ok(())
+    }
+
+    /// Adds a relaxed write of `heap[index]` to the pass's lists.
+    fn insert_relaxed(&mut self, heap: &Arc<Samples>, index: u32) {
+        if let Some(r) = self.relaxed.iter_mut().find(|r| Arc::ptr_eq(&r.heap, heap)) {
+            r.writes.insert(index);
+            return;
+        }
+        // The emptied list last used for this heap, else any, else a new one.
+        let spare = &mut self.cmd.spare_relaxed.writes;
+        let mut entry = match spare.iter().rposition(|r| Arc::ptr_eq(&r.heap, heap)) {
+            Some(p) => spare.swap_remove(p),
+            None => match spare.pop() {
+                Some(r) => HeapRelaxed {
+                    heap: heap.clone(),
+                    writes: r.writes,
+                },
+                None => HeapRelaxed {
+                    heap: heap.clone(),
+                    writes: RelaxedWrites::new(heap.count),
+                },
+            },
+        };
+        entry.writes.reuse(heap.count);
+        entry.writes.insert(index);
+        self.relaxed.push(entry);
     }
 
     /// Ends the pass: closes the statistic chain and the render pass, takes
@@ -533,6 +637,10 @@ impl<'c> EncoderCore<'c> {
             for end in std::mem::take(&mut self.end_timestamps.more) {
                 keep(self.write_end(end));
             }
+        }
+        if let Some(one) = self.relaxed_one.take() {
+            // The lists are empty while the one write is kept apart.
+            keep(self.write_end(one.end));
         }
         if self.relaxed.is_empty() {
             // Its capacity goes back for the next pass.
@@ -887,15 +995,20 @@ fn render_attachments<'a>(
     })
 }
 
+#[inline]
 fn pass_encoder<'c>(
     cmd: &'c mut CommandBuffer,
     kind: EncoderKind,
     attachments: &[PassSampleBufferAttachment<'_>],
 ) -> Result<EncoderCore<'c>> {
     let mut core = EncoderCore::new(cmd, kind)?;
-    if !attachments.is_empty() {
-        core.prepare_attachments(pass_attachments(attachments))?;
-        start_samples(&mut core, pass_attachments(attachments))?;
+    match attachments {
+        [] => {}
+        [one] if core.begin_claimed(one) => {}
+        _ => {
+            core.prepare_attachments(pass_attachments(attachments))?;
+            start_samples(&mut core, pass_attachments(attachments))?;
+        }
     }
     Ok(core)
 }

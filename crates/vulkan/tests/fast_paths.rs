@@ -1,0 +1,255 @@
+//! The encoders' fast paths give what their general paths give: a pass with
+//! one attachment whose indices this recording claimed clean, and a pass's
+//! only relaxed heap write. Each case below takes the fast path where it
+//! may and must fall back where it may not (an index written before in the
+//! recording, out of range, attached twice, a second write or heap), with
+//! the same samples and the same typed errors.
+mod common;
+
+use gpu_counters_core::{
+    CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterSampleBufferDescriptor,
+    Error, InvalidInput, SampleStatus, TimestampGranularity,
+};
+use gpu_counters_vulkan::{
+    CommandBuffer, ComputePassDescriptor, CounterHeap, CounterSampleBuffer,
+    PassSampleBufferAttachment,
+};
+use gpu_counters_workloads::ComputeWorkload;
+
+fn invalid(e: Error) -> InvalidInput {
+    assert_eq!(e.kind(), CounterErrorKind::Invalid, "{e}");
+    e.invalid().cloned().unwrap()
+}
+
+fn attach(
+    b: &CounterSampleBuffer,
+    start: Option<u32>,
+    end: Option<u32>,
+) -> [PassSampleBufferAttachment<'_>; 1] {
+    [PassSampleBufferAttachment {
+        sample_buffer: b,
+        start_of_encoder_sample_index: start,
+        end_of_encoder_sample_index: end,
+    }]
+}
+
+fn ticks(r: &gpu_counters_core::ResolvedCounters) -> Vec<u64> {
+    r.timestamps()
+        .unwrap()
+        .iter()
+        .map(|t| t.timestamp)
+        .collect()
+}
+
+#[test]
+fn one_attachment_into_claimed_indices() {
+    let device = common::device();
+    let b = device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Timestamp,
+            "pairs",
+            100,
+        ))
+        .unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    // Claims the block of indices 0..64 for this recording.
+    cmd.sample_counters(&b, 0, true).unwrap();
+    for i in 1..20 {
+        let pass = cmd
+            .compute_encoder(&ComputePassDescriptor {
+                sample_buffer_attachments: &attach(&b, Some(2 * i), Some(2 * i + 1)),
+            })
+            .unwrap();
+        pass.end_encoding().unwrap();
+    }
+    // Attached twice, inside the claimed block: the general path's error.
+    let e = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: &attach(&b, Some(50), Some(50)),
+        })
+        .err()
+        .unwrap();
+    assert!(matches!(
+        invalid(e),
+        InvalidInput::SampleIndexReuse {
+            index: 50,
+            reason: "is attached twice to the same pass",
+            ..
+        }
+    ));
+    // The end past the end of the buffer, the start clean: out of range,
+    // and the start not written (nothing of a refused pass is recorded).
+    let e = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: &attach(&b, Some(52), Some(100)),
+        })
+        .err()
+        .unwrap();
+    assert_eq!(
+        invalid(e),
+        InvalidInput::IndexOutOfRange {
+            what: "sample",
+            label: "pairs".into(),
+            index: 100,
+            count: 100,
+        }
+    );
+    // The end written before in this recording (by the pass of i = 1): the
+    // general path resets it inline and writes it again.
+    let pass = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: &attach(&b, Some(41), Some(3)),
+        })
+        .unwrap();
+    pass.end_encoding().unwrap();
+    // An end only, and a pass dropped without end_encoding: still sampled.
+    let pass = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: &attach(&b, None, Some(60)),
+        })
+        .unwrap();
+    drop(pass);
+    let pass = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: &attach(&b, Some(61), Some(62)),
+        })
+        .unwrap();
+    drop(pass);
+    common::run(cmd);
+
+    let r = b.resolve_counter_range(0..100).unwrap();
+    let t = ticks(&r);
+    for (i, s) in r.statuses().iter().enumerate() {
+        let written = i == 0 || (2..40).contains(&i) || i == 41 || (60..=62).contains(&i);
+        let expected = if written {
+            SampleStatus::Written
+        } else {
+            SampleStatus::NotWritten
+        };
+        assert_eq!(*s, expected, "sample {i}");
+    }
+    for i in 1..20usize {
+        if i != 1 {
+            assert!(t[2 * i] <= t[2 * i + 1], "pass {i}: {t:?}");
+        }
+        assert!(t[0] <= t[2 * i], "pass {i} after sample 0");
+    }
+    // Sample 3 is the rewritten pass's end: after that pass's start and
+    // after every earlier pass.
+    assert!(t[41] <= t[3] && t[39] <= t[3], "{t:?}");
+    assert!(t[61] <= t[62], "{t:?}");
+    common::assert_no_validation_messages(&device);
+}
+
+fn heap(device: &gpu_counters_vulkan::Device, n: u32) -> CounterHeap {
+    device
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(n))
+        .unwrap()
+}
+
+#[test]
+fn a_pass_with_one_relaxed_write() {
+    use TimestampGranularity::{Precise, Relaxed};
+    let device = common::device();
+    let (h1, h2) = (heap(&device, 16), heap(&device, 4));
+    let mut work = ComputeWorkload::new(&common::ctx(&device), 64, 16, 64).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    // A: the first write of h2 in this recording (the heap not yet held).
+    let mut pass = cmd
+        .compute_encoder(&ComputePassDescriptor::default())
+        .unwrap();
+    pass.write_timestamp(Relaxed, &h2, 0).unwrap();
+    pass.end_encoding().unwrap();
+    // B: one index written relaxed twice: one timestamp.
+    let mut pass = cmd
+        .compute_encoder(&ComputePassDescriptor::default())
+        .unwrap();
+    pass.write_timestamp(Relaxed, &h1, 1).unwrap();
+    pass.write_timestamp(Relaxed, &h1, 1).unwrap();
+    pass.end_encoding().unwrap();
+    // C: a precise write of the same index after the relaxed one wins; a
+    // relaxed write after a dispatch takes the pass's end.
+    let mut pass = cmd
+        .compute_encoder(&ComputePassDescriptor::default())
+        .unwrap();
+    pass.write_timestamp(Relaxed, &h1, 2).unwrap();
+    pass.write_timestamp(Precise, &h1, 2).unwrap();
+    // SAFETY: `pass.raw()` is recording outside any render pass (a compute
+    // encoder) on `device`, where the workload was built; the GPU is done
+    // with it (`common::run` waits) before it is destroyed.
+    unsafe {
+        work.record_barrier(device.raw(), pass.raw());
+        work.record_dispatch(device.raw(), pass.raw());
+    }
+    pass.write_timestamp(Relaxed, &h1, 3).unwrap();
+    pass.end_encoding().unwrap();
+    // D: relaxed writes into two heaps: the second one moves the first into
+    // the lists; each heap gets its timestamp.
+    let mut pass = cmd
+        .compute_encoder(&ComputePassDescriptor::default())
+        .unwrap();
+    pass.write_timestamp(Relaxed, &h1, 4).unwrap();
+    pass.write_timestamp(Relaxed, &h2, 1).unwrap();
+    pass.end_encoding().unwrap();
+    // E: two indices of one heap: coalesced into one timestamp.
+    let mut pass = cmd
+        .compute_encoder(&ComputePassDescriptor::default())
+        .unwrap();
+    pass.write_timestamp(Relaxed, &h1, 5).unwrap();
+    pass.write_timestamp(Relaxed, &h1, 6).unwrap();
+    pass.write_timestamp(Relaxed, &h1, 5).unwrap();
+    pass.end_encoding().unwrap();
+    // F: a precise write of another index leaves the relaxed one.
+    let mut pass = cmd
+        .compute_encoder(&ComputePassDescriptor::default())
+        .unwrap();
+    pass.write_timestamp(Relaxed, &h1, 7).unwrap();
+    pass.write_timestamp(Precise, &h1, 8).unwrap();
+    pass.end_encoding().unwrap();
+    // G: dropped without end_encoding: still written. Out of range: the
+    // typed error, and the pass's other write stands.
+    let mut pass = cmd
+        .compute_encoder(&ComputePassDescriptor::default())
+        .unwrap();
+    pass.write_timestamp(Relaxed, &h1, 9).unwrap();
+    let e = pass.write_timestamp(Relaxed, &h1, 16).unwrap_err();
+    assert!(matches!(
+        invalid(e),
+        InvalidInput::IndexOutOfRange {
+            what: "heap entry",
+            index: 16,
+            count: 16,
+            ..
+        }
+    ));
+    drop(pass);
+    common::run(cmd);
+
+    let r1 = h1.resolve_counter_range(0..16).unwrap();
+    let r2 = h2.resolve_counter_range(0..4).unwrap();
+    use SampleStatus::{NotWritten, Written};
+    let s1: Vec<_> = r1.statuses().to_vec();
+    let expected1: Vec<_> = (0..16)
+        .map(|i| if (1..=9).contains(&i) { Written } else { NotWritten })
+        .collect();
+    assert_eq!(s1, expected1);
+    assert_eq!(r2.statuses(), &[Written, Written, NotWritten, NotWritten]);
+    let (t1, t2) = (ticks(&r1), ticks(&r2));
+    // C: the precise write came before the dispatch, the relaxed one's
+    // timestamp after it: a relaxed write that had kept index 2 would have
+    // given it index 3's timestamp.
+    assert!(t1[2] < t1[3], "{t1:?}");
+    assert!(t1[1] <= t1[2]);
+    // D: both heaps' writes follow pass C's end.
+    assert!(t1[3] <= t1[4] && t1[3] <= t2[1], "{t1:?} {t2:?}");
+    assert!(t2[0] <= t1[1]);
+    // E: coalesced.
+    assert_eq!(t1[5], t1[6]);
+    // F: the precise write before the pass's end.
+    assert!(t1[6] <= t1[8] && t1[8] <= t1[7], "{t1:?}");
+    assert!(t1[7] <= t1[9]);
+    // SAFETY: the device finished every command buffer that used the
+    // workload (`common::run` waits), which was built on `device`.
+    unsafe { work.destroy(device.raw()) };
+    common::assert_no_validation_messages(&device);
+}
