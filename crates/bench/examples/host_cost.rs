@@ -21,7 +21,8 @@
 //! device's timestamp period), `raw-scopes-top` (the same with each start
 //! `TOP_OF_PIPE`, as Tracy's Vulkan zones have it: a cheaper start on some
 //! drivers, and one that can begin before the prior work ends), `raw-precise`, `heap-precise`, `scope-pairs`, `attachments`,
-//! `relaxed-pass` (a relaxed heap write in a pass each), `passes` (a pass
+//! `encoder-sample` (`sample_counters` with a barrier in one compute
+//! encoder), `relaxed-pass` (a relaxed heap write in a pass each), `passes` (a pass
 //! each and no sample: the baseline of `attachments` and `relaxed-pass`),
 //! `profiler`
 //! (`Frame::scope` / `Scope::end` pairs, then `Profiler::collect`).
@@ -31,6 +32,10 @@
 //! they then take turns round by round, and each later one's host cost
 //! (record + resolve) over the first one's is printed per round, as a
 //! median with quartiles, so a ratio is read from runs a moment apart.
+//! With `HOST_COST_ROUNDS` set, every round's record and resolve ns per
+//! sample are printed too (`round R VARIANT record X resolve Y`), for
+//! `scripts/host_cost_rounds.py`, which takes each primitive's cost over
+//! its baseline against raw ash's, round by round.
 
 use ash::vk;
 use gpu_counters_core::timeline::PassKind;
@@ -95,6 +100,14 @@ fn main() -> R<()> {
         )?
     };
     let variants: Vec<&str> = variant.split(',').collect();
+    // Timestamps each variant writes per round.
+    let samples_of = |v: &str| {
+        if matches!(v, "raw-precise" | "heap-precise" | "relaxed-pass" | "encoder-sample") {
+            n
+        } else {
+            2 * n
+        }
+    };
     let mut rec = vec![Vec::new(); variants.len()];
     let mut res = vec![Vec::new(); variants.len()];
     let mut spare: Option<CommandBuffer> = None;
@@ -110,10 +123,7 @@ fn main() -> R<()> {
     for round in 0..rounds * variants.len() {
         let k = (round + round / variants.len()) % variants.len();
         let variant = variants[k];
-        let samples = match variant {
-            "raw-precise" | "heap-precise" | "relaxed-pass" => n,
-            _ => 2 * n,
-        };
+        let samples = samples_of(variant);
         buffer.reset()?;
         heap.invalidate_counter_range(0..2 * n as u64)?;
         // SAFETY: the pool's queries are not in use (every round waits).
@@ -168,6 +178,13 @@ fn main() -> R<()> {
                 let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
                 for i in 0..n {
                     enc.write_timestamp(TimestampGranularity::Precise, &heap, i)?;
+                }
+                enc.end_encoding()?;
+            }
+            "encoder-sample" => {
+                let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
+                for i in 0..n {
+                    enc.sample_counters(&buffer, i, true)?;
                 }
                 enc.end_encoding()?;
             }
@@ -273,16 +290,26 @@ fn main() -> R<()> {
     // SAFETY: the device is idle; nothing uses the pool any more.
     unsafe { d.destroy_query_pool(pool, None) };
     for (k, v) in variants.iter().enumerate() {
-        let samples = if matches!(*v, "raw-precise" | "heap-precise" | "relaxed-pass") {
-            n
-        } else {
-            2 * n
-        };
+        let samples = samples_of(v);
         println!(
             "{v}: record {:.1} ns/sample, resolve {:.1} ns/sample (median of {rounds}, {samples} samples)",
             median(&mut rec[k].clone()),
             median(&mut res[k].clone())
         );
+    }
+    // Every round's figures, for ratios against a baseline variant taken
+    // round by round (`scripts/host_cost_rounds.py`).
+    if std::env::var_os("HOST_COST_ROUNDS").is_some() {
+        for (k, v) in variants.iter().enumerate() {
+            for r in 0..rounds {
+                println!(
+                    "round {r} {v} record {:.2} resolve {:.2} samples {}",
+                    rec[k][r],
+                    res[k][r],
+                    samples_of(v)
+                );
+            }
+        }
     }
     // Each later variant's host cost (record + resolve) over the first's,
     // round by round.
