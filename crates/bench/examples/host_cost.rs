@@ -102,7 +102,10 @@ fn main() -> R<()> {
     let variants: Vec<&str> = variant.split(',').collect();
     // Timestamps each variant writes per round.
     let samples_of = |v: &str| {
-        if matches!(v, "raw-precise" | "heap-precise" | "relaxed-pass" | "encoder-sample") {
+        if matches!(
+            v,
+            "raw-precise" | "heap-precise" | "relaxed-pass" | "encoder-sample"
+        ) {
             n
         } else {
             2 * n

@@ -474,6 +474,39 @@ impl<'c> EncoderCore<'c> {
                 .write_claimed(&heap.inner, index, vk::PipelineStageFlags2::ALL_COMMANDS)
     }
 
+    /// The first relaxed write of a pass, into a heap of this device this
+    /// recording holds: kept as the pass's one relaxed write, with nothing
+    /// else to check (inlined into the caller). Returns whether it kept it.
+    #[inline(always)]
+    fn write_relaxed_first(
+        &mut self,
+        granularity: TimestampGranularity,
+        heap: &CounterHeap,
+        index: u32,
+    ) -> bool {
+        if granularity != TimestampGranularity::Relaxed
+            || self.ended
+            || !self.relaxed.is_empty()
+            || self.relaxed_one.is_some()
+            || index >= heap.inner.count
+            || !Arc::ptr_eq(&heap.inner.device.shared, &self.cmd.device.shared)
+        {
+            return false;
+        }
+        let Some(held) = self.cmd.tracker.held_position(&heap.inner) else {
+            return false;
+        };
+        self.relaxed_one = Some(RelaxedOne {
+            key: Arc::as_ptr(&heap.inner) as usize,
+            end: EndSample {
+                samples: EndSet::Held(held),
+                index,
+                stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+            },
+        });
+        true
+    }
+
     #[inline(never)]
     fn write_heap_timestamp(
         &mut self,
@@ -858,7 +891,9 @@ impl ComputeEncoder<'_> {
         heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
-        if self.core.write_precise_claimed(granularity, heap, index) {
+        if self.core.write_precise_claimed(granularity, heap, index)
+            || self.core.write_relaxed_first(granularity, heap, index)
+        {
             return Ok(());
         }
         self.core.write_heap_timestamp(granularity, heap, index)
@@ -906,7 +941,9 @@ impl RenderEncoder<'_> {
         heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
-        if self.core.write_precise_claimed(granularity, heap, index) {
+        if self.core.write_precise_claimed(granularity, heap, index)
+            || self.core.write_relaxed_first(granularity, heap, index)
+        {
             return Ok(());
         }
         self.core.write_heap_timestamp(granularity, heap, index)

@@ -230,7 +230,13 @@ fn a_pass_with_one_relaxed_write() {
     use SampleStatus::{NotWritten, Written};
     let s1: Vec<_> = r1.statuses().to_vec();
     let expected1: Vec<_> = (0..16)
-        .map(|i| if (1..=9).contains(&i) { Written } else { NotWritten })
+        .map(|i| {
+            if (1..=9).contains(&i) {
+                Written
+            } else {
+                NotWritten
+            }
+        })
         .collect();
     assert_eq!(s1, expected1);
     assert_eq!(r2.statuses(), &[Written, Written, NotWritten, NotWritten]);
