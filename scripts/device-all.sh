@@ -40,7 +40,7 @@ wgpu)
   ;;
 vulkan)
   for r in $(seq 1 "${ROUNDS:-1}"); do
-    for t in $(ls .bin/test-* | grep -v -E 'cuda|wgpu|pass_timestamps|resolve_speed|scopes|render_svg_png|perfetto|tracy|fake_cost'); do
+    for t in $(ls .bin/test-* | grep -v -E 'cuda|wgpu|pass_timestamps|resolve_speed|profiler-scopes$|render_svg_png|perfetto|tracy|fake_cost'); do
       step "r$r-$(basename "$t")" "${LIMIT:-90}" "$t" --test-threads=4
     done
   done
