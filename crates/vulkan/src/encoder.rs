@@ -158,6 +158,7 @@ impl<T, const N: usize> Few<T, N> {
         }
     }
 
+    #[inline]
     fn push(&mut self, item: T) {
         if self.len < N {
             self.inline[self.len] = Some(item);
@@ -667,8 +668,12 @@ impl<'c> EncoderCore<'c> {
                 }
             }
             self.end_timestamps.len = 0;
-            for end in std::mem::take(&mut self.end_timestamps.more) {
-                keep(self.write_end(end));
+            // Past the inline slots only (rare): no list to take and drop
+            // for every pass.
+            if !self.end_timestamps.more.is_empty() {
+                for end in std::mem::take(&mut self.end_timestamps.more) {
+                    keep(self.write_end(end));
+                }
             }
         }
         if let Some(one) = self.relaxed_one.take() {
