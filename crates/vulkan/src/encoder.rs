@@ -226,6 +226,10 @@ struct EncoderCore<'c> {
     /// pass's end as the lists' one write would be.
     relaxed_one: Option<RelaxedOne>,
     end_timestamps: Few<EndSample, 4>,
+    /// The end sample of a pass begun by [`EncoderCore::begin_claimed`]:
+    /// the set's place among those the recording holds, and the index
+    /// (taken after all the pass's work, as every compute end sample).
+    claimed_end: Option<(usize, u32)>,
     end_statistics: Few<(Arc<Samples>, u32), 2>,
     ended: bool,
 }
@@ -245,6 +249,7 @@ impl<'c> EncoderCore<'c> {
             relaxed,
             relaxed_one: None,
             end_timestamps: Few::new(),
+            claimed_end: None,
             end_statistics: Few::new(),
             ended: false,
         })
@@ -422,11 +427,7 @@ impl<'c> EncoderCore<'c> {
         {
             return false;
         }
-        self.end_timestamps.push(EndSample {
-            samples: EndSet::Held(held),
-            index: end,
-            stage: vk::PipelineStageFlags2::ALL_COMMANDS,
-        });
+        self.claimed_end = Some((held, end));
         true
     }
 
@@ -654,6 +655,14 @@ impl<'c> EncoderCore<'c> {
                 }
             }
             self.in_render_pass = false;
+        }
+        if let Some((held, index)) = self.claimed_end.take() {
+            // The pass's only end sample (it had one attachment).
+            keep(self.write_end(EndSample {
+                samples: EndSet::Held(held),
+                index,
+                stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+            }));
         }
         if !self.end_timestamps.is_empty() {
             // Taken slot by slot: no move of the inline array, no iterator
