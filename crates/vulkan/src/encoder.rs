@@ -726,20 +726,27 @@ impl<'c> EncoderCore<'c> {
 }
 
 impl EncoderCore<'_> {
-    /// Writes one end-of-pass timestamp.
-    #[inline]
+    /// Writes one end-of-pass timestamp: into a held set's claimed index
+    /// here (inlined into the pass's end), anything else out of line.
+    #[inline(always)]
     fn write_end(&mut self, end: EndSample) -> Result<()> {
-        let samples = match end.samples {
-            EndSet::Held(p) => {
-                if self.cmd.write_held_claimed(p, end.index, end.stage) {
-                    return Ok(());
-                }
-                self.cmd.held_samples(p).ok_or_else(|| {
-                    gpu_counters_core::Error::Internal(
-                        "an end-of-pass sample's set is no longer held".into(),
-                    )
-                })?
+        if let EndSet::Held(p) = end.samples {
+            if self.cmd.write_held_claimed(p, end.index, end.stage) {
+                return Ok(());
             }
+        }
+        self.write_end_checked(end)
+    }
+
+    /// [`EncoderCore::write_end`] with every check.
+    #[inline(never)]
+    fn write_end_checked(&mut self, end: EndSample) -> Result<()> {
+        let samples = match end.samples {
+            EndSet::Held(p) => self.cmd.held_samples(p).ok_or_else(|| {
+                gpu_counters_core::Error::Internal(
+                    "an end-of-pass sample's set is no longer held".into(),
+                )
+            })?,
             EndSet::Owned(s) => s,
         };
         write_timestamp(
