@@ -33,15 +33,17 @@ cuda)
   step cuda-run-compute 60 .bin/gpu-counters run compute --backend cuda --frames 3 --dispatches 3 --workgroups 7 --workgroup-size 13 --json --perfetto "$OUT/cuda-compute.pftrace" --trace "$OUT/cuda-compute.json"
   ;;
 wgpu)
-  step wgpu-tests 120 .bin/test-wgpu-lavapipe --test-threads=4
+  step wgpu-tests 120 .bin/test-wgpu-lavapipe --test-threads=1
   step wgpu-example 60 .bin/test-wgpu-profile_passes "$OUT/wgpu-example-trace.json"
   step wgpu-run-compute 60 .bin/gpu-counters run compute --backend wgpu --frames 3 --dispatches 3 --workgroups 7 --workgroup-size 13 --json
   step wgpu-run-render 60 .bin/gpu-counters run render --backend wgpu --frames 3 --triangles 37 --width 256 --height 128 --json
   ;;
 vulkan)
+  # One test at a time: see .cargo/config.toml (the validation layer's
+  # unlocked per-device map).
   for r in $(seq 1 "${ROUNDS:-1}"); do
     for t in $(ls .bin/test-* | grep -v -E 'cuda|wgpu|pass_timestamps|resolve_speed|profiler-scopes$|render_svg_png|perfetto|tracy|fake_cost'); do
-      step "r$r-$(basename "$t")" "${LIMIT:-90}" "$t" --test-threads=4
+      step "r$r-$(basename "$t")" "${LIMIT:-90}" "$t" --test-threads=1
     done
   done
   ;;

@@ -11,10 +11,10 @@ export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY
 cd .bin && tar xJf bins.tar.xz && cd ..
 R=$OUT/r; mkdir -p $R; nvidia-smi -L > $R/gpu.txt 2>&1
 t() { local name=$1 limit=$2; shift 2; local s=$(date +%s%N); timeout -s KILL $limit "$@" > $R/$name.txt 2>&1; echo "$name exit $? $(( ($(date +%s%N)-s)/1000000 )) ms $(grep -E '^test result' $R/$name.txt | tail -1)" >> $R/times.txt; }
-for b in fake gpu_counters_profiler multi_fake multi_vulkan profiler recorder_scopes sink tracy export; do t test-profiler-$b 90 .bin/test-profiler-$b --test-threads=4; done
+for b in fake gpu_counters_profiler multi_fake multi_vulkan profiler recorder_scopes sink tracy export; do t test-profiler-$b 90 .bin/test-profiler-$b --test-threads=1; done
 t test-cuda-cuda 120 .bin/test-cuda-cuda --test-threads=1
 t test-cuda-activity 120 .bin/test-cuda-activity --test-threads=1
-t test-wgpu-lavapipe 120 .bin/test-wgpu-lavapipe --test-threads=4
+t test-wgpu-lavapipe 120 .bin/test-wgpu-lavapipe --test-threads=1
 for i in 1 2 3; do
   t hc-old-$i 60 .bin/host_cost_old raw-scopes,profiler 4096 60
   t hc-new-$i 60 .bin/host_cost raw-scopes,profiler 4096 60

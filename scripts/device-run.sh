@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv
 fail=0
 for t in .bin/test-*; do
   echo "== $t" | tee -a "$OUT/tests.log"
-  "$t" --test-threads=4 > /tmp/test.out 2>&1; rc=$?
+  "$t" --test-threads=1 > /tmp/test.out 2>&1; rc=$?
   cat /tmp/test.out >> "$OUT/tests.log"
   grep -E "test result|panicked|FAILED" /tmp/test.out
   [ $rc = 0 ] || fail=1

@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the checkout root, with .gl/ and .bin/ carried
 # (see scripts/device-build.sh): unpacks the Vulkan loader and validation
 # layer, then runs every GPU test binary ROUNDS times in a row (default 5)
-# with THREADS test threads (default 4), counting passes and failures per
+# with THREADS test threads (default 1: see .cargo/config.toml), counting passes and failures per
 # round, and the command's demo once. A binary still running after LIMIT
 # seconds (default 120) is killed and its unfinished tests are named.
 # Everything lands in $OUT.
@@ -13,7 +13,7 @@ export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/n
 # CUPTI (the CUDA backend's statistics) is not on the loader's path there.
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-ROUNDS=${ROUNDS:-5}; THREADS=${THREADS:-4}
+ROUNDS=${ROUNDS:-5}; THREADS=${THREADS:-1}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 tests=$(ls .bin/test-* | grep -v -E 'pass_timestamps|resolve_speed|scopes|render_svg_png')
 for r in $(seq 1 "$ROUNDS"); do
