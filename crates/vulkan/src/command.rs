@@ -184,6 +184,8 @@ pub struct CommandBuffer {
     /// encoders to reuse: a pass with relaxed heap writes then allocates
     /// nothing.
     pub(crate) spare_relaxed: crate::encoder::SpareRelaxed,
+    /// The open encoder's end-of-pass samples (empty while none is open).
+    pub(crate) pass_ends: crate::encoder::PassEnds,
     /// Whether [`CommandBuffer::completion`] handed out a handle.
     completion_taken: bool,
     /// Set once submitted by [`CommandBuffer::commit`]: the submission owns
@@ -261,6 +263,7 @@ impl CommandBuffer {
                 tracker: Tracker::new(),
                 encoder_open: false,
                 spare_relaxed: Default::default(),
+                pass_ends: Default::default(),
                 completion_taken: false,
                 committed: false,
                 scope_stack: Default::default(),
@@ -311,6 +314,7 @@ impl CommandBuffer {
             tracker: Tracker::new(),
             encoder_open: false,
             spare_relaxed: Default::default(),
+            pass_ends: Default::default(),
             completion_taken: false,
             committed: false,
             scope_stack: Default::default(),
@@ -741,6 +745,7 @@ impl Submission {
             tracker: Tracker::new(),
             encoder_open: false,
             spare_relaxed: Default::default(),
+            pass_ends: Default::default(),
             completion_taken: false,
             committed: false,
             scope_stack: Default::default(),

@@ -129,61 +129,17 @@ enum EndSet {
     Owned(Arc<Samples>),
 }
 
-/// A list that keeps its first `N` items inline: a pass has a few
-/// attachments, so its end-of-pass samples need no allocation.
-struct Few<T, const N: usize> {
-    /// Slots `len..` are `None`, so that dropping the list drops only the
-    /// first `len` (not `N` per pass, the usual list being empty).
-    inline: std::mem::ManuallyDrop<[Option<T>; N]>,
-    len: usize,
-    more: Vec<T>,
-}
-
-impl<T, const N: usize> Drop for Few<T, N> {
-    fn drop(&mut self) {
-        // The slots past `len` hold nothing: leaving them undropped leaks
-        // nothing.
-        for slot in self.inline.iter_mut().take(self.len) {
-            drop(slot.take());
-        }
-    }
-}
-
-impl<T, const N: usize> Few<T, N> {
-    fn new() -> Self {
-        Self {
-            inline: std::mem::ManuallyDrop::new(std::array::from_fn(|_| None)),
-            len: 0,
-            more: Vec::new(),
-        }
-    }
-
-    #[inline]
-    fn push(&mut self, item: T) {
-        if self.len < N {
-            self.inline[self.len] = Some(item);
-            self.len += 1;
-        } else {
-            self.more.push(item);
-        }
-    }
-
-    /// Whether the list holds nothing (most passes: then `take` and its
-    /// move of the inline array are skipped).
-    fn is_empty(&self) -> bool {
-        self.len == 0 && self.more.is_empty()
-    }
-
-    /// Empties the list, returning its items in the order they were pushed.
-    fn take(&mut self) -> impl Iterator<Item = T> {
-        let inline: [Option<T>; N] =
-            std::mem::replace(&mut *self.inline, std::array::from_fn(|_| None));
-        self.len = 0;
-        inline
-            .into_iter()
-            .flatten()
-            .chain(std::mem::take(&mut self.more))
-    }
+/// The end-of-pass samples of the open encoder of a command buffer (a
+/// command buffer has at most one): kept in the command buffer, not in the
+/// encoder, so that an encoder stays small (it is moved several times as it
+/// is made and returned) and the lists' capacity serves every pass. Empty
+/// whenever no encoder is open.
+#[derive(Default)]
+pub(crate) struct PassEnds {
+    /// Timestamp samples, in the order of the pass's attachments.
+    timestamps: Vec<EndSample>,
+    /// Statistic samples, in the order of the pass's attachments.
+    statistics: Vec<(Arc<Samples>, u32)>,
 }
 
 /// A pass's only relaxed write: the heap (its address, to compare) and the
@@ -225,12 +181,10 @@ struct EncoderCore<'c> {
     /// and `relaxed` is then empty): kept without the lists, written at the
     /// pass's end as the lists' one write would be.
     relaxed_one: Option<RelaxedOne>,
-    end_timestamps: Few<EndSample, 4>,
     /// The end sample of a pass begun by [`EncoderCore::begin_claimed`]:
     /// the set's place among those the recording holds, and the index
     /// (taken after all the pass's work, as every compute end sample).
     claimed_end: Option<(usize, u32)>,
-    end_statistics: Few<(Arc<Samples>, u32), 2>,
     ended: bool,
 }
 
@@ -248,9 +202,7 @@ impl<'c> EncoderCore<'c> {
             chain: None,
             relaxed,
             relaxed_one: None,
-            end_timestamps: Few::new(),
             claimed_end: None,
-            end_statistics: Few::new(),
             ended: false,
         })
     }
@@ -636,10 +588,14 @@ impl<'c> EncoderCore<'c> {
                 first_error.get_or_insert(e);
             }
         };
-        if !self.end_statistics.is_empty() {
-            for (samples, index) in self.end_statistics.take() {
+        if !self.cmd.pass_ends.statistics.is_empty() {
+            // Taken out while the samples are written (which borrow the
+            // encoder), and put back empty with its capacity.
+            let mut list = std::mem::take(&mut self.cmd.pass_ends.statistics);
+            for (samples, index) in list.drain(..) {
                 keep(self.sample_statistic(&samples, index));
             }
+            self.cmd.pass_ends.statistics = list;
         }
         if self.chain.is_some() {
             keep(self.close_chain());
@@ -664,26 +620,12 @@ impl<'c> EncoderCore<'c> {
                 stage: vk::PipelineStageFlags2::ALL_COMMANDS,
             }));
         }
-        if !self.end_timestamps.is_empty() {
-            // Taken slot by slot: no move of the inline array, no iterator
-            // adapters to drop (this runs for every pass).
-            let inline = self
-                .end_timestamps
-                .len
-                .min(self.end_timestamps.inline.len());
-            for k in 0..inline {
-                if let Some(end) = self.end_timestamps.inline[k].take() {
-                    keep(self.write_end(end));
-                }
+        if !self.cmd.pass_ends.timestamps.is_empty() {
+            let mut list = std::mem::take(&mut self.cmd.pass_ends.timestamps);
+            for end in list.drain(..) {
+                keep(self.write_end(end));
             }
-            self.end_timestamps.len = 0;
-            // Past the inline slots only (rare): no list to take and drop
-            // for every pass.
-            if !self.end_timestamps.more.is_empty() {
-                for end in std::mem::take(&mut self.end_timestamps.more) {
-                    keep(self.write_end(end));
-                }
-            }
+            self.cmd.pass_ends.timestamps = list;
         }
         if let Some(one) = self.relaxed_one.take() {
             // The lists are empty while the one write is kept apart.
@@ -1079,18 +1021,23 @@ fn start_samples<'a>(
         let Some(index) = a.index else { continue };
         match (a.buffer.counter_set(), a.is_start) {
             (CommonCounterSet::Statistic, true) => core.sample_statistic(&a.buffer.inner, index)?,
-            (CommonCounterSet::Statistic, false) => {
-                core.end_statistics.push((a.buffer.inner.clone(), index))
-            }
+            (CommonCounterSet::Statistic, false) => core
+                .cmd
+                .pass_ends
+                .statistics
+                .push((a.buffer.inner.clone(), index)),
             (_, true) => core.sample(a.buffer, index, a.stage)?,
-            (_, false) => core.end_timestamps.push(EndSample {
-                samples: match core.cmd.tracker.held_position(&a.buffer.inner) {
+            (_, false) => {
+                let samples = match core.cmd.tracker.held_position(&a.buffer.inner) {
                     Some(p) => EndSet::Held(p),
                     None => EndSet::Owned(a.buffer.inner.clone()),
-                },
-                index,
-                stage: a.stage,
-            }),
+                };
+                core.cmd.pass_ends.timestamps.push(EndSample {
+                    samples,
+                    index,
+                    stage: a.stage,
+                })
+            }
         }
     }
     Ok(())
