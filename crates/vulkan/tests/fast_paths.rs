@@ -259,3 +259,117 @@ fn a_pass_with_one_relaxed_write() {
     unsafe { work.destroy(device.raw()) };
     common::assert_no_validation_messages(&device);
 }
+
+/// Passes on the general path (two attachments each: a timestamp buffer and
+/// a statistics buffer), one after another in one command buffer, and one
+/// dropped without `end_encoding`: each pass's end samples are its own
+/// (they are kept in the command buffer while its encoder is open), with
+/// exact invocation counts per pass. A pass leaked with its end samples
+/// still pending keeps every later encoder out, so nothing else takes them.
+#[test]
+fn general_passes_end_with_their_own_samples() {
+    let device = common::device();
+    let times = device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Timestamp,
+            "times",
+            6,
+        ))
+        .unwrap();
+    let stats = device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Statistic,
+            "stats",
+            6,
+        ))
+        .unwrap();
+    let ctx = common::ctx(&device);
+    let mut small = ComputeWorkload::new(&ctx, 7, 3, 1).unwrap();
+    let mut big = ComputeWorkload::new(&ctx, 64, 5, 1).unwrap();
+    let both = |i: u32| {
+        [
+            PassSampleBufferAttachment {
+                sample_buffer: &times,
+                start_of_encoder_sample_index: Some(2 * i),
+                end_of_encoder_sample_index: Some(2 * i + 1),
+            },
+            PassSampleBufferAttachment {
+                sample_buffer: &stats,
+                start_of_encoder_sample_index: Some(2 * i),
+                end_of_encoder_sample_index: Some(2 * i + 1),
+            },
+        ]
+    };
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    for (i, work) in [(0, &mut small), (1, &mut big)] {
+        let attachments = both(i);
+        let pass = cmd
+            .compute_encoder(&ComputePassDescriptor {
+                sample_buffer_attachments: &attachments,
+            })
+            .unwrap();
+        // SAFETY: `pass.raw()` is recording outside any render pass (a
+        // compute encoder) on `device`, where the workload was built; the GPU
+        // is done with it (`common::run` waits) before it is destroyed.
+        unsafe { work.record_dispatch(device.raw(), pass.raw()) };
+        pass.end_encoding().unwrap();
+    }
+    {
+        let attachments = both(2);
+        let pass = cmd
+            .compute_encoder(&ComputePassDescriptor {
+                sample_buffer_attachments: &attachments,
+            })
+            .unwrap();
+        // SAFETY: as above.
+        unsafe {
+            big.record_dispatch(device.raw(), pass.raw());
+            big.record_dispatch(device.raw(), pass.raw());
+        }
+        // Dropped: the pass ends, its end samples taken.
+    }
+    common::run(cmd);
+    let t = times.resolve_counter_range(0..6).unwrap();
+    assert!(t.all_written(), "{:?}", t.statuses());
+    let t = ticks(&t);
+    assert!(t.windows(2).all(|w| w[0] <= w[1]), "{t:?}");
+    let s = stats.resolve_counter_range(0..6).unwrap();
+    assert!(s.all_written(), "{:?}", s.statuses());
+    let s = s.statistics().unwrap();
+    let invocations = |i: usize| s[2 * i + 1].since(&s[2 * i]).compute_kernel_invocations;
+    assert_eq!(
+        [invocations(0), invocations(1), invocations(2)],
+        [21, 320, 640]
+    );
+
+    // Leaked with both end samples pending: no later encoder, no commit.
+    times.reset().unwrap();
+    stats.reset().unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    let attachments = both(0);
+    let pass = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: &attachments,
+        })
+        .unwrap();
+    std::mem::forget(pass);
+    let e = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: &both(1),
+        })
+        .err()
+        .unwrap();
+    assert!(matches!(invalid(e), InvalidInput::EncoderState(ref m) if m.contains("never ended")),);
+    assert!(cmd.commit().is_err());
+    assert_eq!(
+        times.resolve_counter_range(0..4).unwrap().statuses(),
+        &[SampleStatus::NotWritten; 4]
+    );
+    // SAFETY: the device finished every command buffer that used the
+    // workloads (`common::run` waits), which were built on `device`.
+    unsafe {
+        small.destroy(device.raw());
+        big.destroy(device.raw());
+    }
+    common::assert_no_validation_messages(&device);
+}
