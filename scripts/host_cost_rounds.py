@@ -9,6 +9,11 @@ against raw ash's at the same placement, per sample, taken within each round
 over the rounds and over the files given (one file per process).
 
     python3 scripts/host_cost_rounds.py hc-1.txt hc-2.txt ...
+    python3 scripts/host_cost_rounds.py --whole hc-1.txt ...
+
+`--whole` holds the per-pass variants to raw ash with their pass included
+(no baseline subtracted), and the empty pass itself (`passes`, per pass of
+two samples) to raw ash's pair: what a raw ash user moving to encoders pays.
 """
 import re
 import statistics
@@ -36,12 +41,20 @@ def rounds(path):
     return out
 
 
-def main(paths):
-    per_file = {v: [] for v in PAIRS}
+# The same with the pass included (`--whole`).
+WHOLE = {
+    "passes": (None, "raw-pass", None),
+    "attachments": (None, "raw-pass", None),
+    "relaxed-pass": (None, "raw-precise", None),
+}
+
+
+def main(paths, pairs=PAIRS):
+    per_file = {v: [] for v in pairs}
     for path in paths:
-        ratios = {v: [] for v in PAIRS}
+        ratios = {v: [] for v in pairs}
         for r in rounds(path).values():
-            for v, (base, raw, _) in PAIRS.items():
+            for v, (base, raw, _) in pairs.items():
                 if v not in r or raw not in r or (base and base not in r):
                     continue
                 total, n = r[v]
@@ -57,10 +70,15 @@ def main(paths):
     print()
     for v, meds in per_file.items():
         if meds:
-            base, raw, target = PAIRS[v]
+            base, raw, target = pairs[v]
             print(f"{v} {'- ' + base if base else ''} / {raw}: median of {len(meds)} processes "
-                  f"{statistics.median(meds):.2f} [{min(meds):.2f}, {max(meds):.2f}], target {target}")
+                  f"{statistics.median(meds):.2f} [{min(meds):.2f}, {max(meds):.2f}]"
+                  + (f", target {target}" if target else ""))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    if args and args[0] == "--whole":
+        main(args[1:], WHOLE)
+    else:
+        main(args)
