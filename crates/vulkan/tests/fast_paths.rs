@@ -7,8 +7,8 @@
 mod common;
 
 use gpu_counters_core::{
-    CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterSampleBufferDescriptor,
-    Error, InvalidInput, SampleStatus, TimestampGranularity,
+    CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, Error, InvalidInput, SampleStatus,
+    TimestampGranularity,
 };
 use gpu_counters_vulkan::{
     CommandBuffer, ComputePassDescriptor, CounterHeap, CounterSampleBuffer,
@@ -44,13 +44,7 @@ fn ticks(r: &gpu_counters_core::ResolvedCounters) -> Vec<u64> {
 #[test]
 fn one_attachment_into_claimed_indices() {
     let device = common::device();
-    let b = device
-        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
-            CommonCounterSet::Timestamp,
-            "pairs",
-            100,
-        ))
-        .unwrap();
+    let b = common::sample_buffer(&device, CommonCounterSet::Timestamp, "pairs", 100);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     // Claims the block of indices 0..64 for this recording.
     cmd.sample_counters(&b, 0, true).unwrap();
@@ -269,20 +263,8 @@ fn a_pass_with_one_relaxed_write() {
 #[test]
 fn general_passes_end_with_their_own_samples() {
     let device = common::device();
-    let times = device
-        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
-            CommonCounterSet::Timestamp,
-            "times",
-            6,
-        ))
-        .unwrap();
-    let stats = device
-        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
-            CommonCounterSet::Statistic,
-            "stats",
-            6,
-        ))
-        .unwrap();
+    let times = common::sample_buffer(&device, CommonCounterSet::Timestamp, "times", 6);
+    let stats = common::sample_buffer(&device, CommonCounterSet::Statistic, "stats", 6);
     let ctx = common::ctx(&device);
     let mut small = ComputeWorkload::new(&ctx, 7, 3, 1).unwrap();
     let mut big = ComputeWorkload::new(&ctx, 64, 5, 1).unwrap();
@@ -359,7 +341,7 @@ fn general_passes_end_with_their_own_samples() {
         })
         .err()
         .unwrap();
-    assert!(matches!(invalid(e), InvalidInput::EncoderState(ref m) if m.contains("never ended")),);
+    assert!(matches!(invalid(e), InvalidInput::EncoderState(ref m) if m.contains("never ended")));
     assert!(cmd.commit().is_err());
     assert_eq!(
         times.resolve_counter_range(0..4).unwrap().statuses(),

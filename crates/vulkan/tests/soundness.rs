@@ -5,11 +5,12 @@
 //! model it checks.
 mod common;
 
+use common::sample_buffer as buffer;
+
 use common::Gate;
 use gpu_counters_core::{
-    CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterResultTimestamp,
-    CounterSampleBufferDescriptor, Error, InvalidInput, SampleStatus, SampleValue,
-    TimestampGranularity,
+    CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterResultTimestamp, Error,
+    InvalidInput, SampleStatus, SampleValue, TimestampGranularity,
 };
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
@@ -21,12 +22,6 @@ use gpu_counters_workloads::ComputeWorkload;
 fn invalid(e: Error) -> InvalidInput {
     assert_eq!(e.kind(), CounterErrorKind::Invalid, "{e}");
     e.invalid().cloned().unwrap()
-}
-
-fn buffer(device: &Device, set: CommonCounterSet, label: &str, n: u32) -> CounterSampleBuffer {
-    device
-        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(set, label, n))
-        .unwrap()
 }
 
 fn heap(device: &Device, n: u32) -> CounterHeap {

@@ -23,6 +23,20 @@ pub fn assert_no_validation_messages(device: &Device) {
     );
 }
 
+/// A counter sample buffer of `n` samples of `set` on `device`.
+pub fn sample_buffer(
+    device: &Device,
+    set: gpu_counters_core::CommonCounterSet,
+    label: &str,
+    n: u32,
+) -> gpu_counters_vulkan::CounterSampleBuffer {
+    device
+        .make_counter_sample_buffer(&gpu_counters_core::CounterSampleBufferDescriptor::new(
+            set, label, n,
+        ))
+        .expect("make a counter sample buffer")
+}
+
 /// The workloads' view of a device.
 pub fn ctx(device: &Device) -> GpuContext<'_> {
     GpuContext::from_device(device)
