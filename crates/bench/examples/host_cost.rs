@@ -121,6 +121,10 @@ fn main() -> R<()> {
     let mut raw_results: Vec<(&str, u64, u64)> = Vec::new();
     let period = 1e9 / device.timestamp_frequency();
     let mut frames = Vec::new();
+    // The probes' memory: a scope record's worth (64 bytes) per
+    // iteration, 256 KiB in all, as the profiler's records are.
+    let mut probe_mem = vec![0u64; 8 * n as usize];
+    let probe_atomic = std::sync::atomic::AtomicU64::new(0);
     // Several variants take turns, round by round (the first of each round
     // rotating), so that each round's ratios compare runs a moment apart.
     for round in 0..rounds * variants.len() {
@@ -142,6 +146,39 @@ fn main() -> R<()> {
             None
         };
         match variant {
+            v if v.starts_with("probe-") => {
+                // raw-pass with extra memory operations around each write
+                // (see `Probe`): what one store, load or atomic costs
+                // between a driver's commands.
+                let probe = Probe::parse(v).ok_or_else(|| format!("bad probe {v}"))?;
+                for i in 0..n {
+                    // SAFETY: as raw-pass.
+                    unsafe {
+                        d.cmd_write_timestamp2(
+                            cmd.raw(),
+                            vk::PipelineStageFlags2::TOP_OF_PIPE,
+                            pool,
+                            2 * i,
+                        );
+                    }
+                    probe.run(&mut probe_mem, &probe_atomic, i, probe.count / 2);
+                    // SAFETY: as raw-pass.
+                    unsafe {
+                        d.cmd_write_timestamp2(
+                            cmd.raw(),
+                            vk::PipelineStageFlags2::ALL_COMMANDS,
+                            pool,
+                            2 * i + 1,
+                        );
+                    }
+                    probe.run(
+                        &mut probe_mem,
+                        &probe_atomic,
+                        i,
+                        probe.count - probe.count / 2,
+                    );
+                }
+            }
             "raw-pass" | "raw-frame" | "raw-scopes" | "raw-scopes-top" | "raw-precise" => {
                 raw_scopes.clear();
                 // `raw-scopes` starts each scope after all prior work, as the
@@ -240,7 +277,13 @@ fn main() -> R<()> {
         device.wait_idle()?;
         let t = Instant::now();
         match variant {
-            "raw-pass" | "raw-frame" | "raw-scopes" | "raw-scopes-top" | "raw-precise" => {
+            v if v == "raw-pass"
+                || v == "raw-frame"
+                || v == "raw-scopes"
+                || v == "raw-scopes-top"
+                || v == "raw-precise"
+                || v.starts_with("probe-") =>
+            {
                 // SAFETY: `raw_out` holds `samples` (value, availability) pairs.
                 unsafe {
                     d.get_query_pool_results(
@@ -251,7 +294,10 @@ fn main() -> R<()> {
                     )?
                 };
                 black_box(&raw_out);
-                if variant != "raw-pass" && variant != "raw-precise" {
+                if variant != "raw-pass"
+                    && variant != "raw-precise"
+                    && !variant.starts_with("probe-")
+                {
                     // SAFETY: the GPU is done with the queries (waited above).
                     unsafe { d.reset_query_pool(pool, 0, samples) };
                 }
@@ -334,4 +380,64 @@ fn main() -> R<()> {
         );
     }
     Ok(())
+}
+
+/// A `probe-KIND-K` variant: raw-pass with `K` extra operations per pair of
+/// writes (half after each), of one kind:
+/// - `stores`: plain stores into the iteration's own 64 bytes of a 256 KiB
+///   array (as a scope's record is written);
+/// - `hot`: stores into the first 64 bytes of it (always in L1);
+/// - `loads`: loads from the iteration's own 64 bytes;
+/// - `atomic`: relaxed `fetch_add`s on one atomic (a locked instruction).
+struct Probe {
+    kind: ProbeKind,
+    count: usize,
+}
+
+#[derive(Clone, Copy)]
+enum ProbeKind {
+    Stores,
+    Hot,
+    Loads,
+    Atomic,
+}
+
+impl Probe {
+    fn parse(v: &str) -> Option<Self> {
+        let rest = v.strip_prefix("probe-")?;
+        let (kind, count) = rest.rsplit_once('-')?;
+        let kind = match kind {
+            "stores" => ProbeKind::Stores,
+            "hot" => ProbeKind::Hot,
+            "loads" => ProbeKind::Loads,
+            "atomic" => ProbeKind::Atomic,
+            _ => return None,
+        };
+        Some(Self {
+            kind,
+            count: count.parse().ok()?,
+        })
+    }
+
+    #[inline(always)]
+    fn run(&self, mem: &mut [u64], atomic: &std::sync::atomic::AtomicU64, i: u32, k: usize) {
+        let base = (8 * i as usize) % mem.len();
+        for j in 0..k {
+            let at = base + (j % 8);
+            let p = mem.as_mut_ptr();
+            match self.kind {
+                // SAFETY: `at` is inside `mem` (its length is a multiple of 8).
+                ProbeKind::Stores => unsafe { std::ptr::write_volatile(p.add(at), u64::from(i)) },
+                // SAFETY: `j % 8` is inside `mem` (at least 8 long).
+                ProbeKind::Hot => unsafe { std::ptr::write_volatile(p.add(j % 8), u64::from(i)) },
+                ProbeKind::Loads => {
+                    // SAFETY: as for `Stores`.
+                    black_box(unsafe { std::ptr::read_volatile(p.add(at)) });
+                }
+                ProbeKind::Atomic => {
+                    atomic.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }
+    }
 }

@@ -17,7 +17,7 @@ use crate::shared_str::{Interner, SharedStr};
 use gpu_counters_core::timeline::PassKind;
 use gpu_counters_core::{BackendDevice, BackendRecorder, TimestampGranularity};
 use std::cell::{RefCell, UnsafeCell};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// No scope: the parent of an outermost scope.
@@ -43,18 +43,37 @@ pub(crate) mod state {
     pub(crate) const DROPPED: u8 = 4;
 }
 
-/// What a scope's result is made of, besides its samples.
+/// A scope's strings for its result.
 #[derive(Debug, Clone)]
 pub(crate) struct ScopeMeta {
     pub(crate) label: SharedStr,
     /// The name of the thread that began it.
     pub(crate) thread: SharedStr,
-    pub(crate) kind: PassKind,
-    /// Whether its statistics are sampled: the profiler's option, and the
-    /// recorder able to where the scope began
-    /// ([`BackendRecorder::samples_statistics`]).
-    pub(crate) statistics: bool,
 }
+
+/// The kinds of [`PassKind`] in a record's word, in this order.
+const KINDS: [PassKind; 4] = [
+    PassKind::Compute,
+    PassKind::Render,
+    PassKind::Blit,
+    PassKind::Scope,
+];
+
+/// A record's word: the parent (bits 0..32), the state (32..40), the kind
+/// (40..48, an index of [`KINDS`]) and whether statistics are sampled (bit
+/// 48), so that beginning a scope stores them at once.
+#[inline]
+fn pack(parent: u32, state: u8, kind: PassKind, statistics: bool) -> u64 {
+    let kind = match kind {
+        PassKind::Compute => 0u64,
+        PassKind::Render => 1,
+        PassKind::Blit => 2,
+        PassKind::Scope => 3,
+    };
+    u64::from(parent) | u64::from(state) << 32 | kind << 40 | u64::from(statistics) << 48
+}
+
+const STATE_BITS: u64 = 0xff << 32;
 
 /// One scope's record, kept with its page and reused frame after frame.
 ///
@@ -65,12 +84,14 @@ pub(crate) struct ScopeMeta {
 /// by a later scope on the same recorder (for its errors; the recorder is
 /// `&mut`, so it was handed over, with a happens-before edge, from the
 /// thread that wrote the cell), and, once the frame ended, by the profiler
-/// (ending a frame takes it by value, so no scope of it is alive).
+/// (ending a frame takes it by value, so no scope of it is alive). `word`
+/// has one writer at a time too: the scope's recorder while the frame
+/// records, the profiler once it ended.
 pub(crate) struct RecordCell {
     meta: UnsafeCell<ScopeMeta>,
-    /// The innermost scope open on the recorder when this one began.
-    parent: AtomicU32,
-    state: AtomicU8,
+    /// The innermost scope open on the recorder when this one began, the
+    /// scope's state, kind and statistics flag ([`pack`]).
+    word: AtomicU64,
 }
 
 #[allow(unsafe_code)]
@@ -85,27 +106,46 @@ impl RecordCell {
             meta: UnsafeCell::new(ScopeMeta {
                 label: SharedStr::default(),
                 thread: SharedStr::default(),
-                kind: PassKind::Compute,
-                statistics: false,
             }),
-            parent: AtomicU32::new(NO_SCOPE),
-            state: AtomicU8::new(state::UNCLAIMED),
+            word: AtomicU64::new(pack(NO_SCOPE, state::UNCLAIMED, PassKind::Compute, false)),
         }
     }
 
     #[inline]
     pub(crate) fn state(&self) -> u8 {
-        self.state.load(Ordering::Relaxed)
+        (self.word.load(Ordering::Relaxed) >> 32) as u8
     }
 
     #[inline]
     pub(crate) fn parent(&self) -> u32 {
-        self.parent.load(Ordering::Relaxed)
+        self.word.load(Ordering::Relaxed) as u32
+    }
+
+    /// The scope's kind.
+    #[inline]
+    pub(crate) fn kind(&self) -> PassKind {
+        KINDS[((self.word.load(Ordering::Relaxed) >> 40) & 3) as usize]
+    }
+
+    /// Whether the scope's statistics are sampled: the profiler's option,
+    /// and the recorder able to where the scope began
+    /// ([`BackendRecorder::samples_statistics`]).
+    #[inline]
+    pub(crate) fn statistics(&self) -> bool {
+        self.word.load(Ordering::Relaxed) >> 48 & 1 != 0
+    }
+
+    /// Sets the state, keeping the rest; by the word's one writer.
+    #[inline]
+    fn set_state(&self, state: u8) {
+        let w = self.word.load(Ordering::Relaxed);
+        self.word
+            .store(w & !STATE_BITS | u64::from(state) << 32, Ordering::Relaxed);
     }
 
     /// Makes the cell unrecorded, for the slot's next frame.
     pub(crate) fn reset(&self) {
-        self.state.store(state::UNCLAIMED, Ordering::Relaxed);
+        self.set_state(state::UNCLAIMED);
     }
 
     /// The scope's label, kind, thread and statistics flag.
@@ -411,13 +451,19 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         // `RecordCell`).
         let meta = unsafe { &mut *cell.meta.get() };
         set_strings(meta, label, &self.profiler.labels);
-        meta.kind = kind;
-        meta.statistics = statistics.is_some();
-        cell.parent.store(parent, Ordering::Relaxed);
         let index = 2 * at;
-        match sample::<D>(cmd, &page.timestamps, statistics, index) {
+        let sampled = sample::<D>(cmd, &page.timestamps, statistics, index);
+        let state = if sampled.is_ok() {
+            state::OPEN
+        } else {
+            state::FAILED
+        };
+        cell.word.store(
+            pack(parent, state, kind, statistics.is_some()),
+            Ordering::Relaxed,
+        );
+        match sampled {
             Ok(()) => {
-                cell.state.store(state::OPEN, Ordering::Relaxed);
                 // SAFETY: scope `id` of this frame was begun on `cmd`, and
                 // its record is written.
                 unsafe { cmd.scope_stack().set_innermost(self.key, Some(id)) };
@@ -425,15 +471,12 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
                     frame: self,
                     page: Some(page),
                     id,
-                    parent,
                     index,
-                    recorder: cmd.recorder_id(),
                     statistics: statistics.is_some(),
                     done: false,
                 })
             }
             Err(e) => {
-                cell.state.store(state::FAILED, Ordering::Relaxed);
                 self.failed.fetch_add(1, Ordering::Relaxed);
                 self.count_drop();
                 Err(e)
@@ -502,9 +545,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             frame: self,
             page: None,
             id: NO_SCOPE,
-            parent: NO_SCOPE,
             index: 0,
-            recorder: 0,
             statistics: false,
             done: true,
         }
@@ -527,6 +568,25 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             }
         }
         id
+    }
+
+    /// Whether `id` is `from` or a scope `from` began inside, following
+    /// parents from `from` (scopes of one recorder: for telling an order
+    /// error from a scope ended on another recorder).
+    fn encloses(&self, from: u32, id: u32) -> bool {
+        let mut up = from;
+        // Parents were begun before their children, so the walk ends; the
+        // bound only keeps a damaged chain from looping.
+        for _ in 0..=self.next.load(Ordering::Relaxed).min(u64::from(NO_SCOPE)) {
+            if up == id {
+                return true;
+            }
+            match self.store.cell(up, self.per) {
+                Some(c) => up = c.parent(),
+                None => return false,
+            }
+        }
+        false
     }
 
     /// The label of scope `id`, owned (for errors).
@@ -591,12 +651,8 @@ pub struct Scope<'f, D: BackendDevice> {
     /// Where its samples and record are; `None` for a dropped scope.
     page: Option<&'f Page<D>>,
     id: u32,
-    /// The innermost scope open on its recorder when it began.
-    parent: u32,
     /// Its start's sample index (the end's is the next).
     index: u32,
-    /// [`BackendRecorder::recorder_id`] of the recorder it began on.
-    recorder: u64,
     statistics: bool,
     done: bool,
 }
@@ -644,19 +700,22 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
             Some(top) if top == self.id => top,
             top => frame.open_scope(top),
         };
-        if cmd.recorder_id() != self.recorder || innermost == NO_SCOPE {
-            // Another recorder (or another wrapper of the same one: scopes
-            // nest per recorder value).
+        if innermost != self.id {
+            // Ids are unique in a frame, and a recorder's open scopes are
+            // its innermost one and those it began inside: the scope is
+            // open on `cmd` under another one, or was begun on another
+            // recorder (or another wrapper of the same one: scopes nest per
+            // recorder value).
+            if innermost != NO_SCOPE && frame.encloses(innermost, self.id) {
+                return Err(ProfilerError::ScopeOrder {
+                    label: label(),
+                    // SAFETY: `innermost` is on `cmd`'s stack, and `cmd` is ours.
+                    open: unsafe { frame.label_of(innermost) },
+                });
+            }
             return Err(ProfilerError::WrongCommandBuffer { label: label() });
         }
-        if innermost != self.id {
-            return Err(ProfilerError::ScopeOrder {
-                label: label(),
-                // SAFETY: `innermost` is on `cmd`'s stack, and `cmd` is ours.
-                open: unsafe { frame.label_of(innermost) },
-            });
-        }
-        let outer = frame.open_scope(Some(self.parent));
+        let outer = frame.open_scope(Some(cell.parent()));
         // SAFETY: `outer` is `NO_SCOPE` or a scope this one began inside, on
         // this recorder.
         unsafe {
@@ -674,11 +733,11 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
         self.done = true;
         match recorded {
             Ok(()) => {
-                cell.state.store(state::ENDED, Ordering::Relaxed);
+                cell.set_state(state::ENDED);
                 Ok(())
             }
             Err(e) => {
-                cell.state.store(state::FAILED, Ordering::Relaxed);
+                cell.set_state(state::FAILED);
                 frame.failed.fetch_add(1, Ordering::Relaxed);
                 frame.count_drop();
                 Err(e)
@@ -695,16 +754,14 @@ impl<D: BackendDevice> Drop for Scope<'_, D> {
         if let Some(page) = self.page {
             // Counted as not ended when the frame ends; later scopes on its
             // recorder skip it as a parent.
-            self.cell(page)
-                .state
-                .store(state::DROPPED, Ordering::Relaxed);
+            self.cell(page).set_state(state::DROPPED);
         }
     }
 }
 
 /// Records one end of a scope: the timestamp after all prior work, then the
 /// statistic sample.
-#[inline]
+#[inline(always)]
 fn sample<D: BackendDevice>(
     cmd: &mut Recorder<D>,
     timestamps: &Buf<D>,

@@ -785,7 +785,7 @@ impl<D: BackendDevice> Profiler<D> {
                 // ended), so no scope of it is being recorded.
                 let meta = unsafe { rec.meta() };
                 let (t0, t1) = (t[at].timestamp, t[at + 1].timestamp);
-                let statistics = if self.options.statistics && meta.statistics {
+                let statistics = if self.options.statistics && rec.statistics() {
                     match stats
                         .get(p)
                         .filter(|_| with_stats)
@@ -828,7 +828,7 @@ impl<D: BackendDevice> Profiler<D> {
                 position[p * per + k] = scopes.len() as u32;
                 scopes.push(ScopeResult {
                     label: meta.label.clone(),
-                    kind: meta.kind,
+                    kind: rec.kind(),
                     thread: meta.thread.clone(),
                     depth,
                     parent,

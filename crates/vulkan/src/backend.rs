@@ -203,15 +203,18 @@ impl BackendHeap for CounterHeap {
 impl BackendRecorder for CommandBuffer {
     type Backend = Vulkan;
 
+    #[inline]
     fn recorder_id(&self) -> u64 {
         use ash::vk::Handle;
         self.raw().as_raw()
     }
 
+    #[inline]
     fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
         &mut self.scope_stack
     }
 
+    #[inline]
     fn sample_counters(
         &mut self,
         buffer: &CounterSampleBuffer,

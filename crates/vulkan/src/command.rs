@@ -382,6 +382,34 @@ impl CommandBuffer {
             )
     }
 
+    /// [`CommandBuffer::write_claimed`] of `index`, only if `also` (in the
+    /// same block) is claimed clean too, and stays so for a later write:
+    /// a pass attachment's start, with its end checked in the same lookup.
+    #[inline(always)]
+    pub(crate) fn write_claimed_pair(
+        &mut self,
+        samples: &Samples,
+        index: u32,
+        also: u32,
+        stage: vk::PipelineStageFlags2,
+    ) -> bool {
+        if !Arc::ptr_eq(&samples.device.shared, &self.device.shared)
+            || samples.set != gpu_counters_core::CommonCounterSet::Timestamp
+            || !self.tracker.claims.try_write_pair(samples, index, also)
+        {
+            return false;
+        }
+        // SAFETY: as in `record_claimed`: the index is clean in a block this
+        // recording claimed, the set is this device's (checked above) and
+        // `self.raw` is recording.
+        unsafe {
+            self.device
+                .raw()
+                .cmd_write_timestamp2(self.raw, stage, samples.main.raw, index)
+        };
+        true
+    }
+
     /// [`CommandBuffer::write_claimed`] into `held.samples[held]`, the
     /// sets this recording holds (an end-of-pass sample), without taking a
     /// reference to the set.

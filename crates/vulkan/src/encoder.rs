@@ -358,13 +358,10 @@ impl<'c> EncoderCore<'c> {
         };
         let samples = &a.sample_buffer.inner;
         if start == end
-            || samples.set != CommonCounterSet::Timestamp
             || !self
                 .cmd
                 .device
                 .supports_counter_sampling(CounterSamplingPoint::AtStageBoundary)
-            || !Arc::ptr_eq(&samples.device.shared, &self.cmd.device.shared)
-            || !self.cmd.tracker.claims.is_clean(samples, end)
         {
             return false;
         }
@@ -373,9 +370,11 @@ impl<'c> EncoderCore<'c> {
         let Some(held) = self.cmd.tracker.held_position(samples) else {
             return false;
         };
+        // The start is written and the end checked clean in one lookup of
+        // the claim (the usual attachment's two indices share a block).
         if !self
             .cmd
-            .write_claimed(samples, start, vk::PipelineStageFlags2::TOP_OF_PIPE)
+            .write_claimed_pair(samples, start, end, vk::PipelineStageFlags2::TOP_OF_PIPE)
         {
             return false;
         }

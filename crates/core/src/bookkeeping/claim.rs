@@ -75,30 +75,48 @@ struct LocalClaim {
     /// The set's address: the recording holds the set while it records.
     key: usize,
     block: u32,
-    /// Indices it may still write without the lock.
+    /// Indices it could write without the lock when it claimed the block;
+    /// those it wrote since are in the block's `written` word (its only
+    /// writer is this claim, so a load of it is this claim's own mask: one
+    /// store per write, not three).
     clean: u64,
-    /// Indices it wrote without the lock (what the block's word holds).
-    written: u64,
 }
 
 impl LocalClaim {
     /// Notes and publishes a write of `index` of `set` (this claim's set)
-    /// if it is clean here and not revoked.
+    /// if it is clean here, not written yet and not revoked, and `also` (in
+    /// the same block; `index` itself for a single write) is too: `also`
+    /// stays clean for a later write.
     #[inline(always)]
-    fn write(&mut self, set: &SampleSet, index: u32) -> bool {
-        let bit = 1u64 << (index % BLOCK);
-        if self.block != index / BLOCK || self.clean & bit == 0 {
+    fn write_pair(&self, set: &SampleSet, index: u32, also: u32) -> bool {
+        let bits = (1u64 << (index % BLOCK)) | (1u64 << (also % BLOCK));
+        if self.block != index / BLOCK || self.block != also / BLOCK {
             return false;
         }
-        let words = &set.blocks[self.block as usize];
-        if words.revoked.load(Ordering::Relaxed) & bit != 0 {
+        let Some(words) = set.blocks.get(self.block as usize) else {
+            return false;
+        };
+        // The claimant is the `written` word's only writer while the claim
+        // lasts, so this load reads its own last store.
+        let written = words.written.load(Ordering::Relaxed);
+        let writable = self.clean & !written & !words.revoked.load(Ordering::Relaxed);
+        if writable & bits != bits {
             return false;
         }
-        self.clean &= !bit;
-        self.written |= bit;
-        // The claimant is this word's only writer while the claim lasts.
-        words.written.store(self.written, Ordering::Relaxed);
+        words
+            .written
+            .store(written | (1u64 << (index % BLOCK)), Ordering::Relaxed);
         true
+    }
+
+    /// Whether `index` (in this claim's block) may still be written.
+    fn is_clean(&self, set: &SampleSet, index: u32) -> bool {
+        let bit = 1u64 << (index % BLOCK);
+        self.block == index / BLOCK
+            && set.blocks.get(self.block as usize).is_some_and(|w| {
+                let written = w.written.load(Ordering::Relaxed);
+                self.clean & !written & !w.revoked.load(Ordering::Relaxed) & bit != 0
+            })
     }
 }
 
@@ -117,34 +135,39 @@ impl LocalClaims {
     /// without the lock: call this only right before recording the write.
     #[inline(always)]
     pub fn try_write(&mut self, set: &SampleSet, index: u32) -> bool {
+        self.try_write_pair(set, index, index)
+    }
+
+    /// [`LocalClaims::try_write`] of `index`, only if `also`, in the same
+    /// block, is clean too (it stays clean, for a later write): the two
+    /// samples of a pass attachment checked with one lookup.
+    #[inline(always)]
+    pub fn try_write_pair(&mut self, set: &SampleSet, index: u32, also: u32) -> bool {
         let key = set as *const SampleSet as usize;
-        match self.list.get_mut(self.hot) {
-            Some(c) if c.key == key => c.write(set, index),
-            _ => self.try_write_cold(set, key, index),
+        match self.list.get(self.hot) {
+            Some(c) if c.key == key => c.write_pair(set, index, also),
+            _ => self.try_write_cold(set, key, index, also),
         }
     }
 
-    /// [`LocalClaims::try_write`] through a claim other than the hot one.
+    /// [`LocalClaims::try_write_pair`] through a claim other than the hot
+    /// one.
     #[inline(never)]
-    fn try_write_cold(&mut self, set: &SampleSet, key: usize, index: u32) -> bool {
+    fn try_write_cold(&mut self, set: &SampleSet, key: usize, index: u32, also: u32) -> bool {
         let Some(pos) = self.list.iter().position(|c| c.key == key) else {
             return false;
         };
         self.hot = pos;
-        self.list[pos].write(set, index)
+        self.list[pos].write_pair(set, index, also)
     }
 
     /// Whether `index` of `set` is clean in a block this recording claimed
     /// (a write of it would not need the lock), without writing it.
     pub fn is_clean(&self, set: &SampleSet, index: u32) -> bool {
         let key = set as *const SampleSet as usize;
-        let bit = 1u64 << (index % BLOCK);
-        self.list.iter().any(|c| {
-            c.key == key
-                && c.block == index / BLOCK
-                && c.clean & bit != 0
-                && set.blocks[c.block as usize].revoked.load(Ordering::Relaxed) & bit == 0
-        })
+        self.list
+            .iter()
+            .any(|c| c.key == key && c.is_clean(set, index))
     }
 
     /// Whether this recording holds a claim on `set`.
@@ -172,10 +195,8 @@ impl LocalClaims {
             .iter()
             .position(|c| c.block == local.block && c.ticket == ticket.id())?;
         slots.claims.swap_remove(t);
-        let revoked = set.blocks[local.block as usize]
-            .revoked
-            .load(Ordering::Relaxed);
-        let both = revoked & local.written;
+        let words = &set.blocks[local.block as usize];
+        let both = words.revoked.load(Ordering::Relaxed) & words.written.load(Ordering::Relaxed);
         (both != 0).then(|| local.block * BLOCK + both.trailing_zeros())
     }
 
@@ -209,7 +230,6 @@ impl LocalClaims {
             key: set as *const SampleSet as usize,
             block,
             clean,
-            written: 0,
         });
         self.hot = self.list.len() - 1;
     }
