@@ -425,7 +425,7 @@ fn check_frame(
         .zip(passes)
         .map(|(scope, &(_, _, expected))| PassCheck {
             expected: expected.to_vec(),
-            statistics: scope.statistics,
+            statistics: scope.statistics.as_deref().copied(),
             problem: (has_stats && scope.statistics.is_none())
                 .then(|| "statistics missing from the pass's scope".to_string()),
         })
@@ -1067,9 +1067,11 @@ mod tests {
             start_ticks: 1000,
             end_ticks: 2500,
             error_bound_ns: 3,
-            statistics: invocations.map(|n| CounterResultStatistic {
-                compute_kernel_invocations: n,
-                ..Default::default()
+            statistics: invocations.map(|n| {
+                Box::new(CounterResultStatistic {
+                    compute_kernel_invocations: n,
+                    ..Default::default()
+                })
             }),
         }
     }

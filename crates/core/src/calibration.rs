@@ -295,6 +295,17 @@ fn f64_i128_wide(x: f64) -> i128 {
     x as i128
 }
 
+/// `x as i64` for `|x| < 9e18` (and not NaN), which the callers checked:
+/// one instruction, without the saturating cast's range checks.
+#[inline(always)]
+#[allow(unsafe_code)]
+fn trunc_i64(x: f64) -> i64 {
+    debug_assert!(x.abs() < 9.0e18);
+    // SAFETY: every caller checked `|x| < 9e18` (which excludes NaN and
+    // the infinities) just before, so `x` truncated fits in an `i64`.
+    unsafe { x.to_int_unchecked::<i64>() }
+}
+
 /// `x` rounded up to an integer, saturated into `u64` (NaN gives `u64::MAX`).
 /// The same value as `x.ceil().max(0.0) as u64`, without a call to the
 /// software `ceil`: for `0 < x < 2^64`, `x as u64` truncates exactly, and
@@ -304,8 +315,9 @@ fn f64_i128_wide(x: f64) -> i128 {
 fn ceil_saturating(x: f64) -> u64 {
     if x > 0.0 && x < 9.0e18 {
         // Error bounds: through `i64`, whose conversions are one
-        // instruction each on x86-64 (`u64`'s are a dozen).
-        let t = x as i64;
+        // instruction each on x86-64 (`u64`'s are a dozen), and without
+        // the saturating cast's checks.
+        let t = trunc_i64(x);
         return if (t as f64) < x {
             t as u64 + 1
         } else {
@@ -332,7 +344,11 @@ fn ceil_saturating(x: f64) -> u64 {
 /// is exactly the fraction.
 #[inline]
 fn round_i64(x: f64) -> i64 {
-    let t = x as i64;
+    if !(x.abs() < 9.0e18) {
+        // Outside the documented range (callers check it first).
+        return x as i64;
+    }
+    let t = trunc_i64(x);
     let frac = x - t as f64;
     if frac >= 0.5 {
         t + 1

@@ -101,6 +101,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 s.duration_ns,
                 s.error_bound_ns,
                 s.statistics
+                    .as_deref()
                     .map(|st| format!(", {} invocations", st.compute_kernel_invocations))
                     .unwrap_or_default()
             );

@@ -453,35 +453,23 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         set_strings(meta, label, &self.profiler.labels);
         let index = 2 * at;
         let sampled = sample::<D>(cmd, &page.timestamps, statistics, index);
-        let state = if sampled.is_ok() {
-            state::OPEN
-        } else {
-            state::FAILED
-        };
         cell.word.store(
-            pack(parent, state, kind, statistics.is_some()),
+            pack(parent, state::OPEN, kind, statistics.is_some()),
             Ordering::Relaxed,
         );
-        match sampled {
-            Ok(()) => {
-                // SAFETY: scope `id` of this frame was begun on `cmd`, and
-                // its record is written.
-                unsafe { cmd.scope_stack().set_innermost(self.key, Some(id)) };
-                Ok(Scope {
-                    frame: self,
-                    page: Some(page),
-                    id,
-                    index,
-                    statistics: statistics.is_some(),
-                    done: false,
-                })
-            }
-            Err(e) => {
-                self.failed.fetch_add(1, Ordering::Relaxed);
-                self.count_drop();
-                Err(e)
-            }
+        if let Err(e) = sampled {
+            return Err(self.failed(cell, e));
         }
+        // SAFETY: scope `id` of this frame was begun on `cmd`, and its
+        // record is written.
+        unsafe { cmd.scope_stack().set_innermost(self.key, Some(id)) };
+        Ok(Scope {
+            frame: self,
+            page: Some(page),
+            id,
+            index,
+            statistics: statistics.is_some(),
+        })
     }
 
     /// Claims scope ids for a recorder that has none of this frame left:
@@ -547,8 +535,17 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             id: NO_SCOPE,
             index: 0,
             statistics: false,
-            done: true,
         }
+    }
+
+    /// Notes that recording one end of the scope of `cell` failed with `e`.
+    #[cold]
+    #[inline(never)]
+    fn failed(&self, cell: &RecordCell, e: ProfilerError) -> ProfilerError {
+        cell.set_state(state::FAILED);
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        self.count_drop();
+        e
     }
 
     fn count_drop(&self) {
@@ -654,7 +651,6 @@ pub struct Scope<'f, D: BackendDevice> {
     /// Its start's sample index (the end's is the next).
     index: u32,
     statistics: bool,
-    done: bool,
 }
 
 impl<D: BackendDevice> std::fmt::Debug for Scope<'_, D> {
@@ -687,33 +683,21 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
     /// failed, if recording a sample failed).
     #[allow(unsafe_code)]
     #[inline]
-    pub fn end(mut self, cmd: &mut Recorder<D>) -> Result<()> {
-        let Some(page) = self.page else {
+    pub fn end(self, cmd: &mut Recorder<D>) -> Result<()> {
+        // Ended here, whatever happens: no drop glue runs after.
+        let this = std::mem::ManuallyDrop::new(self);
+        let Some(page) = this.page else {
             return Ok(());
         };
-        let frame = self.frame;
-        let cell = self.cell(page);
-        // SAFETY: this is the scope whose begin wrote the cell.
-        let label = || unsafe { cell.meta() }.label.to_string();
+        let frame = this.frame;
+        let cell = this.cell(page);
         let innermost = match cmd.scope_stack().innermost(frame.key) {
             // The usual case: it is the innermost scope (and not dropped).
-            Some(top) if top == self.id => top,
+            Some(top) if top == this.id => top,
             top => frame.open_scope(top),
         };
-        if innermost != self.id {
-            // Ids are unique in a frame, and a recorder's open scopes are
-            // its innermost one and those it began inside: the scope is
-            // open on `cmd` under another one, or was begun on another
-            // recorder (or another wrapper of the same one: scopes nest per
-            // recorder value).
-            if innermost != NO_SCOPE && frame.encloses(innermost, self.id) {
-                return Err(ProfilerError::ScopeOrder {
-                    label: label(),
-                    // SAFETY: `innermost` is on `cmd`'s stack, and `cmd` is ours.
-                    open: unsafe { frame.label_of(innermost) },
-                });
-            }
-            return Err(ProfilerError::WrongCommandBuffer { label: label() });
+        if innermost != this.id {
+            return Err(this.misplaced(innermost, cell));
         }
         let outer = frame.open_scope(Some(cell.parent()));
         // SAFETY: `outer` is `NO_SCOPE` or a scope this one began inside, on
@@ -722,35 +706,52 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
             cmd.scope_stack()
                 .set_innermost(frame.key, (outer != NO_SCOPE).then_some(outer));
         }
-        let statistics = page.statistics.as_ref().filter(|_| self.statistics);
-        let mut recorded = sample::<D>(cmd, &page.timestamps, statistics, self.index + 1);
+        let statistics = page.statistics.as_ref().filter(|_| this.statistics);
+        let mut recorded = sample::<D>(cmd, &page.timestamps, statistics, this.index + 1);
         if recorded.is_ok() && statistics.is_some() && cmd.scope_stack().no_open_scopes() {
             // No scope of any frame is open on the recorder: close its
             // statistic chain (one per recorder). Nothing is counted outside
             // scopes, and a caller's command buffer can be ended as is.
             recorded = cmd.end_statistics().map_err(ProfilerError::from);
         }
-        self.done = true;
         match recorded {
             Ok(()) => {
                 cell.set_state(state::ENDED);
                 Ok(())
             }
-            Err(e) => {
-                cell.set_state(state::FAILED);
-                frame.failed.fetch_add(1, Ordering::Relaxed);
-                frame.count_drop();
-                Err(e)
+            Err(e) => Err(frame.failed(cell, e)),
+        }
+    }
+
+    /// Why a scope that is not `cmd`'s innermost open one cannot end there
+    /// (`innermost` is): ids are unique in a frame, and a recorder's open
+    /// scopes are its innermost one and those it began inside, so the scope
+    /// is open on `cmd` under another one, or was begun on another recorder
+    /// (or another wrapper of the same one: scopes nest per recorder value).
+    /// The scope is reported as not ended.
+    #[cold]
+    #[inline(never)]
+    #[allow(unsafe_code)]
+    fn misplaced(&self, innermost: u32, cell: &RecordCell) -> ProfilerError {
+        // Not ended: counted as such when the frame ends, and skipped as a
+        // parent by later scopes.
+        cell.set_state(state::DROPPED);
+        // SAFETY: this is the scope whose begin wrote the cell.
+        let label = unsafe { cell.meta() }.label.to_string();
+        if innermost != NO_SCOPE && self.frame.encloses(innermost, self.id) {
+            ProfilerError::ScopeOrder {
+                label,
+                // SAFETY: `innermost` is on `cmd`'s stack, and `cmd` is ours.
+                open: unsafe { self.frame.label_of(innermost) },
             }
+        } else {
+            ProfilerError::WrongCommandBuffer { label }
         }
     }
 }
 
 impl<D: BackendDevice> Drop for Scope<'_, D> {
     fn drop(&mut self) {
-        if self.done {
-            return;
-        }
         if let Some(page) = self.page {
             // Counted as not ended when the frame ends; later scopes on its
             // recorder skip it as a parent.

@@ -791,7 +791,7 @@ impl<D: BackendDevice> Profiler<D> {
                         .filter(|_| with_stats)
                         .map(|r| r.statistics_between(at, at + 1))
                     {
-                        Some(Ok(SampleValue::Value(counted))) => Some(counted),
+                        Some(Ok(SampleValue::Value(counted))) => Some(Box::new(counted)),
                         _ => {
                             gpu_failed += 1;
                             continue;

@@ -70,7 +70,9 @@ pub struct ScopeResult {
     /// only inside passes: a scope over an encoder is timed only, its
     /// profiled passes are counted). Counters the device does not count hold
     /// [`COUNTER_ERROR_VALUE`](gpu_counters_core::COUNTER_ERROR_VALUE), never 0.
-    pub statistics: Option<CounterResultStatistic>,
+    /// Boxed, so that a result without them stays small: collecting a frame
+    /// writes, and dropping it reads, every result.
+    pub statistics: Option<Box<CounterResultStatistic>>,
 }
 
 /// One finished frame: every scope ended in it, resolved, and the count of
@@ -125,7 +127,7 @@ impl FrameResult {
                     start_ticks: s.start_ticks,
                     end_ticks: s.end_ticks,
                     error_bound_ns: s.error_bound_ns,
-                    statistics: s.statistics,
+                    statistics: s.statistics.as_deref().copied(),
                 })
                 .collect(),
         }

@@ -241,9 +241,9 @@ fn nested_scopes_from_two_threads() {
         // Exact statistics: D * W * S, and the outer is the sum of the inners.
         let per_dispatch = (2 + t as u64) * SIZE as u64;
         let (sa, sb, so) = (
-            a.statistics.unwrap(),
-            b.statistics.unwrap(),
-            outer.statistics.unwrap(),
+            a.statistics.as_deref().unwrap(),
+            b.statistics.as_deref().unwrap(),
+            outer.statistics.as_deref().unwrap(),
         );
         assert_eq!(sa.compute_kernel_invocations, per_dispatch);
         assert_eq!(sa.compute_kernel_invocations, work.expected_invocations(1));
@@ -396,7 +396,7 @@ fn thousand_frames_through_a_ring_of_three() {
             "frame {n}"
         );
         previous_end = outer.end_ns;
-        let st = outer.statistics.unwrap();
+        let st = outer.statistics.as_deref().unwrap();
         assert_eq!(st.compute_kernel_invocations, 0);
         assert_eq!(st.vertex_invocations, 0);
     }

@@ -1050,7 +1050,11 @@ fn profiled_passes_need_only_pass_timestamps() {
             "{s:?} outside {before}..{after}"
         );
         if statistics {
-            let st = s.statistics.expect("the scope's statistics");
+            let st = s
+                .statistics
+                .as_deref()
+                .copied()
+                .expect("the scope's statistics");
             assert_eq!(st.compute_kernel_invocations, 3 * groups * 13, "{st:?}");
         }
     }
@@ -1190,7 +1194,11 @@ fn fs() -> @location(0) vec4<f32> {
     assert_eq!(o.statistics, None, "an encoder scope on wgpu is timed only");
     if statistics {
         // One triangle of 3 vertices.
-        let st = p.statistics.expect("the profiled pass's statistics");
+        let st = p
+            .statistics
+            .as_deref()
+            .copied()
+            .expect("the profiled pass's statistics");
         assert_eq!(st.vertex_invocations, 3, "{st:?}");
         assert_eq!(st.clipper_invocations, 1, "{st:?}");
     } else {
