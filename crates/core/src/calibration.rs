@@ -344,7 +344,7 @@ fn ceil_saturating(x: f64) -> u64 {
 /// is exactly the fraction.
 #[inline]
 fn round_i64(x: f64) -> i64 {
-    if !(x.abs() < 9.0e18) {
+    if x.is_nan() || x.abs() >= 9.0e18 {
         // Outside the documented range (callers check it first).
         return x as i64;
     }
