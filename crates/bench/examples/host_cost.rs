@@ -53,6 +53,13 @@ use std::time::Instant;
 
 type R<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
+/// Runs `f`, out of line: the recording phase, as one function for
+/// callgrind's `--toggle-collect`.
+#[inline(never)]
+fn record_phase<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -145,129 +152,135 @@ fn main() -> R<()> {
         } else {
             None
         };
-        match variant {
-            v if v.starts_with("probe-") => {
-                // raw-pass with extra memory operations around each write
-                // (see `Probe`): what one store, load or atomic costs
-                // between a driver's commands.
-                let probe = Probe::parse(v).ok_or_else(|| format!("bad probe {v}"))?;
-                for i in 0..n {
-                    // SAFETY: as raw-pass.
-                    unsafe {
-                        d.cmd_write_timestamp2(
-                            cmd.raw(),
-                            vk::PipelineStageFlags2::TOP_OF_PIPE,
-                            pool,
-                            2 * i,
-                        );
-                    }
-                    probe.run(&mut probe_mem, &probe_atomic, i, probe.count / 2);
-                    // SAFETY: as raw-pass.
-                    unsafe {
-                        d.cmd_write_timestamp2(
-                            cmd.raw(),
-                            vk::PipelineStageFlags2::ALL_COMMANDS,
-                            pool,
-                            2 * i + 1,
-                        );
-                    }
-                    probe.run(
-                        &mut probe_mem,
-                        &probe_atomic,
-                        i,
-                        probe.count - probe.count / 2,
-                    );
-                }
-            }
-            "raw-pass" | "raw-frame" | "raw-scopes" | "raw-scopes-top" | "raw-precise" => {
-                raw_scopes.clear();
-                // `raw-scopes` starts each scope after all prior work, as the
-                // profiler does; the others at the top of the pipe.
-                let start = if variant == "raw-scopes" {
-                    vk::PipelineStageFlags2::ALL_COMMANDS
-                } else {
-                    vk::PipelineStageFlags2::TOP_OF_PIPE
-                };
-                for i in 0..n {
-                    if variant.starts_with("raw-scopes") {
-                        raw_scopes.push(("dispatch", 2 * i));
-                    }
-                    // SAFETY: `cmd` is recording outside a render pass; the
-                    // queries were reset above.
-                    unsafe {
-                        if variant != "raw-precise" {
-                            d.cmd_write_timestamp2(cmd.raw(), start, pool, 2 * i);
+        // The recording, in a function of its own (`record_phase`), so that
+        // callgrind can count it alone:
+        // `--collect-atstart=no --toggle-collect='host_cost::record_phase*'`.
+        record_phase(|| -> R<()> {
+            match variant {
+                v if v.starts_with("probe-") => {
+                    // raw-pass with extra memory operations around each write
+                    // (see `Probe`): what one store, load or atomic costs
+                    // between a driver's commands.
+                    let probe = Probe::parse(v).ok_or_else(|| format!("bad probe {v}"))?;
+                    for i in 0..n {
+                        // SAFETY: as raw-pass.
+                        unsafe {
+                            d.cmd_write_timestamp2(
+                                cmd.raw(),
+                                vk::PipelineStageFlags2::TOP_OF_PIPE,
+                                pool,
+                                2 * i,
+                            );
+                        }
+                        probe.run(&mut probe_mem, &probe_atomic, i, probe.count / 2);
+                        // SAFETY: as raw-pass.
+                        unsafe {
                             d.cmd_write_timestamp2(
                                 cmd.raw(),
                                 vk::PipelineStageFlags2::ALL_COMMANDS,
                                 pool,
                                 2 * i + 1,
                             );
-                        } else {
-                            d.cmd_write_timestamp2(
-                                cmd.raw(),
-                                vk::PipelineStageFlags2::ALL_COMMANDS,
-                                pool,
-                                i,
-                            );
+                        }
+                        probe.run(
+                            &mut probe_mem,
+                            &probe_atomic,
+                            i,
+                            probe.count - probe.count / 2,
+                        );
+                    }
+                }
+                "raw-pass" | "raw-frame" | "raw-scopes" | "raw-scopes-top" | "raw-precise" => {
+                    raw_scopes.clear();
+                    // `raw-scopes` starts each scope after all prior work, as the
+                    // profiler does; the others at the top of the pipe.
+                    let start = if variant == "raw-scopes" {
+                        vk::PipelineStageFlags2::ALL_COMMANDS
+                    } else {
+                        vk::PipelineStageFlags2::TOP_OF_PIPE
+                    };
+                    for i in 0..n {
+                        if variant.starts_with("raw-scopes") {
+                            raw_scopes.push(("dispatch", 2 * i));
+                        }
+                        // SAFETY: `cmd` is recording outside a render pass; the
+                        // queries were reset above.
+                        unsafe {
+                            if variant != "raw-precise" {
+                                d.cmd_write_timestamp2(cmd.raw(), start, pool, 2 * i);
+                                d.cmd_write_timestamp2(
+                                    cmd.raw(),
+                                    vk::PipelineStageFlags2::ALL_COMMANDS,
+                                    pool,
+                                    2 * i + 1,
+                                );
+                            } else {
+                                d.cmd_write_timestamp2(
+                                    cmd.raw(),
+                                    vk::PipelineStageFlags2::ALL_COMMANDS,
+                                    pool,
+                                    i,
+                                );
+                            }
                         }
                     }
                 }
-            }
-            "heap-precise" => {
-                let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
-                for i in 0..n {
-                    enc.write_timestamp(TimestampGranularity::Precise, &heap, i)?;
-                }
-                enc.end_encoding()?;
-            }
-            "encoder-sample" => {
-                let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
-                for i in 0..n {
-                    enc.sample_counters(&buffer, i, true)?;
-                }
-                enc.end_encoding()?;
-            }
-            "relaxed-pass" => {
-                for i in 0..n {
+                "heap-precise" => {
                     let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
-                    enc.write_timestamp(TimestampGranularity::Relaxed, &heap, i)?;
+                    for i in 0..n {
+                        enc.write_timestamp(TimestampGranularity::Precise, &heap, i)?;
+                    }
                     enc.end_encoding()?;
                 }
-            }
-            "passes" => {
-                for _ in 0..n {
-                    let enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
+                "encoder-sample" => {
+                    let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
+                    for i in 0..n {
+                        enc.sample_counters(&buffer, i, true)?;
+                    }
                     enc.end_encoding()?;
                 }
-            }
-            "attachments" => {
-                for i in 0..n {
-                    let enc = cmd.compute_encoder(&ComputePassDescriptor {
-                        sample_buffer_attachments: &[PassSampleBufferAttachment {
-                            sample_buffer: &buffer,
-                            start_of_encoder_sample_index: Some(2 * i),
-                            end_of_encoder_sample_index: Some(2 * i + 1),
-                        }],
-                    })?;
-                    enc.end_encoding()?;
+                "relaxed-pass" => {
+                    for i in 0..n {
+                        let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
+                        enc.write_timestamp(TimestampGranularity::Relaxed, &heap, i)?;
+                        enc.end_encoding()?;
+                    }
                 }
-            }
-            "scope-pairs" => {
-                for i in 0..n {
-                    cmd.sample_counters(&buffer, 2 * i, false)?;
-                    cmd.sample_counters(&buffer, 2 * i + 1, true)?;
+                "passes" => {
+                    for _ in 0..n {
+                        let enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
+                        enc.end_encoding()?;
+                    }
                 }
-            }
-            "profiler" => {
-                let frame = frame.as_ref().ok_or("no frame")?;
-                for _ in 0..n {
-                    let scope = frame.scope(&mut cmd, "dispatch", PassKind::Compute)?;
-                    scope.end(&mut cmd)?;
+                "attachments" => {
+                    for i in 0..n {
+                        let enc = cmd.compute_encoder(&ComputePassDescriptor {
+                            sample_buffer_attachments: &[PassSampleBufferAttachment {
+                                sample_buffer: &buffer,
+                                start_of_encoder_sample_index: Some(2 * i),
+                                end_of_encoder_sample_index: Some(2 * i + 1),
+                            }],
+                        })?;
+                        enc.end_encoding()?;
+                    }
                 }
+                "scope-pairs" => {
+                    for i in 0..n {
+                        cmd.sample_counters(&buffer, 2 * i, false)?;
+                        cmd.sample_counters(&buffer, 2 * i + 1, true)?;
+                    }
+                }
+                "profiler" => {
+                    let frame = frame.as_ref().ok_or("no frame")?;
+                    for _ in 0..n {
+                        let scope = frame.scope(&mut cmd, "dispatch", PassKind::Compute)?;
+                        scope.end(&mut cmd)?;
+                    }
+                }
+                other => return Err(format!("unknown variant {other}").into()),
             }
-            other => return Err(format!("unknown variant {other}").into()),
-        }
+            Ok(())
+        })?;
         rec[k].push(t.elapsed().as_nanos() as f64 / samples as f64);
         let submission = cmd.commit()?;
         if let Some(frame) = frame {

@@ -129,17 +129,30 @@ enum EndSet {
     Owned(Arc<Samples>),
 }
 
-/// The end-of-pass samples of the open encoder of a command buffer (a
-/// command buffer has at most one): kept in the command buffer, not in the
-/// encoder, so that an encoder stays small (it is moved several times as it
-/// is made and returned) and the lists' capacity serves every pass. Empty
-/// whenever no encoder is open.
+/// The state of the open encoder of a command buffer (a command buffer has
+/// at most one) but its few hot fields: its end-of-pass samples, its
+/// statistic chain and its relaxed writes. Kept in the command buffer, not
+/// in the encoder, so that an encoder stays small: making one stores a few
+/// words, and it is moved as it is made and returned without copying
+/// through memory (a load of what was just stored in other widths waits for
+/// the CPU's stores to drain, and right after a driver call that is the
+/// driver's command writes), and the lists' capacity serves every pass.
+/// Empty whenever no encoder is open.
 #[derive(Default)]
 pub(crate) struct PassEnds {
     /// Timestamp samples, in the order of the pass's attachments.
     timestamps: Vec<EndSample>,
     /// Statistic samples, in the order of the pass's attachments.
     statistics: Vec<(Arc<Samples>, u32)>,
+    /// The pass's statistic chain: the buffer and the index whose queries
+    /// are active.
+    chain: Option<Chain>,
+    /// Relaxed heap writes waiting for the pass's end, per heap.
+    relaxed: Vec<HeapRelaxed>,
+    /// The pass's one relaxed write while it has only one (the usual pass,
+    /// and `relaxed` is then empty): kept without the lists, written at the
+    /// pass's end as the lists' one write would be.
+    relaxed_one: Option<RelaxedOne>,
 }
 
 /// A pass's only relaxed write: the heap (its address, to compare) and the
@@ -156,12 +169,11 @@ struct HeapRelaxed {
 }
 
 /// What ended encoders leave for the next ones of their command buffer:
-/// the (empty) list of heaps with relaxed writes, and emptied write lists,
-/// each with the heap it was last used for (so that the next pass writing
-/// that heap takes no new reference to it: an atomic operation per pass).
+/// emptied write lists, each with the heap it was last used for (so that
+/// the next pass writing that heap takes no new reference to it: an atomic
+/// operation per pass).
 #[derive(Default)]
 pub(crate) struct SpareRelaxed {
-    heaps: Vec<HeapRelaxed>,
     writes: Vec<HeapRelaxed>,
 }
 
@@ -173,14 +185,6 @@ struct EncoderCore<'c> {
     point_supported: bool,
     in_render_pass: bool,
     uses_render_pass2: bool,
-    /// The statistic chain: the buffer and the index whose queries are active.
-    chain: Option<Chain>,
-    /// Relaxed heap writes waiting for the pass's end, per heap.
-    relaxed: Vec<HeapRelaxed>,
-    /// The pass's one relaxed write while it has only one (the usual pass,
-    /// and `relaxed` is then empty): kept without the lists, written at the
-    /// pass's end as the lists' one write would be.
-    relaxed_one: Option<RelaxedOne>,
     /// The end sample of a pass begun by [`EncoderCore::begin_claimed`]:
     /// the set's place among those the recording holds, and the index
     /// (taken after all the pass's work, as every compute end sample).
@@ -189,19 +193,18 @@ struct EncoderCore<'c> {
 }
 
 impl<'c> EncoderCore<'c> {
+    #[inline(always)]
     fn new(cmd: &'c mut CommandBuffer, kind: EncoderKind) -> Result<Self> {
-        cmd.check_no_open_encoder()?;
+        if cmd.encoder_open {
+            return Err(still_open(cmd));
+        }
         cmd.encoder_open = true;
-        let relaxed = std::mem::take(&mut cmd.spare_relaxed.heaps);
         Ok(Self {
             point_supported: cmd.device.supports_counter_sampling(kind.point()),
             cmd,
             kind,
             in_render_pass: false,
             uses_render_pass2: false,
-            chain: None,
-            relaxed,
-            relaxed_one: None,
             claimed_end: None,
             ended: false,
         })
@@ -295,7 +298,7 @@ impl<'c> EncoderCore<'c> {
         chain_sample(
             self.cmd.device.raw(),
             self.cmd.raw,
-            &mut self.chain,
+            &mut self.cmd.pass_ends.chain,
             samples,
             index,
             self.in_render_pass,
@@ -305,7 +308,11 @@ impl<'c> EncoderCore<'c> {
     }
 
     fn close_chain(&mut self) -> Result<()> {
-        chain_close(self.cmd.device.raw(), self.cmd.raw, &mut self.chain)
+        chain_close(
+            self.cmd.device.raw(),
+            self.cmd.raw,
+            &mut self.cmd.pass_ends.chain,
+        )
     }
 
     fn sample(
@@ -420,8 +427,8 @@ impl<'c> EncoderCore<'c> {
     ) -> bool {
         granularity == TimestampGranularity::Precise
             && !self.ended
-            && self.relaxed.is_empty()
-            && self.relaxed_one.is_none()
+            && self.cmd.pass_ends.relaxed.is_empty()
+            && self.cmd.pass_ends.relaxed_one.is_none()
             && self
                 .cmd
                 .write_claimed(&heap.inner, index, vk::PipelineStageFlags2::ALL_COMMANDS)
@@ -439,8 +446,8 @@ impl<'c> EncoderCore<'c> {
     ) -> bool {
         if granularity != TimestampGranularity::Relaxed
             || self.ended
-            || !self.relaxed.is_empty()
-            || self.relaxed_one.is_some()
+            || !self.cmd.pass_ends.relaxed.is_empty()
+            || self.cmd.pass_ends.relaxed_one.is_some()
             || index >= heap.inner.count
             || !Arc::ptr_eq(&heap.inner.device.shared, &self.cmd.device.shared)
         {
@@ -449,7 +456,7 @@ impl<'c> EncoderCore<'c> {
         let Some(held) = self.cmd.tracker.held_position(&heap.inner) else {
             return false;
         };
-        self.relaxed_one = Some(RelaxedOne {
+        self.cmd.pass_ends.relaxed_one = Some(RelaxedOne {
             key: Arc::as_ptr(&heap.inner) as usize,
             end: EndSample {
                 samples: EndSet::Held(held),
@@ -473,12 +480,14 @@ impl<'c> EncoderCore<'c> {
             TimestampGranularity::Precise => {
                 // Later in program order than any relaxed write of the index
                 // in this pass: it wins.
-                if self.relaxed_one.as_ref().is_some_and(|one| {
+                if self.cmd.pass_ends.relaxed_one.as_ref().is_some_and(|one| {
                     one.key == Arc::as_ptr(&heap.inner) as usize && one.end.index == index
                 }) {
-                    self.relaxed_one = None;
+                    self.cmd.pass_ends.relaxed_one = None;
                 }
                 if let Some(r) = self
+                    .cmd
+                    .pass_ends
                     .relaxed
                     .iter_mut()
                     .find(|r| Arc::ptr_eq(&r.heap, &heap.inner))
@@ -500,15 +509,15 @@ impl<'c> EncoderCore<'c> {
                 // relaxed write of the pass. Checked now, written at the end
                 // (outside any render pass, where re-used entries can be reset).
                 heap.inner.check_index(index)?;
-                if self.relaxed.is_empty() {
+                if self.cmd.pass_ends.relaxed.is_empty() {
                     let key = Arc::as_ptr(&heap.inner) as usize;
-                    match &self.relaxed_one {
+                    match &self.cmd.pass_ends.relaxed_one {
                         None => {
                             let samples = match self.cmd.tracker.held_position(&heap.inner) {
                                 Some(p) => EndSet::Held(p),
                                 None => EndSet::Owned(heap.inner.clone()),
                             };
-                            self.relaxed_one = Some(RelaxedOne {
+                            self.cmd.pass_ends.relaxed_one = Some(RelaxedOne {
                                 key,
                                 end: EndSample {
                                     samples,
@@ -532,7 +541,7 @@ impl<'c> EncoderCore<'c> {
     /// has come).
     #[inline(never)]
     fn spill_relaxed_one(&mut self) -> Result<()> {
-        let Some(one) = self.relaxed_one.take() else {
+        let Some(one) = self.cmd.pass_ends.relaxed_one.take() else {
             return Ok(());
         };
         let heap = match one.end.samples {
@@ -549,7 +558,13 @@ impl<'c> EncoderCore<'c> {
 
     /// Adds a relaxed write of `heap[index]` to the pass's lists.
     fn insert_relaxed(&mut self, heap: &Arc<Samples>, index: u32) {
-        if let Some(r) = self.relaxed.iter_mut().find(|r| Arc::ptr_eq(&r.heap, heap)) {
+        if let Some(r) = self
+            .cmd
+            .pass_ends
+            .relaxed
+            .iter_mut()
+            .find(|r| Arc::ptr_eq(&r.heap, heap))
+        {
             r.writes.insert(index);
             return;
         }
@@ -570,15 +585,91 @@ impl<'c> EncoderCore<'c> {
         };
         entry.writes.reuse(heap.count);
         entry.writes.insert(index);
-        self.relaxed.push(entry);
+        self.cmd.pass_ends.relaxed.push(entry);
     }
 
     /// Ends the pass: closes the statistic chain and the render pass, takes
-    /// the end-of-pass samples and the coalesced relaxed timestamps.
+    /// the end-of-pass samples and the coalesced relaxed timestamps. The
+    /// usual pass (at most one claimed attachment's end and one relaxed
+    /// write, nothing else) here, inlined into the caller; any other out of
+    /// line.
+    #[inline(always)]
     fn end(&mut self) -> Result<()> {
         if self.ended {
             return Ok(());
         }
+        let pending = &self.cmd.pass_ends;
+        if self.in_render_pass
+            || !pending.statistics.is_empty()
+            || pending.chain.is_some()
+            || !pending.timestamps.is_empty()
+            || !pending.relaxed.is_empty()
+        {
+            return self.end_general();
+        }
+        self.ended = true;
+        self.cmd.encoder_open = false;
+        // In the general path's order: the attachment's end, then the
+        // relaxed write's timestamp; each into a held set's claimed index
+        // here, anything else out of line.
+        let all = vk::PipelineStageFlags2::ALL_COMMANDS;
+        let attachment_written = match self.claimed_end {
+            Some((held, index)) => self.cmd.write_held_claimed(held, index, all),
+            None => true,
+        };
+        let relaxed_written = match &self.cmd.pass_ends.relaxed_one {
+            None => true,
+            Some(RelaxedOne {
+                end:
+                    EndSample {
+                        samples: EndSet::Held(held),
+                        index,
+                        stage,
+                    },
+                ..
+            }) => {
+                let (held, index, stage) = (*held, *index, *stage);
+                self.cmd.write_held_claimed(held, index, stage)
+            }
+            Some(_) => false,
+        };
+        if attachment_written && relaxed_written {
+            self.claimed_end = None;
+            self.cmd.pass_ends.relaxed_one = None;
+            return Ok(());
+        }
+        self.end_rest(attachment_written, relaxed_written)
+    }
+
+    /// The end samples of [`EncoderCore::end`]'s usual pass that it could
+    /// not write into claimed indices (`false`), with every check.
+    #[cold]
+    #[inline(never)]
+    fn end_rest(&mut self, attachment_written: bool, relaxed_written: bool) -> Result<()> {
+        let mut first = Ok(());
+        if let Some((held, index)) = self.claimed_end.take() {
+            if !attachment_written {
+                first = self.write_end_checked(EndSample {
+                    samples: EndSet::Held(held),
+                    index,
+                    stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+                });
+            }
+        }
+        if let Some(one) = self.cmd.pass_ends.relaxed_one.take() {
+            if !relaxed_written {
+                let r = self.write_end_checked(one.end);
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+        }
+        first
+    }
+
+    /// [`EncoderCore::end`] of any pass.
+    #[inline(never)]
+    fn end_general(&mut self) -> Result<()> {
         self.ended = true;
         self.cmd.encoder_open = false;
         let mut first_error = None;
@@ -596,7 +687,7 @@ impl<'c> EncoderCore<'c> {
             }
             self.cmd.pass_ends.statistics = list;
         }
-        if self.chain.is_some() {
+        if self.cmd.pass_ends.chain.is_some() {
             keep(self.close_chain());
         }
         if self.in_render_pass {
@@ -626,16 +717,14 @@ impl<'c> EncoderCore<'c> {
             }
             self.cmd.pass_ends.timestamps = list;
         }
-        if let Some(one) = self.relaxed_one.take() {
+        if let Some(one) = self.cmd.pass_ends.relaxed_one.take() {
             // The lists are empty while the one write is kept apart.
             keep(self.write_end(one.end));
         }
-        if self.relaxed.is_empty() {
-            // Its capacity goes back for the next pass.
-            self.cmd.spare_relaxed.heaps = std::mem::take(&mut self.relaxed);
+        if self.cmd.pass_ends.relaxed.is_empty() {
             return first_error.map_or(Ok(()), Err);
         }
-        let mut relaxed = std::mem::take(&mut self.relaxed);
+        let mut relaxed = std::mem::take(&mut self.cmd.pass_ends.relaxed);
         for entry in relaxed.drain(..) {
             let HeapRelaxed { heap, writes } = &entry;
             let Some((&first, rest)) = writes.indices().split_first() else {
@@ -661,7 +750,8 @@ impl<'c> EncoderCore<'c> {
             }
             self.cmd.spare_relaxed.writes.push(entry);
         }
-        self.cmd.spare_relaxed.heaps = relaxed;
+        // Its capacity stays for the next pass.
+        self.cmd.pass_ends.relaxed = relaxed;
         first_error.map_or(Ok(()), Err)
     }
 }
@@ -829,8 +919,11 @@ macro_rules! common_encoder_methods {
         }
 
         /// Ends the pass (`endEncoding`): takes the end-of-pass samples.
-        pub fn end_encoding(mut self) -> Result<()> {
-            self.core.end()
+        #[inline]
+        pub fn end_encoding(self) -> Result<()> {
+            // Ended here: the drop, which would end it, has nothing to do.
+            let mut this = std::mem::ManuallyDrop::new(self);
+            this.core.end()
         }
     };
 }
@@ -928,6 +1021,16 @@ impl RenderEncoder<'_> {
     }
 }
 
+/// The error for a new encoder while another is open.
+#[cold]
+#[inline(never)]
+fn still_open(cmd: &CommandBuffer) -> gpu_counters_core::Error {
+    match cmd.check_no_open_encoder() {
+        Err(e) => e,
+        Ok(()) => gpu_counters_core::Error::Internal("an encoder is open".into()),
+    }
+}
+
 /// One sampling point of a pass attachment.
 #[derive(Clone, Copy)]
 struct Attachment<'a> {
@@ -994,7 +1097,7 @@ fn render_attachments<'a>(
     })
 }
 
-#[inline]
+#[inline(always)]
 fn pass_encoder<'c>(
     cmd: &'c mut CommandBuffer,
     kind: EncoderKind,
@@ -1045,6 +1148,7 @@ fn start_samples<'a>(
 impl CommandBuffer {
     /// Begins a compute pass (`makeComputeCommandEncoder(descriptor:)`),
     /// sampling its attachments.
+    #[inline]
     pub fn compute_encoder(
         &mut self,
         descriptor: &ComputePassDescriptor<'_>,
@@ -1059,6 +1163,7 @@ impl CommandBuffer {
     }
 
     /// Begins a transfer pass (`makeBlitCommandEncoder(descriptor:)`).
+    #[inline]
     pub fn blit_encoder(&mut self, descriptor: &BlitPassDescriptor<'_>) -> Result<BlitEncoder<'_>> {
         Ok(BlitEncoder {
             core: pass_encoder(
