@@ -37,5 +37,5 @@ fi
 tar czf $OUT/r.tar.gz -C $OUT r
 for f in $R/probe-*.txt; do echo "== $f"; grep -v '^round' $f | tail -9; done
 for f in $R/prof-*.txt; do echo "$(basename $f) $(tail -n 1 $f)"; done
-command -v python3 >/dev/null && for b in $B; do echo "== $b"; python3 scripts/host_cost_rounds.py $R/hc-$b-*.txt | tail -6; done
+command -v python3 >/dev/null && for b in $B; do echo "== $b"; python3 scripts/host_cost_rounds.py $R/hc-$b-[0-9].txt | tail -6; done
 for v in ${PERF:-profiler attachments relaxed-pass raw-pass}; do echo "== perf $v"; tail -n 3 $R/perf-run-$v.txt | head -1; head -25 $R/perf-self-$v.txt 2>/dev/null | cut -c1-160; done
