@@ -7,8 +7,12 @@
 //! to one of those is a plain pointer, so cloning and dropping it touch no
 //! reference count (an atomic operation, the biggest part of a scope's
 //! collect cost on the H200's host). Past that budget, strings are
-//! reference counted.
+//! reference counted. Either way the reference is one pointer
+//! ([`arcstr::ArcStr`], whose leaked strings count no references), so that
+//! a result is small: collecting a frame writes every result, and dropping
+//! it reads every one.
 
+use arcstr::ArcStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::HashSet;
 use std::fmt;
@@ -25,60 +29,50 @@ pub const KEPT_BYTES: usize = 1 << 20;
 /// kept strings (1 MiB). It reads as a `&str` (`Deref`,
 /// [`SharedStr::as_str`]), compares with `str`, `&str` and `String`, prints
 /// and serializes as its text.
-#[derive(Clone)]
-pub struct SharedStr(Repr);
-
-#[derive(Clone)]
-enum Repr {
-    /// Kept for the life of the process.
-    Kept(&'static str),
-    Counted(Arc<str>),
-}
-
-impl Default for SharedStr {
-    fn default() -> Self {
-        Self(Repr::Kept(""))
-    }
-}
+#[derive(Clone, Default)]
+pub struct SharedStr(ArcStr);
 
 impl SharedStr {
     /// The text.
+    #[inline]
     pub fn as_str(&self) -> &str {
-        match &self.0 {
-            Repr::Kept(s) => s,
-            Repr::Counted(s) => s,
-        }
+        self.0.as_str()
     }
 
     /// Whether `self` and `other` are the one shared copy (not only equal
     /// text): a pointer comparison.
     #[inline]
     pub(crate) fn is_same(&self, other: &Self) -> bool {
-        match (&self.0, &other.0) {
-            (Repr::Kept(a), Repr::Kept(b)) => std::ptr::eq(*a, *b),
-            (Repr::Counted(a), Repr::Counted(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
+        ArcStr::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Whether the string is kept for the life of the process (its copies
+    /// count no references).
+    #[cfg(test)]
+    fn is_kept(&self) -> bool {
+        ArcStr::is_static(&self.0)
     }
 
     /// `s`, kept for the life of the process while the budget lasts
     /// ([`KEPT_BYTES`]; each text once), reference counted past it.
     pub(crate) fn kept(s: &str) -> Self {
-        static KEPT: Mutex<(Option<HashSet<&'static str>>, usize)> = Mutex::new((None, 0));
+        static KEPT: Mutex<(Option<HashSet<ArcStr>>, usize)> = Mutex::new((None, 0));
         let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
         let (set, bytes) = &mut *kept;
         let set = set.get_or_insert_with(HashSet::new);
-        if let Some(&k) = set.get(s) {
-            return Self(Repr::Kept(k));
+        if let Some(k) = set.get(s) {
+            return Self(k.clone());
         }
         if *bytes + s.len() > KEPT_BYTES {
-            return Self(Repr::Counted(s.into()));
+            return Self(ArcStr::from(s));
         }
-        // Bounded by KEPT_BYTES for the whole process: a leak by design.
-        let k: &'static str = Box::leak(s.into());
-        set.insert(k);
+        let k = ArcStr::from(s);
+        // Never freed from now on, and its copies count no references:
+        // bounded by KEPT_BYTES for the whole process, a leak by design.
+        k.leak();
+        set.insert(k.clone());
         *bytes += s.len();
-        Self(Repr::Kept(k))
+        Self(k)
     }
 }
 
@@ -141,19 +135,19 @@ impl fmt::Display for SharedStr {
 
 impl From<&str> for SharedStr {
     fn from(s: &str) -> Self {
-        Self(Repr::Counted(s.into()))
+        Self(ArcStr::from(s))
     }
 }
 
 impl From<String> for SharedStr {
     fn from(s: String) -> Self {
-        Self(Repr::Counted(s.into()))
+        Self(ArcStr::from(s))
     }
 }
 
 impl From<Arc<str>> for SharedStr {
     fn from(s: Arc<str>) -> Self {
-        Self(Repr::Counted(s))
+        Self(ArcStr::from(&*s))
     }
 }
 
@@ -259,10 +253,10 @@ mod kept_tests {
     fn kept_strings_are_one_copy_and_compare_by_text() {
         let a = SharedStr::kept("kept label");
         let b = SharedStr::kept(&String::from("kept label"));
-        assert!(matches!(a.0, Repr::Kept(_)));
+        assert!(a.is_kept());
         assert_eq!(a.as_str().as_ptr(), b.as_str().as_ptr());
         let counted = SharedStr::from("kept label");
-        assert!(matches!(counted.0, Repr::Counted(_)));
+        assert!(!counted.is_kept());
         assert_eq!(a, counted);
         assert_eq!(hash(&a), hash(&counted));
         assert_eq!(a.cmp(&counted), std::cmp::Ordering::Equal);
@@ -275,7 +269,7 @@ mod kept_tests {
     fn past_the_budget_strings_are_counted() {
         let big = "x".repeat(KEPT_BYTES + 1);
         let s = SharedStr::kept(&big);
-        assert!(matches!(s.0, Repr::Counted(_)));
+        assert!(!s.is_kept());
         assert_eq!(s.len(), KEPT_BYTES + 1);
     }
 }
