@@ -177,6 +177,31 @@ pub(crate) struct SpareRelaxed {
     writes: Vec<HeapRelaxed>,
 }
 
+/// A claimed end sample: the held set's place (high 32 bits) and the index
+/// (low 32 bits), or [`ClaimedEnd::NONE`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct ClaimedEnd(u64);
+
+impl ClaimedEnd {
+    const NONE: Self = Self(u64::MAX);
+
+    /// `held` and `index`, or `None` where `held` does not fit (sets held
+    /// by one recording are few; the general path takes any other).
+    #[inline(always)]
+    fn new(held: usize, index: u32) -> Option<Self> {
+        if held >= u32::MAX as usize {
+            return None;
+        }
+        Some(Self((held as u64) << 32 | u64::from(index)))
+    }
+
+    /// The held set's place and the index, if any.
+    #[inline(always)]
+    fn get(self) -> Option<(usize, u32)> {
+        (self != Self::NONE).then_some(((self.0 >> 32) as usize, self.0 as u32))
+    }
+}
+
 /// The state every encoder shares.
 struct EncoderCore<'c> {
     cmd: &'c mut CommandBuffer,
@@ -187,8 +212,9 @@ struct EncoderCore<'c> {
     uses_render_pass2: bool,
     /// The end sample of a pass begun by [`EncoderCore::begin_claimed`]:
     /// the set's place among those the recording holds, and the index
-    /// (taken after all the pass's work, as every compute end sample).
-    claimed_end: Option<(usize, u32)>,
+    /// (taken after all the pass's work, as every compute end sample), as
+    /// one word ([`ClaimedEnd`]: one store to note it).
+    claimed_end: ClaimedEnd,
     ended: bool,
 }
 
@@ -205,7 +231,7 @@ impl<'c> EncoderCore<'c> {
             kind,
             in_render_pass: false,
             uses_render_pass2: false,
-            claimed_end: None,
+            claimed_end: ClaimedEnd::NONE,
             ended: false,
         })
     }
@@ -374,7 +400,12 @@ impl<'c> EncoderCore<'c> {
         }
         // A claimed set is held (a claim is taken by a write, which holds
         // it), so this is the usual case; without it, the general path.
-        let Some(held) = self.cmd.tracker.held_position(samples) else {
+        let Some(claimed_end) = self
+            .cmd
+            .tracker
+            .held_position(samples)
+            .and_then(|held| ClaimedEnd::new(held, end))
+        else {
             return false;
         };
         // The start is written and the end checked clean in one lookup of
@@ -385,7 +416,7 @@ impl<'c> EncoderCore<'c> {
         {
             return false;
         }
-        self.claimed_end = Some((held, end));
+        self.claimed_end = claimed_end;
         true
     }
 
@@ -613,7 +644,7 @@ impl<'c> EncoderCore<'c> {
         // relaxed write's timestamp; each into a held set's claimed index
         // here, anything else out of line.
         let all = vk::PipelineStageFlags2::ALL_COMMANDS;
-        let attachment_written = match self.claimed_end {
+        let attachment_written = match self.claimed_end.get() {
             Some((held, index)) => self.cmd.write_held_claimed(held, index, all),
             None => true,
         };
@@ -634,8 +665,10 @@ impl<'c> EncoderCore<'c> {
             Some(_) => false,
         };
         if attachment_written && relaxed_written {
-            self.claimed_end = None;
-            self.cmd.pass_ends.relaxed_one = None;
+            // `claimed_end` is not read once the pass ended.
+            if self.cmd.pass_ends.relaxed_one.is_some() {
+                self.cmd.pass_ends.relaxed_one = None;
+            }
             return Ok(());
         }
         self.end_rest(attachment_written, relaxed_written)
@@ -647,7 +680,9 @@ impl<'c> EncoderCore<'c> {
     #[inline(never)]
     fn end_rest(&mut self, attachment_written: bool, relaxed_written: bool) -> Result<()> {
         let mut first = Ok(());
-        if let Some((held, index)) = self.claimed_end.take() {
+        if let Some((held, index)) =
+            std::mem::replace(&mut self.claimed_end, ClaimedEnd::NONE).get()
+        {
             if !attachment_written {
                 first = self.write_end_checked(EndSample {
                     samples: EndSet::Held(held),
@@ -702,7 +737,9 @@ impl<'c> EncoderCore<'c> {
             }
             self.in_render_pass = false;
         }
-        if let Some((held, index)) = self.claimed_end.take() {
+        if let Some((held, index)) =
+            std::mem::replace(&mut self.claimed_end, ClaimedEnd::NONE).get()
+        {
             // The pass's only end sample (it had one attachment).
             keep(self.write_end(EndSample {
                 samples: EndSet::Held(held),
@@ -920,10 +957,11 @@ macro_rules! common_encoder_methods {
 
         /// Ends the pass (`endEncoding`): takes the end-of-pass samples.
         #[inline]
-        pub fn end_encoding(self) -> Result<()> {
-            // Ended here: the drop, which would end it, has nothing to do.
-            let mut this = std::mem::ManuallyDrop::new(self);
-            this.core.end()
+        pub fn end_encoding(mut self) -> Result<()> {
+            let ended = self.core.end();
+            // Ended: the drop would only see that.
+            std::mem::forget(self);
+            ended
         }
     };
 }
@@ -1242,5 +1280,20 @@ impl CommandBuffer {
         core.in_render_pass = true;
         start_samples(&mut core, render_attachments(attachments))?;
         Ok(RenderEncoder { core })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An encoder is made and returned as the caller's variable, and a
+    /// store costs most right after a driver call: it stays a few words
+    /// (the open pass's lists are in the command buffer).
+    #[test]
+    fn an_encoder_is_at_most_four_words() {
+        assert!(std::mem::size_of::<ComputeEncoder<'static>>() <= 32);
+        assert!(std::mem::size_of::<RenderEncoder<'static>>() <= 32);
+        assert!(std::mem::size_of::<BlitEncoder<'static>>() <= 32);
     }
 }
