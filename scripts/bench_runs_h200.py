@@ -47,3 +47,7 @@ for c in range(len(runs[0]["comparisons"])):
 print()
 print("CPU resolve of", runs[0]["resolve"]["samples"], "timestamps, ratio to a plain copy:",
       spread([r["resolve"]["ratio_to_copy"] for r in runs]))
+# Runs since the tenth session also give the medians of each (ms).
+if all("resolve_ns" in r["resolve"] for r in runs):
+    print("  resolve ms:", spread([r["resolve"]["resolve_ns"] / 1e6 for r in runs], 3),
+          " plain copy ms:", spread([r["resolve"]["copy_ns"] / 1e6 for r in runs], 3))

@@ -1029,6 +1029,8 @@ pub(crate) fn resolve(
     let mut resolve = Vec::new();
     let mut fresh = Vec::new();
     let mut copy = Vec::new();
+    // Each repetition's copy over its resolve: the two a moment apart.
+    let mut ratios = Vec::new();
     let src = vec![1u64; count as usize];
     let mut dst = vec![0u64; count as usize];
     let mut r = gpu_counters_core::ResolvedCounters::default();
@@ -1063,6 +1065,7 @@ pub(crate) fn resolve(
         if rep > 0 {
             resolve.push(e);
             copy.push(c);
+            ratios.push(c.max(1.0) / e.max(1.0));
         }
     }
     let resolve_ns = median(resolve);
@@ -1077,11 +1080,7 @@ pub(crate) fn resolve(
     Ok(ResolveReport {
         samples: count,
         samples_per_s: per_s(resolve_ns),
-        ratio_to_copy: if per_s(copy_ns) > 0.0 {
-            per_s(resolve_ns) / per_s(copy_ns)
-        } else {
-            0.0
-        },
+        ratio_to_copy: median(ratios),
         resolve_ns,
         copy_ns,
         driver_read_ns: 0.0,

@@ -166,10 +166,12 @@
 //! barrier), then `resolve_counter_range_into(0..M, &mut result)` into one
 //! result kept between runs, plus a count of its written samples
 //! (`ResolvedCounters::count`), is
-//! timed (median of `R` runs, after one warm-up) and compared with a plain
-//! `copy_from_slice` of the same `8 * M` bytes into a buffer that was
-//! already written once. `ratio_to_copy` is resolve throughput over copy
-//! throughput. [`print_human`] also gives `resolve_counter_range` with a new
+//! timed and compared with a plain `copy_from_slice` of the same `8 * M`
+//! bytes into a buffer that was already written once, side by side: each of
+//! `R` repetitions (after one warm-up) times both, with the other timings
+//! below, in an order that turns every repetition. `ratio_to_copy` is the
+//! median over the repetitions of each one's resolve throughput over its
+//! copy throughput. [`print_human`] also gives `resolve_counter_range` with a new
 //! result each time, and the driver's own share: `vkGetQueryPoolResults` of
 //! `M` timestamps of a raw query pool on one thread.
 //!
@@ -631,13 +633,13 @@ pub struct ResolveReport {
     pub samples: u32,
     /// gpu-counters' `resolve_counter_range` throughput.
     pub samples_per_s: f64,
-    /// That throughput over a plain memory copy's of the same bytes.
+    /// That throughput over a plain memory copy's of the same bytes: the
+    /// median over the repetitions of each one's ratio (the two timed side
+    /// by side).
     pub ratio_to_copy: f64,
     /// Median nanoseconds of one full resolve.
-    #[serde(skip)]
     pub resolve_ns: f64,
     /// Median nanoseconds of the plain copy.
-    #[serde(skip)]
     pub copy_ns: f64,
     /// Median nanoseconds of `vkGetQueryPoolResults` (with availability) of
     /// the same number of timestamps from a raw query pool: the driver's share.

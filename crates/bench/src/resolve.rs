@@ -37,84 +37,86 @@ pub(crate) fn measure(device: &Device, count: u32, reps: u32) -> Result<ResolveR
     }
     cmd.commit()?.wait()?;
 
-    // Steady state: one result resolved into again and again (the copy
-    // below also writes into a destination written before).
-    let mut resolve = Vec::new();
+    // Every repetition times the four side by side (their order turning
+    // each time), so that the ratio to a copy compares runs a moment apart
+    // rather than two blocks of runs on a shared, noisy machine: the
+    // steady state (one result resolved into again and again; the copy
+    // also writes into a destination written before), a new result each
+    // time, the driver's own read of a raw pool, and the plain copy.
     let mut resolved = gpu_counters_core::ResolvedCounters::default();
-    for rep in 0..=reps {
-        let t = Instant::now();
-        buffer.resolve_counter_range_into(0..count as u64, &mut resolved)?;
-        let written = resolved.count(SampleStatus::Written);
-        let elapsed = t.elapsed().as_nanos() as f64;
-        if written != count as usize {
-            return Err(BenchError::Measurement(format!(
+    let mut data = vec![[0u64; 2]; count as usize];
+    let source: Vec<u64> = (0..count as u64).collect();
+    let mut destination = vec![0u64; count as usize];
+    let (mut resolve, mut fresh, mut driver, mut copy) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut ratios = Vec::new();
+    let check = |written: usize| {
+        if written == count as usize {
+            Ok(())
+        } else {
+            Err(BenchError::Measurement(format!(
                 "resolve throughput: {written} of {count} timestamps written"
-            )));
+            )))
         }
-        black_box(&resolved);
+    };
+    for rep in 0..=reps {
+        let mut times = [0f64; 4];
+        for k in 0..4 {
+            let which = (k + rep as usize) % 4;
+            let t = Instant::now();
+            match which {
+                0 => {
+                    buffer.resolve_counter_range_into(0..count as u64, &mut resolved)?;
+                    let written = resolved.count(SampleStatus::Written);
+                    times[0] = t.elapsed().as_nanos() as f64;
+                    check(written)?;
+                    black_box(&resolved);
+                }
+                1 => {
+                    let fresh_result = buffer.resolve_counter_range(0..count as u64)?;
+                    let written = fresh_result.count(SampleStatus::Written);
+                    times[1] = t.elapsed().as_nanos() as f64;
+                    check(written)?;
+                    black_box(fresh_result);
+                }
+                2 => {
+                    // SAFETY: the pool holds `count` queries and `data` one
+                    // (value, availability) pair of u64 for each.
+                    unsafe {
+                        device.raw().get_query_pool_results(
+                            raw.pool,
+                            0,
+                            &mut data,
+                            vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY,
+                        )
+                    }
+                    .map_err(vk_err("vkGetQueryPoolResults"))?;
+                    times[2] = t.elapsed().as_nanos() as f64;
+                    black_box(&data);
+                }
+                _ => {
+                    destination.copy_from_slice(black_box(&source));
+                    black_box(&destination);
+                    times[3] = t.elapsed().as_nanos() as f64;
+                }
+            }
+        }
+        // The first repetition warms up.
         if rep > 0 {
-            resolve.push(elapsed);
+            resolve.push(times[0]);
+            fresh.push(times[1]);
+            driver.push(times[2]);
+            copy.push(times[3]);
+            ratios.push(times[3].max(1.0) / times[0].max(1.0));
         }
     }
     drop(resolved);
-    // A new result each time.
-    let mut fresh = Vec::new();
-    for rep in 0..=reps {
-        let t = Instant::now();
-        let resolved = buffer.resolve_counter_range(0..count as u64)?;
-        let written = resolved.count(SampleStatus::Written);
-        let elapsed = t.elapsed().as_nanos() as f64;
-        if written != count as usize {
-            return Err(BenchError::Measurement(format!(
-                "resolve throughput: {written} of {count} timestamps written"
-            )));
-        }
-        black_box(resolved);
-        if rep > 0 {
-            fresh.push(elapsed);
-        }
-    }
-
-    let mut driver = Vec::new();
-    let mut data = vec![[0u64; 2]; count as usize];
-    for rep in 0..=reps {
-        let t = Instant::now();
-        // SAFETY: the pool holds `count` queries and `data` one (value,
-        // availability) pair of u64 for each.
-        unsafe {
-            device.raw().get_query_pool_results(
-                raw.pool,
-                0,
-                &mut data,
-                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY,
-            )
-        }
-        .map_err(vk_err("vkGetQueryPoolResults"))?;
-        let elapsed = t.elapsed().as_nanos() as f64;
-        black_box(&data);
-        if rep > 0 {
-            driver.push(elapsed);
-        }
-    }
-
-    let source: Vec<u64> = (0..count as u64).collect();
-    let mut destination = vec![0u64; count as usize];
-    let mut copy = Vec::new();
-    for rep in 0..=reps {
-        let t = Instant::now();
-        destination.copy_from_slice(black_box(&source));
-        black_box(&destination);
-        let elapsed = t.elapsed().as_nanos() as f64;
-        if rep > 0 {
-            copy.push(elapsed);
-        }
-    }
     let resolve_ns = median(resolve).max(1.0);
     let copy_ns = median(copy).max(1.0);
     Ok(ResolveReport {
         samples: count,
         samples_per_s: count as f64 / (resolve_ns * 1e-9),
-        ratio_to_copy: copy_ns / resolve_ns,
+        ratio_to_copy: median(ratios),
         resolve_ns,
         copy_ns,
         driver_read_ns: median(driver),

@@ -248,8 +248,10 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
     assert_eq!(
         keys(resolve),
         [
+            "copy_ns",
             "fresh_result_ns",
             "ratio_to_copy",
+            "resolve_ns",
             "samples",
             "samples_per_s"
         ]
@@ -258,6 +260,8 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
     assert!(finite_non_negative(&resolve["samples_per_s"], "samples_per_s") > 0.0);
     assert!(finite_non_negative(&resolve["ratio_to_copy"], "ratio_to_copy") > 0.0);
     assert!(finite_non_negative(&resolve["fresh_result_ns"], "fresh_result_ns") > 0.0);
+    assert!(finite_non_negative(&resolve["resolve_ns"], "resolve_ns") > 0.0);
+    assert!(finite_non_negative(&resolve["copy_ns"], "copy_ns") > 0.0);
 
     let cal = &json["calibration"];
     assert_eq!(
