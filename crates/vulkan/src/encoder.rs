@@ -956,7 +956,10 @@ macro_rules! common_encoder_methods {
         }
 
         /// Ends the pass (`endEncoding`): takes the end-of-pass samples.
-        #[inline]
+        // Inlined whole: its usual path is a few checks around the
+        // driver's command, and a call of its own would save and restore
+        // registers on the stack beside that command each pass.
+        #[inline(always)]
         pub fn end_encoding(mut self) -> Result<()> {
             let ended = self.core.end();
             // Ended: the drop would only see that.
