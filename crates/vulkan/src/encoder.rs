@@ -149,17 +149,13 @@ pub(crate) struct PassEnds {
     chain: Option<Chain>,
     /// Relaxed heap writes waiting for the pass's end, per heap.
     relaxed: Vec<HeapRelaxed>,
-    /// The pass's one relaxed write while it has only one (the usual pass,
-    /// and `relaxed` is then empty): kept without the lists, written at the
-    /// pass's end as the lists' one write would be.
-    relaxed_one: Option<RelaxedOne>,
-}
-
-/// A pass's only relaxed write: the heap (its address, to compare) and the
-/// end-of-pass timestamp it takes.
-struct RelaxedOne {
-    key: usize,
-    end: EndSample,
+    /// The pass's one relaxed write while it has only one, into a heap the
+    /// recording holds (the usual pass; `relaxed` is then empty): the
+    /// heap's place among the held sets and the index, as one word (one
+    /// store to note it, one to clear it), written at the pass's end as
+    /// the lists' one write would be. A write into a heap not held yet
+    /// goes into the lists.
+    relaxed_one: ClaimedEnd,
 }
 
 /// One heap's relaxed writes waiting for the pass's end.
@@ -177,10 +173,17 @@ pub(crate) struct SpareRelaxed {
     writes: Vec<HeapRelaxed>,
 }
 
-/// A claimed end sample: the held set's place (high 32 bits) and the index
-/// (low 32 bits), or [`ClaimedEnd::NONE`].
+/// An end-of-pass timestamp into a held set: the set's place among those
+/// the recording holds (high 32 bits) and the index (low 32 bits), or
+/// [`ClaimedEnd::NONE`].
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct ClaimedEnd(u64);
+
+impl Default for ClaimedEnd {
+    fn default() -> Self {
+        Self::NONE
+    }
+}
 
 impl ClaimedEnd {
     const NONE: Self = Self(u64::MAX);
@@ -459,7 +462,7 @@ impl<'c> EncoderCore<'c> {
         granularity == TimestampGranularity::Precise
             && !self.ended
             && self.cmd.pass_ends.relaxed.is_empty()
-            && self.cmd.pass_ends.relaxed_one.is_none()
+            && self.cmd.pass_ends.relaxed_one == ClaimedEnd::NONE
             && self
                 .cmd
                 .write_claimed(&heap.inner, index, vk::PipelineStageFlags2::ALL_COMMANDS)
@@ -478,24 +481,33 @@ impl<'c> EncoderCore<'c> {
         if granularity != TimestampGranularity::Relaxed
             || self.ended
             || !self.cmd.pass_ends.relaxed.is_empty()
-            || self.cmd.pass_ends.relaxed_one.is_some()
+            || self.cmd.pass_ends.relaxed_one != ClaimedEnd::NONE
             || index >= heap.inner.count
             || !Arc::ptr_eq(&heap.inner.device.shared, &self.cmd.device.shared)
         {
             return false;
         }
-        let Some(held) = self.cmd.tracker.held_position(&heap.inner) else {
+        let Some(one) = self
+            .cmd
+            .tracker
+            .held_position(&heap.inner)
+            .and_then(|held| ClaimedEnd::new(held, index))
+        else {
             return false;
         };
-        self.cmd.pass_ends.relaxed_one = Some(RelaxedOne {
-            key: Arc::as_ptr(&heap.inner) as usize,
-            end: EndSample {
-                samples: EndSet::Held(held),
-                index,
-                stage: vk::PipelineStageFlags2::ALL_COMMANDS,
-            },
-        });
+        self.cmd.pass_ends.relaxed_one = one;
         true
+    }
+
+    /// Whether the pass's one relaxed write is `heap[index]`.
+    fn relaxed_one_is(&self, heap: &Arc<Samples>, index: u32) -> bool {
+        self.cmd
+            .pass_ends
+            .relaxed_one
+            .get()
+            .is_some_and(|(held, i)| {
+                i == index && self.cmd.tracker.held_position(heap) == Some(held)
+            })
     }
 
     #[inline(never)]
@@ -511,10 +523,8 @@ impl<'c> EncoderCore<'c> {
             TimestampGranularity::Precise => {
                 // Later in program order than any relaxed write of the index
                 // in this pass: it wins.
-                if self.cmd.pass_ends.relaxed_one.as_ref().is_some_and(|one| {
-                    one.key == Arc::as_ptr(&heap.inner) as usize && one.end.index == index
-                }) {
-                    self.cmd.pass_ends.relaxed_one = None;
+                if self.relaxed_one_is(&heap.inner, index) {
+                    self.cmd.pass_ends.relaxed_one = ClaimedEnd::NONE;
                 }
                 if let Some(r) = self
                     .cmd
@@ -541,25 +551,22 @@ impl<'c> EncoderCore<'c> {
                 // (outside any render pass, where re-used entries can be reset).
                 heap.inner.check_index(index)?;
                 if self.cmd.pass_ends.relaxed.is_empty() {
-                    let key = Arc::as_ptr(&heap.inner) as usize;
-                    match &self.cmd.pass_ends.relaxed_one {
-                        None => {
-                            let samples = match self.cmd.tracker.held_position(&heap.inner) {
-                                Some(p) => EndSet::Held(p),
-                                None => EndSet::Owned(heap.inner.clone()),
-                            };
-                            self.cmd.pass_ends.relaxed_one = Some(RelaxedOne {
-                                key,
-                                end: EndSample {
-                                    samples,
-                                    index,
-                                    stage: vk::PipelineStageFlags2::ALL_COMMANDS,
-                                },
-                            });
+                    if self.cmd.pass_ends.relaxed_one == ClaimedEnd::NONE {
+                        // The first: kept apart if the heap is held (else
+                        // the lists take it).
+                        if let Some(one) = self
+                            .cmd
+                            .tracker
+                            .held_position(&heap.inner)
+                            .and_then(|held| ClaimedEnd::new(held, index))
+                        {
+                            self.cmd.pass_ends.relaxed_one = one;
                             return Ok(());
                         }
-                        Some(one) if one.key == key && one.end.index == index => return Ok(()),
-                        Some(_) => self.spill_relaxed_one()?,
+                    } else if self.relaxed_one_is(&heap.inner, index) {
+                        return Ok(());
+                    } else {
+                        self.spill_relaxed_one()?;
                     }
                 }
                 self.insert_relaxed(&heap.inner, index);
@@ -572,18 +579,15 @@ impl<'c> EncoderCore<'c> {
     /// has come).
     #[inline(never)]
     fn spill_relaxed_one(&mut self) -> Result<()> {
-        let Some(one) = self.cmd.pass_ends.relaxed_one.take() else {
+        let Some((held, index)) =
+            std::mem::replace(&mut self.cmd.pass_ends.relaxed_one, ClaimedEnd::NONE).get()
+        else {
             return Ok(());
         };
-        let heap = match one.end.samples {
-            EndSet::Held(p) => self.cmd.held_samples(p).ok_or_else(|| {
-                gpu_counters_core::Error::Internal(
-                    "a relaxed write's heap is no longer held".into(),
-                )
-            })?,
-            EndSet::Owned(h) => h,
-        };
-        self.insert_relaxed(&heap, one.end.index);
+        let heap = self.cmd.held_samples(held).ok_or_else(|| {
+            gpu_counters_core::Error::Internal("a relaxed write's heap is no longer held".into())
+        })?;
+        self.insert_relaxed(&heap, index);
         Ok(())
     }
 
@@ -648,26 +652,15 @@ impl<'c> EncoderCore<'c> {
             Some((held, index)) => self.cmd.write_held_claimed(held, index, all),
             None => true,
         };
-        let relaxed_written = match &self.cmd.pass_ends.relaxed_one {
+        let relaxed_one = self.cmd.pass_ends.relaxed_one;
+        let relaxed_written = match relaxed_one.get() {
             None => true,
-            Some(RelaxedOne {
-                end:
-                    EndSample {
-                        samples: EndSet::Held(held),
-                        index,
-                        stage,
-                    },
-                ..
-            }) => {
-                let (held, index, stage) = (*held, *index, *stage);
-                self.cmd.write_held_claimed(held, index, stage)
-            }
-            Some(_) => false,
+            Some((held, index)) => self.cmd.write_held_claimed(held, index, all),
         };
         if attachment_written && relaxed_written {
             // `claimed_end` is not read once the pass ended.
-            if self.cmd.pass_ends.relaxed_one.is_some() {
-                self.cmd.pass_ends.relaxed_one = None;
+            if relaxed_one != ClaimedEnd::NONE {
+                self.cmd.pass_ends.relaxed_one = ClaimedEnd::NONE;
             }
             return Ok(());
         }
@@ -691,9 +684,15 @@ impl<'c> EncoderCore<'c> {
                 });
             }
         }
-        if let Some(one) = self.cmd.pass_ends.relaxed_one.take() {
+        if let Some((held, index)) =
+            std::mem::replace(&mut self.cmd.pass_ends.relaxed_one, ClaimedEnd::NONE).get()
+        {
             if !relaxed_written {
-                let r = self.write_end_checked(one.end);
+                let r = self.write_end_checked(EndSample {
+                    samples: EndSet::Held(held),
+                    index,
+                    stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+                });
                 if first.is_ok() {
                     first = r;
                 }
@@ -754,9 +753,15 @@ impl<'c> EncoderCore<'c> {
             }
             self.cmd.pass_ends.timestamps = list;
         }
-        if let Some(one) = self.cmd.pass_ends.relaxed_one.take() {
+        if let Some((held, index)) =
+            std::mem::replace(&mut self.cmd.pass_ends.relaxed_one, ClaimedEnd::NONE).get()
+        {
             // The lists are empty while the one write is kept apart.
-            keep(self.write_end(one.end));
+            keep(self.write_end(EndSample {
+                samples: EndSet::Held(held),
+                index,
+                stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+            }));
         }
         if self.cmd.pass_ends.relaxed.is_empty() {
             return first_error.map_or(Ok(()), Err);
