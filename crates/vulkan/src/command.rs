@@ -383,10 +383,13 @@ impl CommandBuffer {
     }
 
     /// [`CommandBuffer::write_claimed`] of `index`, only if `also` (in the
-    /// same block) is claimed clean too, and stays so for a later write:
-    /// a pass attachment's start, with its end checked in the same lookup.
+    /// same block, another index) is claimed clean too, which is then
+    /// noted as written as well: a pass attachment's start, with its end
+    /// taken in the same lookup. The caller records `also`'s write before
+    /// the recording ends (see [`LocalClaims::try_write_both`]); until it
+    /// does, the command buffer cannot end.
     #[inline(always)]
-    pub(crate) fn write_claimed_pair(
+    pub(crate) fn write_claimed_both(
         &mut self,
         samples: &Samples,
         index: u32,
@@ -395,7 +398,7 @@ impl CommandBuffer {
     ) -> bool {
         if !Arc::ptr_eq(&samples.device.shared, &self.device.shared)
             || samples.set != gpu_counters_core::CommonCounterSet::Timestamp
-            || !self.tracker.claims.try_write_pair(samples, index, also)
+            || !self.tracker.claims.try_write_both(samples, index, also)
         {
             return false;
         }

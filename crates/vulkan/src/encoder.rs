@@ -205,6 +205,23 @@ impl ClaimedEnd {
     }
 }
 
+/// A pass attachment's end sample that the pass's begin already noted as
+/// written in a block this recording claimed (so clean, and no other
+/// recording's to write): all that is left is its command, at the pass's
+/// end. A null `pool` is none.
+#[derive(Clone, Copy)]
+struct MarkedEnd {
+    pool: vk::QueryPool,
+    index: u32,
+}
+
+impl MarkedEnd {
+    const NONE: Self = Self {
+        pool: vk::QueryPool::null(),
+        index: 0,
+    };
+}
+
 /// The state every encoder shares.
 struct EncoderCore<'c> {
     cmd: &'c mut CommandBuffer,
@@ -213,11 +230,9 @@ struct EncoderCore<'c> {
     point_supported: bool,
     in_render_pass: bool,
     uses_render_pass2: bool,
-    /// The end sample of a pass begun by [`EncoderCore::begin_claimed`]:
-    /// the set's place among those the recording holds, and the index
-    /// (taken after all the pass's work, as every compute end sample), as
-    /// one word ([`ClaimedEnd`]: one store to note it).
-    claimed_end: ClaimedEnd,
+    /// The end sample of a pass begun by [`EncoderCore::begin_claimed`]
+    /// (taken after all the pass's work, as every compute end sample).
+    marked_end: MarkedEnd,
     ended: bool,
 }
 
@@ -234,7 +249,7 @@ impl<'c> EncoderCore<'c> {
             kind,
             in_render_pass: false,
             uses_render_pass2: false,
-            claimed_end: ClaimedEnd::NONE,
+            marked_end: MarkedEnd::NONE,
             ended: false,
         })
     }
@@ -401,26 +416,145 @@ impl<'c> EncoderCore<'c> {
         {
             return false;
         }
-        // A claimed set is held (a claim is taken by a write, which holds
-        // it), so this is the usual case; without it, the general path.
-        let Some(claimed_end) = self
-            .cmd
-            .tracker
-            .held_position(samples)
-            .and_then(|held| ClaimedEnd::new(held, end))
-        else {
-            return false;
-        };
-        // The start is written and the end checked clean in one lookup of
-        // the claim (the usual attachment's two indices share a block).
+        // The start is written and the end noted as written, both in one
+        // lookup of the claim (the usual attachment's two indices share a
+        // block); the end's command is all that is left for the pass's end.
         if !self
             .cmd
-            .write_claimed_pair(samples, start, end, vk::PipelineStageFlags2::TOP_OF_PIPE)
+            .write_claimed_both(samples, start, end, vk::PipelineStageFlags2::TOP_OF_PIPE)
         {
             return false;
         }
-        self.claimed_end = claimed_end;
+        self.marked_end = MarkedEnd {
+            pool: samples.main.raw,
+            index: end,
+        };
         true
+    }
+
+    /// Records the command of the pass's [`MarkedEnd`], if any (once).
+    #[inline(always)]
+    fn write_marked_end(&mut self) {
+        let MarkedEnd { pool, index } = std::mem::replace(&mut self.marked_end, MarkedEnd::NONE);
+        if pool != vk::QueryPool::null() {
+            // SAFETY: the pass's begin noted `index` as written in a block
+            // this recording claimed, so it was reset and written by no
+            // one then, and since then no write or reset of it was
+            // recorded: this recording's claimed writes see it written, a
+            // locked sample of the set in this pass demotes the mark first
+            // (`demote_marked_end`), and another recording's write applies
+            // the mark first and is refused. A claim is
+            // taken on a set the recording holds, so `pool` lives until
+            // the GPU is done with the command buffer; the set is of this
+            // device (checked by `write_claimed_both`), and the command
+            // buffer is recording.
+            unsafe {
+                self.cmd.device.raw().cmd_write_timestamp2(
+                    self.cmd.raw,
+                    vk::PipelineStageFlags2::ALL_COMMANDS,
+                    pool,
+                    index,
+                )
+            };
+        }
+    }
+
+    /// [`EncoderCore::begin_claimed`] of an attachment whose block this
+    /// recording has not claimed yet (the first pass of every block of
+    /// indices): under one lock, the end is checked (and reset if re-used),
+    /// the start written, which claims the block, and the end then noted in
+    /// the claim if it is clean there (else written with every check at the
+    /// pass's end). The general path's checks and commands, in its order.
+    /// `Ok(false)`, having done nothing, for anything but one timestamp
+    /// buffer of this device with two different indices inside it on a
+    /// device that samples at stage boundaries: the general path decides
+    /// and reports what is wrong.
+    #[cold]
+    #[inline(never)]
+    fn begin_claiming(&mut self, a: &PassSampleBufferAttachment<'_>) -> Result<bool> {
+        let (Some(start), Some(end)) = (
+            a.start_of_encoder_sample_index,
+            a.end_of_encoder_sample_index,
+        ) else {
+            return Ok(false);
+        };
+        let samples = &a.sample_buffer.inner;
+        let cmd = &mut *self.cmd;
+        if start == end
+            || start.max(end) >= samples.count
+            || samples.set != CommonCounterSet::Timestamp
+            || !Arc::ptr_eq(&samples.device.shared, &cmd.device.shared)
+            || !cmd
+                .device
+                .supports_counter_sampling(CounterSamplingPoint::AtStageBoundary)
+        {
+            return Ok(false);
+        }
+        let mut slots = samples.lock()?;
+        let reset_end = samples.prepare_write(&mut slots, end, false, &mut cmd.tracker)?;
+        let reset_start = samples.prepare_write(&mut slots, start, false, &mut cmd.tracker)?;
+        if reset_end {
+            samples.record_reset(&mut slots, cmd.raw, &cmd.tracker, end);
+            slots.state[end as usize] = SlotState::Fresh;
+        }
+        if reset_start {
+            samples.record_reset(&mut slots, cmd.raw, &cmd.tracker, start);
+        }
+        // SAFETY: `start` is inside the set (checked above), its query was
+        // reset (on the host, or inline just above) and is not open
+        // (`prepare_write`), the set is of this device, and the command
+        // buffer is recording outside any render pass.
+        unsafe {
+            cmd.device.raw().cmd_write_timestamp2(
+                cmd.raw,
+                vk::PipelineStageFlags2::TOP_OF_PIPE,
+                samples.main.raw,
+                start,
+            )
+        };
+        slots.mark_recorded(start, NONE, false, cmd.tracker.ticket.id(), 0);
+        let Tracker { claims, ticket, .. } = &mut cmd.tracker;
+        claims.claim(samples, &mut slots, start, ticket);
+        drop(slots);
+        if cmd.tracker.claims.try_write(samples, end) {
+            self.marked_end = MarkedEnd {
+                pool: samples.main.raw,
+                index: end,
+            };
+        } else {
+            let samples = match cmd.tracker.held_position(samples) {
+                Some(p) => EndSet::Held(p),
+                None => EndSet::Owned(samples.clone()),
+            };
+            cmd.pass_ends.timestamps.push(EndSample {
+                samples,
+                index: end,
+                stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+            });
+        }
+        Ok(true)
+    }
+
+    /// Turns the pass's [`MarkedEnd`] into `buffer`'s, if it is one, into
+    /// an end sample written with every check: before a locked sample of
+    /// that buffer in the pass, which may write or reset the end's index
+    /// (the end's command then follows a reset of its own).
+    #[cold]
+    fn demote_marked_end(&mut self, buffer: &CounterSampleBuffer) {
+        let MarkedEnd { pool, index } = self.marked_end;
+        if pool == vk::QueryPool::null() || pool != buffer.inner.main.raw {
+            return;
+        }
+        self.marked_end = MarkedEnd::NONE;
+        let samples = match self.cmd.tracker.held_position(&buffer.inner) {
+            Some(p) => EndSet::Held(p),
+            None => EndSet::Owned(buffer.inner.clone()),
+        };
+        self.cmd.pass_ends.timestamps.push(EndSample {
+            samples,
+            index,
+            stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+        });
     }
 
     /// A timestamp sample into an index this recording claimed clean, at a
@@ -442,6 +576,7 @@ impl<'c> EncoderCore<'c> {
         self.check_open()?;
         self.cmd
             .check_device(&buffer.inner, "counter sample buffer")?;
+        self.demote_marked_end(buffer);
         if !self.point_supported {
             self.device().require_point(self.kind.point())?;
         }
@@ -647,58 +782,34 @@ impl<'c> EncoderCore<'c> {
         // In the general path's order: the attachment's end, then the
         // relaxed write's timestamp; each into a held set's claimed index
         // here, anything else out of line.
-        let all = vk::PipelineStageFlags2::ALL_COMMANDS;
-        let attachment_written = match self.claimed_end.get() {
-            Some((held, index)) => self.cmd.write_held_claimed(held, index, all),
-            None => true,
-        };
+        self.write_marked_end();
         let relaxed_one = self.cmd.pass_ends.relaxed_one;
-        let relaxed_written = match relaxed_one.get() {
-            None => true,
-            Some((held, index)) => self.cmd.write_held_claimed(held, index, all),
+        let Some((held, index)) = relaxed_one.get() else {
+            return Ok(());
         };
-        if attachment_written && relaxed_written {
-            // `claimed_end` is not read once the pass ended.
-            if relaxed_one != ClaimedEnd::NONE {
-                self.cmd.pass_ends.relaxed_one = ClaimedEnd::NONE;
-            }
+        if self
+            .cmd
+            .write_held_claimed(held, index, vk::PipelineStageFlags2::ALL_COMMANDS)
+        {
+            self.cmd.pass_ends.relaxed_one = ClaimedEnd::NONE;
             return Ok(());
         }
-        self.end_rest(attachment_written, relaxed_written)
+        self.end_relaxed_one()
     }
 
-    /// The end samples of [`EncoderCore::end`]'s usual pass that it could
-    /// not write into claimed indices (`false`), with every check.
+    /// The pass's one relaxed write, which [`EncoderCore::end`] could not
+    /// write into a claimed index, with every check.
     #[cold]
     #[inline(never)]
-    fn end_rest(&mut self, attachment_written: bool, relaxed_written: bool) -> Result<()> {
-        let mut first = Ok(());
-        if let Some((held, index)) =
-            std::mem::replace(&mut self.claimed_end, ClaimedEnd::NONE).get()
-        {
-            if !attachment_written {
-                first = self.write_end_checked(EndSample {
-                    samples: EndSet::Held(held),
-                    index,
-                    stage: vk::PipelineStageFlags2::ALL_COMMANDS,
-                });
-            }
+    fn end_relaxed_one(&mut self) -> Result<()> {
+        match std::mem::replace(&mut self.cmd.pass_ends.relaxed_one, ClaimedEnd::NONE).get() {
+            Some((held, index)) => self.write_end_checked(EndSample {
+                samples: EndSet::Held(held),
+                index,
+                stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+            }),
+            None => Ok(()),
         }
-        if let Some((held, index)) =
-            std::mem::replace(&mut self.cmd.pass_ends.relaxed_one, ClaimedEnd::NONE).get()
-        {
-            if !relaxed_written {
-                let r = self.write_end_checked(EndSample {
-                    samples: EndSet::Held(held),
-                    index,
-                    stage: vk::PipelineStageFlags2::ALL_COMMANDS,
-                });
-                if first.is_ok() {
-                    first = r;
-                }
-            }
-        }
-        first
     }
 
     /// [`EncoderCore::end`] of any pass.
@@ -736,16 +847,8 @@ impl<'c> EncoderCore<'c> {
             }
             self.in_render_pass = false;
         }
-        if let Some((held, index)) =
-            std::mem::replace(&mut self.claimed_end, ClaimedEnd::NONE).get()
-        {
-            // The pass's only end sample (it had one attachment).
-            keep(self.write_end(EndSample {
-                samples: EndSet::Held(held),
-                index,
-                stage: vk::PipelineStageFlags2::ALL_COMMANDS,
-            }));
-        }
+        // The pass's only attachment end sample, if it had one attachment.
+        self.write_marked_end();
         if !self.cmd.pass_ends.timestamps.is_empty() {
             let mut list = std::mem::take(&mut self.cmd.pass_ends.timestamps);
             for end in list.drain(..) {
@@ -1153,6 +1256,7 @@ fn pass_encoder<'c>(
     match attachments {
         [] => {}
         [one] if core.begin_claimed(one) => {}
+        [one] if core.begin_claiming(one)? => {}
         _ => {
             core.prepare_attachments(pass_attachments(attachments))?;
             start_samples(&mut core, pass_attachments(attachments))?;

@@ -355,3 +355,91 @@ fn general_passes_end_with_their_own_samples() {
     }
     common::assert_no_validation_messages(&device);
 }
+
+/// A pass with one attachment notes its end as written when it begins, and
+/// records the end's command when it ends: the first pass of a block (which
+/// claims it) and later ones alike. Writing the end's index inside the
+/// pass, leaking the pass, or an end in another block than the start must
+/// each still give valid commands and honest samples.
+#[test]
+fn a_pass_end_noted_at_its_begin() {
+    let device = common::device();
+    let b = common::sample_buffer(&device, CommonCounterSet::Timestamp, "ends", 200);
+    let pass_of = |cmd: &mut CommandBuffer, start: u32, end: u32| {
+        cmd.compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: &attach(&b, Some(start), Some(end)),
+        })
+        .unwrap()
+        .end_encoding()
+        .unwrap();
+    };
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    // The first pass of block 0 claims it; the second takes the claim.
+    pass_of(&mut cmd, 0, 1);
+    pass_of(&mut cmd, 2, 3);
+    // The end's index sampled inside the pass (the first pass of block 1,
+    // then a later one): the inner sample is taken, and the pass's end
+    // writes the index again after a reset of its own.
+    for (start, end) in [(64, 65), (66, 67)] {
+        let mut pass = cmd
+            .compute_encoder(&ComputePassDescriptor {
+                sample_buffer_attachments: &attach(&b, Some(start), Some(end)),
+            })
+            .unwrap();
+        pass.sample_counters(&b, end, true).unwrap();
+        pass.end_encoding().unwrap();
+    }
+    // The start ending block 1 and the end beginning block 2.
+    pass_of(&mut cmd, 127, 128);
+    // The end written before in this recording (so not clean in the
+    // claim): the pass's begin takes the lock, resets it and claims the
+    // block again.
+    cmd.sample_counters(&b, 190, true).unwrap();
+    pass_of(&mut cmd, 129, 190);
+    common::run(cmd);
+    let r = b.resolve_counter_range(0..200).unwrap();
+    let written = [0, 1, 2, 3, 64, 65, 66, 67, 127, 128, 129, 190];
+    for (i, s) in r.statuses().iter().enumerate() {
+        let expected = if written.contains(&(i as u32)) {
+            SampleStatus::Written
+        } else {
+            SampleStatus::NotWritten
+        };
+        assert_eq!(*s, expected, "sample {i}");
+    }
+    // Each pass's end after its start (a later pass's start, taken at the
+    // top of the pipe, is not ordered after an earlier end).
+    let t = ticks(&r);
+    for (a, c) in [(0, 1), (2, 3), (64, 65), (66, 67), (127, 128), (129, 190)] {
+        assert!(t[a] <= t[c], "sample {c} before {a}: {t:?}");
+    }
+
+    // Leaked passes, the first of a block and a later one: no later
+    // encoder, no commit, and none of their indices reads as written.
+    b.reset().unwrap();
+    for first in [true, false] {
+        let mut cmd = CommandBuffer::new(&device).unwrap();
+        if !first {
+            pass_of(&mut cmd, 10, 11);
+        }
+        let pass = cmd
+            .compute_encoder(&ComputePassDescriptor {
+                sample_buffer_attachments: &attach(&b, Some(12), Some(13)),
+            })
+            .unwrap();
+        std::mem::forget(pass);
+        assert!(cmd.commit().is_err());
+        assert_eq!(
+            b.resolve_counter_range(10..14).unwrap().statuses(),
+            &[SampleStatus::NotWritten; 4]
+        );
+        // The abandoned recording's marks are forgotten: the indices are
+        // written by the next one.
+        let mut cmd = CommandBuffer::new(&device).unwrap();
+        pass_of(&mut cmd, 12, 13);
+        common::run(cmd);
+        assert!(b.resolve_counter_range(12..14).unwrap().all_written());
+        b.reset().unwrap();
+    }
+    common::assert_no_validation_messages(&device);
+}
