@@ -149,13 +149,12 @@ pub(crate) struct PassEnds {
     chain: Option<Chain>,
     /// Relaxed heap writes waiting for the pass's end, per heap.
     relaxed: Vec<HeapRelaxed>,
-    /// The pass's one relaxed write while it has only one, into a heap the
-    /// recording holds (the usual pass; `relaxed` is then empty): the
-    /// heap's place among the held sets and the index, as one word (one
-    /// store to note it, one to clear it), written at the pass's end as
-    /// the lists' one write would be. A write into a heap not held yet
-    /// goes into the lists.
-    relaxed_one: ClaimedEnd,
+    /// The pass's one relaxed write while it has only one, noted as
+    /// written in a block this recording claimed when it was made (the
+    /// usual pass; `relaxed` is then empty): its command is all that is
+    /// left for the pass's end, where the lists' one write would be. Any
+    /// other write goes into the lists.
+    relaxed_one: MarkedEnd,
 }
 
 /// One heap's relaxed writes waiting for the pass's end.
@@ -173,43 +172,12 @@ pub(crate) struct SpareRelaxed {
     writes: Vec<HeapRelaxed>,
 }
 
-/// An end-of-pass timestamp into a held set: the set's place among those
-/// the recording holds (high 32 bits) and the index (low 32 bits), or
-/// [`ClaimedEnd::NONE`].
+/// A pass's end sample (an attachment's end, or its one relaxed heap
+/// write) that was noted as written in a block this recording claimed (so
+/// clean, and no other recording's to write) when the pass began or the
+/// write was made: all that is left is its command, at the pass's end. A
+/// null `pool` is none.
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct ClaimedEnd(u64);
-
-impl Default for ClaimedEnd {
-    fn default() -> Self {
-        Self::NONE
-    }
-}
-
-impl ClaimedEnd {
-    const NONE: Self = Self(u64::MAX);
-
-    /// `held` and `index`, or `None` where `held` does not fit (sets held
-    /// by one recording are few; the general path takes any other).
-    #[inline(always)]
-    fn new(held: usize, index: u32) -> Option<Self> {
-        if held >= u32::MAX as usize {
-            return None;
-        }
-        Some(Self((held as u64) << 32 | u64::from(index)))
-    }
-
-    /// The held set's place and the index, if any.
-    #[inline(always)]
-    fn get(self) -> Option<(usize, u32)> {
-        (self != Self::NONE).then_some(((self.0 >> 32) as usize, self.0 as u32))
-    }
-}
-
-/// A pass attachment's end sample that the pass's begin already noted as
-/// written in a block this recording claimed (so clean, and no other
-/// recording's to write): all that is left is its command, at the pass's
-/// end. A null `pool` is none.
-#[derive(Clone, Copy)]
 struct MarkedEnd {
     pool: vk::QueryPool,
     index: u32,
@@ -220,6 +188,16 @@ impl MarkedEnd {
         pool: vk::QueryPool::null(),
         index: 0,
     };
+
+    fn is_none(self) -> bool {
+        self.pool == vk::QueryPool::null()
+    }
+}
+
+impl Default for MarkedEnd {
+    fn default() -> Self {
+        Self::NONE
+    }
 }
 
 /// The state every encoder shares.
@@ -432,31 +410,55 @@ impl<'c> EncoderCore<'c> {
         true
     }
 
-    /// Records the command of the pass's [`MarkedEnd`], if any (once).
+    /// Records the command of the pass's attachment [`MarkedEnd`], if any
+    /// (once).
     #[inline(always)]
     fn write_marked_end(&mut self) {
-        let MarkedEnd { pool, index } = std::mem::replace(&mut self.marked_end, MarkedEnd::NONE);
-        if pool != vk::QueryPool::null() {
-            // SAFETY: the pass's begin noted `index` as written in a block
-            // this recording claimed, so it was reset and written by no
-            // one then, and since then no write or reset of it was
-            // recorded: this recording's claimed writes see it written, a
-            // locked sample of the set in this pass demotes the mark first
-            // (`demote_marked_end`), and another recording's write applies
-            // the mark first and is refused. A claim is
-            // taken on a set the recording holds, so `pool` lives until
-            // the GPU is done with the command buffer; the set is of this
-            // device (checked by `write_claimed_both`), and the command
-            // buffer is recording.
-            unsafe {
-                self.cmd.device.raw().cmd_write_timestamp2(
-                    self.cmd.raw,
-                    vk::PipelineStageFlags2::ALL_COMMANDS,
-                    pool,
-                    index,
-                )
-            };
+        let end = self.marked_end;
+        if !end.is_none() {
+            self.marked_end = MarkedEnd::NONE;
+            self.record_marked(end);
         }
+    }
+
+    /// Records the command of the pass's relaxed [`MarkedEnd`], if any
+    /// (once).
+    #[inline(always)]
+    fn write_relaxed_one(&mut self) {
+        let one = self.cmd.pass_ends.relaxed_one;
+        if !one.is_none() {
+            self.cmd.pass_ends.relaxed_one = MarkedEnd::NONE;
+            self.record_marked(one);
+        }
+    }
+
+    /// Records the timestamp command of `end`, taken out of the pass.
+    #[inline(always)]
+    fn record_marked(&mut self, MarkedEnd { pool, index }: MarkedEnd) {
+        // SAFETY: `index` was noted as written in a block this
+        // recording claimed (by the pass's begin, or by the relaxed
+        // write), so it was reset and written by no one then, and
+        // since then no write or reset of it was recorded: this
+        // recording's claimed writes see it written; a locked sample
+        // of the set in this pass demotes an attachment's mark first
+        // (`demote_marked_end`), and a precise write of the relaxed
+        // index records this command in its place, once
+        // (`write_heap_timestamp`); another
+        // recording's write applies the mark first and is refused. A
+        // claim is taken on a set the recording holds, so `pool` lives
+        // until the GPU is done with the command buffer; the set is of
+        // this device (checked before the mark), and the command
+        // buffer is recording (inside a render pass only for a precise
+        // write taking the relaxed one's place: a timestamp write is
+        // valid there, and no reset is needed).
+        unsafe {
+            self.cmd.device.raw().cmd_write_timestamp2(
+                self.cmd.raw,
+                vk::PipelineStageFlags2::ALL_COMMANDS,
+                pool,
+                index,
+            )
+        };
     }
 
     /// [`EncoderCore::begin_claimed`] of an attachment whose block this
@@ -597,15 +599,16 @@ impl<'c> EncoderCore<'c> {
         granularity == TimestampGranularity::Precise
             && !self.ended
             && self.cmd.pass_ends.relaxed.is_empty()
-            && self.cmd.pass_ends.relaxed_one == ClaimedEnd::NONE
+            && self.cmd.pass_ends.relaxed_one.is_none()
             && self
                 .cmd
                 .write_claimed(&heap.inner, index, vk::PipelineStageFlags2::ALL_COMMANDS)
     }
 
-    /// The first relaxed write of a pass, into a heap of this device this
-    /// recording holds: kept as the pass's one relaxed write, with nothing
-    /// else to check (inlined into the caller). Returns whether it kept it.
+    /// The first relaxed write of a pass, into a heap entry of this device
+    /// this recording claimed clean: noted as written now, and kept as the
+    /// pass's one relaxed write, whose command the pass's end records
+    /// (inlined into the caller). Returns whether it kept it.
     #[inline(always)]
     fn write_relaxed_first(
         &mut self,
@@ -616,33 +619,23 @@ impl<'c> EncoderCore<'c> {
         if granularity != TimestampGranularity::Relaxed
             || self.ended
             || !self.cmd.pass_ends.relaxed.is_empty()
-            || self.cmd.pass_ends.relaxed_one != ClaimedEnd::NONE
-            || index >= heap.inner.count
+            || !self.cmd.pass_ends.relaxed_one.is_none()
             || !Arc::ptr_eq(&heap.inner.device.shared, &self.cmd.device.shared)
+            || !self.cmd.tracker.claims.try_write(&heap.inner, index)
         {
             return false;
         }
-        let Some(one) = self
-            .cmd
-            .tracker
-            .held_position(&heap.inner)
-            .and_then(|held| ClaimedEnd::new(held, index))
-        else {
-            return false;
+        self.cmd.pass_ends.relaxed_one = MarkedEnd {
+            pool: heap.inner.main.raw,
+            index,
         };
-        self.cmd.pass_ends.relaxed_one = one;
         true
     }
 
     /// Whether the pass's one relaxed write is `heap[index]`.
-    fn relaxed_one_is(&self, heap: &Arc<Samples>, index: u32) -> bool {
-        self.cmd
-            .pass_ends
-            .relaxed_one
-            .get()
-            .is_some_and(|(held, i)| {
-                i == index && self.cmd.tracker.held_position(heap) == Some(held)
-            })
+    fn relaxed_one_is(&self, heap: &Samples, index: u32) -> bool {
+        let one = self.cmd.pass_ends.relaxed_one;
+        !one.is_none() && one.pool == heap.main.raw && one.index == index
     }
 
     #[inline(never)]
@@ -657,9 +650,12 @@ impl<'c> EncoderCore<'c> {
         match granularity {
             TimestampGranularity::Precise => {
                 // Later in program order than any relaxed write of the index
-                // in this pass: it wins.
+                // in this pass: it wins. The pass's one relaxed write is
+                // noted as written and its query is still clean: this
+                // write takes its place.
                 if self.relaxed_one_is(&heap.inner, index) {
-                    self.cmd.pass_ends.relaxed_one = ClaimedEnd::NONE;
+                    self.write_relaxed_one();
+                    return Ok(());
                 }
                 if let Some(r) = self
                     .cmd
@@ -682,48 +678,31 @@ impl<'c> EncoderCore<'c> {
             }
             TimestampGranularity::Relaxed => {
                 // Coalesced: one timestamp at the pass's end serves every
-                // relaxed write of the pass. Checked now, written at the end
-                // (outside any render pass, where re-used entries can be reset).
+                // relaxed write of the pass in the lists (and the one kept
+                // apart has its own). Checked now, written at the end
+                // (outside any render pass, where re-used entries can be
+                // reset).
                 heap.inner.check_index(index)?;
-                if self.cmd.pass_ends.relaxed.is_empty() {
-                    if self.cmd.pass_ends.relaxed_one == ClaimedEnd::NONE {
-                        // The first: kept apart if the heap is held (else
-                        // the lists take it).
-                        if let Some(one) = self
-                            .cmd
-                            .tracker
-                            .held_position(&heap.inner)
-                            .and_then(|held| ClaimedEnd::new(held, index))
-                        {
-                            self.cmd.pass_ends.relaxed_one = one;
-                            return Ok(());
-                        }
-                    } else if self.relaxed_one_is(&heap.inner, index) {
-                        return Ok(());
-                    } else {
-                        self.spill_relaxed_one()?;
-                    }
+                if self.relaxed_one_is(&heap.inner, index) {
+                    return Ok(());
+                }
+                // The first, into an entry claimed clean: kept apart (a
+                // mark cannot join the lists, which write with every
+                // check: the lists are empty while it is the first).
+                if self.cmd.pass_ends.relaxed.is_empty()
+                    && self.cmd.pass_ends.relaxed_one.is_none()
+                    && self.cmd.tracker.claims.try_write(&heap.inner, index)
+                {
+                    self.cmd.pass_ends.relaxed_one = MarkedEnd {
+                        pool: heap.inner.main.raw,
+                        index,
+                    };
+                    return Ok(());
                 }
                 self.insert_relaxed(&heap.inner, index);
                 Ok(())
             }
         }
-    }
-
-    /// Moves the pass's one relaxed write into the lists (a second write
-    /// has come).
-    #[inline(never)]
-    fn spill_relaxed_one(&mut self) -> Result<()> {
-        let Some((held, index)) =
-            std::mem::replace(&mut self.cmd.pass_ends.relaxed_one, ClaimedEnd::NONE).get()
-        else {
-            return Ok(());
-        };
-        let heap = self.cmd.held_samples(held).ok_or_else(|| {
-            gpu_counters_core::Error::Internal("a relaxed write's heap is no longer held".into())
-        })?;
-        self.insert_relaxed(&heap, index);
-        Ok(())
     }
 
     /// Adds a relaxed write of `heap[index]` to the pass's lists.
@@ -780,36 +759,10 @@ impl<'c> EncoderCore<'c> {
         self.ended = true;
         self.cmd.encoder_open = false;
         // In the general path's order: the attachment's end, then the
-        // relaxed write's timestamp; each into a held set's claimed index
-        // here, anything else out of line.
+        // relaxed write's timestamp, both noted as written already.
         self.write_marked_end();
-        let relaxed_one = self.cmd.pass_ends.relaxed_one;
-        let Some((held, index)) = relaxed_one.get() else {
-            return Ok(());
-        };
-        if self
-            .cmd
-            .write_held_claimed(held, index, vk::PipelineStageFlags2::ALL_COMMANDS)
-        {
-            self.cmd.pass_ends.relaxed_one = ClaimedEnd::NONE;
-            return Ok(());
-        }
-        self.end_relaxed_one()
-    }
-
-    /// The pass's one relaxed write, which [`EncoderCore::end`] could not
-    /// write into a claimed index, with every check.
-    #[cold]
-    #[inline(never)]
-    fn end_relaxed_one(&mut self) -> Result<()> {
-        match std::mem::replace(&mut self.cmd.pass_ends.relaxed_one, ClaimedEnd::NONE).get() {
-            Some((held, index)) => self.write_end_checked(EndSample {
-                samples: EndSet::Held(held),
-                index,
-                stage: vk::PipelineStageFlags2::ALL_COMMANDS,
-            }),
-            None => Ok(()),
-        }
+        self.write_relaxed_one();
+        Ok(())
     }
 
     /// [`EncoderCore::end`] of any pass.
@@ -856,22 +809,29 @@ impl<'c> EncoderCore<'c> {
             }
             self.cmd.pass_ends.timestamps = list;
         }
-        if let Some((held, index)) =
-            std::mem::replace(&mut self.cmd.pass_ends.relaxed_one, ClaimedEnd::NONE).get()
-        {
-            // The lists are empty while the one write is kept apart.
-            keep(self.write_end(EndSample {
-                samples: EndSet::Held(held),
-                index,
-                stage: vk::PipelineStageFlags2::ALL_COMMANDS,
-            }));
-        }
+        let one = self.cmd.pass_ends.relaxed_one;
+        self.write_relaxed_one();
         if self.cmd.pass_ends.relaxed.is_empty() {
             return first_error.map_or(Ok(()), Err);
         }
         let mut relaxed = std::mem::take(&mut self.cmd.pass_ends.relaxed);
         for entry in relaxed.drain(..) {
             let HeapRelaxed { heap, writes } = &entry;
+            if !one.is_none() && heap.main.raw == one.pool {
+                // The heap of the pass's first relaxed write, written
+                // above: its other relaxed writes share that timestamp.
+                match heap.lock() {
+                    Ok(mut slots) => {
+                        let rec = self.cmd.tracker.ticket.id();
+                        for &i in writes.indices() {
+                            slots.mark_alias(i, one.index, rec);
+                        }
+                    }
+                    Err(e) => keep(Err(e)),
+                }
+                self.cmd.spare_relaxed.writes.push(entry);
+                continue;
+            }
             let Some((&first, rest)) = writes.indices().split_first() else {
                 self.cmd.spare_relaxed.writes.push(entry);
                 continue;

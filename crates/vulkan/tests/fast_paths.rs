@@ -177,15 +177,16 @@ fn a_pass_with_one_relaxed_write() {
     }
     pass.write_timestamp(Relaxed, &h1, 3).unwrap();
     pass.end_encoding().unwrap();
-    // D: relaxed writes into two heaps: the second one moves the first into
-    // the lists; each heap gets its timestamp.
+    // D: relaxed writes into two heaps: the first is kept apart, the
+    // second goes into the lists; each heap gets its timestamp.
     let mut pass = cmd
         .compute_encoder(&ComputePassDescriptor::default())
         .unwrap();
     pass.write_timestamp(Relaxed, &h1, 4).unwrap();
     pass.write_timestamp(Relaxed, &h2, 1).unwrap();
     pass.end_encoding().unwrap();
-    // E: two indices of one heap: coalesced into one timestamp.
+    // E: two indices of one heap (the first kept apart, the second in the
+    // lists): coalesced into one timestamp.
     let mut pass = cmd
         .compute_encoder(&ComputePassDescriptor::default())
         .unwrap();

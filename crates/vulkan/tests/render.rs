@@ -108,3 +108,75 @@ fn many_triangles() {
 fn odd_target() {
     check(5, 17, 9);
 }
+
+/// Relaxed heap writes in a render pass, each followed by a precise write
+/// of the same entry: the precise write wins, and is valid inside the
+/// render pass (no reset: the relaxed write's entry was never written). A
+/// second relaxed write of the pass shares the first one's timestamp.
+#[test]
+fn relaxed_then_precise_in_a_render_pass() {
+    use gpu_counters_core::TimestampGranularity::{Precise, Relaxed};
+    let device = common::device();
+    let heap = device
+        .make_counter_heap(&gpu_counters_core::CounterHeapDescriptor::timestamp(8))
+        .unwrap();
+    let mut work = RenderWorkload::new(&common::ctx(&device), 1, 16, 16).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    // SAFETY: as in `check`.
+    unsafe { work.record_prepare(device.raw(), cmd.raw()) };
+    // A precise write in a compute pass claims the heap's block.
+    let mut pass = cmd
+        .compute_encoder(&gpu_counters_vulkan::ComputePassDescriptor::default())
+        .unwrap();
+    pass.write_timestamp(Precise, &heap, 0).unwrap();
+    pass.end_encoding().unwrap();
+    let colors = [work.color_attachment()];
+    let info = vk::RenderingInfo::default()
+        .render_area(work.render_area())
+        .layer_count(1)
+        .color_attachments(&colors);
+    for round in 0..2 {
+        // SAFETY: as in `check`: the workload's color view, prepared above
+        // (rendering leaves it in the same layout), over its whole extent.
+        let mut pass = unsafe {
+            cmd.render_encoder(&RenderPassDescriptor {
+                target: RenderTarget::Dynamic(&info),
+                sample_buffer_attachments: &[],
+            })
+        }
+        .unwrap();
+        if round == 0 {
+            // The pass's first relaxed write, then a precise one in its place.
+            pass.write_timestamp(Relaxed, &heap, 1).unwrap();
+            pass.write_timestamp(Precise, &heap, 1).unwrap();
+            // Again (the first relaxed write since), and one in the lists.
+            pass.write_timestamp(Relaxed, &heap, 2).unwrap();
+            pass.write_timestamp(Relaxed, &heap, 3).unwrap();
+            pass.write_timestamp(Precise, &heap, 2).unwrap();
+            pass.write_timestamp(Precise, &heap, 3).unwrap();
+            pass.write_timestamp(Relaxed, &heap, 4).unwrap();
+        } else {
+            pass.write_timestamp(Relaxed, &heap, 5).unwrap();
+            pass.write_timestamp(Relaxed, &heap, 6).unwrap();
+        }
+        pass.end_encoding().unwrap();
+    }
+    common::run(cmd);
+    let r = heap.resolve_counter_range(0..8).unwrap();
+    let mut expected = [SampleStatus::Written; 8];
+    expected[7] = SampleStatus::NotWritten;
+    assert_eq!(r.statuses(), &expected);
+    let t: Vec<u64> = r
+        .timestamps()
+        .unwrap()
+        .iter()
+        .map(|s| s.timestamp)
+        .collect();
+    // Precise writes in program order, the relaxed one at the pass's end.
+    assert!(t[1] <= t[2] && t[2] <= t[3] && t[3] <= t[4], "{t:?}");
+    // The second pass's two relaxed writes share one timestamp.
+    assert_eq!(t[5], t[6], "{t:?}");
+    // SAFETY: as in `check`.
+    unsafe { work.destroy(device.raw()) };
+    common::assert_no_validation_messages(&device);
+}
