@@ -691,7 +691,8 @@ impl<'c> EncoderCore<'c> {
                 // check: the lists are empty while it is the first).
                 if self.cmd.pass_ends.relaxed.is_empty()
                     && self.cmd.pass_ends.relaxed_one.is_none()
-                    && self.cmd.tracker.claims.try_write(&heap.inner, index)
+                    && (self.cmd.tracker.claims.try_write(&heap.inner, index)
+                        || self.claim_relaxed(&heap.inner, index))
                 {
                     self.cmd.pass_ends.relaxed_one = MarkedEnd {
                         pool: heap.inner.main.raw,
@@ -703,6 +704,36 @@ impl<'c> EncoderCore<'c> {
                 Ok(())
             }
         }
+    }
+
+    /// The first relaxed write of a pass into a block of `heap` this
+    /// recording has not claimed (the first pass of every block): claims
+    /// the block under the lock and notes `index` as written in it, as
+    /// [`LocalClaims::try_write`] would have. Returns false, having claimed
+    /// nothing new, where the entry cannot be written as it is (it needs a
+    /// reset, is open, or is another recording's: the lists' write at the
+    /// pass's end resets it, or reports what is wrong, as before).
+    ///
+    /// [`LocalClaims::try_write`]: gpu_counters_core::bookkeeping::LocalClaims::try_write
+    #[cold]
+    #[inline(never)]
+    fn claim_relaxed(&mut self, heap: &Arc<Samples>, index: u32) -> bool {
+        let cmd = &mut *self.cmd;
+        let Ok(mut slots) = heap.lock() else {
+            return false;
+        };
+        // As a locked write's: this recording's claim on the heap ends,
+        // the entry is checked, and the heap held.
+        if !matches!(
+            heap.prepare_write(&mut slots, index, false, &mut cmd.tracker),
+            Ok(false)
+        ) {
+            return false;
+        }
+        let Tracker { claims, ticket, .. } = &mut cmd.tracker;
+        claims.claim(heap, &mut slots, index, ticket);
+        drop(slots);
+        cmd.tracker.claims.try_write(heap, index)
     }
 
     /// Adds a relaxed write of `heap[index]` to the pass's lists.

@@ -111,8 +111,10 @@ fn odd_target() {
 
 /// Relaxed heap writes in a render pass, each followed by a precise write
 /// of the same entry: the precise write wins, and is valid inside the
-/// render pass (no reset: the relaxed write's entry was never written). A
-/// second relaxed write of the pass shares the first one's timestamp.
+/// render pass (no reset: the relaxed write's entry was never written).
+/// Later relaxed writes of the pass share the first one's timestamp, an
+/// entry written before included; a first relaxed write into an entry
+/// written before is reset and written at the pass's end.
 #[test]
 fn relaxed_then_precise_in_a_render_pass() {
     use gpu_counters_core::TimestampGranularity::{Precise, Relaxed};
@@ -135,7 +137,7 @@ fn relaxed_then_precise_in_a_render_pass() {
         .render_area(work.render_area())
         .layer_count(1)
         .color_attachments(&colors);
-    for round in 0..2 {
+    for round in 0..3 {
         // SAFETY: as in `check`: the workload's color view, prepared above
         // (rendering leaves it in the same layout), over its whole extent.
         let mut pass = unsafe {
@@ -155,9 +157,17 @@ fn relaxed_then_precise_in_a_render_pass() {
             pass.write_timestamp(Precise, &heap, 2).unwrap();
             pass.write_timestamp(Precise, &heap, 3).unwrap();
             pass.write_timestamp(Relaxed, &heap, 4).unwrap();
-        } else {
+        } else if round == 1 {
             pass.write_timestamp(Relaxed, &heap, 5).unwrap();
             pass.write_timestamp(Relaxed, &heap, 6).unwrap();
+            // Written before in this recording: it shares 5's timestamp
+            // too, its own query untouched.
+            pass.write_timestamp(Relaxed, &heap, 0).unwrap();
+        } else {
+            // The pass's first relaxed write, into an entry written before
+            // in this recording: it needs a reset, which the pass's end
+            // (outside the render pass) records before writing it.
+            pass.write_timestamp(Relaxed, &heap, 1).unwrap();
         }
         pass.end_encoding().unwrap();
     }
@@ -173,9 +183,11 @@ fn relaxed_then_precise_in_a_render_pass() {
         .map(|s| s.timestamp)
         .collect();
     // Precise writes in program order, the relaxed one at the pass's end.
-    assert!(t[1] <= t[2] && t[2] <= t[3] && t[3] <= t[4], "{t:?}");
-    // The second pass's two relaxed writes share one timestamp.
-    assert_eq!(t[5], t[6], "{t:?}");
+    assert!(t[2] <= t[3] && t[3] <= t[4], "{t:?}");
+    // The second pass's relaxed writes share one timestamp.
+    assert_eq!((t[5], t[0]), (t[6], t[6]), "{t:?}");
+    // The third pass's, written after the second pass's.
+    assert!(t[4] <= t[5] && t[5] <= t[1], "{t:?}");
     // SAFETY: as in `check`.
     unsafe { work.destroy(device.raw()) };
     common::assert_no_validation_messages(&device);
