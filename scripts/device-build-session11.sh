@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Builds what scripts/device-session11.sh runs into .bin/bins.tar.xz: the
-# Vulkan and profiler test binaries and host_cost of this checkout, and
+# Vulkan and profiler test binaries, host_cost and the gpu-counters command
+# of this checkout, and
 # host_cost of `BASE` (default 4f12e10), built in a worktree under /tmp
 # (or HOST_COST_BASE: a host_cost binary built at that commit already).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${BASE:-4f12e10}
 rm -rf .bin && mkdir -p .bin
-cargo build --release -p gpu-counters-bench --example host_cost
+cargo build --release -p gpu-counters-bench --example host_cost -p gpu-counters-cli
 cp "${CARGO_TARGET_DIR:-target}/release/examples/host_cost" .bin/host_cost
+cp "${CARGO_TARGET_DIR:-target}/release/gpu-counters" .bin/gpu-counters
 cargo test --release --no-run -p gpu-counters-vulkan -p gpu-counters-profiler --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys, shutil
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] != ["bin"]:
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] not in (["bin"], ["example"]):
         name = m["target"]["name"]; crate = m["package_id"].split("#")[0].rsplit("/", 1)[-1]
         shutil.copy(m["executable"], f".bin/test-{crate}-{name}")
 '

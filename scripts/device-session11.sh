@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The eleventh session's H200 call (docs/h200-2026-12-03/marked/): host_cost
+# The eleventh session's H200 calls (docs/h200-2026-12-03/marked/ and
+# marked2/, with HOST_COST_PROCESSES=3 and a third build, host_cost-mid,
+# when .bin has it): host_cost
 # of `4f12e10` (host_cost-base) and of the marked ends (host_cost: a pass
 # attachment's end and a pass's one relaxed write noted as written when
 # made, their commands alone at the pass's end; the first pass of a block
@@ -12,11 +14,15 @@ cd "$(dirname "$0")/.."
 tar xJf .bin/bins.tar.xz -C .bin
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+# That machine has no Python `perfetto` package: the Perfetto export's
+# decoding tests say so and skip (they run in CI and here).
+export GPU_COUNTERS_SKIP_PYTHON=1
 OUT=${OUT:-/tmp/out}; R=$OUT/r; mkdir -p "$R"
 V=raw-pass,passes,attachments,raw-precise,relaxed-pass,heap-precise,encoder-sample,scope-pairs
 start=$(date +%s)
-for i in 1 2 3 4; do
-  for b in host_cost-base host_cost; do
+builds="host_cost-base $( [ -x .bin/host_cost-mid ] && echo host_cost-mid ) host_cost"
+for i in $(seq 1 "${HOST_COST_PROCESSES:-4}"); do
+  for b in $builds; do
     HOST_COST_ROUNDS=1 timeout 60 .bin/$b "$V" 4096 40 > "$R/hc-$b-$i.txt" 2>&1
   done
 done
@@ -27,6 +33,11 @@ for t in $(ls .bin/test-* | grep -v -E 'pass_timestamps|resolve_speed|scopes|ren
   echo "$(basename "$t") rc=$rc $(grep -E '^test result' "$R/$(basename "$t").txt" | tail -1)"
   [ $rc -eq 0 ] || fail=1
 done
-for b in host_cost-base host_cost; do echo "== $b"; python3 scripts/host_cost_rounds.py "$R"/hc-$b-[0-9].txt | grep -v '^$' | tail -20; python3 scripts/host_cost_rounds.py --whole "$R"/hc-$b-[0-9].txt | tail -3; done
+if [ -x .bin/gpu-counters ]; then
+  # The demo's passes (attachments among them) under the validation layer.
+  GPU_COUNTERS_VALIDATION=1 timeout 60 .bin/gpu-counters run mixed --frames 5 > "$R/run-mixed.txt" 2>&1; echo "run mixed exit $?"; tail -n 12 "$R/run-mixed.txt"
+  GPU_COUNTERS_VALIDATION=1 timeout 60 .bin/gpu-counters run compute --frames 3 --dispatches 3 --workgroups 7 --workgroup-size 13 --json > "$R/run-compute.json" 2> "$R/run-compute.err"; echo "run compute exit $?"
+fi
+for b in $builds; do echo "== $b"; python3 scripts/host_cost_rounds.py "$R"/hc-$b-[0-9].txt | grep -v '^$' | tail -20; python3 scripts/host_cost_rounds.py --whole "$R"/hc-$b-[0-9].txt | tail -3; done
 echo "total: $(( $(date +%s) - start )) s, tests fail=$fail"
 (cd "$OUT" && tar czf r.tar.gz r && rm -rf r)
