@@ -12,14 +12,7 @@ cargo build --release -p gpu-counters-bench --example host_cost -p gpu-counters-
 cp "${CARGO_TARGET_DIR:-target}/release/examples/host_cost" .bin/host_cost
 cp "${CARGO_TARGET_DIR:-target}/release/gpu-counters" .bin/gpu-counters
 cargo test --release --no-run -p gpu-counters-vulkan -p gpu-counters-profiler --message-format=json 2>/dev/null \
-  | python3 -c '
-import json, sys, shutil
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] not in (["bin"], ["example"]):
-        name = m["target"]["name"]; crate = m["package_id"].split("#")[0].rsplit("/", 1)[-1]
-        shutil.copy(m["executable"], f".bin/test-{crate}-{name}")
-'
+  | python3 scripts/copy_test_bins.py .bin --no-examples
 if [ -n "${HOST_COST_BASE:-}" ]; then
   cp "$HOST_COST_BASE" .bin/host_cost-base
 else

@@ -10,14 +10,7 @@ cp "${CARGO_TARGET_DIR:-target}/release/gpu-counters" .bin/
 rm -f .bin/test-* .bin/bins.tar.xz
 cargo test --release --no-run -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-workloads -p gpu-counters-wgpu -p gpu-counters-cuda \
   --message-format=json 2>/dev/null \
-  | python3 -c '
-import json, sys, shutil
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] != ["bin"]:
-        name = m["target"]["name"]; crate = m["package_id"].split("#")[0].rsplit("/", 1)[-1]
-        shutil.copy(m["executable"], f".bin/test-{crate}-{name}")
-'
+  | python3 scripts/copy_test_bins.py .bin
 strip .bin/* 2>/dev/null || true
 # The loose binaries exceed what a run may carry (64 MiB): ship them packed.
 (cd .bin && tar cJf bins.tar.xz --remove-files $(ls | grep -v bins.tar.xz))
