@@ -897,8 +897,34 @@ fn write_timestamp_locked(
     tracker: &mut Tracker,
 ) -> Result<()> {
     let mut slots = samples.lock()?;
-    if samples.prepare_write(&mut slots, index, in_render_pass, tracker)? {
-        samples.record_reset(&mut slots, cmd, tracker, index);
+    write_timestamp_in(
+        device,
+        cmd,
+        samples,
+        &mut slots,
+        index,
+        stage,
+        in_render_pass,
+        tracker,
+    )
+}
+
+/// [`write_timestamp_locked`] with `slots` locked from `samples` already:
+/// checks the write (resetting a re-used index), records it, notes it, and
+/// claims its block for this recording.
+#[allow(clippy::too_many_arguments)] // the recording context, the set and its table, the write
+pub(crate) fn write_timestamp_in(
+    device: &Device,
+    cmd: vk::CommandBuffer,
+    samples: &Arc<Samples>,
+    slots: &mut SampleTable,
+    index: u32,
+    stage: vk::PipelineStageFlags2,
+    in_render_pass: bool,
+    tracker: &mut Tracker,
+) -> Result<()> {
+    if samples.prepare_write(slots, index, in_render_pass, tracker)? {
+        samples.record_reset(slots, cmd, tracker, index);
     }
     // SAFETY: index < count (prepare_write), the query was reset (on the host
     // at creation/reset, or inline just above), and `cmd` is recording.
@@ -914,8 +940,6 @@ fn write_timestamp_locked(
         tracker.ticket.id(),
         0,
     );
-    tracker
-        .claims
-        .claim(samples, &mut slots, index, &tracker.ticket);
+    tracker.claims.claim(samples, slots, index, &tracker.ticket);
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! encoder-level sampling.
 
 use crate::buffer::BufferRef;
-use crate::command::{barrier_stage, write_timestamp, CommandBuffer, Tracker};
+use crate::command::{barrier_stage, write_timestamp, write_timestamp_in, CommandBuffer, Tracker};
 use crate::samples::Samples;
 use crate::{CounterHeap, CounterSampleBuffer};
 use ash::vk;
@@ -188,6 +188,14 @@ impl MarkedEnd {
         pool: vk::QueryPool::null(),
         index: 0,
     };
+
+    /// `samples[index]`.
+    fn of(samples: &Samples, index: u32) -> Self {
+        Self {
+            pool: samples.main.raw,
+            index,
+        }
+    }
 
     fn is_none(self) -> bool {
         self.pool == vk::QueryPool::null()
@@ -403,10 +411,7 @@ impl<'c> EncoderCore<'c> {
         {
             return false;
         }
-        self.marked_end = MarkedEnd {
-            pool: samples.main.raw,
-            index: end,
-        };
+        self.marked_end = MarkedEnd::of(samples, end);
         true
     }
 
@@ -493,46 +498,26 @@ impl<'c> EncoderCore<'c> {
             return Ok(false);
         }
         let mut slots = samples.lock()?;
-        let reset_end = samples.prepare_write(&mut slots, end, false, &mut cmd.tracker)?;
-        let reset_start = samples.prepare_write(&mut slots, start, false, &mut cmd.tracker)?;
-        if reset_end {
+        if samples.prepare_write(&mut slots, end, false, &mut cmd.tracker)? {
             samples.record_reset(&mut slots, cmd.raw, &cmd.tracker, end);
             slots.state[end as usize] = SlotState::Fresh;
         }
-        if reset_start {
-            samples.record_reset(&mut slots, cmd.raw, &cmd.tracker, start);
-        }
-        // SAFETY: `start` is inside the set (checked above), its query was
-        // reset (on the host, or inline just above) and is not open
-        // (`prepare_write`), the set is of this device, and the command
-        // buffer is recording outside any render pass.
-        unsafe {
-            cmd.device.raw().cmd_write_timestamp2(
-                cmd.raw,
-                vk::PipelineStageFlags2::TOP_OF_PIPE,
-                samples.main.raw,
-                start,
-            )
-        };
-        slots.mark_recorded(start, NONE, false, cmd.tracker.ticket.id(), 0);
-        let Tracker { claims, ticket, .. } = &mut cmd.tracker;
-        claims.claim(samples, &mut slots, start, ticket);
+        write_timestamp_in(
+            &cmd.device,
+            cmd.raw,
+            samples,
+            &mut slots,
+            start,
+            vk::PipelineStageFlags2::TOP_OF_PIPE,
+            false,
+            &mut cmd.tracker,
+        )?;
         drop(slots);
         if cmd.tracker.claims.try_write(samples, end) {
-            self.marked_end = MarkedEnd {
-                pool: samples.main.raw,
-                index: end,
-            };
+            self.marked_end = MarkedEnd::of(samples, end);
         } else {
-            let samples = match cmd.tracker.held_position(samples) {
-                Some(p) => EndSet::Held(p),
-                None => EndSet::Owned(samples.clone()),
-            };
-            cmd.pass_ends.timestamps.push(EndSample {
-                samples,
-                index: end,
-                stage: vk::PipelineStageFlags2::ALL_COMMANDS,
-            });
+            self.cmd
+                .push_end_sample(samples, end, vk::PipelineStageFlags2::ALL_COMMANDS);
         }
         Ok(true)
     }
@@ -544,19 +529,14 @@ impl<'c> EncoderCore<'c> {
     #[cold]
     fn demote_marked_end(&mut self, buffer: &CounterSampleBuffer) {
         let MarkedEnd { pool, index } = self.marked_end;
-        if pool == vk::QueryPool::null() || pool != buffer.inner.main.raw {
+        // A live set's pool is never null: a pass without a mark matches
+        // no buffer.
+        if pool != buffer.inner.main.raw {
             return;
         }
         self.marked_end = MarkedEnd::NONE;
-        let samples = match self.cmd.tracker.held_position(&buffer.inner) {
-            Some(p) => EndSet::Held(p),
-            None => EndSet::Owned(buffer.inner.clone()),
-        };
-        self.cmd.pass_ends.timestamps.push(EndSample {
-            samples,
-            index,
-            stage: vk::PipelineStageFlags2::ALL_COMMANDS,
-        });
+        self.cmd
+            .push_end_sample(&buffer.inner, index, vk::PipelineStageFlags2::ALL_COMMANDS);
     }
 
     /// A timestamp sample into an index this recording claimed clean, at a
@@ -625,17 +605,13 @@ impl<'c> EncoderCore<'c> {
         {
             return false;
         }
-        self.cmd.pass_ends.relaxed_one = MarkedEnd {
-            pool: heap.inner.main.raw,
-            index,
-        };
+        self.cmd.pass_ends.relaxed_one = MarkedEnd::of(&heap.inner, index);
         true
     }
 
     /// Whether the pass's one relaxed write is `heap[index]`.
     fn relaxed_one_is(&self, heap: &Samples, index: u32) -> bool {
-        let one = self.cmd.pass_ends.relaxed_one;
-        !one.is_none() && one.pool == heap.main.raw && one.index == index
+        self.cmd.pass_ends.relaxed_one == MarkedEnd::of(heap, index)
     }
 
     #[inline(never)]
@@ -694,10 +670,7 @@ impl<'c> EncoderCore<'c> {
                     && (self.cmd.tracker.claims.try_write(&heap.inner, index)
                         || self.claim_relaxed(&heap.inner, index))
                 {
-                    self.cmd.pass_ends.relaxed_one = MarkedEnd {
-                        pool: heap.inner.main.raw,
-                        index,
-                    };
+                    self.cmd.pass_ends.relaxed_one = MarkedEnd::of(&heap.inner, index);
                     return Ok(());
                 }
                 self.insert_relaxed(&heap.inner, index);
@@ -848,40 +821,36 @@ impl<'c> EncoderCore<'c> {
         let mut relaxed = std::mem::take(&mut self.cmd.pass_ends.relaxed);
         for entry in relaxed.drain(..) {
             let HeapRelaxed { heap, writes } = &entry;
-            if !one.is_none() && heap.main.raw == one.pool {
-                // The heap of the pass's first relaxed write, written
-                // above: its other relaxed writes share that timestamp.
+            // The timestamp the heap's relaxed writes share, and those that
+            // alias it.
+            let (target, aliases) = if heap.main.raw == one.pool {
+                // The heap of the pass's first relaxed write, written above.
+                (one.index, writes.indices())
+            } else {
+                let Some((&first, rest)) = writes.indices().split_first() else {
+                    self.cmd.spare_relaxed.writes.push(entry);
+                    continue;
+                };
+                keep(write_timestamp(
+                    &self.cmd.device,
+                    self.cmd.raw,
+                    heap,
+                    first,
+                    vk::PipelineStageFlags2::ALL_COMMANDS,
+                    false,
+                    &mut self.cmd.tracker,
+                ));
+                (first, rest)
+            };
+            if !aliases.is_empty() {
                 match heap.lock() {
                     Ok(mut slots) => {
                         let rec = self.cmd.tracker.ticket.id();
-                        for &i in writes.indices() {
-                            slots.mark_alias(i, one.index, rec);
+                        for &i in aliases {
+                            slots.mark_alias(i, target, rec);
                         }
                     }
                     Err(e) => keep(Err(e)),
-                }
-                self.cmd.spare_relaxed.writes.push(entry);
-                continue;
-            }
-            let Some((&first, rest)) = writes.indices().split_first() else {
-                self.cmd.spare_relaxed.writes.push(entry);
-                continue;
-            };
-            keep(write_timestamp(
-                &self.cmd.device,
-                self.cmd.raw,
-                heap,
-                first,
-                vk::PipelineStageFlags2::ALL_COMMANDS,
-                false,
-                &mut self.cmd.tracker,
-            ));
-            if !rest.is_empty() {
-                if let Ok(mut slots) = heap.lock() {
-                    let rec = self.cmd.tracker.ticket.id();
-                    for &i in rest {
-                        slots.mark_alias(i, first, rec);
-                    }
                 }
             }
             self.cmd.spare_relaxed.writes.push(entry);
@@ -1270,23 +1239,33 @@ fn start_samples<'a>(
                 .statistics
                 .push((a.buffer.inner.clone(), index)),
             (_, true) => core.sample(a.buffer, index, a.stage)?,
-            (_, false) => {
-                let samples = match core.cmd.tracker.held_position(&a.buffer.inner) {
-                    Some(p) => EndSet::Held(p),
-                    None => EndSet::Owned(a.buffer.inner.clone()),
-                };
-                core.cmd.pass_ends.timestamps.push(EndSample {
-                    samples,
-                    index,
-                    stage: a.stage,
-                })
-            }
+            (_, false) => core.cmd.push_end_sample(&a.buffer.inner, index, a.stage),
         }
     }
     Ok(())
 }
 
 impl CommandBuffer {
+    /// Adds an end-of-pass timestamp of `samples[index]` to the open pass's
+    /// list, by the set's place among those this recording holds where it
+    /// holds it (no new reference to it).
+    fn push_end_sample(
+        &mut self,
+        samples: &Arc<Samples>,
+        index: u32,
+        stage: vk::PipelineStageFlags2,
+    ) {
+        let samples = match self.tracker.held_position(samples) {
+            Some(p) => EndSet::Held(p),
+            None => EndSet::Owned(samples.clone()),
+        };
+        self.pass_ends.timestamps.push(EndSample {
+            samples,
+            index,
+            stage,
+        });
+    }
+
     /// Begins a compute pass (`makeComputeCommandEncoder(descriptor:)`),
     /// sampling its attachments.
     #[inline]

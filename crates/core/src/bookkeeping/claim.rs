@@ -85,14 +85,12 @@ struct LocalClaim {
 impl LocalClaim {
     /// Notes and publishes a write of `index` of `set` (this claim's set)
     /// if it is clean here, not written yet and not revoked, and `also` (in
-    /// the same block; `index` itself for a single write) is too. With
-    /// `mark_also`, `also` is noted and published as written as well (its
-    /// write is the caller's to record); without, it stays clean for a
-    /// later write.
+    /// the same block; `index` itself for a single write) is too, and
+    /// notes and publishes `also` as well (its write is the caller's to
+    /// record).
     #[inline(always)]
-    fn write_pair(&self, set: &SampleSet, index: u32, also: u32, mark_also: bool) -> bool {
-        let (first, second) = (1u64 << (index % BLOCK), 1u64 << (also % BLOCK));
-        let bits = first | second;
+    fn write_pair(&self, set: &SampleSet, index: u32, also: u32) -> bool {
+        let bits = (1u64 << (index % BLOCK)) | (1u64 << (also % BLOCK));
         if self.block != index / BLOCK || self.block != also / BLOCK {
             return false;
         }
@@ -106,8 +104,7 @@ impl LocalClaim {
         if writable & bits != bits {
             return false;
         }
-        let mark = if mark_also { bits } else { first };
-        words.written.store(written | mark, Ordering::Relaxed);
+        words.written.store(written | bits, Ordering::Relaxed);
         true
     }
 
@@ -137,7 +134,7 @@ impl LocalClaims {
     /// without the lock: call this only right before recording the write.
     #[inline(always)]
     pub fn try_write(&mut self, set: &SampleSet, index: u32) -> bool {
-        self.try_write_bits(set, index, index, false)
+        self.try_write_pair(set, index, index)
     }
 
     /// [`LocalClaims::try_write`] of two different indices of one block at
@@ -149,34 +146,27 @@ impl LocalClaims {
     /// mark is never submitted without the write).
     #[inline(always)]
     pub fn try_write_both(&mut self, set: &SampleSet, index: u32, also: u32) -> bool {
-        index != also && self.try_write_bits(set, index, also, true)
+        index != also && self.try_write_pair(set, index, also)
     }
 
     #[inline(always)]
-    fn try_write_bits(&mut self, set: &SampleSet, index: u32, also: u32, mark_also: bool) -> bool {
+    fn try_write_pair(&mut self, set: &SampleSet, index: u32, also: u32) -> bool {
         let key = set as *const SampleSet as usize;
         match self.list.get(self.hot) {
-            Some(c) if c.key == key => c.write_pair(set, index, also, mark_also),
-            _ => self.try_write_cold(set, key, index, also, mark_also),
+            Some(c) if c.key == key => c.write_pair(set, index, also),
+            _ => self.try_write_cold(set, key, index, also),
         }
     }
 
-    /// [`LocalClaims::try_write_bits`] through a claim other than the hot
+    /// [`LocalClaims::try_write_pair`] through a claim other than the hot
     /// one.
     #[inline(never)]
-    fn try_write_cold(
-        &mut self,
-        set: &SampleSet,
-        key: usize,
-        index: u32,
-        also: u32,
-        mark_also: bool,
-    ) -> bool {
+    fn try_write_cold(&mut self, set: &SampleSet, key: usize, index: u32, also: u32) -> bool {
         let Some(pos) = self.list.iter().position(|c| c.key == key) else {
             return false;
         };
         self.hot = pos;
-        self.list[pos].write_pair(set, index, also, mark_also)
+        self.list[pos].write_pair(set, index, also)
     }
 
     /// Whether `index` of `set` is clean in a block this recording claimed
