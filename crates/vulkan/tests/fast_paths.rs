@@ -444,3 +444,57 @@ fn a_pass_end_noted_at_its_begin() {
     }
     common::assert_no_validation_messages(&device);
 }
+
+/// While a pass whose end is noted is open, another recording (on another
+/// thread, handed the moment by a channel) cannot write that end's index:
+/// it is refused at once as another recording's, and the pass's own end is
+/// written. Both command buffers then run, valid.
+#[test]
+fn a_noted_end_is_refused_to_other_recordings() {
+    use std::sync::mpsc::channel;
+    let device = common::device();
+    let b = common::sample_buffer(&device, CommonCounterSet::Timestamp, "noted", 64);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    // Claims block 0, so the pass below takes the noted path.
+    cmd.sample_counters(&b, 0, true).unwrap();
+    let pass = cmd
+        .compute_encoder(&ComputePassDescriptor {
+            sample_buffer_attachments: &attach(&b, Some(2), Some(3)),
+        })
+        .unwrap();
+    let (open_tx, open_rx) = channel::<()>();
+    let other = std::thread::scope(|s| {
+        let (device, b) = (&device, &b);
+        let other = s.spawn(move || {
+            open_rx.recv().unwrap();
+            let mut other = CommandBuffer::new(device).unwrap();
+            let e = other.sample_counters(b, 3, true).unwrap_err();
+            assert!(matches!(
+                invalid(e),
+                InvalidInput::SampleIndexReuse {
+                    index: 3,
+                    reason: gpu_counters_core::bookkeeping::RECORDED_ELSEWHERE,
+                    ..
+                }
+            ));
+            // An index of the claimed block no one wrote: its write revokes
+            // it from the claim, and it is this recording's.
+            other.sample_counters(b, 5, true).unwrap();
+            other
+        });
+        open_tx.send(()).unwrap();
+        other.join().unwrap()
+    });
+    pass.end_encoding().unwrap();
+    common::run(cmd);
+    common::run(other);
+    let r = b.resolve_counter_range(0..6).unwrap();
+    use SampleStatus::{NotWritten, Written};
+    assert_eq!(
+        r.statuses(),
+        &[Written, NotWritten, Written, Written, NotWritten, Written]
+    );
+    let t = ticks(&r);
+    assert!(t[2] <= t[3], "{t:?}");
+    common::assert_no_validation_messages(&device);
+}
