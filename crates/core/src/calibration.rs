@@ -229,6 +229,123 @@ pub struct Converter<'a> {
     mask: u64,
     unused: u32,
     newest_ticks: u64,
+    /// The segment between the two newest anchors and the time after the
+    /// newest, where a frame's timestamps usually lie.
+    segment: Option<HotSegment>,
+}
+
+/// The segment between the two newest anchors, with what
+/// [`Calibration::convert_fast`] would compute for it checked once: every
+/// interpolation in it is finite, fits `i64`, and adds to the older
+/// anchor's CPU time without overflow. The same operations on the same
+/// values as `convert_fast`, so the same result bit for bit.
+#[derive(Debug, Clone, Copy)]
+struct HotSegment {
+    /// The older anchor's ticks relative to the newest (negative).
+    rel: i64,
+    cpu_ns: u64,
+    len: i64,
+    len_f: f64,
+    /// The CPU span, at most `i64::MAX` and below 9e18.
+    span: i64,
+    span_f: f64,
+    seg_dev_f: f64,
+    period_ns: f64,
+    quantization_ns: f64,
+    /// The newest anchor, for times after it: its CPU time and deviation,
+    /// and the calibration's rate and its uncertainty.
+    newest_cpu_ns: u64,
+    newest_dev_f: f64,
+    rate_ns_per_tick: f64,
+    rate_uncertainty: f64,
+}
+
+impl HotSegment {
+    /// The hot paths of `c`: `None` where its anchors take the exact path
+    /// (`points.n == 0`). With one anchor, or a segment whose
+    /// interpolations might not fit, the segment is empty (`len == 0`).
+    fn of(c: &Calibration) -> Option<Self> {
+        let pts = &c.points;
+        let n = pts.n;
+        let b = pts.at.get(..n)?.last()?;
+        // No interpolation in the segment can leave `i64`, be NaN, or
+        // overflow `a.cpu_ns + offset` (the clamp keeps offsets within the
+        // span).
+        let a = n.checked_sub(2).map(|k| &pts.at[k]).filter(|a| {
+            b.len > 0
+                && b.span_f < 9.0e18
+                && i64::try_from(b.span).is_ok()
+                && a.cpu_ns.checked_add(b.span).is_some_and(|e| e != u64::MAX)
+        });
+        Some(Self {
+            rel: a.map_or(0, |a| a.rel),
+            cpu_ns: a.map_or(0, |a| a.cpu_ns),
+            len: if a.is_some() { b.len } else { 0 },
+            len_f: b.len_f,
+            span: b.span as i64,
+            span_f: b.span_f,
+            seg_dev_f: b.seg_dev_f,
+            period_ns: c.period_ns,
+            quantization_ns: pts.quantization_ns,
+            newest_cpu_ns: b.cpu_ns,
+            newest_dev_f: b.dev_f,
+            rate_ns_per_tick: c.rate_ns_per_tick,
+            rate_uncertainty: c.rate_uncertainty,
+        })
+    }
+
+    /// `convert_fast`'s extrapolation of the tick `d >= 0` past the newest
+    /// anchor, where it is finite and fits (otherwise `convert_fast`
+    /// decides, errors included).
+    #[inline(always)]
+    fn convert_after(&self, d: i64) -> Option<CalibratedTime> {
+        let dd = d as f64;
+        let bound = self.newest_dev_f + dd.abs() * self.rate_uncertainty;
+        let offset = dd * self.rate_ns_per_tick;
+        // `offset` is finite and `>= 0`: `dd` is a finite non-negative
+        // value and the rate finite and positive.
+        if offset >= 9.0e18 {
+            return None;
+        }
+        // `round_i64(offset)`, its range checked above.
+        let t = trunc_i64(offset);
+        let offset_ns = (t + i64::from(offset - t as f64 >= 0.5)) as u64;
+        let ns = self
+            .newest_cpu_ns
+            .checked_add(offset_ns)
+            .filter(|&ns| ns != u64::MAX)?;
+        let bound = bound + self.quantization_ns + 1.0 + offset.abs() * F64_ERROR;
+        Some(CalibratedTime {
+            ns,
+            error_bound_ns: ceil_saturating(bound),
+        })
+    }
+
+    /// `convert_fast`'s interpolation of the tick `d` (relative to the
+    /// newest anchor), if it lies in this segment.
+    #[inline(always)]
+    fn convert(&self, d: i64) -> Option<CalibratedTime> {
+        let along = d.wrapping_sub(self.rel);
+        // One comparison for `0 <= along < len`: where `d < rel`, `along`
+        // is negative (`rel <= 0`, so `d - rel` cannot pass `i64::MIN`),
+        // and where `d - rel` overflows it wraps negative too.
+        if along as u64 >= self.len as u64 {
+            return None;
+        }
+        let offset = along as f64 / self.len_f * self.span_f;
+        let nearer = along.min(self.len - along) as f64;
+        let bound = self.seg_dev_f + nearer * self.period_ns * RATE_CHANGE;
+        // `offset` is in `0..=span_f` (checked finite and below 9e18): this
+        // is `round_i64(offset).clamp(0, span)` without the range check.
+        let t = trunc_i64(offset);
+        let offset_ns = (t + i64::from(offset - t as f64 >= 0.5)).min(self.span);
+        let bound = bound + self.quantization_ns + 1.0 + offset.abs() * F64_ERROR;
+        Some(CalibratedTime {
+            // No overflow, and not `u64::MAX`: checked for the whole span.
+            ns: self.cpu_ns + offset_ns as u64,
+            error_bound_ns: ceil_saturating(bound),
+        })
+    }
 }
 
 impl Converter<'_> {
@@ -241,6 +358,16 @@ impl Converter<'_> {
         // `Calibration::tick_delta` from the newest anchor.
         let delta = (ticks & self.mask).wrapping_sub(self.newest_ticks) & self.mask;
         let d = ((delta << self.unused) as i64) >> self.unused;
+        if let Some(hot) = &self.segment {
+            let t = if d >= 0 {
+                hot.convert_after(d)
+            } else {
+                hot.convert(d)
+            };
+            if let Some(t) = t {
+                return Ok(t);
+            }
+        }
         let c = self.calibration;
         match c.convert_fast(ticks, d) {
             Some(r) => r,
@@ -317,12 +444,10 @@ fn ceil_saturating(x: f64) -> u64 {
         // Error bounds: through `i64`, whose conversions are one
         // instruction each on x86-64 (`u64`'s are a dozen), and without
         // the saturating cast's checks.
+        // Without a branch: whether `x` had a fraction is as likely as
+        // not, and a mispredicted branch costs more than the whole rest.
         let t = trunc_i64(x);
-        return if (t as f64) < x {
-            t as u64 + 1
-        } else {
-            t as u64
-        };
+        return t as u64 + u64::from((t as f64) < x);
     }
     if x.is_nan() || x >= u64::MAX as f64 {
         u64::MAX
@@ -350,13 +475,9 @@ fn round_i64(x: f64) -> i64 {
     }
     let t = trunc_i64(x);
     let frac = x - t as f64;
-    if frac >= 0.5 {
-        t + 1
-    } else if frac <= -0.5 {
-        t - 1
-    } else {
-        t
-    }
+    // Without a branch: a fraction at or above a half is as likely as not
+    // (see `ceil_saturating`).
+    t + i64::from(frac >= 0.5) - i64::from(frac <= -0.5)
 }
 
 /// What a new anchor's ticks make of the extended tick line.
@@ -692,6 +813,7 @@ impl Calibration {
             mask: self.mask(),
             unused: 64 - self.valid_bits,
             newest_ticks: self.points.newest_ticks,
+            segment: HotSegment::of(self),
         }
     }
 
@@ -1372,6 +1494,7 @@ mod tests {
     fn fast_conversion_matches_exact() {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let (mut compared, mut fast) = (0u64, 0u64);
+        let (mut hot_after, mut hot_between) = (0u64, 0u64);
         for c in calibrations() {
             for ticks in probes(&c, &mut rng) {
                 let want = exact(&c, ticks);
@@ -1381,12 +1504,37 @@ mod tests {
                 if ticks != COUNTER_ERROR_VALUE && c.convert_fast(ticks, d).is_some() {
                     fast += 1;
                 }
+                if let Some(hot) = c
+                    .converter()
+                    .segment
+                    .filter(|_| ticks != COUNTER_ERROR_VALUE)
+                {
+                    let t = if d >= 0 {
+                        hot.convert_after(d)
+                    } else {
+                        hot.convert(d)
+                    };
+                    if let Some(t) = t {
+                        // Taken before `convert_fast`: it must agree with it.
+                        assert_eq!(Ok(t), want, "hot path, ticks {ticks} of {c:?}");
+                        if d >= 0 {
+                            hot_after += 1;
+                        } else {
+                            hot_between += 1;
+                        }
+                    }
+                }
             }
         }
         assert!(compared > 5_000_000, "{compared}");
         // Nearly every conversion takes the hot path (the others are mostly
         // random ticks whose times fall out of `u64` ns, an error either way).
         assert!(fast * 100 > compared * 90, "{fast} of {compared}");
+        // Both of the converter's own paths are taken, often.
+        assert!(
+            hot_after * 100 > compared * 20 && hot_between * 100 > compared * 5,
+            "{hot_after} after, {hot_between} between, of {compared}"
+        );
     }
 
     /// The hot path agrees with the exact one between close anchors and
