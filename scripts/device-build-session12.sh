@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds what scripts/device-session12.sh runs into .bin/bins.tar.xz: the
+# Vulkan, profiler and core test binaries, host_cost, conversion_cost and
+# the gpu-counters command of this checkout, and host_cost and
+# conversion_cost of `BASE` (default 515afb6, the twelfth session's start),
+# built in a worktree under /tmp with this checkout's conversion_cost.rs.
+# For a time profile there, also pack this machine's perf:
+#   PERF=1 bash scripts/device-build-session12.sh   (.bin-perf/perf.tar.xz)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BASE=${BASE:-515afb6}
+T=${CARGO_TARGET_DIR:-target}
+rm -rf .bin && mkdir -p .bin
+cargo build --release -p gpu-counters-bench --example host_cost -p gpu-counters-cli \
+  -p gpu-counters-core --example conversion_cost
+cp "$T/release/examples/host_cost" "$T/release/examples/conversion_cost" "$T/release/gpu-counters" .bin/
+cargo test --release --no-run -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-core \
+  --message-format=json 2>/dev/null | python3 scripts/copy_test_bins.py .bin --no-examples
+wt=/tmp/gpu-counters-base-$BASE
+[ -d "$wt" ] || git worktree add -f "$wt" "$BASE"
+cp crates/core/examples/conversion_cost.rs "$wt/crates/core/examples/"
+(cd "$wt" && CARGO_TARGET_DIR=/tmp/gpu-counters-base-target cargo build --release \
+  -p gpu-counters-bench --example host_cost -p gpu-counters-core --example conversion_cost)
+for b in host_cost conversion_cost; do
+  cp "/tmp/gpu-counters-base-target/release/examples/$b" ".bin/$b-base"
+done
+strip .bin/* 2>/dev/null || true
+(cd .bin && tar cJf bins.tar.xz --remove-files $(ls | grep -v bins.tar.xz))
+if [ -n "${PERF:-}" ]; then
+  p=/tmp/perf-pkg && rm -rf "$p" && mkdir -p "$p/lib" && cp "$(command -v perf)" "$p/"
+  for l in $(ldd "$(command -v perf)" | awk '/=>/{print $3}' | grep -v -E 'libc.so|libm.so|ld-linux'); do
+    cp -L "$l" "$p/lib/"
+  done
+  mkdir -p .bin-perf && tar cJf .bin-perf/perf.tar.xz -C "$p" .
+fi
+du -sh .bin .bin-perf 2>/dev/null; tar tJf .bin/bins.tar.xz | tr '\n' ' '; echo
