@@ -24,7 +24,8 @@ cp crates/core/examples/conversion_cost.rs "$wt/crates/core/examples/"
 for b in host_cost conversion_cost; do
   cp "/tmp/gpu-counters-base-target/release/examples/$b" ".bin/$b-base"
 done
-strip .bin/* 2>/dev/null || true
+# Symbols kept (debug info dropped) for perf reports there.
+strip --strip-debug .bin/* 2>/dev/null || true
 (cd .bin && tar cJf bins.tar.xz --remove-files $(ls | grep -v bins.tar.xz))
 if [ -n "${PERF:-}" ]; then
   p=/tmp/perf-pkg && rm -rf "$p" && mkdir -p "$p/lib" && cp "$(command -v perf)" "$p/"

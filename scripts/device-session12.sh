@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# The twelfth session's H200 call (docs/h200-2026-12-03/session12/): the
-# session's first library (`515afb6`, host_cost-base) and its converter
-# hot paths (host_cost) taking turns, four processes each: the profiler
-# against a hand-rolled raw ash profiler (raw-scopes), then every
-# primitive against raw ash (three each, rounds printed for
-# scripts/host_cost_rounds.py); conversion_cost of both on that CPU; a
-# perf profile of the profiler loop when .bin-perf is carried; then the
-# Vulkan, profiler and core test binaries one test at a time, and the
+# The twelfth session's H200 calls (docs/h200-2026-12-03/session12/ and
+# session12-perf/): the session's first library (`515afb6`,
+# host_cost-base) and the converter's hot paths (host_cost) taking turns,
+# four processes each: the profiler against a hand-rolled raw ash profiler
+# (raw-scopes), then every primitive against raw ash (three each, rounds
+# printed for scripts/host_cost_rounds.py); conversion_cost of both on that
+# CPU; a perf profile of the profiler loop when .bin-perf is carried; then
+# the Vulkan, profiler and core test binaries one test at a time, and the
 # demo's passes under the validation layer. From
 # scripts/device-build-session12.sh; carry [".gl", ".bin"] (and
-# ".bin-perf").
+# ".bin-perf"). STEPS (default "compare conversion perf tests") picks parts.
 cd "$(dirname "$0")/.."
+STEPS=${STEPS:-compare conversion perf tests}
+has() { [[ " $STEPS " == *" $1 "* ]]; }
 tar xJf .bin/bins.tar.xz -C .bin
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
@@ -19,39 +21,51 @@ export GPU_COUNTERS_SKIP_PYTHON=1
 OUT=${OUT:-/tmp/out}; R=$OUT/r; mkdir -p "$R"
 V=raw-pass,passes,attachments,raw-precise,relaxed-pass,heap-precise,encoder-sample,scope-pairs
 start=$(date +%s)
-for i in 1 2 3 4; do
-  for b in host_cost-base host_cost; do
-    timeout 60 .bin/$b raw-scopes,profiler 4096 60 > "$R/prof-$b-$i.txt" 2>&1
+if has compare; then
+  for i in 1 2 3 4; do
+    for b in host_cost-base host_cost; do
+      timeout 60 .bin/$b raw-scopes,profiler 4096 60 > "$R/prof-$b-$i.txt" 2>&1
+    done
   done
-done
-for i in 1 2 3; do
-  for b in host_cost-base host_cost; do
-    HOST_COST_ROUNDS=1 timeout 60 .bin/$b "$V" 4096 40 > "$R/hc-$b-$i.txt" 2>&1
+  for i in 1 2 3; do
+    for b in host_cost-base host_cost; do
+      HOST_COST_ROUNDS=1 timeout 60 .bin/$b "$V" 4096 40 > "$R/hc-$b-$i.txt" 2>&1
+    done
   done
-done
-echo "host_cost: $(( $(date +%s) - start )) s"
-for i in 1 2 3; do
-  for b in conversion_cost-base conversion_cost; do echo "$b $(.bin/$b)"; done
-done | tee "$R/conversion.txt"
-if [ -f .bin-perf/perf.tar.xz ]; then
+  echo "host_cost: $(( $(date +%s) - start )) s"
+fi
+if has conversion; then
+  for i in 1 2 3; do
+    for b in conversion_cost-base conversion_cost; do echo "$b $(.bin/$b)"; done
+  done | tee "$R/conversion.txt"
+fi
+if has perf && [ -f .bin-perf/perf.tar.xz ]; then
   mkdir -p /tmp/perf && tar xJf .bin-perf/perf.tar.xz -C /tmp/perf
   P() { LD_LIBRARY_PATH=/tmp/perf/lib /tmp/perf/perf "$@"; }
-  P record -F 20000 -o /tmp/perf.data .bin/host_cost profiler 4096 600 > "$R/perf-run.txt" 2>&1
-  P report -i /tmp/perf.data --no-children --comm host_cost --sort dso,sym --stdio 2>/dev/null \
-    | grep -v '^$' | grep -v '^#' | head -70 > "$R/perf-self.txt"
-  head -40 "$R/perf-self.txt" | cut -c1-160
+  for b in ${PERF_BUILDS:-host_cost}; do
+    P record -g -F 20000 -o /tmp/perf-$b.data .bin/$b profiler 4096 600 > "$R/perf-run-$b.txt" 2>&1
+    P report -i /tmp/perf-$b.data --no-children --comm $b --sort dso,sym --stdio -g none 2>/dev/null \
+      | grep -v '^$' | grep -v '^#' | head -80 > "$R/perf-self-$b.txt"
+    P report -i /tmp/perf-$b.data --children --comm $b --sort sym --stdio -g none 2>/dev/null \
+      | grep -v '^$' | grep -v '^#' | head -80 > "$R/perf-children-$b.txt"
+    echo "== perf $b"; head -45 "$R/perf-self-$b.txt" | cut -c1-150; head -45 "$R/perf-children-$b.txt" | cut -c1-150
+  done
 fi
 fail=0
-for t in .bin/test-*; do
-  timeout 60 "$t" --test-threads=1 > "$R/$(basename "$t").txt" 2>&1; rc=$?
-  echo "$(basename "$t") rc=$rc $(grep -E '^test result' "$R/$(basename "$t").txt" | tail -1)"
-  [ $rc -eq 0 ] || fail=1
-done
-GPU_COUNTERS_VALIDATION=1 timeout 60 .bin/gpu-counters run mixed --frames 5 > "$R/run-mixed.txt" 2>&1
-echo "run mixed exit $?"; tail -n 4 "$R/run-mixed.txt"
-for f in "$R"/prof-*.txt; do echo "$(basename "$f") $(tail -n 1 "$f")"; done
-for b in host_cost-base host_cost; do
-  echo "== $b"; python3 scripts/host_cost_rounds.py "$R"/hc-$b-[0-9].txt | grep -v '^$' | tail -8
-done
+if has tests; then
+  for t in .bin/test-*; do
+    timeout 60 "$t" --test-threads=1 > "$R/$(basename "$t").txt" 2>&1; rc=$?
+    echo "$(basename "$t") rc=$rc $(grep -E '^test result' "$R/$(basename "$t").txt" | tail -1)"
+    [ $rc -eq 0 ] || fail=1
+  done
+  GPU_COUNTERS_VALIDATION=1 timeout 60 .bin/gpu-counters run mixed --frames 5 > "$R/run-mixed.txt" 2>&1
+  echo "run mixed exit $?"; tail -n 4 "$R/run-mixed.txt"
+fi
+if has compare; then
+  for f in "$R"/prof-*.txt; do echo "$(basename "$f") $(tail -n 1 "$f")"; done
+  for b in host_cost-base host_cost; do
+    echo "== $b"; python3 scripts/host_cost_rounds.py "$R"/hc-$b-[0-9].txt | grep -v '^$' | tail -8
+  done
+fi
 echo "total: $(( $(date +%s) - start )) s, tests fail=$fail"
 (cd "$OUT" && tar czf r.tar.gz r && rm -rf r)
