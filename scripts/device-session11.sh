@@ -11,14 +11,7 @@
 # a time. .bin/ holds only bins.tar.xz (stripped binaries, from
 # scripts/device-build-session11.sh); carry [".gl", ".bin"].
 cd "$(dirname "$0")/.."
-tar xJf .bin/bins.tar.xz -C .bin
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
-# That machine has no Python `perfetto` package: the Perfetto export's
-# decoding tests say so and skip (they run in CI and here).
-export GPU_COUNTERS_SKIP_PYTHON=1
-OUT=${OUT:-/tmp/out}; R=$OUT/r; mkdir -p "$R"
-V=raw-pass,passes,attachments,raw-precise,relaxed-pass,heap-precise,encoder-sample,scope-pairs
+. scripts/device-env.sh
 start=$(date +%s)
 builds="host_cost-base $( [ -x .bin/host_cost-mid ] && echo host_cost-mid ) host_cost"
 for i in $(seq 1 "${HOST_COST_PROCESSES:-4}"); do

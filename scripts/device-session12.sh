@@ -13,13 +13,7 @@
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-compare conversion perf tests}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
-tar xJf .bin/bins.tar.xz -C .bin
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
-# That machine has no Python `perfetto` package (see device-session11.sh).
-export GPU_COUNTERS_SKIP_PYTHON=1
-OUT=${OUT:-/tmp/out}; R=$OUT/r; mkdir -p "$R"
-V=raw-pass,passes,attachments,raw-precise,relaxed-pass,heap-precise,encoder-sample,scope-pairs
+. scripts/device-env.sh
 start=$(date +%s)
 if has compare; then
   for i in 1 2 3 4; do
