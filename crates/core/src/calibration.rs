@@ -194,6 +194,10 @@ struct Points {
     newest_ticks: u64,
     /// [`Calibration::quantization_ns`].
     quantization_ns: f64,
+    /// The converter's hot paths ([`HotSegment::of`]), built with the
+    /// points rather than per converter: `Calibration::to_cpu_ns` makes a
+    /// converter per call.
+    hot: Option<HotSegment>,
 }
 
 impl Points {
@@ -211,6 +215,7 @@ impl Points {
         }; MAX_ANCHORS],
         newest_ticks: 0,
         quantization_ns: 0.0,
+        hot: None,
     };
 }
 
@@ -239,7 +244,7 @@ pub struct Converter<'a> {
 /// interpolation in it is finite, fits `i64`, and adds to the older
 /// anchor's CPU time without overflow. The same operations on the same
 /// values as `convert_fast`, so the same result bit for bit.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct HotSegment {
     /// The older anchor's ticks relative to the newest (negative).
     rel: i64,
@@ -739,6 +744,8 @@ impl Calibration {
         }
         points.n = n;
         self.points = points;
+        // After the points and the rate it reads (set before every rebuild).
+        self.points.hot = HotSegment::of(self);
     }
 
     /// The extended ticks of `pair`, a newer anchor than `last`.
@@ -813,7 +820,7 @@ impl Calibration {
             mask: self.mask(),
             unused: 64 - self.valid_bits,
             newest_ticks: self.points.newest_ticks,
-            segment: HotSegment::of(self),
+            segment: self.points.hot,
         }
     }
 
