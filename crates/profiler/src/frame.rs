@@ -75,6 +75,38 @@ fn pack(parent: u32, state: u8, kind: PassKind, statistics: bool) -> u64 {
 
 const STATE_BITS: u64 = 0xff << 32;
 
+/// A record's word as read once ([`RecordCell::load`]), decoded.
+#[derive(Clone, Copy)]
+pub(crate) struct RecordWord(u64);
+
+impl RecordWord {
+    /// What became of the scope ([`state`]).
+    #[inline]
+    pub(crate) fn state(self) -> u8 {
+        (self.0 >> 32) as u8
+    }
+
+    /// The innermost scope open on the recorder when this one began.
+    #[inline]
+    pub(crate) fn parent(self) -> u32 {
+        self.0 as u32
+    }
+
+    /// The scope's kind.
+    #[inline]
+    pub(crate) fn kind(self) -> PassKind {
+        KINDS[((self.0 >> 40) & 3) as usize]
+    }
+
+    /// Whether the scope's statistics are sampled: the profiler's option,
+    /// and the recorder able to where the scope began
+    /// ([`BackendRecorder::samples_statistics`]).
+    #[inline]
+    pub(crate) fn statistics(self) -> bool {
+        self.0 >> 48 & 1 != 0
+    }
+}
+
 /// One scope's record, kept with its page and reused frame after frame.
 ///
 /// `meta` is written once per frame, by [`Frame::scope`] on the recorder
@@ -113,26 +145,20 @@ impl RecordCell {
 
     #[inline]
     pub(crate) fn state(&self) -> u8 {
-        (self.word.load(Ordering::Relaxed) >> 32) as u8
+        self.load().state()
+    }
+
+    /// The record's word, read once (an atomic load is never merged with
+    /// another, so reading several fields through the accessors reads it
+    /// several times).
+    #[inline]
+    pub(crate) fn load(&self) -> RecordWord {
+        RecordWord(self.word.load(Ordering::Relaxed))
     }
 
     #[inline]
     pub(crate) fn parent(&self) -> u32 {
-        self.word.load(Ordering::Relaxed) as u32
-    }
-
-    /// The scope's kind.
-    #[inline]
-    pub(crate) fn kind(&self) -> PassKind {
-        KINDS[((self.word.load(Ordering::Relaxed) >> 40) & 3) as usize]
-    }
-
-    /// Whether the scope's statistics are sampled: the profiler's option,
-    /// and the recorder able to where the scope began
-    /// ([`BackendRecorder::samples_statistics`]).
-    #[inline]
-    pub(crate) fn statistics(&self) -> bool {
-        self.word.load(Ordering::Relaxed) >> 48 & 1 != 0
+        self.load().parent()
     }
 
     /// Sets the state, keeping the rest; by the word's one writer.

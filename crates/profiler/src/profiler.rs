@@ -392,11 +392,12 @@ impl<D: BackendDevice> Profiler<D> {
         {
             let mut spare = lock(&self.spare_scopes);
             for f in frames.drain(..) {
-                let mut scopes = f.scopes;
-                scopes.clear();
+                // Kept with its results: resolving overwrites them in place,
+                // so each one's memory (cold by now) is fetched once, where
+                // clearing here first fetched it a second time.
                 // As many as frames can be in flight: more would never be used.
                 if spare.len() <= self.options.frames_in_flight {
-                    spare.push(scopes);
+                    spare.push(f.scopes);
                 }
             }
         }
@@ -759,15 +760,19 @@ impl<D: BackendDevice> Profiler<D> {
         // Result position of each scope, NO_SCOPE where it has none.
         position.clear();
         position.resize(n, NO_SCOPE);
+        // A spare vector still holds an earlier frame's results: the first
+        // `len` become this frame's, overwritten in place; the rest go.
         let mut scopes: Vec<ScopeResult> = lock(&self.spare_scopes).pop().unwrap_or_default();
-        scopes.reserve(n);
+        scopes.reserve(n.saturating_sub(scopes.len()));
+        let mut len = 0usize;
         let convert = calibration.converter();
         for (p, page, count) in store.used_pages(store.used, per as u32) {
             let (t, st) = (stamps[p].timestamps()?, stamps[p].statuses());
             for (k, rec) in page.records[..count].iter().enumerate() {
                 // Open and Failed scopes were counted when the frame ended or
                 // the recording failed.
-                if rec.state() != state::ENDED {
+                let word = rec.load();
+                if word.state() != state::ENDED {
                     continue;
                 }
                 let at = 2 * k;
@@ -785,7 +790,7 @@ impl<D: BackendDevice> Profiler<D> {
                 // ended), so no scope of it is being recorded.
                 let meta = unsafe { rec.meta() };
                 let (t0, t1) = (t[at].timestamp, t[at + 1].timestamp);
-                let statistics = if self.options.statistics && rec.statistics() {
+                let statistics = if self.options.statistics && word.statistics() {
                     match stats
                         .get(p)
                         .filter(|_| with_stats)
@@ -802,7 +807,7 @@ impl<D: BackendDevice> Profiler<D> {
                 };
                 // The nearest enclosing scope that has a result.
                 let mut parent = NO_SCOPE;
-                let mut up = rec.parent();
+                let mut up = word.parent();
                 while up != NO_SCOPE {
                     let pos = position[up as usize];
                     if pos != NO_SCOPE {
@@ -825,10 +830,10 @@ impl<D: BackendDevice> Profiler<D> {
                     gpu_failed += 1;
                     continue;
                 }
-                position[p * per + k] = scopes.len() as u32;
-                scopes.push(ScopeResult {
+                position[p * per + k] = len as u32;
+                let result = ScopeResult {
                     label: meta.label.clone(),
-                    kind: rec.kind(),
+                    kind: word.kind(),
                     thread: meta.thread.clone(),
                     depth,
                     parent,
@@ -839,9 +844,15 @@ impl<D: BackendDevice> Profiler<D> {
                     end_ticks: t1,
                     error_bound_ns: start.error_bound_ns.max(end.error_bound_ns),
                     statistics,
-                });
+                };
+                match scopes.get_mut(len) {
+                    Some(old) => *old = result,
+                    None => scopes.push(result),
+                }
+                len += 1;
             }
         }
+        scopes.truncate(len);
         drop(calibration);
         drops.failed += gpu_failed;
         drops.abandoned += abandoned;

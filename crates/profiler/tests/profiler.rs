@@ -811,24 +811,34 @@ fn huge_profiler_options_are_refused() {
 
 /// `collect_into` one vector frame after frame: each frame comes back whole
 /// with its own scopes only (fewer than the frame before, then more), in
-/// memory the earlier results held.
+/// memory the earlier results held, each result overwritten whole: labels
+/// (new each frame), parents and depths are this frame's.
 #[test]
 fn collect_into_reuses_results_without_leftovers() {
     let device = device();
     let profiler = Profiler::new(&device, options(2, 16, false, WAIT)).unwrap();
     let mut results = Vec::new();
     let mut kept_capacity = 0;
-    for (n, scopes) in [9usize, 3, 12, 1].into_iter().enumerate() {
+    for (n, inner) in [9usize, 3, 12, 1, 0].into_iter().enumerate() {
         let frame = profiler.begin_frame().unwrap();
         let mut cmd = CommandBuffer::new(&device).unwrap();
-        for i in 0..scopes {
-            let label = if i % 2 == 0 { "even" } else { "odd" };
+        // Frames alternate between one outer scope around the others and
+        // none, so a result's parent and depth change from frame to frame.
+        let nested = n % 2 == 0;
+        let outer = nested.then(|| {
             frame
-                .scope(&mut cmd, label, PassKind::Compute)
+                .scope(&mut cmd, &format!("frame {n}"), PassKind::Scope)
+                .unwrap()
+        });
+        for i in 0..inner {
+            let label = format!("{n}-{}", if i % 2 == 0 { "even" } else { "odd" });
+            frame
+                .scope(&mut cmd, &label, PassKind::Compute)
                 .unwrap()
                 .end(&mut cmd)
                 .unwrap();
         }
+        outer.map(|o| o.end(&mut cmd)).transpose().unwrap();
         let submission = cmd.commit().unwrap();
         profiler
             .end_frame(frame, Some(submission.cpu_submit_ns()))
@@ -839,10 +849,25 @@ fn collect_into_reuses_results_without_leftovers() {
         assert_eq!(results.len(), 1, "frame {n}");
         let r = &results[0];
         assert_eq!(r.index, n as u64);
-        assert_eq!(r.scopes.len(), scopes, "frame {n}");
-        for (i, s) in r.scopes.iter().enumerate() {
-            assert_eq!(s.label, if i % 2 == 0 { "even" } else { "odd" });
+        assert_eq!(r.scopes.len(), inner + usize::from(nested), "frame {n}");
+        let (first, depth, parent) = if nested {
+            let o = &r.scopes[0];
+            assert_eq!(o.label, format!("frame {n}"));
+            assert_eq!((o.depth, o.parent, o.kind), (0, None, PassKind::Scope));
+            (1, 1, Some(0))
+        } else {
+            (0, 0, None)
+        };
+        for (i, s) in r.scopes[first..].iter().enumerate() {
+            let want = format!("{n}-{}", if i % 2 == 0 { "even" } else { "odd" });
+            assert_eq!(s.label, want, "frame {n} scope {i}");
+            assert_eq!(
+                (s.depth, s.parent, s.kind),
+                (depth, parent, PassKind::Compute)
+            );
             assert!(s.start_ns <= s.end_ns);
+            assert_eq!(s.duration_ns, s.end_ns - s.start_ns);
+            assert!(s.statistics.is_none());
         }
         if n > 0 {
             assert!(
