@@ -6,6 +6,10 @@
 # built in a worktree under /tmp with this checkout's conversion_cost.rs.
 # For a time profile there, also pack this machine's perf:
 #   PERF=1 bash scripts/device-build-session12.sh   (.bin-perf/perf.tar.xz)
+# DIAG="a b" adds those prebuilt binaries too (as host_cost-diag-<name>),
+# for device-session12.sh's `diag` step; the thirteenth session's were
+# host_cost built with per-phase timers (not committed).
+# The thirteenth session ran it with BASE=43538ef.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${BASE:-515afb6}
@@ -24,6 +28,7 @@ cp crates/core/examples/conversion_cost.rs "$wt/crates/core/examples/"
 for b in host_cost conversion_cost; do
   cp "/tmp/gpu-counters-base-target/release/examples/$b" ".bin/$b-base"
 done
+for d in ${DIAG:-}; do cp "$d" ".bin/host_cost-diag-$(basename "$d")"; done
 # Symbols kept (debug info dropped) for perf reports there.
 strip --strip-debug .bin/* 2>/dev/null || true
 (cd .bin && tar cJf bins.tar.xz --remove-files $(ls | grep -v bins.tar.xz))

@@ -9,7 +9,8 @@
 # the Vulkan, profiler and core test binaries one test at a time, and the
 # demo's passes under the validation layer. From
 # scripts/device-build-session12.sh; carry [".gl", ".bin"] (and
-# ".bin-perf"). STEPS (default "compare conversion perf tests") picks parts.
+# ".bin-perf"). STEPS (default "compare conversion perf tests") picks parts;
+# "diag" runs the per-phase timer builds when there are any.
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-compare conversion perf tests}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -44,6 +45,16 @@ if has perf && [ -f .bin-perf/perf.tar.xz ]; then
       | grep -v '^$' | grep -v '^#' | head -80 > "$R/perf-children-$b.txt"
     echo "== perf $b"; head -45 "$R/perf-self-$b.txt" | cut -c1-150; head -45 "$R/perf-children-$b.txt" | cut -c1-150
   done
+fi
+if has diag; then
+  # Per-phase timers (host_cost-diag-*, see device-build-session12.sh).
+  for i in 1 2 3; do
+    for b in .bin/host_cost-diag-*; do
+      [ -x "$b" ] || continue
+      timeout 90 "$b" raw-scopes,profiler 4096 60 > "$R/$(basename "$b")-$i.txt" 2>&1
+    done
+  done
+  for f in "$R"/host_cost-diag-*; do echo "== $(basename "$f")"; grep -E '^diag|ratio' "$f"; done
 fi
 fail=0
 if has tests; then
