@@ -169,9 +169,14 @@ impl RecordCell {
             .store(w & !STATE_BITS | u64::from(state) << 32, Ordering::Relaxed);
     }
 
-    /// Makes the cell unrecorded, for the slot's next frame.
+    /// Makes the cell unrecorded, for the slot's next frame: a plain store
+    /// (nothing reads the rest of an unclaimed cell's word, and beginning
+    /// a scope writes all of it).
     pub(crate) fn reset(&self) {
-        self.set_state(state::UNCLAIMED);
+        self.word.store(
+            pack(NO_SCOPE, state::UNCLAIMED, PassKind::Compute, false),
+            Ordering::Relaxed,
+        );
     }
 
     /// The scope's label, kind, thread and statistics flag.
