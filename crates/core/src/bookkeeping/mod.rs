@@ -571,16 +571,23 @@ impl SampleSet {
             ))
         };
         let all_written = if threads <= 1 {
-            // One thread reads and lays out a cache-sized chunk at a time,
-            // so the layout reads what the driver just wrote from cache.
-            let mut all = true;
-            for part in span_parts(data, (l, f, n), CACHED_CHUNK, out) {
-                all &= job(part)?;
-            }
-            all
+            job((l, data, out))?
         } else {
+            // Chunks of the span in order; the range's parts of them
+            // partition the output in the same order.
             let per = span.div_ceil(threads);
-            run_jobs(span_parts(data, (l, f, n), per, out).collect(), job)?
+            let mut jobs = Vec::with_capacity(threads);
+            let mut rest = out;
+            for (k, chunk) in data.chunks_mut(2 * per).enumerate() {
+                let a = l + k * per;
+                let b = a + chunk.len() / 2;
+                let ia = a.clamp(f, f + n);
+                let ib = b.clamp(ia, f + n);
+                let (out, tail) = rest.split_at(ib - ia);
+                rest = tail;
+                jobs.push((a, chunk, out));
+            }
+            run_jobs(jobs, job)?
         };
         // SAFETY: the jobs (all of them ran and succeeded, or we returned
         // above) called `layout_timestamps` on parts that partition the first
@@ -940,9 +947,6 @@ impl ChainSums {
 
 /// Queries a thread of a parallel CPU resolve reads at least.
 const RESOLVE_CHUNK: u32 = 1 << 15;
-/// Queries a single-threaded timestamp resolve reads at once: 32 KiB of
-/// (value, availability) pairs, laid out while they are in cache.
-const CACHED_CHUNK: usize = 1 << 11;
 /// Threads a CPU resolve uses at most.
 const RESOLVE_THREADS: usize = 16;
 
@@ -1062,7 +1066,6 @@ fn available(word: u64) -> bool {
 
 /// Where a part of a timestamp resolve lays out its samples: 8 bytes and a
 /// status each, and (when nothing is pending) whether each was seen written.
-#[derive(Default)]
 struct Out<'a> {
     bytes: &'a mut [MaybeUninit<u8>],
     status: &'a mut [MaybeUninit<SampleStatus>],
@@ -1094,27 +1097,6 @@ impl<'a> Out<'a> {
             },
         )
     }
-}
-
-/// The span's queries from `l` (their pairs in `data`) in chunks of `per`,
-/// in order, each with its part of `out`, which holds the results of the
-/// range `f..f + n`: the parts partition `out` in the same order.
-fn span_parts<'d, 'a>(
-    data: &'d mut [u64],
-    (l, f, n): (usize, usize, usize),
-    per: usize,
-    out: Out<'a>,
-) -> impl Iterator<Item = (usize, &'d mut [u64], Out<'a>)> {
-    let mut rest = out;
-    data.chunks_mut(2 * per).enumerate().map(move |(k, chunk)| {
-        let a = l + k * per;
-        let b = a + chunk.len() / 2;
-        let ia = a.clamp(f, f + n);
-        let ib = b.clamp(ia, f + n);
-        let (part, tail) = std::mem::take(&mut rest).split_at(ib - ia);
-        rest = tail;
-        (a, chunk, part)
-    })
 }
 
 /// Lays out the (value, availability) `pairs` of timestamp samples in
