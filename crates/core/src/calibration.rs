@@ -326,6 +326,32 @@ impl HotSegment {
         })
     }
 
+    /// [`HotSegment::convert_after`] of `d0` and `d1` (`0 <= d0 <= d1`):
+    /// both times, and the bound of `d1`, which is the larger. The bound
+    /// grows with `d`: each of its operations is monotone in `d` (IEEE
+    /// rounding is), and so is the ceiling. The same operations as
+    /// `convert_after` on each, so the same results bit for bit.
+    #[inline(always)]
+    fn convert_after_span(&self, d0: i64, d1: i64) -> Option<(u64, u64, u64)> {
+        let (x0, x1) = (d0 as f64, d1 as f64);
+        let (o0, o1) = (x0 * self.rate_ns_per_tick, x1 * self.rate_ns_per_tick);
+        // `0 <= o0 <= o1`, both finite: one range check covers both.
+        if o1 >= 9.0e18 {
+            return None;
+        }
+        let at = |o: f64| {
+            let t = trunc_i64(o);
+            let offset_ns = (t + i64::from(o - t as f64 >= 0.5)) as u64;
+            self.newest_cpu_ns
+                .checked_add(offset_ns)
+                .filter(|&ns| ns != u64::MAX)
+        };
+        let (ns0, ns1) = (at(o0)?, at(o1)?);
+        let bound = self.newest_dev_f + x1.abs() * self.rate_uncertainty;
+        let bound = bound + self.quantization_ns + 1.0 + o1.abs() * F64_ERROR;
+        Some((ns0, ns1, ceil_saturating(bound)))
+    }
+
     /// `convert_fast`'s interpolation of the tick `d` (relative to the
     /// newest anchor), if it lies in this segment.
     #[inline(always)]
@@ -360,9 +386,7 @@ impl Converter<'_> {
         if ticks == COUNTER_ERROR_VALUE {
             return Err(ConversionError::ErrorValue);
         }
-        // `Calibration::tick_delta` from the newest anchor.
-        let delta = (ticks & self.mask).wrapping_sub(self.newest_ticks) & self.mask;
-        let d = ((delta << self.unused) as i64) >> self.unused;
+        let d = self.delta(ticks);
         if let Some(hot) = &self.segment {
             let t = if d >= 0 {
                 hot.convert_after(d)
@@ -378,6 +402,34 @@ impl Converter<'_> {
             Some(r) => r,
             None => c.convert(ticks, c.newest().ext + i128::from(d)),
         }
+    }
+
+    /// The times of a span's `start` and `end` ticks and the larger of
+    /// their two bounds: what [`Converter::to_cpu_ns`] gives for each, bit
+    /// for bit, the first error if either fails. A span after the newest
+    /// anchor (a frame between refits), start first, computes its bound
+    /// once.
+    #[inline(always)]
+    pub fn span_to_cpu_ns(&self, start: u64, end: u64) -> Result<(u64, u64, u64), ConversionError> {
+        if let Some(hot) = &self.segment {
+            if start != COUNTER_ERROR_VALUE && end != COUNTER_ERROR_VALUE {
+                let (d0, d1) = (self.delta(start), self.delta(end));
+                if 0 <= d0 && d0 <= d1 {
+                    if let Some(r) = hot.convert_after_span(d0, d1) {
+                        return Ok(r);
+                    }
+                }
+            }
+        }
+        let (a, b) = (self.to_cpu_ns(start)?, self.to_cpu_ns(end)?);
+        Ok((a.ns, b.ns, a.error_bound_ns.max(b.error_bound_ns)))
+    }
+
+    /// `Calibration::tick_delta` of `ticks` from the newest anchor.
+    #[inline(always)]
+    fn delta(&self, ticks: u64) -> i64 {
+        let delta = (ticks & self.mask).wrapping_sub(self.newest_ticks) & self.mask;
+        ((delta << self.unused) as i64) >> self.unused
     }
 }
 
@@ -1542,6 +1594,53 @@ mod tests {
             hot_after * 100 > compared * 20 && hot_between * 100 > compared * 5,
             "{hot_after} after, {hot_between} between, of {compared}"
         );
+    }
+
+    /// A span's conversion (`span_to_cpu_ns`) is its two ends' conversions
+    /// bit for bit, with the larger bound, errors included: spans after the
+    /// newest anchor (its own path, taken often), reversed, between anchors,
+    /// across wraps and with the error value at either end.
+    #[test]
+    fn span_conversion_matches_its_ends() {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let (mut compared, mut own_path) = (0u64, 0u64);
+        for c in calibrations() {
+            let conv = c.converter();
+            let ticks = probes(&c, &mut rng);
+            for (k, &a) in ticks.iter().enumerate() {
+                // The next probe, a nearby tick and the error value.
+                let near = a.wrapping_add(rng.next() % 4096) & c.mask();
+                let next = ticks[(k + 1) % ticks.len()];
+                for (s, e) in [
+                    (a, next),
+                    (a, near),
+                    (near, a),
+                    (a, a),
+                    (a, COUNTER_ERROR_VALUE),
+                    (COUNTER_ERROR_VALUE, a),
+                ] {
+                    let want = match (c.to_cpu_ns(s), c.to_cpu_ns(e)) {
+                        (Ok(x), Ok(y)) => Ok((x.ns, y.ns, x.error_bound_ns.max(y.error_bound_ns))),
+                        (Err(x), _) | (_, Err(x)) => Err(x),
+                    };
+                    assert_eq!(conv.span_to_cpu_ns(s, e), want, "span {s}..{e} of {c:?}");
+                    compared += 1;
+                    let (d0, d1) = (conv.delta(s), conv.delta(e));
+                    if s != COUNTER_ERROR_VALUE
+                        && e != COUNTER_ERROR_VALUE
+                        && 0 <= d0
+                        && d0 <= d1
+                        && conv
+                            .segment
+                            .is_some_and(|h| h.convert_after_span(d0, d1).is_some())
+                    {
+                        own_path += 1;
+                    }
+                }
+            }
+        }
+        assert!(compared > 5_000_000, "{compared}");
+        assert!(own_path * 100 > compared * 5, "{own_path} of {compared}");
     }
 
     /// The hot path agrees with the exact one between close anchors and

@@ -822,11 +822,11 @@ impl<D: BackendDevice> Profiler<D> {
                 };
                 // A scope whose timestamps do not convert (or end before they
                 // start) failed: it gets no made-up time.
-                let (Ok(start), Ok(end)) = (convert.to_cpu_ns(t0), convert.to_cpu_ns(t1)) else {
+                let Ok((start_ns, end_ns, error_bound_ns)) = convert.span_to_cpu_ns(t0, t1) else {
                     gpu_failed += 1;
                     continue;
                 };
-                if end.ns < start.ns {
+                if end_ns < start_ns {
                     gpu_failed += 1;
                     continue;
                 }
@@ -837,12 +837,12 @@ impl<D: BackendDevice> Profiler<D> {
                     thread: meta.thread.clone(),
                     depth,
                     parent,
-                    start_ns: start.ns,
-                    end_ns: end.ns,
-                    duration_ns: end.ns - start.ns,
+                    start_ns,
+                    end_ns,
+                    duration_ns: end_ns - start_ns,
                     start_ticks: t0,
                     end_ticks: t1,
-                    error_bound_ns: start.error_bound_ns.max(end.error_bound_ns),
+                    error_bound_ns,
                     statistics,
                 };
                 match scopes.get_mut(len) {
