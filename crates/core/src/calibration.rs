@@ -305,24 +305,15 @@ impl HotSegment {
     #[inline(always)]
     fn convert_after(&self, d: i64) -> Option<CalibratedTime> {
         let dd = d as f64;
-        let bound = self.newest_dev_f + dd.abs() * self.rate_uncertainty;
         let offset = dd * self.rate_ns_per_tick;
         // `offset` is finite and `>= 0`: `dd` is a finite non-negative
         // value and the rate finite and positive.
         if offset >= 9.0e18 {
             return None;
         }
-        // `round_i64(offset)`, its range checked above.
-        let t = trunc_i64(offset);
-        let offset_ns = (t + i64::from(offset - t as f64 >= 0.5)) as u64;
-        let ns = self
-            .newest_cpu_ns
-            .checked_add(offset_ns)
-            .filter(|&ns| ns != u64::MAX)?;
-        let bound = bound + self.quantization_ns + 1.0 + offset.abs() * F64_ERROR;
         Some(CalibratedTime {
-            ns,
-            error_bound_ns: ceil_saturating(bound),
+            ns: self.time_after(offset)?,
+            error_bound_ns: self.bound_after(dd, offset),
         })
     }
 
@@ -339,17 +330,27 @@ impl HotSegment {
         if o1 >= 9.0e18 {
             return None;
         }
-        let at = |o: f64| {
-            let t = trunc_i64(o);
-            let offset_ns = (t + i64::from(o - t as f64 >= 0.5)) as u64;
-            self.newest_cpu_ns
-                .checked_add(offset_ns)
-                .filter(|&ns| ns != u64::MAX)
-        };
-        let (ns0, ns1) = (at(o0)?, at(o1)?);
-        let bound = self.newest_dev_f + x1.abs() * self.rate_uncertainty;
-        let bound = bound + self.quantization_ns + 1.0 + o1.abs() * F64_ERROR;
-        Some((ns0, ns1, ceil_saturating(bound)))
+        let (ns0, ns1) = (self.time_after(o0)?, self.time_after(o1)?);
+        Some((ns0, ns1, self.bound_after(x1, o1)))
+    }
+
+    /// The CPU time `offset` (in `0..9e18`) ns after the newest anchor:
+    /// `round_i64(offset)` without its range check, where the sum fits
+    /// below `u64::MAX`.
+    #[inline(always)]
+    fn time_after(&self, offset: f64) -> Option<u64> {
+        let t = trunc_i64(offset);
+        let offset_ns = (t + i64::from(offset - t as f64 >= 0.5)) as u64;
+        self.newest_cpu_ns
+            .checked_add(offset_ns)
+            .filter(|&ns| ns != u64::MAX)
+    }
+
+    /// The bound of the tick `dd` past the newest anchor, `offset` ns after it.
+    #[inline(always)]
+    fn bound_after(&self, dd: f64, offset: f64) -> u64 {
+        let bound = self.newest_dev_f + dd.abs() * self.rate_uncertainty;
+        ceil_saturating(bound + self.quantization_ns + 1.0 + offset.abs() * F64_ERROR)
     }
 
     /// `convert_fast`'s interpolation of the tick `d` (relative to the
