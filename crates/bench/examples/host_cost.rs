@@ -120,6 +120,9 @@ fn main() -> R<()> {
     };
     let mut rec = vec![Vec::new(); variants.len()];
     let mut res = vec![Vec::new(); variants.len()];
+    // `Profiler::end_frame`'s ns per sample (0 for the other variants):
+    // outside record and resolve, printed apart and in a ratio of its own.
+    let mut endf = vec![Vec::new(); variants.len()];
     let mut spare: Option<CommandBuffer> = None;
     let mut raw_out = vec![[0u64; 2]; 2 * n as usize];
     // The raw profiler's scopes (label, first query) and results (label,
@@ -283,9 +286,11 @@ fn main() -> R<()> {
         })?;
         rec[k].push(t.elapsed().as_nanos() as f64 / samples as f64);
         let submission = cmd.commit()?;
+        let t = Instant::now();
         if let Some(frame) = frame {
             profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
         }
+        endf[k].push(t.elapsed().as_nanos() as f64 / samples as f64);
         submission.wait()?;
         device.wait_idle()?;
         let t = Instant::now();
@@ -358,6 +363,13 @@ fn main() -> R<()> {
             median(&mut rec[k].clone()),
             median(&mut res[k].clone())
         );
+        if *v == "profiler" {
+            let per_sample = median(&mut endf[k].clone());
+            println!(
+                "{v}: end_frame {:.0} ns per frame, {per_sample:.2} ns/sample (median of {rounds})",
+                per_sample * samples as f64
+            );
+        }
     }
     // Every round's figures, for ratios against a baseline variant taken
     // round by round (`scripts/host_cost_rounds.py`).
@@ -374,23 +386,31 @@ fn main() -> R<()> {
         }
     }
     // Each later variant's host cost (record + resolve) over the first's,
-    // round by round.
+    // round by round; for the profiler also with `end_frame` counted (the
+    // first variant's own `end_frame` is 0 unless it is the profiler).
     for k in 1..variants.len() {
-        let mut ratios: Vec<f64> = (0..rounds)
-            .map(|r| (rec[k][r] + res[k][r]) / (rec[0][r] + res[0][r]))
-            .collect();
-        ratios.sort_by(f64::total_cmp);
-        let q = |p: f64| ratios[((ratios.len() - 1) as f64 * p).round() as usize];
-        println!(
-            "{} / {}: host ratio per round, median {:.2} [quartiles {:.2}, {:.2}; min {:.2}, max {:.2}]",
-            variants[k],
-            variants[0],
-            q(0.5),
-            q(0.25),
-            q(0.75),
-            ratios[0],
-            ratios[ratios.len() - 1]
-        );
+        let with_end = variants[k] == "profiler";
+        for counted in [false, true] {
+            if counted && !with_end {
+                continue;
+            }
+            let cost =
+                |k: usize, r: usize| rec[k][r] + res[k][r] + if counted { endf[k][r] } else { 0.0 };
+            let mut ratios: Vec<f64> = (0..rounds).map(|r| cost(k, r) / cost(0, r)).collect();
+            ratios.sort_by(f64::total_cmp);
+            let q = |p: f64| ratios[((ratios.len() - 1) as f64 * p).round() as usize];
+            println!(
+                "{} / {}: host ratio per round{}, median {:.2} [quartiles {:.2}, {:.2}; min {:.2}, max {:.2}]",
+                variants[k],
+                variants[0],
+                if counted { " with end_frame" } else { "" },
+                q(0.5),
+                q(0.25),
+                q(0.75),
+                ratios[0],
+                ratios[ratios.len() - 1]
+            );
+        }
     }
     Ok(())
 }

@@ -22,6 +22,7 @@
 //! [`crate::fake`] backend implements all of it on the CPU with scripted
 //! values, for tests that need no GPU.
 
+use crate::bookkeeping::Ticket;
 use crate::{
     Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo,
     ResolvedCounters, Result, TimestampGranularity, TimestampPair,
@@ -216,6 +217,20 @@ pub trait BackendRecorder {
     /// is timed without statistics instead of failing.
     fn samples_statistics(&self) -> bool {
         true
+    }
+
+    /// The recording's [`Ticket`], where the backend marks it done by itself
+    /// once the GPU finished the recording: the profiler then waits on the
+    /// tickets of a frame's recorders instead of queueing a completion
+    /// marker behind the frame. `None` (the default): the profiler queues a
+    /// marker, which costs a submission on some backends (Vulkan).
+    ///
+    /// A ticket must reach [`Phase::Done`](crate::bookkeeping::Phase::Done)
+    /// only once the GPU finished every command the recorder recorded, and
+    /// [`Phase::Abandoned`](crate::bookkeeping::Phase::Abandoned) only if
+    /// none of them will ever run.
+    fn ticket(&self) -> Option<&Ticket> {
+        None
     }
 }
 

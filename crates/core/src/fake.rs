@@ -71,6 +71,8 @@ struct Gpu {
     queue: VecDeque<(u64, Op)>,
     /// The number the next submission gets.
     next: u64,
+    /// Markers submitted so far.
+    markers: u64,
 }
 
 struct Shared {
@@ -147,6 +149,7 @@ impl FakeDevice {
                     invocations: 0,
                     queue: VecDeque::new(),
                     next: 1,
+                    markers: 0,
                 }),
                 mask: if valid_bits >= 64 {
                     u64::MAX
@@ -197,6 +200,12 @@ impl FakeDevice {
             number,
             cpu_submit_ns,
         })
+    }
+
+    /// How many completion markers were submitted
+    /// ([`BackendDevice::submit_marker`]) so far.
+    pub fn markers_submitted(&self) -> u64 {
+        lock(&self.shared.gpu).markers
     }
 
     /// Runs every submitted op.
@@ -456,6 +465,11 @@ impl BackendRecorder for FakeRecorder {
         &mut self.scope_stack
     }
 
+    /// Done when the fake GPU runs past the recording's submission.
+    fn ticket(&self) -> Option<&Ticket> {
+        Some(&self.ticket)
+    }
+
     fn sample_counters(
         &mut self,
         buffer: &FakeSampleBuffer,
@@ -627,6 +641,7 @@ impl BackendDevice for FakeDevice {
         let mut gpu = lock(&self.shared.gpu);
         let number = gpu.next;
         gpu.next += 1;
+        gpu.markers += 1;
         gpu.queue
             .push_back((number, Op::Marker(marker.state.clone())));
         Ok(())

@@ -14,11 +14,12 @@ use crate::error::{ProfilerError, Result};
 use crate::profiler::{lock, Buf, Page, Profiler, Recorder, WhenFull};
 use crate::result::DropCounts;
 use crate::shared_str::{Interner, SharedStr};
+use gpu_counters_core::bookkeeping::{Phase, Ticket};
 use gpu_counters_core::timeline::PassKind;
 use gpu_counters_core::{BackendDevice, BackendRecorder, TimestampGranularity};
 use std::cell::{RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 /// No scope: the parent of an outermost scope.
 pub(crate) const NO_SCOPE: u32 = u32::MAX;
@@ -206,6 +207,57 @@ pub(crate) struct FrameStore<D: BackendDevice> {
     /// next index.
     pub(crate) used: u32,
     pub(crate) drops: DropCounts,
+    /// The recorders the frame's scopes took ids on.
+    pub(crate) recorders: Recorders,
+}
+
+/// The recorders a frame's scopes were recorded on, each noted once, when
+/// it first takes scope ids of the frame: through their tickets
+/// ([`BackendRecorder::ticket`]) the profiler can tell when the GPU
+/// finished the frame without queueing a marker of its own behind it.
+#[derive(Default)]
+pub(crate) struct Recorders {
+    tickets: Vec<Ticket>,
+    /// A recorder without a ticket took scope ids.
+    untracked: bool,
+}
+
+impl Recorders {
+    fn note(&mut self, ticket: Option<&Ticket>) {
+        match ticket {
+            Some(t) if !self.tickets.iter().any(|k| k.id() == t.id()) => {
+                self.tickets.push(t.clone())
+            }
+            Some(_) => {}
+            None => self.untracked = true,
+        }
+    }
+
+    /// Whether every recorder has a ticket in `phases` (and there is one).
+    fn all_in(&self, phases: &[Phase]) -> bool {
+        !self.untracked
+            && !self.tickets.is_empty()
+            && self.tickets.iter().all(|t| phases.contains(&t.phase()))
+    }
+
+    /// Whether the backend will learn by itself when the GPU finished
+    /// every recorder: each was submitted by gpu-counters (or is done, or
+    /// abandoned). A caller's command buffer still recording, or handed
+    /// back to its caller, is not (its completion may never be signaled).
+    pub(crate) fn report_themselves(&self) -> bool {
+        self.all_in(&[Phase::Submitted, Phase::Done, Phase::Abandoned])
+    }
+
+    /// Whether the GPU finished every recorder, or none of its commands
+    /// will ever run: the frame's queries are no longer in use.
+    pub(crate) fn retired(&self) -> bool {
+        self.all_in(&[Phase::Done, Phase::Abandoned])
+    }
+
+    fn clear(&mut self) {
+        self.tickets.clear();
+        self.untracked = false;
+    }
 }
 
 impl<D: BackendDevice> Default for FrameStore<D> {
@@ -221,6 +273,7 @@ impl<D: BackendDevice> FrameStore<D> {
             pages: boxcar::Vec::new(),
             used: 0,
             drops: DropCounts::default(),
+            recorders: Recorders::default(),
         }
     }
 
@@ -247,6 +300,7 @@ impl<D: BackendDevice> FrameStore<D> {
         }
         self.used = 0;
         self.drops = DropCounts::default();
+        self.recorders.clear();
     }
 
     /// The record of scope `id`.
@@ -364,6 +418,8 @@ pub struct Frame<'p, D: BackendDevice> {
     failed: AtomicU32,
     /// Held while adding a page.
     grow: Mutex<()>,
+    /// The recorders that took scope ids (see [`Recorders`]).
+    recorders: Mutex<Recorders>,
     ended: bool,
 }
 
@@ -381,8 +437,9 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         profiler: &'p Profiler<D>,
         index: u64,
         slot: Option<usize>,
-        store: FrameStore<D>,
+        mut store: FrameStore<D>,
     ) -> Self {
+        let recorders = std::mem::take(&mut store.recorders);
         Self {
             profiler,
             index,
@@ -395,6 +452,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             over_capacity: AtomicU32::new(0),
             failed: AtomicU32::new(0),
             grow: Mutex::new(()),
+            recorders: Mutex::new(recorders),
             ended: false,
         }
     }
@@ -449,7 +507,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         }
         let claimed = match cmd.scope_stack().take_claimed(self.key) {
             Some(id) => u64::from(id),
-            None => self.claim(cmd.scope_stack()),
+            None => self.claim(cmd),
         };
         let per = u64::from(self.per);
         // Ids are u32, NO_SCOPE excluded.
@@ -510,10 +568,15 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     /// operation serves several scopes (each one drains the CPU's store
     /// buffer, full of the driver's command writes), and the ids a recorder
     /// leaves unused (at most `MAX_CLAIM - 1`, and fewer than it used) cost
-    /// the frame little room.
+    /// the frame little room. A recorder's first claim in the frame notes
+    /// it in the frame's [`Recorders`].
     #[allow(unsafe_code)]
     #[inline(never)]
-    fn claim(&self, stack: &mut gpu_counters_core::ScopeStack) -> u64 {
+    fn claim(&self, cmd: &mut Recorder<D>) -> u64 {
+        if cmd.scope_stack().last_claim(self.key) == 0 {
+            lock(&self.recorders).note(cmd.ticket());
+        }
+        let stack = cmd.scope_stack();
         let capacity = self.store.pages.count() as u64 * u64::from(self.per);
         let room = capacity.saturating_sub(self.next.load(Ordering::Relaxed));
         // At least 1: an empty claim would hand the same id out twice.
@@ -640,24 +703,21 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         let used = (*self.next.get_mut())
             .min(capacity)
             .min(u64::from(NO_SCOPE)) as u32;
-        let mut open = 0;
-        for (_, page, n) in self.store.used_pages(used, self.per) {
-            open += page.records[..n]
-                .iter()
-                .filter(|c| matches!(c.state(), state::OPEN | state::DROPPED))
-                .count() as u32;
-        }
         self.store.used = used;
+        self.store.recorders = std::mem::take(
+            self.recorders
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
         self.store.drops = DropCounts {
             no_slot: *self.no_slot.get_mut(),
             over_capacity: *self.over_capacity.get_mut(),
-            not_ended: open,
+            // Counted as the frame is resolved, which reads every record
+            // anyway.
+            not_ended: 0,
             failed: *self.failed.get_mut(),
             abandoned: 0,
         };
-        self.profiler
-            .dropped_total
-            .fetch_add(u64::from(open), Ordering::Relaxed);
         let store = std::mem::take(&mut self.store);
         self.profiler
             .frame_ended(self.index, self.slot, store, cpu_submit_ns)

@@ -359,11 +359,20 @@ impl<D: BackendDevice> Profiler<D> {
     /// `Some(cpu_submit_ns)` says the frame's recorders were submitted to the
     /// device's queue, `cpu_submit_ns` being the CPU time just before (the
     /// Vulkan backend's `Submission::cpu_submit_ns` for its own command
-    /// buffers): the profiler then queues a completion marker behind them
+    /// buffers). Where every recorder's backend learns by itself when the
+    /// GPU finished it ([`BackendRecorder::ticket`](gpu_counters_core::BackendRecorder::ticket):
+    /// the Vulkan backend's own command buffers, once committed), the frame
+    /// is done when they are: on Vulkan, once their `Submission`s are waited
+    /// for, polled, reused or dropped, or `Device::wait_idle` returned.
+    /// Nothing is submitted for it then; only a caller blocked on the frame
+    /// ([`Profiler::begin_frame`] waiting for its slot,
+    /// [`Profiler::wait_collect_all`]) queues a marker behind it, in case
+    /// nobody looks at those submissions. Otherwise the profiler queues a
+    /// completion marker behind the frame now
     /// ([`BackendDevice::submit_marker`]), whose signal says the frame's work
-    /// is done. With `None` (not submitted yet,
-    /// or no time known) the marker is queued once all the frame's samples
-    /// are seen available. Dropping a frame ends it with `None`.
+    /// is done. With `None` (not submitted yet, or no time known) the marker
+    /// is queued once all the frame's samples are seen available. Dropping a
+    /// frame ends it with `None`.
     pub fn end_frame(&self, mut frame: Frame<'_, D>, cpu_submit_ns: Option<u64>) -> Result<()> {
         if !std::ptr::eq(frame.profiler, self) {
             return Err(ProfilerError::ForeignFrame);
@@ -372,9 +381,10 @@ impl<D: BackendDevice> Profiler<D> {
     }
 
     /// The frames the GPU has finished, oldest first, never waiting. A frame
-    /// is finished when all its samples are available and its frame marker
-    /// (see [`Profiler::end_frame`]) has signalled, which can be a moment
-    /// after the caller's own fence. A frame is returned once every frame
+    /// is finished when all its samples are available and its recorders are
+    /// known finished, or its frame marker has signalled (see
+    /// [`Profiler::end_frame`]), which can be a moment after the caller's
+    /// own fence. A frame is returned once every frame
     /// begun before it has been; each frame is returned exactly once. Their
     /// slots are reset for reuse.
     pub fn collect(&self) -> Result<Vec<FrameResult>> {
@@ -403,7 +413,7 @@ impl<D: BackendDevice> Profiler<D> {
         }
         let out = frames;
         let mut st = lock(&self.state);
-        self.finish_all(&mut st)?;
+        self.finish_all(&mut st, false)?;
         while matches!(st.pending.front(), Some(p) if matches!(p.stage, Stage::Done(_))) {
             if let Some(Pending {
                 stage: Stage::Done(r),
@@ -454,7 +464,7 @@ impl<D: BackendDevice> Profiler<D> {
         loop {
             {
                 let mut st = lock(&self.state);
-                self.finish_all(&mut st)?;
+                self.finish_all(&mut st, true)?;
                 let unfinished = st
                     .pending
                     .iter()
@@ -516,7 +526,14 @@ impl<D: BackendDevice> Profiler<D> {
             Some(s) => {
                 if let Some(rs) = st.slots.get_mut(s) {
                     rs.store = store;
-                    if cpu_submit_ns.is_some() && rs.store.used > 0 && !rs.marker {
+                    // Recorders the backend sees finish by themselves need
+                    // no marker (on Vulkan, a submission of its own): the
+                    // frame is done once their tickets are.
+                    if cpu_submit_ns.is_some()
+                        && rs.store.used > 0
+                        && !rs.marker
+                        && !rs.store.recorders.report_themselves()
+                    {
                         marked = self.submit_marker(rs);
                     }
                 }
@@ -594,9 +611,10 @@ impl<D: BackendDevice> Profiler<D> {
 
     /// Resolves every in-flight frame whose samples are all available, and
     /// resets the slots of finished frames.
-    fn finish_all(&self, st: &mut State<D>) -> Result<()> {
+    /// `waiting`: as [`Profiler::try_finish`].
+    fn finish_all(&self, st: &mut State<D>, waiting: bool) -> Result<()> {
         for i in 0..st.pending.len() {
-            self.try_finish(st, i)?;
+            self.try_finish(st, i, waiting)?;
         }
         for s in 0..st.slots.len() {
             let done = st.slots[s].frame.is_some_and(|f| {
@@ -621,7 +639,7 @@ impl<D: BackendDevice> Profiler<D> {
             match st.pending[i].stage {
                 Stage::Recording => return Ok(false),
                 Stage::InFlight { .. } => {
-                    if !self.try_finish(st, i)? {
+                    if !self.try_finish(st, i, true)? {
                         return Ok(false);
                     }
                 }
@@ -658,7 +676,13 @@ impl<D: BackendDevice> Profiler<D> {
 
     /// Turns pending frame `i` into its result if it is in flight and all
     /// its samples are available. Returns whether it is done.
-    fn try_finish(&self, st: &mut State<D>, i: usize) -> Result<bool> {
+    ///
+    /// A frame whose recorders report their own completion (see
+    /// [`Profiler::end_frame`]) is done once they are; `waiting` (a caller
+    /// blocks on it: `begin_frame` for its slot, `wait_collect_all`) queues
+    /// a marker behind it instead, in case nobody ever looks at its
+    /// submissions.
+    fn try_finish(&self, st: &mut State<D>, i: usize, waiting: bool) -> Result<bool> {
         let (cpu_submit_ns, s) = match (&st.pending[i].stage, st.pending[i].slot) {
             (Stage::Done(_), _) => return Ok(true),
             (Stage::Recording, _) => return Ok(false),
@@ -672,18 +696,38 @@ impl<D: BackendDevice> Profiler<D> {
         let index = st.pending[i].index;
         let slot = &mut st.slots[s];
         let gpu_work = slot.store.used > 0;
+        // The GPU finished every recorder of the frame: its queries are no
+        // longer in use, marker or not.
+        let mut retired = false;
         if gpu_work && slot.marker {
             let signalled = slot.fence.is_signaled()?;
             if !signalled {
                 return Ok(false);
             }
+        } else if gpu_work && slot.store.recorders.retired() {
+            retired = true;
+        } else if gpu_work && cpu_submit_ns.is_some() && slot.store.recorders.report_themselves() {
+            // Submitted and not seen finished yet. A caller waiting for it
+            // gets a marker behind it (its submissions may never be looked
+            // at); otherwise the tickets will tell.
+            if waiting {
+                self.submit_marker(slot)?;
+            }
+            return Ok(false);
         }
         let result = self.resolve(&slot.store, index, cpu_submit_ns)?;
         // A frame none of whose samples the GPU wrote (its command buffers
         // were dropped unsubmitted) has no work to wait for.
         let ran = |r: &FrameResult| !r.scopes.is_empty() || r.drops.failed > 0;
         match result {
-            Some(result) if slot.marker || !gpu_work || !ran(&result) => {
+            Some(result) if slot.marker || retired || !gpu_work || !ran(&result) => {
+                // What the resolve found dropped (once: a frame may be
+                // resolved again before it is done).
+                let found = result.drops.not_ended
+                    + result.drops.abandoned
+                    + result.drops.failed.saturating_sub(slot.store.drops.failed);
+                self.dropped_total
+                    .fetch_add(u64::from(found), Ordering::Relaxed);
                 st.pending[i].stage = Stage::Done(result);
                 Ok(true)
             }
@@ -757,6 +801,7 @@ impl<D: BackendDevice> Profiler<D> {
         let mut drops: DropCounts = store.drops;
         let mut gpu_failed = 0u32;
         let mut abandoned = 0u32;
+        let mut not_ended = 0u32;
         // Result position of each scope, NO_SCOPE where it has none.
         position.clear();
         position.resize(n, NO_SCOPE);
@@ -769,10 +814,10 @@ impl<D: BackendDevice> Profiler<D> {
         for (p, page, count) in store.used_pages(store.used, per as u32) {
             let (t, st) = (stamps[p].timestamps()?, stamps[p].statuses());
             for (k, rec) in page.records[..count].iter().enumerate() {
-                // Open and Failed scopes were counted when the frame ended or
-                // the recording failed.
+                // Failed scopes were counted when the recording failed.
                 let word = rec.load();
                 if word.state() != state::ENDED {
+                    not_ended += u32::from(matches!(word.state(), state::OPEN | state::DROPPED));
                     continue;
                 }
                 let at = 2 * k;
@@ -856,8 +901,7 @@ impl<D: BackendDevice> Profiler<D> {
         drop(calibration);
         drops.failed += gpu_failed;
         drops.abandoned += abandoned;
-        self.dropped_total
-            .fetch_add(u64::from(gpu_failed + abandoned), Ordering::Relaxed);
+        drops.not_ended += not_ended;
         Ok(Some(FrameResult {
             index,
             queue: self.queue_name.clone(),

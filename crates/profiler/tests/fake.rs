@@ -311,3 +311,80 @@ fn huge_options_are_refused_on_the_fake_backend() {
     let e = Profiler::new(&device, options(usize::MAX, 1, WAIT)).unwrap_err();
     assert!(matches!(e, ProfilerError::InvalidOptions(ref m) if m.contains("frames_in_flight")));
 }
+
+/// Records one scope around a dispatch of `n` invocations into a new recorder.
+fn one_scope(
+    device: &FakeDevice,
+    frame: &gpu_counters_profiler::Frame<'_, FakeDevice>,
+    label: &str,
+    n: u64,
+) -> FakeRecorder {
+    let mut cmd = device.recorder();
+    let scope = frame.scope(&mut cmd, label, PassKind::Compute).unwrap();
+    cmd.dispatch(n);
+    scope.end(&mut cmd).unwrap();
+    cmd
+}
+
+/// The fake recorder's ticket says when the GPU ran it, so a frame needs no
+/// completion marker: it is collected as soon as its submissions ran, and
+/// nothing is queued behind it. A frame nobody waits for stays in flight,
+/// with no marker, until a caller blocks on it (`wait_collect_all` queues
+/// one, once); a frame of two recorders waits for both.
+#[test]
+fn frames_of_recorders_with_tickets_queue_no_marker_on_the_fake_backend() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(3, 4, WAIT)).unwrap();
+    for n in 0..5u64 {
+        let frame = profiler.begin_frame().unwrap();
+        let cmd = one_scope(&device, &frame, "waited", n + 1);
+        run_frame(&device, &profiler, frame, cmd);
+        let got = profiler.collect().unwrap();
+        assert_eq!(got.len(), 1, "frame {n} is collected once its work ran");
+        assert_eq!(got[0].index, n);
+        assert_eq!(got[0].scopes.len(), 1);
+        let stats = got[0].scopes[0].statistics.as_deref().unwrap();
+        assert_eq!(stats.compute_kernel_invocations, n + 1);
+    }
+    assert_eq!(device.markers_submitted(), 0);
+
+    // Submitted and not run: nothing to collect, and nothing queued.
+    let frame = profiler.begin_frame().unwrap();
+    let cmd = one_scope(&device, &frame, "unwaited", 7);
+    let submission = device.submit(cmd).unwrap();
+    profiler
+        .end_frame(frame, Some(submission.cpu_submit_ns()))
+        .unwrap();
+    assert!(profiler.collect().unwrap().is_empty());
+    assert!(profiler.collect().unwrap().is_empty());
+    assert_eq!(device.markers_submitted(), 0);
+    // A caller blocked on it queues a marker behind it, once.
+    for _ in 0..2 {
+        assert!(matches!(
+            profiler.wait_collect_all(Duration::ZERO),
+            Err(ProfilerError::CollectTimeout { frame: 5, .. })
+        ));
+    }
+    assert_eq!(device.markers_submitted(), 1);
+    submission.wait();
+    let got = profiler.collect().unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].index, 5);
+    assert_eq!(got[0].scopes[0].label, "unwaited");
+
+    // Two recorders: done once both ran.
+    let frame = profiler.begin_frame().unwrap();
+    let a = one_scope(&device, &frame, "a", 1);
+    let b = one_scope(&device, &frame, "b", 2);
+    let (a, b) = (device.submit(a).unwrap(), device.submit(b).unwrap());
+    profiler.end_frame(frame, Some(a.cpu_submit_ns())).unwrap();
+    a.wait();
+    assert!(profiler.collect().unwrap().is_empty(), "b has not run");
+    b.wait();
+    let got = profiler.collect().unwrap();
+    assert_eq!(got.len(), 1);
+    let labels: Vec<&str> = got[0].scopes.iter().map(|s| s.label.as_str()).collect();
+    assert_eq!(labels, ["a", "b"]);
+    assert_eq!(device.markers_submitted(), 1);
+    assert_eq!(profiler.dropped_scopes_total(), 0);
+}

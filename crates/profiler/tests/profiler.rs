@@ -881,3 +881,145 @@ fn collect_into_reuses_results_without_leftovers() {
     drop(profiler);
     assert_no_validation_messages(&device);
 }
+
+/// A frame on gpu-counters' own command buffers is done once its submission
+/// is seen finished, with no marker queued behind it. Held back on the GPU
+/// by a gate after its scope, it is not collected (nor its queries reset);
+/// once the gate opens and the submission is waited for, the next collect
+/// returns it. A frame whose submission nobody waits for is collected after
+/// `Device::wait_idle`, and by `wait_collect_all` (a marker behind it).
+/// Under the validation layer.
+#[test]
+fn frames_are_done_when_their_submissions_are() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(3, 4, true, WAIT)).unwrap();
+    let gate = Gate::new(&device);
+    let record = |label: &str, gated: bool| {
+        let frame = profiler.begin_frame().unwrap();
+        let mut cmd = CommandBuffer::new(&device).unwrap();
+        let scope = frame.scope(&mut cmd, label, PassKind::Scope).unwrap();
+        scope.end(&mut cmd).unwrap();
+        if gated {
+            gate.record_wait(&cmd);
+        }
+        let submission = cmd.commit().unwrap();
+        profiler
+            .end_frame(frame, Some(submission.cpu_submit_ns()))
+            .unwrap();
+        submission
+    };
+    let one = |frames: Vec<FrameResult>, label: &str| {
+        assert_eq!(frames.len(), 1, "{label}: {frames:#?}");
+        assert_eq!(frames[0].scopes.len(), 1);
+        assert_eq!(frames[0].scopes[0].label, label);
+        assert_eq!(frames[0].drops, DropCounts::default());
+    };
+
+    let gated = record("gated", true);
+    for _ in 0..3 {
+        assert!(profiler.collect().unwrap().is_empty());
+    }
+    assert!(!gated.is_complete().unwrap());
+    gate.open();
+    gated.wait().unwrap();
+    one(profiler.collect().unwrap(), "gated");
+
+    let idle = record("after wait_idle", false);
+    device.wait_idle().unwrap();
+    one(profiler.collect().unwrap(), "after wait_idle");
+
+    let unwatched = record("unwatched", false);
+    one(
+        profiler.wait_collect_all(Duration::from_secs(10)).unwrap(),
+        "unwatched",
+    );
+
+    // A caller's command buffer (its ticket says nothing until signaled),
+    // ended with no submit time and one scope left open: the collect after
+    // its fence resolves the frame and queues a marker, the next resolves it
+    // again once that signals; its drop is counted once.
+    let d = device.raw();
+    // SAFETY: valid create and allocate infos on a live device; the pool
+    // and fence are destroyed below, after the fence was waited for.
+    let (pool, raw, fence) = unsafe {
+        let pool = d
+            .create_command_pool(
+                &vk::CommandPoolCreateInfo::default()
+                    .queue_family_index(device.queue_family_index()),
+                None,
+            )
+            .unwrap();
+        let raw = d
+            .allocate_command_buffers(
+                &vk::CommandBufferAllocateInfo::default()
+                    .command_pool(pool)
+                    .level(vk::CommandBufferLevel::PRIMARY)
+                    .command_buffer_count(1),
+            )
+            .unwrap()[0];
+        d.begin_command_buffer(raw, &vk::CommandBufferBeginInfo::default())
+            .unwrap();
+        (
+            pool,
+            raw,
+            d.create_fence(&vk::FenceCreateInfo::default(), None)
+                .unwrap(),
+        )
+    };
+    let frame = profiler.begin_frame().unwrap();
+    // SAFETY: `raw` is a recording primary command buffer of the device's
+    // queue family; its completion is taken and signaled only after its
+    // fence was waited for; statistics are ended before `raw` is, and it is
+    // submitted under the device's queue lock.
+    let mut cmd = unsafe { CommandBuffer::from_raw(&device, raw) };
+    let open = frame.scope(&mut cmd, "left open", PassKind::Scope).unwrap();
+    let ended = frame.scope(&mut cmd, "ended", PassKind::Scope).unwrap();
+    ended.end(&mut cmd).unwrap();
+    drop(open);
+    cmd.end_statistics().unwrap();
+    let completion = cmd.completion();
+    drop(cmd);
+    // SAFETY: as above; the queue is locked while submitting.
+    unsafe {
+        d.end_command_buffer(raw).unwrap();
+        let queue = device.queue().lock().unwrap();
+        let raws = [raw];
+        d.queue_submit(
+            *queue,
+            &[vk::SubmitInfo::default().command_buffers(&raws)],
+            fence,
+        )
+        .unwrap();
+        drop(queue);
+    }
+    profiler.end_frame(frame, None).unwrap();
+    // SAFETY: the fence was submitted above.
+    unsafe { d.wait_for_fences(&[fence], true, u64::MAX) }.unwrap();
+    assert!(
+        profiler.collect().unwrap().is_empty(),
+        "its marker is queued"
+    );
+    completion.signal();
+    let frames = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].scopes.len(), 1);
+    assert_eq!(frames[0].scopes[0].label, "ended");
+    assert_eq!(
+        frames[0].drops,
+        DropCounts {
+            not_ended: 1,
+            ..Default::default()
+        }
+    );
+    assert_eq!(profiler.dropped_scopes_total(), 1);
+    // SAFETY: the GPU finished `raw` (its fence was waited for).
+    unsafe {
+        d.destroy_fence(fence, None);
+        d.destroy_command_pool(pool, None);
+    }
+
+    drop((gated, idle, unwatched));
+    drop(profiler);
+    drop(gate);
+    assert_no_validation_messages(&device);
+}

@@ -241,4 +241,12 @@ impl BackendRecorder for CommandBuffer {
     fn end_statistics(&mut self) -> Result<()> {
         CommandBuffer::end_statistics(self)
     }
+
+    /// Done once a [`Submission`](crate::Submission) of it is seen finished
+    /// (waited for, polled, reused or dropped) or its
+    /// [`Completion`](crate::Completion) is signaled; abandoned when dropped
+    /// unsubmitted.
+    fn ticket(&self) -> Option<&gpu_counters_core::bookkeeping::Ticket> {
+        Some(&self.tracker.ticket)
+    }
 }

@@ -645,6 +645,7 @@ impl CommandBuffer {
             self.owned = Some(owned);
             return Err(vk_err("vkQueueSubmit2")(e));
         }
+        self.device.note_submitted(&self.tracker.ticket);
         drop(queue);
         self.committed = true;
         self.tracker.ticket.set_phase(Phase::Submitted);

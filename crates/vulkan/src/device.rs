@@ -4,7 +4,7 @@ use crate::instance::{Capabilities, Instance, InstanceOptions};
 use crate::resolve::ResolvePipeline;
 use crate::util::vk_err;
 use ash::vk;
-use gpu_counters_core::bookkeeping::QueryRead;
+use gpu_counters_core::bookkeeping::{QueryRead, Ticket};
 use gpu_counters_core::{
     cpu_monotonic_ns, Calibration, CalibrationMethod, CommonCounterSet, CounterSamplingPoint,
     DeviceInfo, Error, InvalidInput, Result, TimestampPair,
@@ -96,6 +96,11 @@ pub(crate) struct DeviceShared {
     pub(crate) features: EnabledFeatures,
     pub(crate) device: ash::Device,
     pub(crate) queue: Mutex<vk::Queue>,
+    /// Tickets of command buffers [`CommandBuffer::commit`](crate::CommandBuffer::commit)
+    /// submitted and nobody has seen finish yet (pruned as they are): each
+    /// pushed while the queue's lock is held, so that [`Device::wait_idle`]
+    /// completes those it waited for.
+    pub(crate) submitted: Mutex<Vec<Ticket>>,
     pub(crate) memory: vk::PhysicalDeviceMemoryProperties,
     pub(crate) calibrated: Option<CalibratedLoader>,
     pub(crate) push_descriptor: Option<ash::khr::push_descriptor::Device>,
@@ -378,6 +383,7 @@ impl Device {
                 features,
                 device,
                 queue: Mutex::new(queue),
+                submitted: Mutex::new(Vec::new()),
                 memory,
                 calibrated,
                 push_descriptor,
@@ -571,14 +577,35 @@ impl Device {
     /// it waits, since `vkDeviceWaitIdle` needs every queue of the device
     /// externally synchronized (for a device wrapped with
     /// [`Device::from_raw`], the caller must not use its other queues
-    /// meanwhile).
+    /// meanwhile). Every command buffer [`CommandBuffer::commit`](crate::CommandBuffer::commit)
+    /// submitted before is then known finished, as if its
+    /// [`Submission`](crate::Submission) had been waited for.
     pub fn wait_idle(&self) -> Result<()> {
         let _queue = self
             .queue()
             .lock()
             .map_err(|_| Error::Internal("queue lock poisoned".into()))?;
         // SAFETY: the device is valid, and its queue is locked above.
-        unsafe { self.raw().device_wait_idle() }.map_err(vk_err("vkDeviceWaitIdle"))
+        unsafe { self.raw().device_wait_idle() }.map_err(vk_err("vkDeviceWaitIdle"))?;
+        // Each was pushed under the queue's lock, after its submission:
+        // all of them were submitted before the wait began.
+        let finished = std::mem::take(&mut *self.shared.submitted_list());
+        for t in finished {
+            t.complete();
+        }
+        Ok(())
+    }
+
+    /// Notes the ticket of a command buffer just submitted; called with the
+    /// queue's lock held.
+    pub(crate) fn note_submitted(&self, ticket: &Ticket) {
+        let mut list = self.shared.submitted_list();
+        // Those seen finished (their submission waited for or dropped) go
+        // once the list doubles: it stays about as long as what is in flight.
+        if list.len() >= 64 && list.len() == list.capacity() {
+            list.retain(|t| !t.is_done());
+        }
+        list.push(ticket.clone());
     }
 
     pub(crate) fn memory_type(&self, bits: u32, flags: vk::MemoryPropertyFlags) -> Option<u32> {
@@ -590,6 +617,13 @@ impl Device {
 }
 
 impl DeviceShared {
+    fn submitted_list(&self) -> std::sync::MutexGuard<'_, Vec<Ticket>> {
+        // Tickets only: a panic elsewhere leaves the list consistent.
+        self.submitted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     pub(crate) fn require_timestamps(&self) -> Result<()> {
         if self.caps.timestamp_valid_bits == 0 {
             return Err(InvalidInput::UnsupportedCounterSet {
