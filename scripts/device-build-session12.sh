@@ -3,13 +3,16 @@
 # Vulkan, profiler and core test binaries, host_cost, conversion_cost and
 # the gpu-counters command of this checkout, and host_cost and
 # conversion_cost of `BASE` (default 515afb6, the twelfth session's start),
-# built in a worktree under /tmp with this checkout's conversion_cost.rs.
+# built in a worktree under /tmp with this checkout's conversion_cost.rs
+# and host_cost.rs (both use only the public API; since the fourteenth
+# session host_cost also times `end_frame`).
 # For a time profile there, also pack this machine's perf:
 #   PERF=1 bash scripts/device-build-session12.sh   (.bin-perf/perf.tar.xz)
 # DIAG="a b" adds those prebuilt binaries too (as host_cost-diag-<name>),
 # for device-session12.sh's `diag` step; the thirteenth session's were
 # host_cost built with per-phase timers (not committed).
-# The thirteenth session ran it with BASE=43538ef.
+# The thirteenth session ran it with BASE=43538ef, the fourteenth with
+# BASE=4a26989.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${BASE:-515afb6}
@@ -23,6 +26,7 @@ cargo test --release --no-run -p gpu-counters-vulkan -p gpu-counters-profiler -p
 wt=/tmp/gpu-counters-base-$BASE
 [ -d "$wt" ] || git worktree add -f "$wt" "$BASE"
 cp crates/core/examples/conversion_cost.rs "$wt/crates/core/examples/"
+cp crates/bench/examples/host_cost.rs "$wt/crates/bench/examples/"
 (cd "$wt" && CARGO_TARGET_DIR=/tmp/gpu-counters-base-target cargo build --release \
   -p gpu-counters-bench --example host_cost -p gpu-counters-core --example conversion_cost)
 for b in host_cost conversion_cost; do

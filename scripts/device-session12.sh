@@ -10,7 +10,9 @@
 # demo's passes under the validation layer. From
 # scripts/device-build-session12.sh; carry [".gl", ".bin"] (and
 # ".bin-perf"). STEPS (default "compare conversion perf tests") picks parts;
-# "diag" runs the per-phase timer builds when there are any.
+# "diag" runs the per-phase timer builds when there are any; "small" (the
+# fourteenth session) runs the profiler against raw-scopes in frames of 64
+# scopes, where `end_frame` weighs most, four processes per build.
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-compare conversion perf tests}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -28,6 +30,14 @@ if has compare; then
     done
   done
   echo "host_cost: $(( $(date +%s) - start )) s"
+fi
+if has small; then
+  for i in 1 2 3 4; do
+    for b in host_cost-base host_cost; do
+      timeout 60 .bin/$b raw-scopes,profiler 64 2000 > "$R/small-$b-$i.txt" 2>&1
+    done
+  done
+  for f in "$R"/small-*.txt; do echo "== $(basename "$f")"; tail -n 4 "$f"; done
 fi
 if has conversion; then
   for i in 1 2 3; do
@@ -67,7 +77,7 @@ if has tests; then
   echo "run mixed exit $?"; tail -n 4 "$R/run-mixed.txt"
 fi
 if has compare; then
-  for f in "$R"/prof-*.txt; do echo "$(basename "$f") $(tail -n 1 "$f")"; done
+  for f in "$R"/prof-*.txt; do echo "== $(basename "$f")"; tail -n 4 "$f"; done
   for b in host_cost-base host_cost; do
     echo "== $b"; python3 scripts/host_cost_rounds.py "$R"/hc-$b-[0-9].txt | grep -v '^$' | tail -8
   done

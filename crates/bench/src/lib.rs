@@ -55,7 +55,7 @@
 //!   `Frame::scope`/`Scope::end` pair around each dispatch in one frame
 //!   (`Profiler::begin_frame`, `end_frame`; both ends are timestamps after all
 //!   prior work), resolved with `Profiler::collect` into calibrated scope
-//!   times; and the primitive scopes are built on, a pair of
+//!   times (`end_frame` counts as resolve); and the primitive scopes are built on, a pair of
 //!   `CommandBuffer::sample_counters` calls around each dispatch
 //!   (`barrier = false` to open, `barrier = true` to close).
 //!   Buffers and heaps are reset (`CounterSampleBuffer::reset`,
