@@ -360,13 +360,19 @@ impl SampleSet {
         for g in &mut slots.gen[r.clone()] {
             *g = g.wrapping_add(1);
         }
-        slots.link[r.clone()].fill(NONE);
-        slots.occlusion[r.clone()].fill(false);
+        // A timestamp's link is read only in the `Alias` state, which
+        // writes it (and sets `aliases`), and its chain and occlusion flag
+        // never: a timestamp set that has no aliases since its last whole
+        // reset skips them (the profiler's reset of every frame).
+        if self.set != CommonCounterSet::Timestamp || slots.aliases {
+            slots.link[r.clone()].fill(NONE);
+            slots.occlusion[r.clone()].fill(false);
+            slots.chain[r.clone()].fill(0);
+        }
         slots.rec[r.clone()].fill(0);
         slots.dirty[r.clone()].fill(false);
         slots.open[r.clone()].fill(false);
         slots.seen[r.clone()].fill(false);
-        slots.chain[r.clone()].fill(0);
         if slots.tickets != 0 {
             for i in r {
                 slots.clear_ticket(i);
