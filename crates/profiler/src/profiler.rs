@@ -720,12 +720,9 @@ impl<D: BackendDevice> Profiler<D> {
         // were dropped unsubmitted) has no work to wait for.
         let ran = |r: &FrameResult| !r.scopes.is_empty() || r.drops.failed > 0;
         match result {
-            Some(result) if slot.marker || retired || !gpu_work || !ran(&result) => {
-                // What the resolve found dropped (once: a frame may be
-                // resolved again before it is done).
-                let found = result.drops.not_ended
-                    + result.drops.abandoned
-                    + result.drops.failed.saturating_sub(slot.store.drops.failed);
+            Some((result, found)) if slot.marker || retired || !gpu_work || !ran(&result) => {
+                // Counted once, here: a frame may be resolved again before
+                // it is done.
                 self.dropped_total
                     .fetch_add(u64::from(found), Ordering::Relaxed);
                 st.pending[i].stage = Stage::Done(result);
@@ -750,7 +747,9 @@ impl<D: BackendDevice> Profiler<D> {
         }
     }
 
-    /// Resolves a frame's samples; `None` while any is not available yet.
+    /// Resolves a frame's samples, with how many scopes the resolve found
+    /// dropped (not ended, abandoned, failed on the GPU); `None` while any
+    /// sample is not available yet.
     /// One CPU resolve per used page and counter set, covering only the
     /// samples the frame's scopes took.
     #[allow(unsafe_code)]
@@ -759,7 +758,7 @@ impl<D: BackendDevice> Profiler<D> {
         store: &FrameStore<D>,
         index: u64,
         cpu_submit_ns: Option<u64>,
-    ) -> Result<Option<FrameResult>> {
+    ) -> Result<Option<(FrameResult, u32)>> {
         let n = store.used as usize;
         let per = self.options.max_scopes_per_frame as usize;
         let used = n.div_ceil(per);
@@ -902,7 +901,7 @@ impl<D: BackendDevice> Profiler<D> {
         drops.failed += gpu_failed;
         drops.abandoned += abandoned;
         drops.not_ended += not_ended;
-        Ok(Some(FrameResult {
+        let result = FrameResult {
             index,
             queue: self.queue_name.clone(),
             cpu_submit_ns,
@@ -910,7 +909,8 @@ impl<D: BackendDevice> Profiler<D> {
             scopes,
             dropped_scopes: drops.total(),
             drops,
-        }))
+        };
+        Ok(Some((result, gpu_failed + abandoned + not_ended)))
     }
 }
 

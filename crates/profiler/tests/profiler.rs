@@ -11,7 +11,7 @@ use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
     CommandBuffer, Device, GpuBuffer, InstanceOptions, MemoryLocation, Submission,
 };
-use gpu_counters_workloads::{ComputeWorkload, GpuContext};
+use gpu_counters_workloads::{CallerCommandBuffer, ComputeWorkload, GpuContext};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
@@ -938,40 +938,13 @@ fn frames_are_done_when_their_submissions_are() {
     // ended with no submit time and one scope left open: the collect after
     // its fence resolves the frame and queues a marker, the next resolves it
     // again once that signals; its drop is counted once.
-    let d = device.raw();
-    // SAFETY: valid create and allocate infos on a live device; the pool
-    // and fence are destroyed below, after the fence was waited for.
-    let (pool, raw, fence) = unsafe {
-        let pool = d
-            .create_command_pool(
-                &vk::CommandPoolCreateInfo::default()
-                    .queue_family_index(device.queue_family_index()),
-                None,
-            )
-            .unwrap();
-        let raw = d
-            .allocate_command_buffers(
-                &vk::CommandBufferAllocateInfo::default()
-                    .command_pool(pool)
-                    .level(vk::CommandBufferLevel::PRIMARY)
-                    .command_buffer_count(1),
-            )
-            .unwrap()[0];
-        d.begin_command_buffer(raw, &vk::CommandBufferBeginInfo::default())
-            .unwrap();
-        (
-            pool,
-            raw,
-            d.create_fence(&vk::FenceCreateInfo::default(), None)
-                .unwrap(),
-        )
-    };
+    let mut caller = CallerCommandBuffer::new(&device).unwrap();
     let frame = profiler.begin_frame().unwrap();
-    // SAFETY: `raw` is a recording primary command buffer of the device's
-    // queue family; its completion is taken and signaled only after its
-    // fence was waited for; statistics are ended before `raw` is, and it is
+    // SAFETY: `caller` is a recording primary command buffer of the
+    // device's queue family; its completion is taken and signaled only
+    // after it was waited for; statistics are ended before it is, and it is
     // submitted under the device's queue lock.
-    let mut cmd = unsafe { CommandBuffer::from_raw(&device, raw) };
+    let mut cmd = unsafe { CommandBuffer::from_raw(&device, caller.raw()) };
     let open = frame.scope(&mut cmd, "left open", PassKind::Scope).unwrap();
     let ended = frame.scope(&mut cmd, "ended", PassKind::Scope).unwrap();
     ended.end(&mut cmd).unwrap();
@@ -979,22 +952,9 @@ fn frames_are_done_when_their_submissions_are() {
     cmd.end_statistics().unwrap();
     let completion = cmd.completion();
     drop(cmd);
-    // SAFETY: as above; the queue is locked while submitting.
-    unsafe {
-        d.end_command_buffer(raw).unwrap();
-        let queue = device.queue().lock().unwrap();
-        let raws = [raw];
-        d.queue_submit(
-            *queue,
-            &[vk::SubmitInfo::default().command_buffers(&raws)],
-            fence,
-        )
-        .unwrap();
-        drop(queue);
-    }
+    caller.submit().unwrap();
     profiler.end_frame(frame, None).unwrap();
-    // SAFETY: the fence was submitted above.
-    unsafe { d.wait_for_fences(&[fence], true, u64::MAX) }.unwrap();
+    caller.wait().unwrap();
     assert!(
         profiler.collect().unwrap().is_empty(),
         "its marker is queued"
@@ -1012,13 +972,8 @@ fn frames_are_done_when_their_submissions_are() {
         }
     );
     assert_eq!(profiler.dropped_scopes_total(), 1);
-    // SAFETY: the GPU finished `raw` (its fence was waited for).
-    unsafe {
-        d.destroy_fence(fence, None);
-        d.destroy_command_pool(pool, None);
-    }
 
-    drop((gated, idle, unwatched));
+    drop((gated, idle, unwatched, caller));
     drop(profiler);
     drop(gate);
     assert_no_validation_messages(&device);

@@ -12,12 +12,11 @@ use gpu_counters_core::{
     CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterResultTimestamp, Error,
     InvalidInput, SampleStatus, SampleValue, TimestampGranularity,
 };
-use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
     CommandBuffer, ComputePassDescriptor, CounterHeap, CounterSampleBuffer, Device, GpuBuffer,
     MemoryLocation, PassSampleBufferAttachment,
 };
-use gpu_counters_workloads::ComputeWorkload;
+use gpu_counters_workloads::{CallerCommandBuffer, ComputeWorkload};
 
 fn invalid(e: Error) -> InvalidInput {
     assert_eq!(e.kind(), CounterErrorKind::Invalid, "{e}");
@@ -482,36 +481,12 @@ fn indices_of_an_abandoned_command_buffer_can_be_reset() {
 #[test]
 fn callers_command_buffer_holds_until_signaled() {
     let device = common::device();
-    let d = device.raw();
-    // SAFETY: a pool and command buffer of the device's queue family,
-    // destroyed below after the fence wait.
-    let (pool, raw, fence) = unsafe {
-        let pool = d
-            .create_command_pool(
-                &vk::CommandPoolCreateInfo::default()
-                    .queue_family_index(device.queue_family_index()),
-                None,
-            )
-            .unwrap();
-        let raw = d
-            .allocate_command_buffers(
-                &vk::CommandBufferAllocateInfo::default()
-                    .command_pool(pool)
-                    .command_buffer_count(1),
-            )
-            .unwrap()[0];
-        d.begin_command_buffer(raw, &vk::CommandBufferBeginInfo::default())
-            .unwrap();
-        let fence = d
-            .create_fence(&vk::FenceCreateInfo::default(), None)
-            .unwrap();
-        (pool, raw, fence)
-    };
+    let mut caller = CallerCommandBuffer::new(&device).unwrap();
     let times = buffer(&device, CommonCounterSet::Timestamp, "caller's", 2);
     let stats = buffer(&device, CommonCounterSet::Statistic, "caller's", 2);
-    // SAFETY: `raw` is recording, of the device's family, and the completion
+    // SAFETY: `caller` is recording, of the device's family, and the completion
     // is signaled only after the fence wait below.
-    let mut cmd = unsafe { CommandBuffer::from_raw(&device, raw) };
+    let mut cmd = unsafe { CommandBuffer::from_raw(&device, caller.raw()) };
     cmd.sample_counters(&times, 0, true).unwrap();
     cmd.sample_counters(&stats, 0, false).unwrap();
     cmd.sample_counters(&times, 1, true).unwrap();
@@ -522,25 +497,14 @@ fn callers_command_buffer_holds_until_signaled() {
     let probe = times.clone();
     drop(times);
     drop(stats);
-    // SAFETY: the command buffer is complete; the queue is used under
-    // gpu-counters' lock, as `Device::from_raw` asks of every queue use.
-    unsafe {
-        d.end_command_buffer(raw).unwrap();
-        let infos = [vk::CommandBufferSubmitInfo::default().command_buffer(raw)];
-        let submit = [vk::SubmitInfo2::default().command_buffer_infos(&infos)];
-        let queue = device.queue().lock().unwrap();
-        d.queue_submit2(*queue, &submit, fence).unwrap();
-        drop(queue);
-        d.wait_for_fences(&[fence], true, u64::MAX).unwrap();
-    }
+    // Submitted under gpu-counters' queue lock, as `Device::from_raw` asks
+    // of every queue use.
+    caller.submit().unwrap();
+    caller.wait().unwrap();
     completion.signal();
     let resolved = probe.resolve_counter_range(0..2).unwrap();
     assert!(resolved.all_written(), "{:?}", resolved.statuses());
-    // SAFETY: the GPU finished with both.
-    unsafe {
-        d.destroy_fence(fence, None);
-        d.destroy_command_pool(pool, None);
-    }
+    drop(caller);
     common::assert_no_validation_messages(&device);
 }
 

@@ -34,6 +34,7 @@
 
 #![warn(missing_docs)]
 
+mod caller;
 mod compute;
 mod context;
 mod copy;
@@ -45,6 +46,7 @@ mod shader;
 #[cfg(feature = "wgpu")]
 mod wgpu_workloads;
 
+pub use caller::CallerCommandBuffer;
 pub use compute::ComputeWorkload;
 pub use context::{find_memory_type, GpuContext};
 pub use copy::CopyWorkload;
