@@ -354,6 +354,24 @@ impl ScopeStack {
         self.entry_mut(frame).innermost = scope;
     }
 
+    /// Ends the innermost scope of frame `frame`, `from`, if it is the
+    /// innermost one: sets `outer` in its place and returns true, in one
+    /// lookup of the frame's entry; returns false, changing nothing,
+    /// otherwise.
+    ///
+    /// # Safety
+    /// As [`ScopeStack::set_innermost`] of `outer`.
+    #[inline]
+    pub unsafe fn end_innermost(&mut self, frame: u64, from: u32, outer: Option<u32>) -> bool {
+        match self.existing_mut(frame) {
+            Some(e) if e.innermost == Some(from) => {
+                e.innermost = outer;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Takes the next unused id this recorder claimed from frame `frame`.
     #[inline]
     pub fn take_claimed(&mut self, frame: u64) -> Option<u32> {

@@ -25,7 +25,7 @@ use std::sync::{Mutex, PoisonError};
 pub(crate) const NO_SCOPE: u32 = u32::MAX;
 
 /// The most scope ids a recorder claims at once (see `Frame::claim`).
-pub(crate) const MAX_CLAIM: u32 = 8;
+pub(crate) const MAX_CLAIM: u32 = 32;
 
 /// What became of a scope, in its record's `state`.
 pub(crate) mod state {
@@ -99,6 +99,12 @@ impl RecordWord {
         KINDS[((self.0 >> 40) & 3) as usize]
     }
 
+    /// The same word with state `state`.
+    #[inline]
+    pub(crate) fn with_state(self, state: u8) -> Self {
+        Self(self.0 & !STATE_BITS | u64::from(state) << 32)
+    }
+
     /// Whether the scope's statistics are sampled: the profiler's option,
     /// and the recorder able to where the scope began
     /// ([`BackendRecorder::samples_statistics`]).
@@ -160,6 +166,12 @@ impl RecordCell {
     #[inline]
     pub(crate) fn parent(&self) -> u32 {
         self.load().parent()
+    }
+
+    /// Stores `word`; by the word's one writer.
+    #[inline]
+    fn store(&self, word: RecordWord) {
+        self.word.store(word.0, Ordering::Relaxed);
     }
 
     /// Sets the state, keeping the rest; by the word's one writer.
@@ -782,20 +794,17 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
         };
         let frame = this.frame;
         let cell = this.cell(page);
-        let innermost = match cmd.scope_stack().innermost(frame.key) {
-            // The usual case: it is the innermost scope (and not dropped).
-            Some(top) if top == this.id => top,
-            top => frame.open_scope(top),
-        };
-        if innermost != this.id {
-            return Err(this.misplaced(innermost, cell));
-        }
-        let outer = frame.open_scope(Some(cell.parent()));
-        // SAFETY: `outer` is `NO_SCOPE` or a scope this one began inside, on
-        // this recorder.
-        unsafe {
-            cmd.scope_stack()
-                .set_innermost(frame.key, (outer != NO_SCOPE).then_some(outer));
+        // Read once: its parent now, and the rest kept as the state changes.
+        let word = cell.load();
+        let outer = frame.open_scope(Some(word.parent()));
+        let outer = (outer != NO_SCOPE).then_some(outer);
+        // SAFETY: the stack takes `outer` only if this scope is `cmd`'s
+        // innermost one, and so was begun on `cmd`: `outer` is then
+        // `None` or a scope this one began inside, on this recorder.
+        let ended = unsafe { cmd.scope_stack().end_innermost(frame.key, this.id, outer) };
+        if !ended {
+            // Not the innermost: misplaced, or dropped scopes above it.
+            this.end_under_dropped(cmd, cell, outer)?;
         }
         let statistics = page.statistics.as_ref().filter(|_| this.statistics);
         let mut recorded = sample::<D>(cmd, &page.timestamps, statistics, this.index + 1);
@@ -807,11 +816,37 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
         }
         match recorded {
             Ok(()) => {
-                cell.set_state(state::ENDED);
+                // The word's one writer since it was read above.
+                cell.store(word.with_state(state::ENDED));
                 Ok(())
             }
             Err(e) => Err(frame.failed(cell, e)),
         }
+    }
+
+    /// [`Scope::end`] of a scope that is not `cmd`'s innermost one: where
+    /// the scopes above it on `cmd` were dropped, it ends, and `outer` is
+    /// `cmd`'s innermost scope from now on; otherwise it is misplaced (see
+    /// [`Scope::misplaced`]).
+    #[cold]
+    #[inline(never)]
+    #[allow(unsafe_code)]
+    fn end_under_dropped(
+        &self,
+        cmd: &mut Recorder<D>,
+        cell: &RecordCell,
+        outer: Option<u32>,
+    ) -> Result<()> {
+        let frame = self.frame;
+        let innermost = frame.open_scope(cmd.scope_stack().innermost(frame.key));
+        if innermost != self.id {
+            return Err(self.misplaced(innermost, cell));
+        }
+        // SAFETY: this scope is open on `cmd` (its innermost one past
+        // dropped scopes), so `outer`, from its record, is `None` or a
+        // scope it began inside, on this recorder.
+        unsafe { cmd.scope_stack().set_innermost(frame.key, outer) };
+        Ok(())
     }
 
     /// Why a scope that is not `cmd`'s innermost open one cannot end there

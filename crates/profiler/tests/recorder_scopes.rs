@@ -214,13 +214,17 @@ fn a_dropped_scope_in_a_nest_is_skipped_and_counted() {
     drop(lost2);
     cmd.dispatch(6);
     inner2.end(&mut cmd).unwrap();
+    // A scope dropped right inside the one that ends next: the recorder's
+    // innermost scope is the dropped one, and the outer one still ends.
+    let lost3 = frame.scope(&mut cmd, "lost 3", PassKind::Scope).unwrap();
+    drop(lost3);
     outer.end(&mut cmd).unwrap();
     let frames = run(&device, &profiler, vec![frame], vec![cmd]);
     let f = &frames[0];
     assert_eq!(
         f.drops,
         DropCounts {
-            not_ended: 2,
+            not_ended: 3,
             ..Default::default()
         }
     );
@@ -400,7 +404,8 @@ fn one_recorder_fills_its_frame_exactly() {
 
 /// Eight recorders taking turns, each leaving part of its last block of ids
 /// unused: every scope is in the results or counted, and the frame holds at
-/// least its room less 7 ids a recorder (`MAX_CLAIM - 1`).
+/// least its room less 7 ids a recorder (claims are at most a 32nd of the
+/// room left: 8 ids here).
 #[test]
 fn recorders_taking_turns_lose_little_room() {
     const ROOM: u32 = 256;
@@ -464,7 +469,7 @@ fn recorders_taking_turns_lose_little_room() {
 }
 
 /// Eight threads into one frame with room for all: ids come in blocks of
-/// up to 8 per recorder, and every scope comes back once with its label,
+/// up to 32 per recorder, and every scope comes back once with its label,
 /// thread and parent.
 #[test]
 fn eight_threads_claim_blocks_with_exact_results() {

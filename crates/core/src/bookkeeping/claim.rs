@@ -30,6 +30,7 @@
 use super::table::{SampleTable, NONE};
 use super::ticket::Ticket;
 use super::SampleSet;
+use crate::CommonCounterSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Indices per claimed block.
@@ -330,15 +331,20 @@ impl SampleSet {
             }
             let (block, id) = (c.block, c.ticket);
             slots.claims[k].applied = written;
-            slots.mark_block_recorded(block * BLOCK, new, id);
+            slots.mark_block_recorded(block * BLOCK, new, id, self.set);
         }
     }
 }
 
 impl SampleTable {
     /// [`SampleTable::mark_recorded`] of the indices `first + i` for each bit
-    /// `i` of `mask`, timestamps by recording `rec`.
-    fn mark_block_recorded(&mut self, first: u32, mask: u64, rec: u64) {
+    /// `i` of `mask`, timestamps by recording `rec`, into a table of `set`.
+    fn mark_block_recorded(&mut self, first: u32, mask: u64, rec: u64, set: CommonCounterSet) {
+        // As in `SampleSet::host_reset_table`: a timestamp set without
+        // aliases has every link `NONE` already, and reads a timestamp's
+        // link generation, occlusion flag and chain never (its link and
+        // link generation only in the `Alias` state, which writes both).
+        let links = set != CommonCounterSet::Timestamp || self.aliases;
         // Runs of consecutive indices (the usual case: a whole block but
         // its first index, which the locked write took), filled at once.
         let mut m = mask;
@@ -351,13 +357,15 @@ impl SampleTable {
                 *g = g.wrapping_add(1);
             }
             self.state[r.clone()].fill(super::SlotState::Recorded);
-            self.link[r.clone()].fill(NONE);
-            self.link_gen[r.clone()].fill(0);
-            self.occlusion[r.clone()].fill(false);
+            if links {
+                self.link[r.clone()].fill(NONE);
+                self.link_gen[r.clone()].fill(0);
+                self.occlusion[r.clone()].fill(false);
+                self.chain[r.clone()].fill(0);
+            }
             self.rec[r.clone()].fill(rec);
             self.dirty[r.clone()].fill(true);
-            self.seen[r.clone()].fill(false);
-            self.chain[r].fill(0);
+            self.seen[r].fill(false);
         }
     }
 
