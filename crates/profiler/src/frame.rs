@@ -539,7 +539,9 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
                 None => return Ok(self.drop_scope(&self.over_capacity)),
             },
         };
-        let cell = &page.records[at as usize];
+        // SAFETY: `at` is below `per` (the id itself, below `per`, or its
+        // remainder), the page's number of records.
+        let cell = unsafe { page.record_unchecked(at) };
         let statistics = page
             .statistics
             .as_ref()
@@ -772,8 +774,12 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
     }
 
     /// Its record.
+    #[inline(always)]
+    #[allow(unsafe_code)]
     fn cell(&self, page: &'f Page<D>) -> &'f RecordCell {
-        &page.records[(self.index / 2) as usize]
+        // SAFETY: a scope with a page was begun at record `at` of it, below
+        // the page's number of records, with `index` set to `2 * at`.
+        unsafe { page.record_unchecked(self.index / 2) }
     }
 
     /// Ends the scope in `cmd`, the command buffer it began on: records a

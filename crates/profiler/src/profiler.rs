@@ -107,6 +107,21 @@ pub(crate) struct Page<D: BackendDevice> {
     pub(crate) records: Box<[RecordCell]>,
 }
 
+impl<D: BackendDevice> Page<D> {
+    /// Record `at`, without the bounds check: a scope's begin and end each
+    /// look theirs up, next to the driver's command.
+    ///
+    /// # Safety
+    /// `at` is below `max_scopes_per_frame`, the number of records.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn record_unchecked(&self, at: u32) -> &RecordCell {
+        debug_assert!((at as usize) < self.records.len());
+        // SAFETY: per the contract, `at` is inside `records`.
+        unsafe { self.records.get_unchecked(at as usize) }
+    }
+}
+
 struct RingSlot<D: BackendDevice> {
     /// The buffers and bookkeeping; empty while lent to a live [`Frame`].
     store: FrameStore<D>,
@@ -812,7 +827,22 @@ impl<D: BackendDevice> Profiler<D> {
         let convert = calibration.converter();
         for (p, page, count) in store.used_pages(store.used, per as u32) {
             let (t, st) = (stamps[p].timestamps()?, stamps[p].statuses());
-            for (k, rec) in page.records[..count].iter().enumerate() {
+            if t.len() != 2 * count || st.len() != 2 * count {
+                return Err(ProfilerError::Counters(gpu_counters_core::Error::Internal(
+                    format!(
+                        "profiler: a page of {count} scopes resolved {} samples",
+                        st.len()
+                    ),
+                )));
+            }
+            // Scope `k` of the page sampled `2 * k` and the next index: one
+            // pair of each per record, in step (no index to check).
+            let scopes_here = page.records[..count]
+                .iter()
+                .zip(st.chunks_exact(2))
+                .zip(t.chunks_exact(2))
+                .enumerate();
+            for (k, ((rec, st), t)) in scopes_here {
                 // Failed scopes were counted when the recording failed.
                 let word = rec.load();
                 if word.state() != state::ENDED {
@@ -820,20 +850,20 @@ impl<D: BackendDevice> Profiler<D> {
                     continue;
                 }
                 let at = 2 * k;
-                if st[at] == SampleStatus::NotWritten && st[at + 1] == SampleStatus::NotWritten {
+                if st[0] == SampleStatus::NotWritten && st[1] == SampleStatus::NotWritten {
                     // Recorded, so only a command buffer dropped unsubmitted
                     // leaves both unwritten.
                     abandoned += 1;
                     continue;
                 }
-                if st[at] != SampleStatus::Written || st[at + 1] != SampleStatus::Written {
+                if st[0] != SampleStatus::Written || st[1] != SampleStatus::Written {
                     gpu_failed += 1;
                     continue;
                 }
                 // SAFETY: the store is back in its ring slot (its frame
                 // ended), so no scope of it is being recorded.
                 let meta = unsafe { rec.meta() };
-                let (t0, t1) = (t[at].timestamp, t[at + 1].timestamp);
+                let (t0, t1) = (t[0].timestamp, t[1].timestamp);
                 let statistics = if self.options.statistics && word.statistics() {
                     match stats
                         .get(p)
