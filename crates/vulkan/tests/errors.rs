@@ -12,7 +12,7 @@ use gpu_counters_vulkan::{
     PassSampleBufferAttachment, RenderPassDescriptor, RenderPassSampleBufferAttachment,
     RenderTarget, MAX_SAMPLE_COUNT,
 };
-use gpu_counters_workloads::RenderWorkload;
+use gpu_counters_workloads::{CallerCommandBuffer, RenderWorkload};
 
 fn invalid(e: Error) -> InvalidInput {
     assert_eq!(e.kind(), CounterErrorKind::Invalid, "{e}");
@@ -457,33 +457,13 @@ fn index_reuse_inside_a_render_pass_and_attached_twice() {
 #[test]
 fn commit_of_a_callers_command_buffer() {
     let device = common::device();
-    let d = device.raw();
-    // SAFETY: a valid create-info for a pool of the device's queue family;
-    // destroyed at the end, after the queue is idle.
-    let pool = unsafe {
-        d.create_command_pool(
-            &vk::CommandPoolCreateInfo::default().queue_family_index(device.queue_family_index()),
-            None,
-        )
-    }
-    .unwrap();
-    // SAFETY: one primary command buffer from the live pool above.
-    let raw = unsafe {
-        d.allocate_command_buffers(
-            &vk::CommandBufferAllocateInfo::default()
-                .command_pool(pool)
-                .command_buffer_count(1),
-        )
-    }
-    .unwrap()[0];
-    // SAFETY: `raw` is a fresh command buffer of the live pool, not recording yet.
-    unsafe { d.begin_command_buffer(raw, &vk::CommandBufferBeginInfo::default()) }.unwrap();
+    let mut caller = CallerCommandBuffer::new(&device).unwrap();
     let b = timestamps(&device, "caller's", 2);
-    // SAFETY: `raw` is a primary command buffer of `device` from a pool of its
-    // queue family, recording, and recorded into only through `cmd`; it is
-    // submitted (to the queue, under `Device::queue`'s lock) and waited for
-    // before `completion` is signaled; no statistics are sampled.
-    let mut cmd = unsafe { CommandBuffer::from_raw(&device, raw) };
+    // SAFETY: `caller.raw()` is a primary command buffer of `device` from a
+    // pool of its queue family, recording, and recorded into only through
+    // `cmd`; it is submitted (to the queue, under `Device::queue`'s lock) and
+    // waited for before `completion` is signaled; no statistics are sampled.
+    let mut cmd = unsafe { CommandBuffer::from_raw(&device, caller.raw()) };
     cmd.sample_counters(&b, 0, true).unwrap();
     cmd.sample_counters(&b, 1, true).unwrap();
     let completion = cmd.completion();
@@ -492,20 +472,10 @@ fn commit_of_a_callers_command_buffer() {
         InvalidInput::EncoderState(_)
     ));
     // The caller submits their own command buffer.
-    // SAFETY: `raw` is recording and no longer used through `cmd` (whose commit
-    // failed); the queue is used under gpu-counters' lock; the wait makes the
-    // GPU done with `raw` before the completion is signaled.
-    unsafe {
-        d.end_command_buffer(raw).unwrap();
-        let infos = [vk::CommandBufferSubmitInfo::default().command_buffer(raw)];
-        let submit = [vk::SubmitInfo2::default().command_buffer_infos(&infos)];
-        let queue = device.queue().lock().unwrap();
-        d.queue_submit2(*queue, &submit, vk::Fence::null()).unwrap();
-        d.queue_wait_idle(*queue).unwrap();
-    }
+    caller.submit().unwrap();
+    caller.wait().unwrap();
     completion.signal();
     assert!(b.resolve_counter_range(0..2).unwrap().all_written());
-    // SAFETY: the queue is idle, so no command buffer of the pool is pending.
-    unsafe { d.destroy_command_pool(pool, None) };
+    drop(caller);
     common::assert_no_validation_messages(&device);
 }
