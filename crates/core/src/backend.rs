@@ -25,7 +25,7 @@
 use crate::bookkeeping::Ticket;
 use crate::{
     Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo,
-    ResolvedCounters, Result, TimestampGranularity, TimestampPair,
+    ResolvedCounters, ResolvedTimestamps, Result, TimestampGranularity, TimestampPair,
 };
 use std::ops::Range;
 
@@ -126,6 +126,19 @@ pub trait BackendSampleBuffer: Clone + Send + Sync + 'static {
         Ok(())
     }
 
+    /// Resolves the timestamps of `range` into `out` for a caller that
+    /// reads each sample once (see [`ResolvedTimestamps`]): the ticks and
+    /// statuses of a `resolve_counter_range` of the range, without laying
+    /// out samples that were all written where the backend can. Fails for
+    /// samples of another counter set. On error `out` is left empty.
+    fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        out.resolve_laid_out(|laid| self.resolve_counter_range_into(range, laid))
+    }
+
     /// Resets every sample to "not written" on the host; fails while one is
     /// still pending on the GPU.
     fn reset(&self) -> Result<()>;
@@ -167,6 +180,19 @@ pub trait BackendHeap: Clone + Send + Sync + 'static {
         *out = ResolvedCounters::default();
         *out = self.resolve_counter_range(range)?;
         Ok(())
+    }
+
+    /// Resolves the timestamps of `range` into `out` for a caller that
+    /// reads each sample once (see [`ResolvedTimestamps`]): the ticks and
+    /// statuses of a `resolve_counter_range` of the range, without laying
+    /// out samples that were all written where the backend can. Fails for
+    /// samples of another counter set. On error `out` is left empty.
+    fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        out.resolve_laid_out(|laid| self.resolve_counter_range_into(range, laid))
     }
 
     /// Invalidates entries (`invalidateCounterRange`); fails while one is

@@ -21,8 +21,8 @@ use crate::bookkeeping::{Phase, QueryRead, SampleSet, SlotState, Ticket, ABSENT,
 use crate::{
     cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
     CounterHeapDescriptor, CounterSampleBufferDescriptor, CounterSamplingPoint, CounterSet,
-    DeviceInfo, DeviceType, Error, InvalidInput, ResolvedCounters, Result, TimestampGranularity,
-    TimestampPair,
+    DeviceInfo, DeviceType, Error, InvalidInput, ResolvedCounters, ResolvedTimestamps, Result,
+    TimestampGranularity, TimestampPair,
 };
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -332,6 +332,16 @@ impl BackendSampleBuffer for FakeSampleBuffer {
             .resolve_cpu_into(range, &*self.storage, None, out)
     }
 
+    fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        self.storage
+            .samples
+            .resolve_timestamps_into(range, &*self.storage, out)
+    }
+
     fn reset(&self) -> Result<()> {
         self.reset_range(0..u64::from(self.storage.samples.count))
     }
@@ -374,6 +384,16 @@ impl BackendHeap for FakeHeap {
         self.storage
             .samples
             .resolve_cpu_into(range, &*self.storage, None, out)
+    }
+
+    fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        self.storage
+            .samples
+            .resolve_timestamps_into(range, &*self.storage, out)
     }
 
     fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {

@@ -48,5 +48,5 @@ pub use device_info::{BackendKind, DeviceInfo, DeviceType};
 pub use error::{CounterErrorKind, Error, InvalidInput, Result};
 pub use results::{
     CounterResultStageUtilization, CounterResultStatistic, CounterResultTimestamp,
-    ResolvedCounters, SampleStatus, SampleValue, COUNTER_ERROR_VALUE,
+    ResolvedCounters, ResolvedTimestamps, SampleStatus, SampleValue, SpanEnd, COUNTER_ERROR_VALUE,
 };

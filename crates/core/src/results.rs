@@ -432,6 +432,150 @@ impl ResolvedCounters {
     }
 }
 
+/// Timestamps of a range resolved for a caller that reads each sample once,
+/// such as a profiler turning start and end samples into spans. When every
+/// sample was written and is complete (the usual case for finished work),
+/// it holds what the driver read, with no pass that lays the values out in
+/// Metal's layout first; otherwise it holds that layout and a status per
+/// sample, as [`ResolvedCounters`] does. Either way it reads as the same
+/// ticks and statuses as a `resolve_counter_range` of the range.
+///
+/// Resolved into with a backend's `resolve_timestamps_into`; reusing one
+/// keeps its memory, so steady-state resolves allocate nothing.
+#[derive(Debug, Default)]
+pub struct ResolvedTimestamps {
+    /// The number of samples.
+    pub(crate) len: usize,
+    /// Whether every sample was written and is complete: `pairs` holds
+    /// them; otherwise `laid` does.
+    pub(crate) all_written: bool,
+    /// Per sample, its raw value and availability word, as read.
+    pub(crate) pairs: Vec<u64>,
+    /// The valid bits of a raw value.
+    pub(crate) mask: u64,
+    /// Metal's layout with statuses, when not every sample was written.
+    pub(crate) laid: ResolvedCounters,
+}
+
+impl ResolvedTimestamps {
+    /// Resolves into `self` through `resolve`, a resolve into Metal's
+    /// layout (a backend's `resolve_counter_range_into`): the way for a
+    /// backend without a resolve of its own that skips the layout. Fails,
+    /// leaving `self` empty, where `resolve` fails or resolves another
+    /// counter set.
+    pub fn resolve_laid_out(
+        &mut self,
+        resolve: impl FnOnce(&mut ResolvedCounters) -> Result<()>,
+    ) -> Result<()> {
+        self.len = 0;
+        self.all_written = false;
+        resolve(&mut self.laid)?;
+        if self.laid.counter_set() != CommonCounterSet::Timestamp {
+            let set = self.laid.counter_set();
+            self.laid = ResolvedCounters::default();
+            return Err(InvalidInput::Argument(format!(
+                "resolved samples are of the {set} set, not timestamps"
+            ))
+            .into());
+        }
+        self.len = self.laid.len();
+        Ok(())
+    }
+
+    /// The number of samples.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no samples.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether every sample was written and is complete
+    /// ([`SampleStatus::Written`]).
+    pub fn all_written(&self) -> bool {
+        self.all_written || self.laid.all_written()
+    }
+
+    /// How many samples have `status`.
+    pub fn count(&self, status: SampleStatus) -> usize {
+        match (self.all_written, status) {
+            (true, SampleStatus::Written) => self.len,
+            (true, _) => 0,
+            (false, _) => self.laid.count(status),
+        }
+    }
+
+    /// Sample `i`'s ticks ([`COUNTER_ERROR_VALUE`] where it has none, 0 for
+    /// an invalidated heap entry) and status; `None` past the end.
+    pub fn get(&self, i: usize) -> Option<(u64, SampleStatus)> {
+        if i >= self.len {
+            None
+        } else if self.all_written {
+            Some((self.pairs.get(2 * i)? & self.mask, SampleStatus::Written))
+        } else {
+            let t = self.laid.timestamps().ok()?.get(i)?;
+            Some((t.timestamp, *self.laid.statuses().get(i)?))
+        }
+    }
+
+    /// The number of spans: samples `(2k, 2k + 1)` taken as the start and
+    /// end of span `k` (a last sample without a partner is none).
+    pub fn span_count(&self) -> usize {
+        self.len / 2
+    }
+
+    /// Calls `f(k, start, end)` for each span `k` in order (see
+    /// [`ResolvedTimestamps::span_count`]): each end's ticks and status, as
+    /// [`ResolvedTimestamps::get`] gives them. One loop for all samples
+    /// written and one for the rest, each with `f` inlined, so that the
+    /// usual case tests no status.
+    #[inline]
+    pub fn for_each_span(&self, mut f: impl FnMut(usize, SpanEnd, SpanEnd)) {
+        let all = vec![(); self.span_count()];
+        self.for_each_span_with(&all, |k, (), start, end| f(k, start, end));
+    }
+
+    /// [`ResolvedTimestamps::for_each_span`] in step with `items`, one per
+    /// span (a caller's record of what each span measured): `f(k,
+    /// &items[k], start, end)` for each span that has an item, with no
+    /// index to check.
+    #[inline]
+    pub fn for_each_span_with<T>(
+        &self,
+        items: &[T],
+        mut f: impl FnMut(usize, &T, SpanEnd, SpanEnd),
+    ) {
+        let spans = self.span_count().min(items.len());
+        let items = &items[..spans];
+        if self.all_written {
+            let mask = self.mask;
+            let pairs = self.pairs.get(..4 * spans).unwrap_or(&[]);
+            for (k, (item, q)) in items.iter().zip(pairs.chunks_exact(4)).enumerate() {
+                f(
+                    k,
+                    item,
+                    (q[0] & mask, SampleStatus::Written),
+                    (q[2] & mask, SampleStatus::Written),
+                );
+            }
+        } else {
+            let ticks = self.laid.timestamps().unwrap_or(&[]);
+            let status = self.laid.statuses();
+            let n = (2 * spans).min(ticks.len()).min(status.len()) & !1;
+            let ends = ticks[..n].chunks_exact(2).zip(status[..n].chunks_exact(2));
+            for (k, (item, (t, s))) in items.iter().zip(ends).enumerate() {
+                f(k, item, (t[0].timestamp, s[0]), (t[1].timestamp, s[1]));
+            }
+        }
+    }
+}
+
+/// One end of a span of [`ResolvedTimestamps::for_each_span`]: its ticks
+/// and status.
+pub type SpanEnd = (u64, SampleStatus);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,8 +12,8 @@ use gpu_counters_core::bookkeeping::{Held, SampleSet, SlotState, Ticket, ABSENT,
 use gpu_counters_core::COUNTER_ERROR_VALUE;
 use gpu_counters_core::{
     cpu_monotonic_ns, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
-    CounterSampleBufferDescriptor, DeviceInfo, Error, InvalidInput, ResolvedCounters, Result,
-    StorageMode, TimestampGranularity, TimestampPair,
+    CounterSampleBufferDescriptor, DeviceInfo, Error, InvalidInput, ResolvedCounters,
+    ResolvedTimestamps, Result, StorageMode, TimestampGranularity, TimestampPair,
 };
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -56,6 +56,17 @@ fn resolve_into(storage: &Storage, range: Range<u64>, out: &mut ResolvedCounters
         return Err(e);
     }
     storage.samples.resolve_cpu_into(range, storage, None, out)
+}
+
+fn resolve_timestamps_into(
+    storage: &Storage,
+    range: Range<u64>,
+    out: &mut ResolvedTimestamps,
+) -> Result<()> {
+    if let Err(e) = storage.poll() {
+        out.resolve_laid_out(|_| Err(e))?;
+    }
+    storage.samples.resolve_timestamps_into(range, storage, out)
 }
 
 /// A host reset of `first..first+count` to `state`, refused while any of it
@@ -105,6 +116,14 @@ impl BackendSampleBuffer for CudaSampleBuffer {
         resolve_into(&self.storage, range, out)
     }
 
+    fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        resolve_timestamps_into(&self.storage, range, out)
+    }
+
     fn reset(&self) -> Result<()> {
         let n = self.storage.samples.count;
         host_reset(&self.storage, 0, n, SlotState::Fresh, "reset")
@@ -126,6 +145,14 @@ impl BackendHeap for CudaHeap {
         out: &mut ResolvedCounters,
     ) -> Result<()> {
         resolve_into(&self.storage, range, out)
+    }
+
+    fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        resolve_timestamps_into(&self.storage, range, out)
     }
 
     fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {

@@ -7,7 +7,7 @@ use crate::shared_str::Interner;
 use gpu_counters_core::timeline::Timeline;
 use gpu_counters_core::{
     cpu_monotonic_ns, Calibration, CommonCounterSet, CounterSampleBufferDescriptor,
-    ResolvedCounters, SampleStatus, SampleValue,
+    ResolvedCounters, ResolvedTimestamps, SampleStatus, SampleValue,
 };
 use gpu_counters_core::{BackendDevice, BackendMarker, BackendSampleBuffer, DeviceInfo};
 use std::collections::VecDeque;
@@ -783,13 +783,12 @@ impl<D: BackendDevice> Profiler<D> {
             stats,
             position,
         } = &mut *resolved;
-        stamps.resize_with(stamps.len().max(used), ResolvedCounters::default);
+        stamps.resize_with(stamps.len().max(used), ResolvedTimestamps::default);
         let mut pages_with_stats = 0;
         for (p, page, count) in store.used_pages(store.used, per as u32) {
             let range = 0..2 * count as u64;
             let r = &mut stamps[p];
-            page.timestamps
-                .resolve_counter_range_into(range.clone(), r)?;
+            page.timestamps.resolve_timestamps_into(range.clone(), r)?;
             if r.count(SampleStatus::NotReady) > 0 {
                 return Ok(None);
             }
@@ -826,105 +825,107 @@ impl<D: BackendDevice> Profiler<D> {
         let mut len = 0usize;
         let convert = calibration.converter();
         for (p, page, count) in store.used_pages(store.used, per as u32) {
-            let (t, st) = (stamps[p].timestamps()?, stamps[p].statuses());
-            if t.len() != 2 * count || st.len() != 2 * count {
+            let stamps = &stamps[p];
+            if stamps.span_count() != count {
                 return Err(ProfilerError::Counters(gpu_counters_core::Error::Internal(
                     format!(
                         "profiler: a page of {count} scopes resolved {} samples",
-                        st.len()
+                        stamps.len()
                     ),
                 )));
             }
-            // Scope `k` of the page sampled `2 * k` and the next index: one
-            // pair of each per record, in step (no index to check).
-            let scopes_here = page.records[..count]
-                .iter()
-                .zip(st.chunks_exact(2))
-                .zip(t.chunks_exact(2))
-                .enumerate();
-            for (k, ((rec, st), t)) in scopes_here {
-                // Failed scopes were counted when the recording failed.
-                let word = rec.load();
-                if word.state() != state::ENDED {
-                    not_ended += u32::from(matches!(word.state(), state::OPEN | state::DROPPED));
-                    continue;
-                }
-                let at = 2 * k;
-                if st[0] == SampleStatus::NotWritten && st[1] == SampleStatus::NotWritten {
-                    // Recorded, so only a command buffer dropped unsubmitted
-                    // leaves both unwritten.
-                    abandoned += 1;
-                    continue;
-                }
-                if st[0] != SampleStatus::Written || st[1] != SampleStatus::Written {
-                    gpu_failed += 1;
-                    continue;
-                }
-                // SAFETY: the store is back in its ring slot (its frame
-                // ended), so no scope of it is being recorded.
-                let meta = unsafe { rec.meta() };
-                let (t0, t1) = (t[0].timestamp, t[1].timestamp);
-                let statistics = if self.options.statistics && word.statistics() {
-                    match stats
-                        .get(p)
-                        .filter(|_| with_stats)
-                        .map(|r| r.statistics_between(at, at + 1))
-                    {
-                        Some(Ok(SampleValue::Value(counted))) => Some(Box::new(counted)),
-                        _ => {
-                            gpu_failed += 1;
-                            continue;
+            // Scope `k` of the page sampled `2 * k` and the next index: the
+            // page's span `k`, in step with its record. The closure is
+            // inlined into both of the loops (one a scope).
+            let records = &page.records[..count];
+            stamps.for_each_span_with(
+                records,
+                #[inline(always)]
+                |k, rec, (t0, s0), (t1, s1)| {
+                    // Failed scopes were counted when the recording failed.
+                    let word = rec.load();
+                    if word.state() != state::ENDED {
+                        not_ended +=
+                            u32::from(matches!(word.state(), state::OPEN | state::DROPPED));
+                        return;
+                    }
+                    let at = 2 * k;
+                    if s0 == SampleStatus::NotWritten && s1 == SampleStatus::NotWritten {
+                        // Recorded, so only a command buffer dropped unsubmitted
+                        // leaves both unwritten.
+                        abandoned += 1;
+                        return;
+                    }
+                    if s0 != SampleStatus::Written || s1 != SampleStatus::Written {
+                        gpu_failed += 1;
+                        return;
+                    }
+                    // SAFETY: the store is back in its ring slot (its frame
+                    // ended), so no scope of it is being recorded.
+                    let meta = unsafe { rec.meta() };
+                    let statistics = if self.options.statistics && word.statistics() {
+                        match stats
+                            .get(p)
+                            .filter(|_| with_stats)
+                            .map(|r| r.statistics_between(at, at + 1))
+                        {
+                            Some(Ok(SampleValue::Value(counted))) => Some(Box::new(counted)),
+                            _ => {
+                                gpu_failed += 1;
+                                return;
+                            }
                         }
+                    } else {
+                        None
+                    };
+                    // The nearest enclosing scope that has a result.
+                    let mut parent = NO_SCOPE;
+                    let mut up = word.parent();
+                    while up != NO_SCOPE {
+                        let pos = position[up as usize];
+                        if pos != NO_SCOPE {
+                            parent = pos;
+                            break;
+                        }
+                        up = store.cell(up, per as u32).map_or(NO_SCOPE, |c| c.parent());
                     }
-                } else {
-                    None
-                };
-                // The nearest enclosing scope that has a result.
-                let mut parent = NO_SCOPE;
-                let mut up = word.parent();
-                while up != NO_SCOPE {
-                    let pos = position[up as usize];
-                    if pos != NO_SCOPE {
-                        parent = pos;
-                        break;
+                    let (parent, depth) = match parent {
+                        NO_SCOPE => (None, 0),
+                        p => (Some(p as usize), scopes[p as usize].depth + 1),
+                    };
+                    // A scope whose timestamps do not convert (or end before they
+                    // start) failed: it gets no made-up time.
+                    let Ok((start_ns, end_ns, error_bound_ns)) = convert.span_to_cpu_ns(t0, t1)
+                    else {
+                        gpu_failed += 1;
+                        return;
+                    };
+                    if end_ns < start_ns {
+                        gpu_failed += 1;
+                        return;
                     }
-                    up = store.cell(up, per as u32).map_or(NO_SCOPE, |c| c.parent());
-                }
-                let (parent, depth) = match parent {
-                    NO_SCOPE => (None, 0),
-                    p => (Some(p as usize), scopes[p as usize].depth + 1),
-                };
-                // A scope whose timestamps do not convert (or end before they
-                // start) failed: it gets no made-up time.
-                let Ok((start_ns, end_ns, error_bound_ns)) = convert.span_to_cpu_ns(t0, t1) else {
-                    gpu_failed += 1;
-                    continue;
-                };
-                if end_ns < start_ns {
-                    gpu_failed += 1;
-                    continue;
-                }
-                position[p * per + k] = len as u32;
-                let result = ScopeResult {
-                    label: meta.label.clone(),
-                    kind: word.kind(),
-                    thread: meta.thread.clone(),
-                    depth,
-                    parent,
-                    start_ns,
-                    end_ns,
-                    duration_ns: end_ns - start_ns,
-                    start_ticks: t0,
-                    end_ticks: t1,
-                    error_bound_ns,
-                    statistics,
-                };
-                match scopes.get_mut(len) {
-                    Some(old) => *old = result,
-                    None => scopes.push(result),
-                }
-                len += 1;
-            }
+                    position[p * per + k] = len as u32;
+                    let result = ScopeResult {
+                        label: meta.label.clone(),
+                        kind: word.kind(),
+                        thread: meta.thread.clone(),
+                        depth,
+                        parent,
+                        start_ns,
+                        end_ns,
+                        duration_ns: end_ns - start_ns,
+                        start_ticks: t0,
+                        end_ticks: t1,
+                        error_bound_ns,
+                        statistics,
+                    };
+                    match scopes.get_mut(len) {
+                        Some(old) => *old = result,
+                        None => scopes.push(result),
+                    }
+                    len += 1;
+                },
+            );
         }
         scopes.truncate(len);
         drop(calibration);
@@ -949,7 +950,7 @@ impl<D: BackendDevice> Profiler<D> {
 #[derive(Default)]
 struct Resolved {
     /// Per page: timestamps, and statistics.
-    stamps: Vec<ResolvedCounters>,
+    stamps: Vec<ResolvedTimestamps>,
     stats: Vec<ResolvedCounters>,
     /// Per scope: its place in the results.
     position: Vec<u32>,

@@ -7,7 +7,7 @@ use ash::vk;
 use gpu_counters_core::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
     Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo, Error,
-    ResolvedCounters, Result, TimestampGranularity, TimestampPair,
+    ResolvedCounters, ResolvedTimestamps, Result, TimestampGranularity, TimestampPair,
 };
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -169,6 +169,14 @@ impl BackendSampleBuffer for CounterSampleBuffer {
         CounterSampleBuffer::resolve_counter_range_into(self, range, out)
     }
 
+    fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        CounterSampleBuffer::resolve_timestamps_into(self, range, out)
+    }
+
     fn reset(&self) -> Result<()> {
         CounterSampleBuffer::reset(self)
     }
@@ -193,6 +201,14 @@ impl BackendHeap for CounterHeap {
         out: &mut ResolvedCounters,
     ) -> Result<()> {
         CounterHeap::resolve_counter_range_into(self, range, out)
+    }
+
+    fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        CounterHeap::resolve_timestamps_into(self, range, out)
     }
 
     fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {

@@ -6,7 +6,7 @@ use crate::Device;
 use gpu_counters_core::bookkeeping::SlotState;
 use gpu_counters_core::{
     CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
-    InvalidInput, ResolvedCounters, Result, StorageMode,
+    InvalidInput, ResolvedCounters, ResolvedTimestamps, Result, StorageMode,
 };
 use std::ops::Range;
 use std::sync::Arc;
@@ -142,6 +142,20 @@ impl CounterSampleBuffer {
         self.inner.resolve_cpu_into(range, out)
     }
 
+    /// Resolves the timestamps of `range` into `out` for a caller that
+    /// reads each sample once, such as a profiler: the ticks and statuses of
+    /// [`Self::resolve_counter_range`], kept as the driver read them when
+    /// every sample was written and is complete (no pass lays them out in
+    /// Metal's layout first). Fails for samples of another counter set. On
+    /// error `out` is left empty.
+    pub fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        self.inner.resolve_timestamps_into(range, out)
+    }
+
     /// Resets every sample to "not written" on the host, so the buffer can be
     /// sampled again. Fails while a sample is still pending on the GPU.
     pub fn reset(&self) -> Result<()> {
@@ -217,6 +231,20 @@ impl CounterHeap {
         out: &mut ResolvedCounters,
     ) -> Result<()> {
         self.inner.resolve_cpu_into(range, out)
+    }
+
+    /// Resolves the timestamps of `range` into `out` for a caller that
+    /// reads each sample once, such as a profiler: the ticks and statuses of
+    /// [`Self::resolve_counter_range`], kept as the driver read them when
+    /// every sample was written and is complete (no pass lays them out in
+    /// Metal's layout first). Fails for samples of another counter set. On
+    /// error `out` is left empty.
+    pub fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        self.inner.resolve_timestamps_into(range, out)
     }
 
     /// Invalidates entries (`invalidateCounterRange`): they resolve to 0 until

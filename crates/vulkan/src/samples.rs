@@ -13,7 +13,8 @@ use gpu_counters_core::bookkeeping::{
     runs, QueryRead, SampleSet, SampleTable, SlotState, ABSENT, OCCLUSION, STILL_OPEN,
 };
 use gpu_counters_core::{
-    CommonCounter, CommonCounterSet, Error, InvalidInput, ResolvedCounters, Result, StorageMode,
+    CommonCounter, CommonCounterSet, Error, InvalidInput, ResolvedCounters, ResolvedTimestamps,
+    Result, StorageMode,
 };
 use std::ops::{Deref, Range};
 use std::sync::{Arc, Mutex};
@@ -288,6 +289,16 @@ impl Samples {
             self.occlusion.as_ref().map(|o| o as &dyn QueryRead),
             out,
         )
+    }
+
+    /// The timestamp resolve of `range` for a caller that reads each sample
+    /// once (see `SampleSet::resolve_timestamps_into`).
+    pub(crate) fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        self.core.resolve_timestamps_into(range, &self.main, out)
     }
 
     /// Records a GPU resolve of `range` into `dst` at `offset`: copies the

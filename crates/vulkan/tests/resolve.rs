@@ -400,3 +400,100 @@ fn resolves_into_a_reused_result_match_new_ones() {
         .iter()
         .all(|s| *s == SampleStatus::NotWritten));
 }
+
+/// Every sample of `range` as `resolve_timestamps_into` gives it, checked
+/// against `resolve_counter_range` of the same range, sample by sample.
+fn same_as_usual(
+    out: &gpu_counters_core::ResolvedTimestamps,
+    usual: &gpu_counters_core::ResolvedCounters,
+) {
+    assert_eq!(out.len(), usual.len());
+    let ticks = usual.timestamps().unwrap();
+    for (i, (t, st)) in ticks.iter().zip(usual.statuses()).enumerate() {
+        assert_eq!(out.get(i), Some((t.timestamp, *st)), "sample {i}");
+    }
+    let mut spans = Vec::new();
+    out.for_each_span(|_, a, b| spans.extend([a, b]));
+    assert_eq!(out.span_count(), usual.len() / 2);
+    assert_eq!(spans.len(), 2 * (usual.len() / 2));
+    for (i, s) in spans.iter().enumerate() {
+        assert_eq!(
+            *s,
+            (ticks[i].timestamp, usual.statuses()[i]),
+            "span end {i}"
+        );
+    }
+    assert_eq!(out.all_written(), usual.all_written());
+}
+
+/// The timestamp resolve for callers that read each sample once (the
+/// profiler's) gives what `resolve_counter_range` does on a real driver:
+/// every sample written, on several resolve threads; samples never written
+/// among them; a heap's precise, coalesced relaxed, invalidated and unwritten
+/// entries; and a statistic buffer or a bad range refused with a typed error.
+#[test]
+fn timestamps_resolved_for_one_read_match_the_usual_resolve() {
+    let device = common::device();
+    let n = 3 * 65536 + 5; // several resolve threads
+    let times = buffer(&device, CommonCounterSet::Timestamp, n);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    for i in 0..n {
+        cmd.sample_counters(&times, i, i % 2 == 1).unwrap();
+    }
+    common::run(cmd);
+    let mut out = gpu_counters_core::ResolvedTimestamps::default();
+    for range in [0..u64::from(n), 7..1000] {
+        times
+            .resolve_timestamps_into(range.clone(), &mut out)
+            .unwrap();
+        assert!(out.all_written(), "{range:?}");
+        same_as_usual(&out, &times.resolve_counter_range(range).unwrap());
+    }
+    // Samples never written among written ones.
+    let gaps = buffer(&device, CommonCounterSet::Timestamp, 64);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    for i in (0..64).filter(|i| i % 5 != 3) {
+        cmd.sample_counters(&gaps, i, false).unwrap();
+    }
+    common::run(cmd);
+    gaps.resolve_timestamps_into(0..64, &mut out).unwrap();
+    assert_eq!(out.count(SampleStatus::NotWritten), 13);
+    same_as_usual(&out, &gaps.resolve_counter_range(0..64).unwrap());
+    // A heap: precise, relaxed (coalesced into the pass's end), invalidated
+    // and never written entries.
+    let heap = device
+        .make_counter_heap(&gpu_counters_core::CounterHeapDescriptor {
+            heap_type: gpu_counters_core::CounterHeapType::Timestamp,
+            count: 6,
+        })
+        .unwrap();
+    heap.invalidate_counter_range(4..5).unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    {
+        let mut pass = cmd
+            .compute_encoder(&ComputePassDescriptor::default())
+            .unwrap();
+        use gpu_counters_core::TimestampGranularity::{Precise, Relaxed};
+        pass.write_timestamp(Precise, &heap, 0).unwrap();
+        pass.write_timestamp(Relaxed, &heap, 1).unwrap();
+        pass.write_timestamp(Relaxed, &heap, 2).unwrap();
+        pass.end_encoding().unwrap();
+    }
+    common::run(cmd);
+    for range in [0..6, 1..3, 0..1] {
+        heap.resolve_timestamps_into(range.clone(), &mut out)
+            .unwrap();
+        same_as_usual(&out, &heap.resolve_counter_range(range).unwrap());
+    }
+    // Refused: another counter set, a range past the end.
+    let stats = buffer(&device, CommonCounterSet::Statistic, 2);
+    let err = stats.resolve_timestamps_into(0..2, &mut out).unwrap_err();
+    assert!(err.to_string().contains("not timestamps"), "{err}");
+    assert!(out.is_empty());
+    let err = times
+        .resolve_timestamps_into(0..u64::from(n) + 1, &mut out)
+        .unwrap_err();
+    assert!(err.to_string().contains("range"), "{err}");
+    assert!(out.is_empty());
+    common::assert_no_validation_messages(&device);
+}

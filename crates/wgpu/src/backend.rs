@@ -6,7 +6,8 @@ use gpu_counters_core::bookkeeping::{SampleSet, SlotState, ABSENT};
 use gpu_counters_core::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
     CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo, Error,
-    InvalidInput, ResolvedCounters, Result, StorageMode, TimestampGranularity, TimestampPair,
+    InvalidInput, ResolvedCounters, ResolvedTimestamps, Result, StorageMode, TimestampGranularity,
+    TimestampPair,
 };
 use std::ops::Range;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -54,6 +55,17 @@ fn resolve_into(storage: &Storage, range: Range<u64>, out: &mut ResolvedCounters
     storage.samples.resolve_cpu_into(range, storage, None, out)
 }
 
+fn resolve_timestamps_into(
+    storage: &Storage,
+    range: Range<u64>,
+    out: &mut ResolvedTimestamps,
+) -> Result<()> {
+    if let Err(e) = storage.harvest() {
+        out.resolve_laid_out(|_| Err(e))?;
+    }
+    storage.samples.resolve_timestamps_into(range, storage, out)
+}
+
 fn host_reset(
     storage: &Storage,
     range: Range<u64>,
@@ -87,6 +99,14 @@ impl BackendSampleBuffer for WgpuSampleBuffer {
         resolve_into(&self.storage, range, out)
     }
 
+    fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        resolve_timestamps_into(&self.storage, range, out)
+    }
+
     fn reset(&self) -> Result<()> {
         let n = u64::from(self.storage.samples.count);
         host_reset(&self.storage, 0..n, SlotState::Fresh, "reset")
@@ -115,6 +135,14 @@ impl BackendHeap for WgpuHeap {
         out: &mut ResolvedCounters,
     ) -> Result<()> {
         resolve_into(&self.storage, range, out)
+    }
+
+    fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        resolve_timestamps_into(&self.storage, range, out)
     }
 
     fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {

@@ -37,8 +37,8 @@ use table::{NOT_SUBMITTED, PENDING};
 pub use ticket::{Held, Phase, Ticket};
 
 use crate::{
-    CommonCounterSet, Error, InvalidInput, ResolvedCounters, Result, SampleStatus, StorageMode,
-    COUNTER_ERROR_VALUE,
+    CommonCounterSet, Error, InvalidInput, ResolvedCounters, ResolvedTimestamps, Result,
+    SampleStatus, StorageMode, COUNTER_ERROR_VALUE,
 };
 use std::mem::MaybeUninit;
 use std::ops::Range;
@@ -606,9 +606,25 @@ impl SampleSet {
         if all_written && no_tickets {
             return Ok(true);
         }
-        let slots = &*slots;
-        let data = &scratch[..2 * span];
-        let pairs = &data[2 * (f - l)..2 * (f - l + n)];
+        self.fix_timestamp_exceptions(slots, (first, lo), &scratch[..2 * span], (bytes, status));
+        Ok(no_tickets)
+    }
+
+    /// The exception pass of a timestamp resolve: corrects each sample of
+    /// the laid-out `bytes` and `status` (from index `first`) that is not
+    /// simply recorded, complete and current, reading `data` (queries from
+    /// `lo`).
+    fn fix_timestamp_exceptions(
+        &self,
+        slots: &SampleTable,
+        (first, lo): (u32, u32),
+        data: &[u64],
+        (bytes, status): (&mut [u8], &mut [SampleStatus]),
+    ) {
+        let f = first as usize;
+        let n = status.len();
+        let at = 2 * (first - lo) as usize;
+        let pairs = &data[at..at + 2 * n];
         for (k, (out, st)) in bytes.chunks_exact_mut(8).zip(status.iter_mut()).enumerate() {
             let i = f + k;
             let q = &pairs[2 * k..2 * k + 2];
@@ -619,7 +635,149 @@ impl SampleSet {
             out.copy_from_slice(&v.to_ne_bytes());
             *st = s;
         }
-        Ok(no_tickets)
+    }
+
+    /// Resolves the timestamps of `range` into `out` for a caller that
+    /// reads each sample once: when every sample is recorded, complete and
+    /// current, `out` keeps the driver's reads as they are (no layout pass,
+    /// which would write what the caller then reads again); otherwise the
+    /// layout and statuses of [`SampleSet::resolve_cpu_into`]. The same
+    /// ticks and statuses either way. On error `out` is left empty.
+    pub fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        main: &dyn QueryRead,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        out.len = 0;
+        out.all_written = false;
+        let resolved = self.resolve_timestamps_read(range, main, out);
+        if resolved.is_err() {
+            out.len = 0;
+            out.all_written = false;
+            out.laid = ResolvedCounters::default();
+        }
+        resolved
+    }
+
+    fn resolve_timestamps_read(
+        &self,
+        range: Range<u64>,
+        main: &dyn QueryRead,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        if self.set != CommonCounterSet::Timestamp {
+            return Err(InvalidInput::Argument(format!(
+                "{} holds {} samples, not timestamps",
+                self.label, self.set
+            ))
+            .into());
+        }
+        if self.storage == StorageMode::Private {
+            return Err(InvalidInput::CpuResolveOfPrivateBuffer {
+                label: self.label.clone(),
+            }
+            .into());
+        }
+        let (first, count) = self.check_range(&range)?;
+        let mut slots = self.lock()?;
+        let (lo, hi) = self.span(&slots, first, count);
+        if (lo, hi) != (first, first + count) {
+            // Aliases lead outside the range: the usual resolve follows them.
+            drop(slots);
+            self.resolve_cpu_into(range, main, None, &mut out.laid)?;
+            out.len = out.laid.len();
+            return Ok(());
+        }
+        slots.prune_tickets(lo as usize..hi as usize);
+        let (f, n) = (first as usize, count as usize);
+        // The driver writes into the caller's memory, which keeps it as is
+        // when every sample turns out written.
+        let pairs = &mut out.pairs;
+        if pairs.len() < 2 * n {
+            pairs.resize(2 * n, 0);
+        }
+        let data = &mut pairs[..2 * n];
+        let states = &slots.state[f..f + n];
+        let threads = resolve_threads(count);
+        let job = |(a, chunk): (usize, &mut [u64])| -> Result<bool> {
+            main.read((f + a) as u32, (chunk.len() / 2) as u32, chunk)?;
+            Ok(all_recorded_and_available(
+                chunk,
+                &states[a..a + chunk.len() / 2],
+            ))
+        };
+        let all = if threads <= 1 {
+            job((0, data))?
+        } else {
+            let per = n.div_ceil(threads);
+            let jobs = data
+                .chunks_mut(2 * per)
+                .enumerate()
+                .map(|(k, chunk)| (k * per, chunk))
+                .collect();
+            run_jobs(jobs, job)?
+        };
+        let no_tickets = slots.tickets == 0;
+        if all && no_tickets {
+            // Recorded and available with nothing pending: written (see
+            // `SampleTable::seen`).
+            slots.seen[f..f + n].fill(true);
+            out.len = n;
+            out.all_written = true;
+            out.mask = self.valid_mask;
+            return Ok(());
+        }
+        // Not all written: lay out what was read, as the usual resolve does.
+        let (mut bytes, mut status) = out.laid.take_buffers();
+        bytes.clear();
+        bytes.reserve(n * 8);
+        status.clear();
+        status.reserve(n);
+        let table = &mut *slots;
+        let seen = if no_tickets {
+            Some(&mut table.seen[f..f + n])
+        } else {
+            None
+        };
+        let laid = Out {
+            bytes: &mut bytes.spare_capacity_mut()[..n * 8],
+            status: &mut status.spare_capacity_mut()[..n],
+            seen,
+        };
+        layout_timestamps(
+            &out.pairs[..2 * n],
+            &table.state[f..f + n],
+            self.valid_mask,
+            laid,
+        );
+        // SAFETY: `layout_timestamps` initialised every one of the first
+        // `n * 8` bytes and `n` statuses of spare capacity.
+        unsafe {
+            bytes.set_len(n * 8);
+            status.set_len(n);
+        }
+        self.fix_timestamp_exceptions(
+            &slots,
+            (first, first),
+            &out.pairs[..2 * n],
+            (&mut bytes, &mut status),
+        );
+        if !no_tickets {
+            // What the resolve saw written stays so (see `resolve_cpu_into`).
+            let t = &mut *slots;
+            for ((seen, st), state) in t.seen[f..f + n]
+                .iter_mut()
+                .zip(&status)
+                .zip(&t.state[f..f + n])
+            {
+                *seen |= (*st == SampleStatus::Written) & (*state == SlotState::Recorded);
+            }
+        }
+        drop(slots);
+        out.laid = ResolvedCounters::new(self.set, first, bytes, status)?;
+        out.len = n;
+        Ok(())
     }
 
     /// What timestamp index `s` resolves to when it is not simply recorded,
@@ -1103,6 +1261,21 @@ impl<'a> Out<'a> {
             },
         )
     }
+}
+
+/// Whether every timestamp sample of `states` is recorded and its query in
+/// `pairs` (value, availability) available: branch-free, so it vectorises.
+#[inline(never)]
+fn all_recorded_and_available(pairs: &[u64], states: &[SlotState]) -> bool {
+    // Two passes, each of which compiles to a tight loop: the states as
+    // bytes (vectorised), then the availability words.
+    let recorded = states
+        .iter()
+        .fold(true, |all, &state| all & (state == SlotState::Recorded));
+    let unavailable = pairs
+        .chunks_exact(2)
+        .fold(0u8, |any, q| any | u8::from(!available(q[1])));
+    recorded & (unavailable == 0) & (pairs.len() == 2 * states.len())
 }
 
 /// Lays out the (value, availability) `pairs` of timestamp samples in

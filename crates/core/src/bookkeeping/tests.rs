@@ -576,3 +576,209 @@ fn resolves_from_a_callers_rayon_tasks_finish() {
         .expect("resolves from rayon tasks deadlocked");
     assert_eq!(written, vec![n as usize; 8]);
 }
+
+/// What `resolve_timestamps_into` reads for every sample of `range`, each as
+/// `get` and as `spans` give it.
+fn read_timestamps(out: &ResolvedTimestamps) -> Vec<(u64, SampleStatus)> {
+    let all: Vec<_> = (0..out.len()).map(|i| out.get(i).unwrap()).collect();
+    assert!(out.get(out.len()).is_none());
+    let mut spans = Vec::new();
+    out.for_each_span(|k, a, b| {
+        assert_eq!(k, spans.len() / 2);
+        spans.extend([a, b]);
+    });
+    assert_eq!(spans, all[..2 * (all.len() / 2)], "spans and get agree");
+    for status in [
+        SampleStatus::Written,
+        SampleStatus::NotWritten,
+        SampleStatus::NotReady,
+        SampleStatus::Error,
+        SampleStatus::Invalidated,
+    ] {
+        let n = all.iter().filter(|(_, s)| *s == status).count();
+        assert_eq!(out.count(status), n, "count of {status:?}");
+    }
+    assert_eq!(
+        out.all_written(),
+        all.iter().all(|(_, s)| *s == SampleStatus::Written)
+    );
+    all
+}
+
+/// The usual resolve of `range`, sample by sample, and the `seen` it leaves.
+fn usual(samples: &SampleSet, queries: &Scripted, range: Range<u64>) -> Vec<(u64, SampleStatus)> {
+    let r = samples.resolve_cpu(range, queries, None).unwrap();
+    r.timestamps()
+        .unwrap()
+        .iter()
+        .zip(r.statuses())
+        .map(|(t, s)| (t.timestamp, *s))
+        .collect()
+}
+
+/// The timestamp resolve for callers that read each sample once gives, for
+/// every sample, what the usual resolve does, and notes the same samples as
+/// seen: every sample written (kept as read, on one thread and several),
+/// and every exception (never written, not ready, failed, invalidated, an
+/// alias inside and outside the range, a recording still pending); with
+/// one `ResolvedTimestamps` reused throughout, a smaller range after a
+/// larger one.
+#[test]
+fn timestamp_resolve_for_one_read_matches_the_usual() {
+    let n = 3 * RESOLVE_CHUNK + 123;
+    let samples = set(CommonCounterSet::Timestamp, n, [ABSENT; 8]);
+    let mut queries = Scripted {
+        values: 1,
+        data: vec![0; 2 * n as usize],
+    };
+    {
+        let mut slots = samples.lock().unwrap();
+        for i in 0..n {
+            slots.mark_recorded(i, NONE, false, 1, 0);
+            queries.data[2 * i as usize] = (5 * i as u64 + 1) | (1 << 63);
+            queries.data[2 * i as usize + 1] = 1;
+        }
+    }
+    let mut out = ResolvedTimestamps::default();
+    let compare = |out: &mut ResolvedTimestamps, queries: &Scripted, range: Range<u64>| {
+        let r = range.start as usize..range.end as usize;
+        samples.lock().unwrap().seen[r.clone()].fill(false);
+        samples
+            .resolve_timestamps_into(range.clone(), queries, out)
+            .unwrap();
+        let mine = read_timestamps(out);
+        let seen_mine = samples.lock().unwrap().seen[r.clone()].to_vec();
+        samples.lock().unwrap().seen[r.clone()].fill(false);
+        let theirs = usual(&samples, queries, range.clone());
+        let seen_theirs = samples.lock().unwrap().seen[r].to_vec();
+        assert!(mine == theirs, "samples of {range:?} differ");
+        assert!(seen_mine == seen_theirs, "seen of {range:?} differs");
+        mine
+    };
+    // Every sample written: kept as read (the valid bits of the value).
+    for range in [0..u64::from(n), 7..20, 0..2] {
+        let all = compare(&mut out, &queries, range.clone());
+        assert!(out.all_written, "{range:?} kept as read");
+        assert_eq!(
+            all[0],
+            ((5 * range.start + 1) | (1 << 63), SampleStatus::Written)
+        );
+    }
+    // Every kind of exception, in a range read on several threads.
+    let pending = Ticket::new();
+    {
+        let mut slots = samples.lock().unwrap();
+        samples.host_reset_table(&mut slots, 3, 1, SlotState::Fresh);
+        queries.data[2 * 5 + 1] = 0;
+        queries.data[2 * 6 + 1] = QUERY_FAILED;
+        samples.host_reset_table(&mut slots, 8, 1, SlotState::Invalidated);
+        slots.mark_alias(10, 2, 1);
+        slots.mark_alias(RESOLVE_CHUNK + 4, n - 1, 1);
+    }
+    for range in [0..u64::from(n), 0..16, 2..12, 3..5, 8..10, 9..11] {
+        compare(&mut out, &queries, range);
+        assert!(!out.all_written);
+    }
+    // A recording still pending.
+    {
+        let mut slots = samples.lock().unwrap();
+        slots.register(&pending);
+        slots.note_reset(12, &pending);
+        slots.mark_recorded(12, NONE, false, pending.id(), 0);
+    }
+    for range in [0..u64::from(n), 11..13] {
+        compare(&mut out, &queries, range);
+    }
+    let all = compare(&mut out, &queries, 0..16);
+    let status: Vec<_> = all.iter().map(|(_, s)| *s).collect();
+    use SampleStatus::*;
+    assert_eq!(
+        status,
+        [
+            Written,
+            Written,
+            Written,
+            NotWritten,
+            Written,
+            NotReady,
+            Error,
+            Written,
+            Invalidated,
+            Written,
+            Written,
+            Written,
+            NotReady,
+            Written,
+            Written,
+            Written
+        ]
+    );
+    assert_eq!(all[10].0, all[2].0, "an alias reads its target");
+    // Written, but laid out while a recording is pending elsewhere; kept as
+    // read once it is done (and its range resolved, which forgets it).
+    compare(&mut out, &queries, 13..16);
+    assert!(out.all_written() && !out.all_written);
+    pending.complete();
+    let all = compare(&mut out, &queries, 12..16);
+    assert!(out.all_written);
+    assert_eq!(all[0].1, SampleStatus::Written);
+}
+
+/// The timestamp resolve for one read refuses what it cannot resolve, with
+/// the usual resolve's typed errors, and leaves its output empty.
+#[test]
+fn timestamp_resolve_for_one_read_refuses_bad_input() {
+    let samples = set(CommonCounterSet::Timestamp, 4, [ABSENT; 8]);
+    let queries = Scripted {
+        values: 1,
+        data: vec![0; 8],
+    };
+    {
+        let mut slots = samples.lock().unwrap();
+        for i in 0..4 {
+            slots.mark_recorded(i, NONE, false, 1, 0);
+        }
+    }
+    let mut out = ResolvedTimestamps::default();
+    samples
+        .resolve_timestamps_into(0..4, &queries, &mut out)
+        .unwrap();
+    assert_eq!(out.len(), 4);
+    let e = samples
+        .resolve_timestamps_into(2..5, &queries, &mut out)
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Invalid(InvalidInput::RangeOutOfBounds { .. })),
+        "{e:?}"
+    );
+    assert!(out.is_empty() && out.span_count() == 0);
+    out.for_each_span(|_, _, _| panic!("no spans"));
+    let mut field_map = [ABSENT; 8];
+    field_map[1] = 0;
+    let stats = set(CommonCounterSet::Statistic, 4, field_map);
+    let e = stats
+        .resolve_timestamps_into(0..4, &queries, &mut out)
+        .unwrap_err();
+    assert!(e.to_string().contains("not timestamps"), "{e}");
+    assert!(out.is_empty());
+    let private = SampleSet::new(
+        "private".into(),
+        CommonCounterSet::Timestamp,
+        StorageMode::Private,
+        4,
+        [ABSENT; 8],
+        u64::MAX,
+        "sample",
+    )
+    .unwrap();
+    let e = private
+        .resolve_timestamps_into(0..4, &queries, &mut out)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Invalid(InvalidInput::CpuResolveOfPrivateBuffer { .. })
+        ),
+        "{e:?}"
+    );
+}
