@@ -469,7 +469,10 @@ impl ResolvedTimestamps {
     ) -> Result<()> {
         self.len = 0;
         self.all_written = false;
-        resolve(&mut self.laid)?;
+        if let Err(e) = resolve(&mut self.laid) {
+            self.laid = ResolvedCounters::default();
+            return Err(e);
+        }
         if self.laid.counter_set() != CommonCounterSet::Timestamp {
             let set = self.laid.counter_set();
             self.laid = ResolvedCounters::default();
@@ -495,7 +498,7 @@ impl ResolvedTimestamps {
     /// Whether every sample was written and is complete
     /// ([`SampleStatus::Written`]).
     pub fn all_written(&self) -> bool {
-        self.all_written || self.laid.all_written()
+        self.all_written || (self.laid.len() == self.len && self.laid.all_written())
     }
 
     /// How many samples have `status`.

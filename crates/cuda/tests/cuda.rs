@@ -184,6 +184,22 @@ fn rewritten_and_reset_samples_never_show_their_old_value() {
     buffer.resolve_counter_range_into(0..2, &mut into).unwrap();
     assert_eq!(into.as_bytes().as_ptr(), at, "the result was reallocated");
     assert_eq!(into.timestamps().unwrap()[0].timestamp, third[0].timestamp);
+    // The profiler's resolve reads the same, whether every sample is
+    // written (index 0 alone) or not (both).
+    let mut once = gpu_counters_core::ResolvedTimestamps::default();
+    buffer.resolve_timestamps_into(0..1, &mut once).unwrap();
+    assert!(once.all_written());
+    assert_eq!(
+        once.get(0),
+        Some((third[0].timestamp, SampleStatus::Written))
+    );
+    buffer.resolve_timestamps_into(0..2, &mut once).unwrap();
+    assert_eq!(
+        once.get(0),
+        Some((third[0].timestamp, SampleStatus::Written))
+    );
+    assert_eq!(once.get(1).map(|(_, s)| s), Some(st[1]));
+    assert!(!once.all_written() || st[1] == SampleStatus::Written);
 }
 
 /// What CUDA does not offer is a typed error naming it, never zeros.

@@ -598,6 +598,13 @@ fn unused_pass_timestamp_writes_are_never_a_zero() {
         assert_ne!(*st, SampleStatus::Written);
         assert_eq!(t.timestamp, COUNTER_ERROR_VALUE);
     }
+    // The profiler's resolve says the same.
+    let mut once = gpu_counters_core::ResolvedTimestamps::default();
+    buffer.resolve_timestamps_into(0..2, &mut once).unwrap();
+    assert!(!once.all_written());
+    for (i, st) in r.statuses().iter().enumerate() {
+        assert_eq!(once.get(i), Some((COUNTER_ERROR_VALUE, *st)));
+    }
     gpu.check();
 }
 
