@@ -435,6 +435,23 @@ impl SampleSet {
         Ok(out)
     }
 
+    /// What every CPU resolve checks first (storage the CPU may read, a
+    /// range inside the set), then the lock: the range's first index and
+    /// count, and the table.
+    fn lock_for_cpu_resolve(
+        &self,
+        range: &Range<u64>,
+    ) -> Result<(u32, u32, std::sync::MutexGuard<'_, SampleTable>)> {
+        if self.storage == StorageMode::Private {
+            return Err(InvalidInput::CpuResolveOfPrivateBuffer {
+                label: self.label.clone(),
+            }
+            .into());
+        }
+        let (first, count) = self.check_range(range)?;
+        Ok((first, count, self.lock()?))
+    }
+
     /// [`SampleSet::resolve_cpu`] into `out`, reusing its memory: a resolve
     /// of the same size as the last one into it allocates nothing (a fresh
     /// result of a million timestamps costs about 1 ms in page faults on
@@ -447,14 +464,7 @@ impl SampleSet {
         out: &mut ResolvedCounters,
     ) -> Result<()> {
         let (mut bytes, mut status) = out.take_buffers();
-        if self.storage == StorageMode::Private {
-            return Err(InvalidInput::CpuResolveOfPrivateBuffer {
-                label: self.label.clone(),
-            }
-            .into());
-        }
-        let (first, count) = self.check_range(&range)?;
-        let mut slots = self.lock()?;
+        let (first, count, mut slots) = self.lock_for_cpu_resolve(&range)?;
         let (lo, hi) = self.span(&slots, first, count);
         slots.prune_tickets(lo as usize..hi as usize);
         // The driver writes into scratch kept between resolves; it goes back
@@ -673,14 +683,7 @@ impl SampleSet {
             ))
             .into());
         }
-        if self.storage == StorageMode::Private {
-            return Err(InvalidInput::CpuResolveOfPrivateBuffer {
-                label: self.label.clone(),
-            }
-            .into());
-        }
-        let (first, count) = self.check_range(&range)?;
-        let mut slots = self.lock()?;
+        let (first, count, mut slots) = self.lock_for_cpu_resolve(&range)?;
         let (lo, hi) = self.span(&slots, first, count);
         if (lo, hi) != (first, first + count) {
             // Aliases lead outside the range: the usual resolve follows them.
