@@ -71,6 +71,7 @@ pub(crate) fn block_words(count: u32) -> Option<std::sync::Arc<[BlockWords]>> {
 }
 
 /// One recording's claim on a block of one set.
+#[derive(Clone, Copy)]
 struct LocalClaim {
     /// The set's address: the recording holds the set while it records.
     key: usize,
@@ -83,6 +84,13 @@ struct LocalClaim {
 }
 
 impl LocalClaim {
+    /// No claim: no set lives at address 0.
+    const NONE: Self = Self {
+        key: 0,
+        block: 0,
+        clean: 0,
+    };
+
     /// Notes and publishes a write of `index` of `set` (this claim's set)
     /// if it is clean here, not written yet and not revoked, and `also` (in
     /// the same block; `index` itself for a single write) is too, and
@@ -121,11 +129,22 @@ impl LocalClaim {
 
 /// A recording's claims: at most one block per set. Not shared: it lives in
 /// the recording (a command buffer's tracker).
-#[derive(Default)]
 pub struct LocalClaims {
     list: Vec<LocalClaim>,
-    /// The claim used last, tried first.
-    hot: usize,
+    /// A copy of the claim used last (a claim never changes once made),
+    /// tried first: kept inline, so that the usual write reads it without
+    /// going through the list (fewer loads beside the driver's command).
+    /// [`LocalClaim::NONE`] when it is not in the list any more.
+    hot: LocalClaim,
+}
+
+impl Default for LocalClaims {
+    fn default() -> Self {
+        Self {
+            list: Vec::new(),
+            hot: LocalClaim::NONE,
+        }
+    }
 }
 
 impl LocalClaims {
@@ -152,21 +171,21 @@ impl LocalClaims {
     #[inline(always)]
     fn try_write_pair(&mut self, set: &SampleSet, index: u32, also: u32) -> bool {
         let key = set as *const SampleSet as usize;
-        match self.list.get(self.hot) {
-            Some(c) if c.key == key => c.write_pair(set, index, also),
-            _ => self.try_write_cold(set, key, index, also),
+        if self.hot.key == key {
+            return self.hot.write_pair(set, index, also);
         }
+        self.try_write_cold(set, key, index, also)
     }
 
     /// [`LocalClaims::try_write_pair`] through a claim other than the hot
     /// one.
     #[inline(never)]
     fn try_write_cold(&mut self, set: &SampleSet, key: usize, index: u32, also: u32) -> bool {
-        let Some(pos) = self.list.iter().position(|c| c.key == key) else {
+        let Some(&claim) = self.list.iter().find(|c| c.key == key) else {
             return false;
         };
-        self.hot = pos;
-        self.list[pos].write_pair(set, index, also)
+        self.hot = claim;
+        claim.write_pair(set, index, also)
     }
 
     /// Whether `index` of `set` is clean in a block this recording claimed
@@ -196,7 +215,9 @@ impl LocalClaims {
         let key = set as *const SampleSet as usize;
         let pos = self.list.iter().position(|c| c.key == key)?;
         let local = self.list.swap_remove(pos);
-        self.hot = 0;
+        if self.hot.key == key {
+            self.hot = LocalClaim::NONE;
+        }
         set.apply_claims(slots);
         let t = slots
             .claims
@@ -234,12 +255,13 @@ impl LocalClaims {
             ticket: ticket.id(),
             applied: 0,
         });
-        self.list.push(LocalClaim {
+        let claim = LocalClaim {
             key: set as *const SampleSet as usize,
             block,
             clean,
-        });
-        self.hot = self.list.len() - 1;
+        };
+        self.list.push(claim);
+        self.hot = claim;
     }
 
     /// Whether the recording holds no claim.
@@ -251,7 +273,7 @@ impl LocalClaims {
     /// are gone or released otherwise.
     pub fn clear(&mut self) {
         self.list.clear();
-        self.hot = 0;
+        self.hot = LocalClaim::NONE;
     }
 }
 

@@ -479,6 +479,38 @@ fn foreign_writes_revoke_and_races_are_reported() {
     assert_eq!(claims.release(&samples, &mut slots, &mine), Some(9));
 }
 
+/// A released claim writes nothing without the lock, even right after it
+/// was the one used last; claims on two sets each serve their own set as
+/// the writes alternate between them.
+#[test]
+fn a_released_claim_takes_no_write() {
+    let (a, b) = (
+        set(CommonCounterSet::Timestamp, BLOCK, [ABSENT; 8]),
+        set(CommonCounterSet::Timestamp, BLOCK, [ABSENT; 8]),
+    );
+    let mine = Ticket::new();
+    let mut claims = LocalClaims::default();
+    locked_write(&a, &mut claims, &mine, 0);
+    locked_write(&b, &mut claims, &mine, 0);
+    for i in 1..4 {
+        assert!(claims.try_write(&b, i), "b[{i}]");
+        assert!(claims.try_write(&a, i), "a[{i}]");
+    }
+    // `a`'s claim, the one used last, is released.
+    let mut slots = a.lock().unwrap();
+    assert_eq!(claims.release(&a, &mut slots, &mine), None);
+    drop(slots);
+    assert!(claims.holds(&b) && !claims.holds(&a));
+    assert!(!claims.try_write(&a, 4), "released");
+    assert!(claims.try_write(&b, 4), "b's claim stays");
+    assert!(!claims.try_write(&a, 5), "released, after a write of b");
+    claims.clear();
+    assert!(!claims.try_write(&b, 5), "cleared");
+    // Index 4 of `a` is clean in the table: only the claim was gone.
+    let slots = a.lock().unwrap();
+    assert!(!a.check_write(&slots, 4, false, mine.id()).unwrap());
+}
+
 /// A claim left by a recording that ended without releasing it (leaked) is
 /// taken over, its writes kept.
 #[test]
