@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 BASE=${BASE:-515afb6}
 T=${CARGO_TARGET_DIR:-target}
 rm -rf .bin && mkdir -p .bin
-cargo build --release -p gpu-counters-bench --example host_cost -p gpu-counters-cli \
+cargo build --release -p gpu-counters-bench --example host_cost -p gpu-counters-cli --bin gpu-counters \
   -p gpu-counters-core --example conversion_cost
 cp "$T/release/examples/host_cost" "$T/release/examples/conversion_cost" "$T/release/gpu-counters" .bin/
 cargo test --release --no-run -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-core \
@@ -43,4 +43,4 @@ if [ -n "${PERF:-}" ]; then
   done
   mkdir -p .bin-perf && tar cJf .bin-perf/perf.tar.xz -C "$p" .
 fi
-du -sh .bin .bin-perf 2>/dev/null; tar tJf .bin/bins.tar.xz | tr '\n' ' '; echo
+du -sh .bin .bin-perf 2>/dev/null || true; tar tJf .bin/bins.tar.xz | tr '\n' ' '; echo
