@@ -3,18 +3,21 @@
 # session's build (host_cost) and the session's first library
 # (host_cost-base, from `BASE=550cec5 PERF=1 bash
 # scripts/device-build-session12.sh`) taking turns, PROCS processes each
-# (default 10) of `host_cost raw-scopes,profiler 4096 60`; with STEPS
+# (default 10) of `host_cost raw-scopes,profiler 4096 60`; HC_PROCS (default 3)
+# processes each of the primitives (step "hc"); with STEPS
 # containing "perf" (and .bin-perf carried), a perf profile of each build's
 # profiler loop; "hc" adds the primitives (three processes each). Carry
 # [".gl", ".bin"] (and ".bin-perf"). Summaries: scripts/host_cost_prof.py.
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-prof}
+# The builds taking turns (binaries in .bin), the session's first library first.
+BUILDS=${BUILDS:-host_cost-base host_cost}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 . scripts/device-env.sh
 start=$(date +%s)
 if has prof; then
   for i in $(seq 1 "${PROCS:-10}"); do
-    for b in host_cost-base host_cost; do
+    for b in $BUILDS; do
       timeout 60 .bin/$b raw-scopes,profiler 4096 60 > "$R/prof-$b-$i.txt" 2>&1
     done
   done
@@ -22,19 +25,19 @@ if has prof; then
   echo "prof: $(( $(date +%s) - start )) s"
 fi
 if has hc; then
-  for i in 1 2 3; do
-    for b in host_cost-base host_cost; do
+  for i in $(seq 1 "${HC_PROCS:-3}"); do
+    for b in $BUILDS; do
       HOST_COST_ROUNDS=1 timeout 60 .bin/$b "$V" 4096 40 > "$R/hc-$b-$i.txt" 2>&1
     done
   done
-  for b in host_cost-base host_cost; do
-    echo "== $b"; python3 scripts/host_cost_rounds.py "$R"/hc-$b-[0-9].txt | grep -v '^$' | tail -5
+  for b in $BUILDS; do
+    echo "== $b"; python3 scripts/host_cost_rounds.py "$R"/hc-$b-[0-9]*.txt | grep -v '^$' | tail -5
   done
 fi
 if has perf && [ -f .bin-perf/perf.tar.xz ]; then
   mkdir -p /tmp/perf && tar xJf .bin-perf/perf.tar.xz -C /tmp/perf
   P() { LD_LIBRARY_PATH=/tmp/perf/lib /tmp/perf/perf "$@"; }
-  for b in host_cost-base host_cost; do
+  for b in $BUILDS; do
     P record -g -F 20000 -o /tmp/perf-$b.data .bin/$b profiler 4096 600 > "$R/perf-run-$b.txt" 2>&1
     P report -i /tmp/perf-$b.data --no-children --comm $b --sort dso,sym --stdio -g none 2>/dev/null \
       | grep -v '^$' | grep -v '^#' | head -80 > "$R/perf-self-$b.txt"

@@ -401,19 +401,10 @@ impl ScopeStack {
     /// Takes the next unused id this recorder claimed from frame `frame`.
     #[inline]
     pub fn take_claimed(&mut self, frame: u64) -> Option<u32> {
-        self.take_claimed_in(frame).map(|(id, _)| id)
-    }
-
-    /// [`ScopeStack::take_claimed`] and [`ScopeStack::innermost`] in one
-    /// lookup of the frame's entry: the next unused id and the innermost
-    /// open scope, or `None` (changing nothing) where no claimed id is
-    /// left.
-    #[inline]
-    pub fn take_claimed_in(&mut self, frame: u64) -> Option<(u32, Option<u32>)> {
         let e = self.existing_mut(frame)?;
         if e.next < e.end {
             e.next += 1;
-            Some((e.next - 1, e.innermost))
+            Some(e.next - 1)
         } else {
             None
         }
@@ -485,11 +476,7 @@ mod scope_stack_tests {
         assert_eq!(s.last_claim(1), 4);
         assert_eq!(s.last_claim(2), 2);
         assert_eq!((s.take_claimed(1), s.take_claimed(1)), (Some(11), Some(12)));
-        // An id and the frame's innermost scope in one lookup; none left:
-        // nothing changes.
-        assert_eq!(s.take_claimed_in(2), Some((21, Some(20))));
-        assert_eq!(s.take_claimed_in(2), None);
-        assert_eq!(s.take_claimed(2), None);
+        assert_eq!((s.take_claimed(2), s.take_claimed(2)), (Some(21), None));
         assert_eq!((s.innermost(1), s.innermost(2)), (Some(10), Some(20)));
         assert!(!s.no_open_scopes());
         // SAFETY: as above.

@@ -517,14 +517,9 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         if self.slot.is_none() {
             return Ok(self.drop_scope(&self.no_slot));
         }
-        // The id, and the innermost open scope (the new one's parent), in
-        // one lookup of the recorder's stack.
-        let (claimed, innermost) = match cmd.scope_stack().take_claimed_in(self.key) {
-            Some((id, innermost)) => (u64::from(id), innermost),
-            None => {
-                let first = self.claim(cmd);
-                (first, cmd.scope_stack().innermost(self.key))
-            }
+        let claimed = match cmd.scope_stack().take_claimed(self.key) {
+            Some(id) => u64::from(id),
+            None => self.claim(cmd),
         };
         let per = u64::from(self.per);
         // Ids are u32, NO_SCOPE excluded.
@@ -551,7 +546,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             .statistics
             .as_ref()
             .filter(|_| cmd.samples_statistics());
-        let parent = self.open_scope(innermost);
+        let parent = self.open_scope(cmd.scope_stack().innermost(self.key));
         // SAFETY: `id` came from `next` to this recorder alone (directly or
         // in a block only its stack holds, see `claim`), so this call alone
         // writes the cell in this frame, and nothing reads its `meta` before
