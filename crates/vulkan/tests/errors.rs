@@ -4,7 +4,7 @@ mod common;
 
 use gpu_counters_core::{
     CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterSampleBufferDescriptor,
-    Error, InvalidInput, StorageMode, TimestampGranularity,
+    Error, InvalidInput, SampleStatus, StorageMode, TimestampGranularity,
 };
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
@@ -349,6 +349,103 @@ fn objects_of_another_device() {
         "counter sample buffer"
     );
     drop(cmd);
+    common::assert_no_validation_messages(&a);
+    common::assert_no_validation_messages(&b);
+}
+
+/// A command buffer holding claims (blocks it writes without the lock) on
+/// its own device's sets still refuses the other device's, on every path
+/// whose claimed write checks nothing but the claim: command-buffer
+/// samples and heap writes, encoder samples, precise and relaxed heap
+/// writes, and pass attachments.
+#[test]
+fn objects_of_another_device_beside_claimed_blocks() {
+    let (a, b) = (common::device(), common::device());
+    let (buffer_a, buffer_b) = (timestamps(&a, "a", 64), timestamps(&b, "b", 64));
+    let heap = |d: &Device| {
+        d.make_counter_heap(&CounterHeapDescriptor::timestamp(64))
+            .unwrap()
+    };
+    let (heap_a, heap_b) = (heap(&a), heap(&b));
+    // The other device's recording claims the same indices of its own sets.
+    let mut cmd_a = CommandBuffer::new(&a).unwrap();
+    cmd_a.sample_counters(&buffer_a, 0, true).unwrap();
+    cmd_a
+        .write_timestamp(TimestampGranularity::Precise, &heap_a, 0)
+        .unwrap();
+    let mut cmd = CommandBuffer::new(&b).unwrap();
+    // Claims on b's sets: index 0 written under the lock, 1 claimed clean.
+    cmd.sample_counters(&buffer_b, 0, true).unwrap();
+    cmd.sample_counters(&buffer_b, 1, true).unwrap();
+    cmd.write_timestamp(TimestampGranularity::Precise, &heap_b, 0)
+        .unwrap();
+    cmd.write_timestamp(TimestampGranularity::Precise, &heap_b, 1)
+        .unwrap();
+    let foreign = |e: Error| match invalid(e) {
+        InvalidInput::ForeignObject { what } => what,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        foreign(cmd.sample_counters(&buffer_a, 2, true).unwrap_err()),
+        "counter sample buffer"
+    );
+    assert_eq!(
+        foreign(
+            cmd.write_timestamp(TimestampGranularity::Precise, &heap_a, 2)
+                .unwrap_err()
+        ),
+        "counter heap"
+    );
+    {
+        let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default()).unwrap();
+        enc.sample_counters(&buffer_b, 2, true).unwrap();
+        enc.write_timestamp(TimestampGranularity::Precise, &heap_b, 2)
+            .unwrap();
+        assert_eq!(
+            foreign(enc.sample_counters(&buffer_a, 3, true).unwrap_err()),
+            "counter sample buffer"
+        );
+        for granularity in [TimestampGranularity::Precise, TimestampGranularity::Relaxed] {
+            assert_eq!(
+                foreign(enc.write_timestamp(granularity, &heap_a, 3).unwrap_err()),
+                "counter heap"
+            );
+        }
+        enc.end_encoding().unwrap();
+    }
+    {
+        // A relaxed write of b's heap first, then a's.
+        let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default()).unwrap();
+        enc.write_timestamp(TimestampGranularity::Relaxed, &heap_b, 4)
+            .unwrap();
+        assert_eq!(
+            foreign(
+                enc.write_timestamp(TimestampGranularity::Relaxed, &heap_a, 4)
+                    .unwrap_err()
+            ),
+            "counter heap"
+        );
+        enc.end_encoding().unwrap();
+    }
+    assert_eq!(
+        foreign(
+            cmd.compute_encoder(&ComputePassDescriptor {
+                sample_buffer_attachments: &[attach(&buffer_a, Some(6), Some(7))],
+            })
+            .err()
+            .unwrap()
+        ),
+        "counter sample buffer"
+    );
+    // b's own writes all went through, and a's recording is untouched.
+    cmd.commit().unwrap().wait().unwrap();
+    let r = buffer_b.resolve_counter_range(0..3).unwrap();
+    assert_eq!(r.statuses(), &[SampleStatus::Written; 3]);
+    let r = heap_b.resolve_counter_range(0..5).unwrap();
+    let mut expected = [SampleStatus::Written; 5];
+    expected[3] = SampleStatus::NotWritten;
+    assert_eq!(r.statuses(), &expected);
+    cmd_a.commit().unwrap().wait().unwrap();
     common::assert_no_validation_messages(&a);
     common::assert_no_validation_messages(&b);
 }
