@@ -371,16 +371,15 @@ impl CommandBuffer {
         index: u32,
         stage: vk::PipelineStageFlags2,
     ) -> bool {
-        // No device check: only a set of this device can be claimed here
-        // (see `record_claimed`).
-        record_claimed(
-            &self.device,
-            self.raw,
-            samples,
-            &mut self.tracker.claims,
-            index,
-            stage,
-        )
+        Arc::ptr_eq(&samples.device.shared, &self.device.shared)
+            && record_claimed(
+                &self.device,
+                self.raw,
+                samples,
+                &mut self.tracker.claims,
+                index,
+                stage,
+            )
     }
 
     /// [`CommandBuffer::write_claimed`] of `index`, only if `also` (in the
@@ -397,13 +396,15 @@ impl CommandBuffer {
         also: u32,
         stage: vk::PipelineStageFlags2,
     ) -> bool {
-        if !self.tracker.claims.try_write_both(samples, index, also) {
+        if !Arc::ptr_eq(&samples.device.shared, &self.device.shared)
+            || samples.set != gpu_counters_core::CommonCounterSet::Timestamp
+            || !self.tracker.claims.try_write_both(samples, index, also)
+        {
             return false;
         }
-        debug_assert!(claimable(&self.device, samples));
         // SAFETY: as in `record_claimed`: the index is clean in a block this
-        // recording claimed, so the set is a timestamp set of this device
-        // that the recording holds, and `self.raw` is recording.
+        // recording claimed, the set is this device's (checked above) and
+        // `self.raw` is recording.
         unsafe {
             self.device
                 .raw()
@@ -857,16 +858,7 @@ pub(crate) fn write_timestamp(
 
 /// Records a timestamp into `samples[index]` at `stage` if the recording
 /// whose claims are `claims` claimed the index clean, with no lock; returns
-/// whether it did. `claims` are the recording's of `cmd`, on `device`, and
-/// `cmd` is recording.
-///
-/// Nothing else is checked (each load here sits beside the driver's
-/// command): a recording claims blocks only of timestamp sets of its
-/// device, after its locked write passed those checks (`write_timestamp_in`
-/// and `claim_relaxed`, whose callers check the device; counter heaps hold
-/// timestamps only), and it holds every set it claimed while the claim
-/// lasts, so the claim's key, the set's address, is no other set's. Any
-/// other set finds no claim and takes the checked path.
+/// whether it did. `samples` must be of `device`, and `cmd` recording.
 #[inline(always)]
 fn record_claimed(
     device: &Device,
@@ -876,28 +868,21 @@ fn record_claimed(
     index: u32,
     stage: vk::PipelineStageFlags2,
 ) -> bool {
-    if !claims.try_write(samples, index) {
+    if samples.set != gpu_counters_core::CommonCounterSet::Timestamp
+        || !claims.try_write(samples, index)
+    {
         return false;
     }
-    debug_assert!(claimable(device, samples));
     // SAFETY: the index is clean in a block this recording claimed
     // (`LocalClaims::try_write`): inside the set, its query reset and
-    // written by no other recording; so the set is a timestamp set of
-    // `device` (see above), and `cmd` is recording (what every caller holds
-    // to).
+    // written by no other recording; the set is this device's and `cmd` is
+    // recording (what every caller checks or holds to).
     unsafe {
         device
             .raw()
             .cmd_write_timestamp2(cmd, stage, samples.main.raw, index)
     };
     true
-}
-
-/// Whether a recording on `device` may claim blocks of `samples`: what
-/// `record_claimed` relies on, for debug assertions.
-pub(crate) fn claimable(device: &Device, samples: &Samples) -> bool {
-    samples.set == gpu_counters_core::CommonCounterSet::Timestamp
-        && Arc::ptr_eq(&samples.device.shared, &device.shared)
 }
 
 /// [`write_timestamp`] under the bookkeeping lock: the first write into a
@@ -956,7 +941,6 @@ pub(crate) fn write_timestamp_in(
         tracker.ticket.id(),
         0,
     );
-    debug_assert!(claimable(device, samples));
     tracker.claims.claim(samples, slots, index, &tracker.ticket);
     Ok(())
 }

@@ -600,7 +600,7 @@ impl<'c> EncoderCore<'c> {
             || self.ended
             || !self.cmd.pass_ends.relaxed.is_empty()
             || !self.cmd.pass_ends.relaxed_one.is_none()
-            // A claimed entry is of this device (see `record_claimed`).
+            || !Arc::ptr_eq(&heap.inner.device.shared, &self.cmd.device.shared)
             || !self.cmd.tracker.claims.try_write(&heap.inner, index)
         {
             return false;
@@ -703,8 +703,6 @@ impl<'c> EncoderCore<'c> {
         ) {
             return false;
         }
-        // The heap is this device's (checked by `write_heap_timestamp`).
-        debug_assert!(crate::command::claimable(&cmd.device, heap));
         let Tracker { claims, ticket, .. } = &mut cmd.tracker;
         claims.claim(heap, &mut slots, index, ticket);
         drop(slots);
