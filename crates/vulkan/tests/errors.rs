@@ -19,6 +19,14 @@ fn invalid(e: Error) -> InvalidInput {
     e.invalid().cloned().unwrap()
 }
 
+/// What a [`InvalidInput::ForeignObject`] error names.
+fn foreign(e: Error) -> &'static str {
+    match invalid(e) {
+        InvalidInput::ForeignObject { what } => what,
+        other => panic!("{other:?}"),
+    }
+}
+
 fn timestamps(device: &Device, label: &str, count: u32) -> CounterSampleBuffer {
     device
         .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
@@ -309,10 +317,6 @@ fn objects_of_another_device() {
     let dst_a = GpuBuffer::new(&a, 16, MemoryLocation::HostVisible).unwrap();
     let buffer_b = timestamps(&b, "b", 2);
     let mut cmd = CommandBuffer::new(&b).unwrap();
-    let foreign = |e: Error| match invalid(e) {
-        InvalidInput::ForeignObject { what } => what,
-        other => panic!("{other:?}"),
-    };
     assert_eq!(
         foreign(cmd.sample_counters(&buffer_a, 0, true).unwrap_err()),
         "counter sample buffer"
@@ -381,10 +385,6 @@ fn objects_of_another_device_beside_claimed_blocks() {
         .unwrap();
     cmd.write_timestamp(TimestampGranularity::Precise, &heap_b, 1)
         .unwrap();
-    let foreign = |e: Error| match invalid(e) {
-        InvalidInput::ForeignObject { what } => what,
-        other => panic!("{other:?}"),
-    };
     assert_eq!(
         foreign(cmd.sample_counters(&buffer_a, 2, true).unwrap_err()),
         "counter sample buffer"
@@ -397,7 +397,9 @@ fn objects_of_another_device_beside_claimed_blocks() {
         "counter heap"
     );
     {
-        let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default()).unwrap();
+        let mut enc = cmd
+            .compute_encoder(&ComputePassDescriptor::default())
+            .unwrap();
         enc.sample_counters(&buffer_b, 2, true).unwrap();
         enc.write_timestamp(TimestampGranularity::Precise, &heap_b, 2)
             .unwrap();
@@ -415,7 +417,9 @@ fn objects_of_another_device_beside_claimed_blocks() {
     }
     {
         // A relaxed write of b's heap first, then a's.
-        let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default()).unwrap();
+        let mut enc = cmd
+            .compute_encoder(&ComputePassDescriptor::default())
+            .unwrap();
         enc.write_timestamp(TimestampGranularity::Relaxed, &heap_b, 4)
             .unwrap();
         assert_eq!(
