@@ -358,10 +358,10 @@ fn objects_of_another_device() {
 }
 
 /// A command buffer holding claims (blocks it writes without the lock) on
-/// its own device's sets still refuses the other device's, on every path
-/// whose claimed write checks nothing but the claim: command-buffer
-/// samples and heap writes, encoder samples, precise and relaxed heap
-/// writes, and pass attachments.
+/// its own device's sets still refuses the other device's, at the same
+/// indices, on every path with a claimed fast path: command-buffer samples
+/// and heap writes, encoder samples, precise and relaxed heap writes, and
+/// pass attachments.
 #[test]
 fn objects_of_another_device_beside_claimed_blocks() {
     let (a, b) = (common::device(), common::device());
