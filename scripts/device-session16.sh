@@ -3,10 +3,13 @@
 # session's build (host_cost) and the session's first library
 # (host_cost-base, from `BASE=550cec5 PERF=1 bash
 # scripts/device-build-session12.sh`) taking turns, PROCS processes each
-# (default 10) of `host_cost raw-scopes,profiler 4096 60`; HC_PROCS (default 3)
-# processes each of the primitives (step "hc"); with STEPS
-# containing "perf" (and .bin-perf carried), a perf profile of each build's
-# profiler loop; "hc" adds the primitives (three processes each). Carry
+# (default 10) of `host_cost raw-scopes,profiler 4096 60`. BUILDS names
+# other builds in .bin to take turns instead. STEPS: "prof" (the default)
+# that; "hc" the primitives, HC_PROCS processes each (default 3); "perf"
+# (with .bin-perf carried) a perf profile of each build's profiler loop;
+# "stat" (the seventeenth session) `perf stat` of it twice per build (the
+# H200's VM gives no hardware events: they read `<not supported>`), then a
+# shorter profile with the recording loop's annotation. Carry
 # [".gl", ".bin"] (and ".bin-perf"). Summaries: scripts/host_cost_prof.py.
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-prof}
@@ -44,6 +47,25 @@ if has perf && [ -f .bin-perf/perf.tar.xz ]; then
     P report -i /tmp/perf-$b.data --no-children --comm $b --sort dso --stdio -g none 2>/dev/null \
       | grep -v '^$' | grep -v '^#' | head -20 > "$R/perf-dso-$b.txt"
     echo "== perf $b"; cat "$R/perf-dso-$b.txt"; grep host_cost "$R/perf-self-$b.txt" | head -15 | cut -c1-150
+  done
+fi
+if has stat && [ -f .bin-perf/perf.tar.xz ]; then
+  mkdir -p /tmp/perf && tar xJf .bin-perf/perf.tar.xz -C /tmp/perf
+  P() { LD_LIBRARY_PATH=/tmp/perf/lib /tmp/perf/perf "$@"; }
+  for i in 1 2; do
+    for b in $BUILDS; do
+      P stat -e cycles,instructions,branches,branch-misses,L1-dcache-loads,L1-dcache-load-misses,L1-icache-load-misses \
+        -o "$R/stat-$b-$i.txt" .bin/$b profiler 4096 300 > "$R/stat-run-$b-$i.txt" 2>&1
+      echo "== $b $i"; grep -E "cycles|instructions|branch|L1" "$R/stat-$b-$i.txt" | cut -c1-110
+    done
+  done
+  for b in $BUILDS; do
+    P record -F 20000 -o /tmp/perf-$b.data .bin/$b profiler 4096 300 > "$R/perf-run-$b.txt" 2>&1
+    P report -i /tmp/perf-$b.data --no-children --comm $b --sort dso,sym --stdio 2>/dev/null \
+      | grep -v '^$' | grep -v '^#' | head -60 > "$R/perf-self-$b.txt"
+    P annotate -i /tmp/perf-$b.data --stdio -s 'host_cost::main::{{closure}}' 2>/dev/null \
+      | grep -v '^\s*0.00' | head -400 > "$R/perf-ann-$b.txt"
+    echo "== perf $b"; grep host_cost "$R/perf-self-$b.txt" | head -12 | cut -c1-150
   done
 fi
 echo "total: $(( $(date +%s) - start )) s"
