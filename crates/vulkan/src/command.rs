@@ -176,10 +176,10 @@ pub struct CommandBuffer {
     pub(crate) chain: Option<Chain>,
     /// The recording's ticket and what it holds.
     pub(crate) tracker: Tracker,
-    /// Whether an encoder began and has not ended: a leaked encoder
-    /// (`mem::forget`) leaves its pass or queries open, and the command
-    /// buffer cannot be ended then.
-    pub(crate) encoder_open: bool,
+    /// The open encoder's state, if one began and has not ended: a leaked
+    /// encoder (`mem::forget`) leaves its pass or queries open, and the
+    /// command buffer cannot be ended then.
+    pub(crate) open_pass: crate::encoder::OpenPass,
     /// The relaxed-write lists of ended encoders, emptied, for the next
     /// encoders to reuse: a pass with relaxed heap writes then allocates
     /// nothing.
@@ -261,7 +261,7 @@ impl CommandBuffer {
                 owned: Some(Owned { pool, fence }),
                 chain: None,
                 tracker: Tracker::new(),
-                encoder_open: false,
+                open_pass: crate::encoder::OpenPass::CLOSED,
                 spare_relaxed: Default::default(),
                 pass_ends: Default::default(),
                 completion_taken: false,
@@ -312,7 +312,7 @@ impl CommandBuffer {
             owned: None,
             chain: None,
             tracker: Tracker::new(),
-            encoder_open: false,
+            open_pass: crate::encoder::OpenPass::CLOSED,
             spare_relaxed: Default::default(),
             pass_ends: Default::default(),
             completion_taken: false,
@@ -354,7 +354,7 @@ impl CommandBuffer {
         barrier: bool,
     ) -> Result<()> {
         let stage = barrier_stage(barrier);
-        if !self.encoder_open && self.write_claimed(&buffer.inner, index, stage) {
+        if !self.open_pass.is_open() && self.write_claimed(&buffer.inner, index, stage) {
             return Ok(());
         }
         self.sample_counters_checked(buffer, index, barrier)
@@ -482,7 +482,7 @@ impl CommandBuffer {
     /// Fails when an encoder of this command buffer was leaked without
     /// ending (`mem::forget`): its pass or queries are still open.
     pub(crate) fn check_no_open_encoder(&self) -> Result<()> {
-        if self.encoder_open {
+        if self.open_pass.is_open() {
             return Err(InvalidInput::EncoderState(
                 "an encoder of this command buffer was never ended (leaked with mem::forget?): its pass and queries are still open, so the command buffer cannot be ended or sampled outside a pass".into(),
             )
@@ -542,7 +542,7 @@ impl CommandBuffer {
         index: u32,
     ) -> Result<()> {
         let _ = granularity;
-        if !self.encoder_open
+        if !self.open_pass.is_open()
             && self.write_claimed(&heap.inner, index, vk::PipelineStageFlags2::ALL_COMMANDS)
         {
             return Ok(());
@@ -775,7 +775,7 @@ impl Submission {
             }),
             chain: None,
             tracker: Tracker::new(),
-            encoder_open: false,
+            open_pass: crate::encoder::OpenPass::CLOSED,
             spare_relaxed: Default::default(),
             pass_ends: Default::default(),
             completion_taken: false,

@@ -97,10 +97,11 @@ pub struct RenderPassDescriptor<'a> {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 enum EncoderKind {
-    Compute,
-    Render,
-    Blit,
+    Compute = 0,
+    Render = 1,
+    Blit = 2,
 }
 
 impl EncoderKind {
@@ -155,6 +156,9 @@ pub(crate) struct PassEnds {
     /// left for the pass's end, where the lists' one write would be. Any
     /// other write goes into the lists.
     relaxed_one: MarkedEnd,
+    /// The end sample of a pass begun by [`EncoderCore::begin_claimed`]
+    /// (taken after all the pass's work, as every compute end sample).
+    marked_end: MarkedEnd,
 }
 
 /// One heap's relaxed writes waiting for the pass's end.
@@ -200,6 +204,12 @@ impl MarkedEnd {
     fn is_none(self) -> bool {
         self.pool == vk::QueryPool::null()
     }
+
+    /// Makes it none: its pool alone (one store, as each pass ends).
+    #[inline(always)]
+    fn clear(&mut self) {
+        self.pool = vk::QueryPool::null();
+    }
 }
 
 impl Default for MarkedEnd {
@@ -208,36 +218,97 @@ impl Default for MarkedEnd {
     }
 }
 
-/// The state every encoder shares.
+/// The open encoder's flags, kept in its command buffer (which has at most
+/// one open encoder) as one byte: beginning a pass is one store of it and
+/// ending one another, and the encoder itself is only a pointer to the
+/// command buffer, kept in a register. (Every word an encoder kept of its
+/// own was stored as it was made, and a store right after a driver call
+/// waits behind the driver's command writes.)
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct OpenPass(u8);
+
+impl OpenPass {
+    /// No encoder is open.
+    pub(crate) const CLOSED: Self = Self(0);
+    const OPEN: u8 = 1;
+    /// The device samples at the encoder kind's point.
+    const POINT: u8 = 1 << 1;
+    /// A render pass instance begun by the encoder is open.
+    const IN_RENDER_PASS: u8 = 1 << 2;
+    /// ... begun with `vkCmdBeginRenderPass2` (else `vkCmdBeginRendering`).
+    const RENDER_PASS2: u8 = 1 << 3;
+    const KIND_SHIFT: u32 = 4;
+
+    fn open(kind: EncoderKind, point_supported: bool) -> Self {
+        Self(
+            Self::OPEN
+                | if point_supported { Self::POINT } else { 0 }
+                | (kind as u8) << Self::KIND_SHIFT,
+        )
+    }
+
+    /// Whether an encoder began and has not ended.
+    pub(crate) fn is_open(self) -> bool {
+        self.0 & Self::OPEN != 0
+    }
+
+    fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
+
+    fn kind(self) -> EncoderKind {
+        match self.0 >> Self::KIND_SHIFT {
+            0 => EncoderKind::Compute,
+            1 => EncoderKind::Render,
+            _ => EncoderKind::Blit,
+        }
+    }
+}
+
+/// The state every encoder shares: its command buffer, where the open
+/// pass's state is ([`OpenPass`], [`PassEnds`]).
 struct EncoderCore<'c> {
     cmd: &'c mut CommandBuffer,
-    kind: EncoderKind,
-    /// Whether the device samples at `kind.point()`.
-    point_supported: bool,
-    in_render_pass: bool,
-    uses_render_pass2: bool,
-    /// The end sample of a pass begun by [`EncoderCore::begin_claimed`]
-    /// (taken after all the pass's work, as every compute end sample).
-    marked_end: MarkedEnd,
-    ended: bool,
+}
+
+/// Runs `f` on an encoder core of `cmd` that does not end the pass when it
+/// goes: for the out-of-line paths of an encoder, which then take the
+/// command buffer's address (a register) rather than the encoder's (which
+/// would have to be stored in memory as each pass begins).
+#[inline(always)]
+fn detached<'c, R>(cmd: &'c mut CommandBuffer, f: impl FnOnce(&mut EncoderCore<'c>) -> R) -> R {
+    f(&mut std::mem::ManuallyDrop::new(EncoderCore { cmd }))
 }
 
 impl<'c> EncoderCore<'c> {
     #[inline(always)]
     fn new(cmd: &'c mut CommandBuffer, kind: EncoderKind) -> Result<Self> {
-        if cmd.encoder_open {
+        if cmd.open_pass.is_open() {
             return Err(still_open(cmd));
         }
-        cmd.encoder_open = true;
-        Ok(Self {
-            point_supported: cmd.device.supports_counter_sampling(kind.point()),
-            cmd,
-            kind,
-            in_render_pass: false,
-            uses_render_pass2: false,
-            marked_end: MarkedEnd::NONE,
-            ended: false,
-        })
+        cmd.open_pass = OpenPass::open(kind, cmd.device.supports_counter_sampling(kind.point()));
+        Ok(Self { cmd })
+    }
+
+    fn kind(&self) -> EncoderKind {
+        self.cmd.open_pass.kind()
+    }
+
+    /// Whether the encoder ended (its command buffer has no open encoder:
+    /// while this one lives, no other can begin).
+    #[inline(always)]
+    fn ended(&self) -> bool {
+        !self.cmd.open_pass.is_open()
+    }
+
+    #[inline(always)]
+    fn point_supported(&self) -> bool {
+        self.cmd.open_pass.has(OpenPass::POINT)
+    }
+
+    #[inline(always)]
+    fn in_render_pass(&self) -> bool {
+        self.cmd.open_pass.has(OpenPass::IN_RENDER_PASS)
     }
 
     fn device(&self) -> &crate::Device {
@@ -292,7 +363,7 @@ impl<'c> EncoderCore<'c> {
         // render passes, start timestamps (taken at once, and nothing before
         // them can fail when no statistic buffer is attached) reset their
         // indices themselves, under the same lock as the write.
-        let starts_reset_themselves = self.kind != EncoderKind::Render && !statistic;
+        let starts_reset_themselves = self.kind() != EncoderKind::Render && !statistic;
         for a in list {
             let Some(index) = a.index else { continue };
             if a.is_start && starts_reset_themselves {
@@ -324,14 +395,15 @@ impl<'c> EncoderCore<'c> {
             )
             .into());
         }
-        let occlusion = self.kind == EncoderKind::Render;
+        let occlusion = self.kind() == EncoderKind::Render;
+        let in_render_pass = self.in_render_pass();
         chain_sample(
             self.cmd.device.raw(),
             self.cmd.raw,
             &mut self.cmd.pass_ends.chain,
             samples,
             index,
-            self.in_render_pass,
+            in_render_pass,
             occlusion,
             &mut self.cmd.tracker,
         )
@@ -358,7 +430,7 @@ impl<'c> EncoderCore<'c> {
                 &buffer.inner,
                 index,
                 stage,
-                self.in_render_pass,
+                self.in_render_pass(),
                 &mut self.cmd.tracker,
             ),
             CommonCounterSet::Statistic => self.sample_statistic(&buffer.inner, index),
@@ -371,7 +443,7 @@ impl<'c> EncoderCore<'c> {
     }
 
     fn check_open(&self) -> Result<()> {
-        if self.ended {
+        if self.ended() {
             return Err(InvalidInput::EncoderState("the encoder has already ended".into()).into());
         }
         Ok(())
@@ -411,7 +483,7 @@ impl<'c> EncoderCore<'c> {
         {
             return false;
         }
-        self.marked_end = MarkedEnd::of(samples, end);
+        self.cmd.pass_ends.marked_end = MarkedEnd::of(samples, end);
         true
     }
 
@@ -419,9 +491,9 @@ impl<'c> EncoderCore<'c> {
     /// (once).
     #[inline(always)]
     fn write_marked_end(&mut self) {
-        let end = self.marked_end;
+        let end = self.cmd.pass_ends.marked_end;
         if !end.is_none() {
-            self.marked_end = MarkedEnd::NONE;
+            self.cmd.pass_ends.marked_end.clear();
             self.record_marked(end);
         }
     }
@@ -432,7 +504,7 @@ impl<'c> EncoderCore<'c> {
     fn write_relaxed_one(&mut self) {
         let one = self.cmd.pass_ends.relaxed_one;
         if !one.is_none() {
-            self.cmd.pass_ends.relaxed_one = MarkedEnd::NONE;
+            self.cmd.pass_ends.relaxed_one.clear();
             self.record_marked(one);
         }
     }
@@ -514,7 +586,7 @@ impl<'c> EncoderCore<'c> {
         )?;
         drop(slots);
         if cmd.tracker.claims.try_write(samples, end) {
-            self.marked_end = MarkedEnd::of(samples, end);
+            self.cmd.pass_ends.marked_end = MarkedEnd::of(samples, end);
         } else {
             self.cmd
                 .push_end_sample(samples, end, vk::PipelineStageFlags2::ALL_COMMANDS);
@@ -528,13 +600,13 @@ impl<'c> EncoderCore<'c> {
     /// (the end's command then follows a reset of its own).
     #[cold]
     fn demote_marked_end(&mut self, buffer: &CounterSampleBuffer) {
-        let MarkedEnd { pool, index } = self.marked_end;
+        let MarkedEnd { pool, index } = self.cmd.pass_ends.marked_end;
         // A live set's pool is never null: a pass without a mark matches
         // no buffer.
         if pool != buffer.inner.main.raw {
             return;
         }
-        self.marked_end = MarkedEnd::NONE;
+        self.cmd.pass_ends.marked_end = MarkedEnd::NONE;
         self.cmd
             .push_end_sample(&buffer.inner, index, vk::PipelineStageFlags2::ALL_COMMANDS);
     }
@@ -545,7 +617,9 @@ impl<'c> EncoderCore<'c> {
     #[inline(always)]
     fn sample_claimed(&mut self, buffer: &CounterSampleBuffer, index: u32, barrier: bool) -> bool {
         let stage = barrier_stage(barrier);
-        !self.ended && self.point_supported && self.cmd.write_claimed(&buffer.inner, index, stage)
+        !self.ended()
+            && self.point_supported()
+            && self.cmd.write_claimed(&buffer.inner, index, stage)
     }
 
     #[inline(never)]
@@ -559,8 +633,8 @@ impl<'c> EncoderCore<'c> {
         self.cmd
             .check_device(&buffer.inner, "counter sample buffer")?;
         self.demote_marked_end(buffer);
-        if !self.point_supported {
-            self.device().require_point(self.kind.point())?;
+        if !self.point_supported() {
+            self.device().require_point(self.kind().point())?;
         }
         let stage = barrier_stage(barrier);
         self.sample(buffer, index, stage)
@@ -577,7 +651,7 @@ impl<'c> EncoderCore<'c> {
         index: u32,
     ) -> bool {
         granularity == TimestampGranularity::Precise
-            && !self.ended
+            && !self.ended()
             && self.cmd.pass_ends.relaxed.is_empty()
             && self.cmd.pass_ends.relaxed_one.is_none()
             && self
@@ -597,7 +671,7 @@ impl<'c> EncoderCore<'c> {
         index: u32,
     ) -> bool {
         if granularity != TimestampGranularity::Relaxed
-            || self.ended
+            || self.ended()
             || !self.cmd.pass_ends.relaxed.is_empty()
             || !self.cmd.pass_ends.relaxed_one.is_none()
             || !Arc::ptr_eq(&heap.inner.device.shared, &self.cmd.device.shared)
@@ -648,7 +722,7 @@ impl<'c> EncoderCore<'c> {
                     &heap.inner,
                     index,
                     vk::PipelineStageFlags2::ALL_COMMANDS,
-                    self.in_render_pass,
+                    self.in_render_pass(),
                     &mut self.cmd.tracker,
                 )
             }
@@ -748,20 +822,19 @@ impl<'c> EncoderCore<'c> {
     /// line.
     #[inline(always)]
     fn end(&mut self) -> Result<()> {
-        if self.ended {
+        if self.ended() {
             return Ok(());
         }
         let pending = &self.cmd.pass_ends;
-        if self.in_render_pass
+        if self.in_render_pass()
             || !pending.statistics.is_empty()
             || pending.chain.is_some()
             || !pending.timestamps.is_empty()
             || !pending.relaxed.is_empty()
         {
-            return self.end_general();
+            return detached(self.cmd, |core| core.end_general());
         }
-        self.ended = true;
-        self.cmd.encoder_open = false;
+        self.cmd.open_pass = OpenPass::CLOSED;
         // In the general path's order: the attachment's end, then the
         // relaxed write's timestamp, both noted as written already.
         self.write_marked_end();
@@ -772,8 +845,9 @@ impl<'c> EncoderCore<'c> {
     /// [`EncoderCore::end`] of any pass.
     #[inline(never)]
     fn end_general(&mut self) -> Result<()> {
-        self.ended = true;
-        self.cmd.encoder_open = false;
+        // Ended from here on, though its kind and render pass are still
+        // read below, until the render pass ends.
+        self.cmd.open_pass.0 &= !OpenPass::OPEN;
         let mut first_error = None;
         let mut keep = |r: Result<()>| {
             if let Err(e) = r {
@@ -792,18 +866,18 @@ impl<'c> EncoderCore<'c> {
         if self.cmd.pass_ends.chain.is_some() {
             keep(self.close_chain());
         }
-        if self.in_render_pass {
+        if self.in_render_pass() {
             let d = self.cmd.device.raw();
             // SAFETY: a render pass instance begun by this encoder is open.
             unsafe {
-                if self.uses_render_pass2 {
+                if self.cmd.open_pass.has(OpenPass::RENDER_PASS2) {
                     d.cmd_end_render_pass2(self.cmd.raw, &vk::SubpassEndInfo::default());
                 } else {
                     d.cmd_end_rendering(self.cmd.raw);
                 }
             }
-            self.in_render_pass = false;
         }
+        self.cmd.open_pass = OpenPass::CLOSED;
         // The pass's only attachment end sample, if it had one attachment.
         self.write_marked_end();
         if !self.cmd.pass_ends.timestamps.is_empty() {
@@ -1020,7 +1094,9 @@ macro_rules! common_encoder_methods {
             if self.core.sample_claimed(buffer, index, barrier) {
                 return Ok(());
             }
-            self.core.sample_counters(buffer, index, barrier)
+            detached(self.core.cmd, |core| {
+                core.sample_counters(buffer, index, barrier)
+            })
         }
 
         /// Ends the pass (`endEncoding`): takes the end-of-pass samples.
@@ -1060,7 +1136,9 @@ impl ComputeEncoder<'_> {
         {
             return Ok(());
         }
-        self.core.write_heap_timestamp(granularity, heap, index)
+        detached(self.core.cmd, |core| {
+            core.write_heap_timestamp(granularity, heap, index)
+        })
     }
 }
 
@@ -1110,7 +1188,9 @@ impl RenderEncoder<'_> {
         {
             return Ok(());
         }
-        self.core.write_heap_timestamp(granularity, heap, index)
+        detached(self.core.cmd, |core| {
+            core.write_heap_timestamp(granularity, heap, index)
+        })
     }
 
     /// Samples counters at a tile-dispatch boundary, as Metal's tile shaders
@@ -1213,14 +1293,16 @@ fn pass_encoder<'c>(
     attachments: &[PassSampleBufferAttachment<'_>],
 ) -> Result<EncoderCore<'c>> {
     let mut core = EncoderCore::new(cmd, kind)?;
+    // The out-of-line paths are detached: an error returns here, and the
+    // core's drop ends the pass.
     match attachments {
         [] => {}
         [one] if core.begin_claimed(one) => {}
-        [one] if core.begin_claiming(one)? => {}
-        _ => {
-            core.prepare_attachments(pass_attachments(attachments))?;
-            start_samples(&mut core, pass_attachments(attachments))?;
-        }
+        [one] if detached(core.cmd, |c| c.begin_claiming(one))? => {}
+        _ => detached(core.cmd, |c| {
+            c.prepare_attachments(pass_attachments(attachments))?;
+            start_samples(c, pass_attachments(attachments))
+        })?,
     }
     Ok(core)
 }
@@ -1358,8 +1440,12 @@ impl CommandBuffer {
                 }
             }
         };
-        core.uses_render_pass2 = uses_render_pass2;
-        core.in_render_pass = true;
+        core.cmd.open_pass.0 |= OpenPass::IN_RENDER_PASS
+            | if uses_render_pass2 {
+                OpenPass::RENDER_PASS2
+            } else {
+                0
+            };
         start_samples(&mut core, render_attachments(attachments))?;
         Ok(RenderEncoder { core })
     }
@@ -1370,12 +1456,14 @@ mod tests {
     use super::*;
 
     /// An encoder is made and returned as the caller's variable, and a
-    /// store costs most right after a driver call: it stays a few words
-    /// (the open pass's lists are in the command buffer).
+    /// store costs most right after a driver call: it is only its command
+    /// buffer's address (the open pass's state is in the command buffer).
     #[test]
-    fn an_encoder_is_at_most_four_words() {
-        assert!(std::mem::size_of::<ComputeEncoder<'static>>() <= 32);
-        assert!(std::mem::size_of::<RenderEncoder<'static>>() <= 32);
-        assert!(std::mem::size_of::<BlitEncoder<'static>>() <= 32);
+    fn an_encoder_is_one_pointer() {
+        let word = std::mem::size_of::<usize>();
+        assert_eq!(std::mem::size_of::<ComputeEncoder<'static>>(), word);
+        assert_eq!(std::mem::size_of::<RenderEncoder<'static>>(), word);
+        assert_eq!(std::mem::size_of::<BlitEncoder<'static>>(), word);
+        assert_eq!(std::mem::size_of::<OpenPass>(), 1);
     }
 }
