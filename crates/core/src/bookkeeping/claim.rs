@@ -71,7 +71,6 @@ pub(crate) fn block_words(count: u32) -> Option<std::sync::Arc<[BlockWords]>> {
 }
 
 /// One recording's claim on a block of one set.
-#[derive(Clone, Copy)]
 struct LocalClaim {
     /// The set's address: the recording holds the set while it records.
     key: usize,
@@ -81,30 +80,65 @@ struct LocalClaim {
     /// writer is this claim, so a load of it is this claim's own mask: one
     /// store per write, not three).
     clean: u64,
+    /// The set's block words, kept alive while the claim lasts: the hot
+    /// copy ([`HotClaim`]) points into them.
+    blocks: std::sync::Arc<[BlockWords]>,
 }
 
 impl LocalClaim {
+    /// Its copy, with its block's words' address.
+    fn hot(&self) -> HotClaim {
+        HotClaim {
+            key: self.key,
+            block: self.block,
+            clean: self.clean,
+            // `block` is inside the set (a claimed block).
+            words: self
+                .blocks
+                .get(self.block as usize)
+                .map_or(std::ptr::null(), |w| w as *const BlockWords),
+        }
+    }
+}
+
+/// A copy of a claim of [`LocalClaims`]' list (a claim never changes once
+/// made) with the address of its block's words, so that the usual write
+/// goes to them without reading the set's block list (its address and
+/// length) first.
+#[derive(Clone, Copy)]
+struct HotClaim {
+    key: usize,
+    block: u32,
+    clean: u64,
+    /// `&blocks[block]` of the list's claim of `key`, which keeps them
+    /// alive; null for [`HotClaim::NONE`].
+    words: *const BlockWords,
+}
+
+impl HotClaim {
     /// No claim: no set lives at address 0.
     const NONE: Self = Self {
         key: 0,
         block: 0,
         clean: 0,
+        words: std::ptr::null(),
     };
 
-    /// Notes and publishes a write of `index` of `set` (this claim's set)
-    /// if it is clean here, not written yet and not revoked, and `also` (in
-    /// the same block; `index` itself for a single write) is too, and
-    /// notes and publishes `also` as well (its write is the caller's to
-    /// record).
+    /// Notes and publishes a write of `index` (of this claim's set) if it
+    /// is clean here, not written yet and not revoked, and `also` (in the
+    /// same block; `index` itself for a single write) is too, and notes and
+    /// publishes `also` as well (its write is the caller's to record).
+    /// Call it only on the copy of a claim in the list: a non-zero `key`.
     #[inline(always)]
-    fn write_pair(&self, set: &SampleSet, index: u32, also: u32) -> bool {
+    fn write_pair(&self, index: u32, also: u32) -> bool {
         let bits = (1u64 << (index % BLOCK)) | (1u64 << (also % BLOCK));
-        if self.block != index / BLOCK || self.block != also / BLOCK {
+        if self.block != index / BLOCK || self.block != also / BLOCK || self.words.is_null() {
             return false;
         }
-        let Some(words) = set.blocks.get(self.block as usize) else {
-            return false;
-        };
+        // SAFETY: not null, so this is the copy of a claim in the list
+        // (`LocalClaims` sets `hot` only so, and makes it NONE before that
+        // claim leaves the list), whose `blocks` keeps the words alive.
+        let words = unsafe { &*self.words };
         // The claimant is the `written` word's only writer while the claim
         // lasts, so this load reads its own last store.
         let written = words.written.load(Ordering::Relaxed);
@@ -115,7 +149,9 @@ impl LocalClaim {
         words.written.store(written | bits, Ordering::Relaxed);
         true
     }
+}
 
+impl LocalClaim {
     /// Whether `index` (in this claim's block) may still be written.
     fn is_clean(&self, set: &SampleSet, index: u32) -> bool {
         let bit = 1u64 << (index % BLOCK);
@@ -135,14 +171,22 @@ pub struct LocalClaims {
     /// tried first: kept inline, so that the usual write reads it without
     /// going through the list (fewer loads beside the driver's command).
     /// [`LocalClaim::NONE`] when it is not in the list any more.
-    hot: LocalClaim,
+    hot: HotClaim,
 }
+
+// SAFETY: what is not `Send` and `Sync` in it is the hot copy's pointer to
+// block words that the list's `Arc` holds: atomics, shared between threads
+// by design, and alive while the pointer is (see `HotClaim::words`).
+unsafe impl Send for LocalClaims {}
+// SAFETY: as for `Send`; `&LocalClaims` reads the pointer, never writes
+// through it.
+unsafe impl Sync for LocalClaims {}
 
 impl Default for LocalClaims {
     fn default() -> Self {
         Self {
             list: Vec::new(),
-            hot: LocalClaim::NONE,
+            hot: HotClaim::NONE,
         }
     }
 }
@@ -172,20 +216,20 @@ impl LocalClaims {
     fn try_write_pair(&mut self, set: &SampleSet, index: u32, also: u32) -> bool {
         let key = set as *const SampleSet as usize;
         if self.hot.key == key {
-            return self.hot.write_pair(set, index, also);
+            return self.hot.write_pair(index, also);
         }
-        self.try_write_cold(set, key, index, also)
+        self.try_write_cold(key, index, also)
     }
 
     /// [`LocalClaims::try_write_pair`] through a claim other than the hot
     /// one.
     #[inline(never)]
-    fn try_write_cold(&mut self, set: &SampleSet, key: usize, index: u32, also: u32) -> bool {
-        let Some(&claim) = self.list.iter().find(|c| c.key == key) else {
+    fn try_write_cold(&mut self, key: usize, index: u32, also: u32) -> bool {
+        let Some(claim) = self.list.iter().find(|c| c.key == key) else {
             return false;
         };
-        self.hot = claim;
-        claim.write_pair(set, index, also)
+        self.hot = claim.hot();
+        self.hot.write_pair(index, also)
     }
 
     /// Whether `index` of `set` is clean in a block this recording claimed
@@ -216,7 +260,7 @@ impl LocalClaims {
         let pos = self.list.iter().position(|c| c.key == key)?;
         let local = self.list.swap_remove(pos);
         if self.hot.key == key {
-            self.hot = LocalClaim::NONE;
+            self.hot = HotClaim::NONE;
         }
         set.apply_claims(slots);
         let t = slots
@@ -259,9 +303,10 @@ impl LocalClaims {
             key: set as *const SampleSet as usize,
             block,
             clean,
+            blocks: set.blocks.clone(),
         };
+        self.hot = claim.hot();
         self.list.push(claim);
-        self.hot = claim;
     }
 
     /// Whether the recording holds no claim.
@@ -272,8 +317,8 @@ impl LocalClaims {
     /// Forgets every claim without releasing it: for a recording whose sets
     /// are gone or released otherwise.
     pub fn clear(&mut self) {
+        self.hot = HotClaim::NONE;
         self.list.clear();
-        self.hot = LocalClaim::NONE;
     }
 }
 
