@@ -224,7 +224,7 @@ impl Default for MarkedEnd {
 /// command buffer, kept in a register. (Every word an encoder kept of its
 /// own was stored as it was made, and a store right after a driver call
 /// waits behind the driver's command writes.)
-#[derive(Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OpenPass(u8);
 
 impl OpenPass {

@@ -99,6 +99,16 @@ impl LocalClaim {
                 .map_or(std::ptr::null(), |w| w as *const BlockWords),
         }
     }
+
+    /// Whether `index` (in this claim's block) may still be written.
+    fn is_clean(&self, set: &SampleSet, index: u32) -> bool {
+        let bit = 1u64 << (index % BLOCK);
+        self.block == index / BLOCK
+            && set.blocks.get(self.block as usize).is_some_and(|w| {
+                let written = w.written.load(Ordering::Relaxed);
+                self.clean & !written & !w.revoked.load(Ordering::Relaxed) & bit != 0
+            })
+    }
 }
 
 /// A copy of a claim of [`LocalClaims`]' list (a claim never changes once
@@ -128,7 +138,6 @@ impl HotClaim {
     /// is clean here, not written yet and not revoked, and `also` (in the
     /// same block; `index` itself for a single write) is too, and notes and
     /// publishes `also` as well (its write is the caller's to record).
-    /// Call it only on the copy of a claim in the list: a non-zero `key`.
     #[inline(always)]
     fn write_pair(&self, index: u32, also: u32) -> bool {
         let bits = (1u64 << (index % BLOCK)) | (1u64 << (also % BLOCK));
@@ -151,18 +160,6 @@ impl HotClaim {
     }
 }
 
-impl LocalClaim {
-    /// Whether `index` (in this claim's block) may still be written.
-    fn is_clean(&self, set: &SampleSet, index: u32) -> bool {
-        let bit = 1u64 << (index % BLOCK);
-        self.block == index / BLOCK
-            && set.blocks.get(self.block as usize).is_some_and(|w| {
-                let written = w.written.load(Ordering::Relaxed);
-                self.clean & !written & !w.revoked.load(Ordering::Relaxed) & bit != 0
-            })
-    }
-}
-
 /// A recording's claims: at most one block per set. Not shared: it lives in
 /// the recording (a command buffer's tracker).
 pub struct LocalClaims {
@@ -170,7 +167,7 @@ pub struct LocalClaims {
     /// A copy of the claim used last (a claim never changes once made),
     /// tried first: kept inline, so that the usual write reads it without
     /// going through the list (fewer loads beside the driver's command).
-    /// [`LocalClaim::NONE`] when it is not in the list any more.
+    /// [`HotClaim::NONE`] when it is not in the list any more.
     hot: HotClaim,
 }
 
