@@ -14,6 +14,11 @@ over the rounds and over the files given (one file per process).
 `--whole` holds the per-pass variants to raw ash with their pass included
 (no baseline subtracted), and the empty pass itself (`passes`, per pass of
 two samples) to raw ash's pair: what a raw ash user moving to encoders pays.
+
+`--wgpu` reads `wgpu_host_cost` runs (crates/bench/examples/wgpu_host_cost.rs)
+and holds gpu-counters-wgpu's rows to raw wgpu's and wgpu-profiler's, as the
+bench's comparisons do: each side's host cost (record plus resolve) over its
+own baseline, per sample, round by round.
 """
 import re
 import statistics
@@ -29,15 +34,17 @@ PAIRS = {
 }
 
 
-def rounds(path):
-    """{round: {variant: (record ns in all, samples)}}"""
+def rounds(path, with_resolve=False):
+    """{round: {variant: (record ns in all, samples)}}; with the resolve
+    added to the record where `with_resolve`."""
     out = {}
     pat = re.compile(r"round (\d+) (\S+) record ([\d.]+) resolve ([\d.]+) samples (\d+)")
     for line in open(path):
         m = pat.match(line)
         if m:
-            r, v, rec, _res, n = m.groups()
-            out.setdefault(int(r), {})[v] = (float(rec) * int(n), int(n))
+            r, v, rec, res, n = m.groups()
+            ns = float(rec) + (float(res) if with_resolve else 0.0)
+            out.setdefault(int(r), {})[v] = (ns * int(n), int(n))
     return out
 
 
@@ -49,19 +56,35 @@ WHOLE = {
 }
 
 
-def main(paths, pairs=PAIRS):
+# gpu-counters-wgpu row: (its baseline, the row it is held to, that row's
+# baseline, target); host cost is record plus resolve.
+WGPU = {
+    "gcw-writes": ("gcw-passes", "raw-writes", "raw-passes", 1.1),
+    "gcw-profiled": ("gcw-passes", "raw-writes", "raw-passes", 1.1),
+    "gcw-profiled/wgpu-profiler": ("gcw-passes", "wgpu-profiler", "raw-passes", 1.0),
+    "gcw-writes/wgpu-profiler": ("gcw-passes", "wgpu-profiler", "raw-passes", 1.0),
+}
+
+
+def main(paths, pairs=PAIRS, with_resolve=False):
     per_file = {v: [] for v in pairs}
     for path in paths:
         ratios = {v: [] for v in pairs}
-        for r in rounds(path).values():
-            for v, (base, raw, _) in pairs.items():
-                if v not in r or raw not in r or (base and base not in r):
+        for r in rounds(path, with_resolve).values():
+            for key, spec in pairs.items():
+                base, raw, raw_base = spec[0], spec[1], spec[2] if len(spec) == 4 else None
+                v = key.split("/")[0]
+                if v not in r or raw not in r or (base and base not in r) or (
+                    raw_base and raw_base not in r
+                ):
                     continue
                 total, n = r[v]
                 if base:
                     total -= r[base][0]
                 raw_total, raw_n = r[raw]
-                ratios[v].append((total / n) / (raw_total / raw_n))
+                if raw_base:
+                    raw_total -= r[raw_base][0]
+                ratios[key].append((total / n) / (raw_total / raw_n))
         for v, x in ratios.items():
             if x:
                 per_file[v].append(statistics.median(x))
@@ -70,8 +93,10 @@ def main(paths, pairs=PAIRS):
     print()
     for v, meds in per_file.items():
         if meds:
-            base, raw, target = pairs[v]
-            print(f"{v} {'- ' + base if base else ''} / {raw}: median of {len(meds)} processes "
+            base, raw, target = pairs[v][0], pairs[v][1], pairs[v][-1]
+            raw_base = pairs[v][2] if len(pairs[v]) == 4 else None
+            raw = f"({raw} - {raw_base})" if raw_base else raw
+            print(f"{v.split('/')[0]} {'- ' + base if base else ''} / {raw}: median of {len(meds)} processes "
                   f"{statistics.median(meds):.2f} [{min(meds):.2f}, {max(meds):.2f}]"
                   + (f", target {target}" if target else ""))
 
@@ -80,5 +105,7 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if args and args[0] == "--whole":
         main(args[1:], WHOLE)
+    elif args and args[0] == "--wgpu":
+        main(args[1:], WGPU, with_resolve=True)
     else:
         main(args)

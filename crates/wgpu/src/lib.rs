@@ -58,7 +58,9 @@ mod storage;
 pub use backend::{Wgpu, WgpuHeap, WgpuMarker, WgpuSampleBuffer};
 pub use stats::{WgpuComputePass, WgpuRenderPass};
 
-use gpu_counters_core::bookkeeping::{Phase, Ticket};
+use gpu_counters_core::bookkeeping::{
+    LocalClaims, Phase, SampleTable, Ticket, WRITTEN_CONCURRENTLY,
+};
 use gpu_counters_core::{
     cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
     CounterSamplingPoint, CounterSet, DeviceInfo, DeviceType, Error, InvalidInput, Result,
@@ -253,10 +255,16 @@ impl WgpuDevice {
     }
 
     /// Fails with a typed error naming `feature` unless the device has it.
+    #[inline]
     pub(crate) fn require(&self, feature: wgpu::Features, name: &str, why: &str) -> Result<()> {
         if self.shared.features.contains(feature) {
             return Ok(());
         }
+        self.lacks(name, why)
+    }
+
+    #[cold]
+    fn lacks(&self, name: &str, why: &str) -> Result<()> {
         Err(InvalidInput::Unsupported(format!(
             "device `{}` lacks wgpu::Features::{name}: {why}",
             self.shared.info.name
@@ -282,6 +290,9 @@ impl WgpuDevice {
             encoder: Some(encoder),
             ticket: Ticket::new(),
             written: Vec::new(),
+            last_written: 0,
+            claims: LocalClaims::default(),
+            conflict: None,
             capture: None,
             scope_stack: Default::default(),
         }
@@ -297,6 +308,10 @@ impl WgpuDevice {
             .encoder
             .take()
             .ok_or_else(|| Error::Internal("recorder without an encoder".into()))?;
+        // The tables learn every write made under a claim, and a write
+        // another recording made into a claimed index refuses the
+        // submission (the recorder's drop then abandons its writes).
+        recorder.release_claims()?;
         let written = std::mem::take(&mut recorder.written);
         let mut readbacks = Vec::with_capacity(written.len());
         for (storage, indices) in written {
@@ -463,9 +478,6 @@ impl WgpuSubmission {
     }
 }
 
-/// One index a recorder wrote, and the write's sequence number.
-pub(crate) type Write = (u32, u64);
-
 /// Records into the caller's [`wgpu::CommandEncoder`], sampling counters
 /// between passes and attaching timestamp writes to passes.
 pub struct WgpuRecorder {
@@ -473,8 +485,16 @@ pub struct WgpuRecorder {
     device: WgpuDevice,
     encoder: Option<wgpu::CommandEncoder>,
     ticket: Ticket,
-    /// Per storage written: the indices and their writes' sequence numbers.
-    written: Vec<(Arc<Storage>, Vec<Write>)>,
+    /// Per storage written: the indices written.
+    written: Vec<(Arc<Storage>, storage::Written)>,
+    /// Where in `written` the last write went: tried first.
+    last_written: usize,
+    /// Blocks of timestamp indices this recording claimed, written without
+    /// the bookkeeping lock (see [`gpu_counters_core::bookkeeping::claim`]).
+    claims: LocalClaims,
+    /// A write another recording made into an index this one claimed:
+    /// refuses the submission.
+    conflict: Option<Error>,
     /// While a profiled pass's scope is begun and ended: the samples the
     /// profiler asked for, to be written by the pass itself.
     capture: Option<scope::Capture>,
@@ -499,9 +519,12 @@ impl WgpuRecorder {
         &self.ticket
     }
 
-    /// Notes timestamp writes of `indices` (in order) of `storage` by this
-    /// recording: core's `check_write` for each, then `mark_recorded`. All
-    /// are checked before any is marked.
+    /// Notes timestamp writes of `indices` (one or two, in order) of
+    /// `storage` by this recording: without the lock where they are clean
+    /// in a block this recording claimed, else core's `check_write` for
+    /// each, then `mark_recorded`, and a claim of the block of the last.
+    /// All are checked before any is marked.
+    #[inline]
     fn note_writes(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> Result<()> {
         if storage.samples.set != CommonCounterSet::Timestamp {
             return Err(InvalidInput::Unsupported(
@@ -509,25 +532,111 @@ impl WgpuRecorder {
             )
             .into());
         }
-        let id = self.ticket.id();
-        self.note_writes_with(storage, indices, |slots| {
+        let claimed = match *indices {
+            [i] => self.claims.try_write(&storage.samples, i),
+            [i, j] => self.claims.try_write_both(&storage.samples, i, j),
+            _ => false,
+        };
+        if claimed && self.note_claimed(storage, indices) {
+            return Ok(());
+        }
+        self.note_writes_locked(storage, indices)
+    }
+
+    /// Notes writes that [`LocalClaims`] took as clean in this recording's
+    /// claim: in `written` (where the locked write that claimed the block
+    /// put the storage), and as the storage's latest writes. Returns false,
+    /// noting nothing, where the storage is not in `written` (never: a
+    /// claim follows a locked write).
+    #[inline]
+    fn note_claimed(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> bool {
+        let at = match self.written.get(self.last_written) {
+            Some((h, _)) if Arc::ptr_eq(h, storage) => self.last_written,
+            _ => match self
+                .written
+                .iter()
+                .position(|(h, _)| Arc::ptr_eq(h, storage))
+            {
+                Some(at) => at,
+                None => return false,
+            },
+        };
+        self.last_written = at;
+        // A clean index has no value since its last reset, so until these
+        // stores are seen it reads as unavailable all the same.
+        storage.begin_writes(indices, self.ticket.id(), &mut self.written[at].1);
+        true
+    }
+
+    /// [`WgpuRecorder::note_writes`] under the bookkeeping lock.
+    #[inline(never)]
+    fn note_writes_locked(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> Result<()> {
+        let last = indices.last().copied();
+        self.note_writes_with(storage, indices, |slots, claims, ticket| {
             for &i in indices {
-                slots.mark_recorded(i, gpu_counters_core::bookkeeping::NONE, false, id, 0);
+                slots.mark_recorded(
+                    i,
+                    gpu_counters_core::bookkeeping::NONE,
+                    false,
+                    ticket.id(),
+                    0,
+                );
+            }
+            if let Some(i) = last {
+                claims.claim(&storage.samples, slots, i, ticket);
             }
         })
     }
 
+    /// Ends this recording's claim on `storage` (locked into `slots`), if
+    /// any, noting a conflict it reports.
+    fn release_claim(&mut self, storage: &Storage, slots: &mut SampleTable) {
+        if self.claims.is_empty() {
+            return;
+        }
+        if let Some(index) = self.claims.release(&storage.samples, slots, &self.ticket) {
+            self.conflict
+                .get_or_insert_with(|| storage.samples.reuse(index, WRITTEN_CONCURRENTLY));
+        }
+    }
+
+    /// Ends every claim of this recording, so that the tables know all it
+    /// wrote; fails if another recording wrote one of its indices too.
+    fn release_claims(&mut self) -> Result<()> {
+        if !self.claims.is_empty() {
+            for k in 0..self.written.len() {
+                let storage = self.written[k].0.clone();
+                if !self.claims.holds(&storage.samples) {
+                    continue;
+                }
+                let mut slots = storage.samples.lock()?;
+                self.release_claim(&storage, &mut slots);
+            }
+            // A claim is taken on a storage in `written`; never keep one.
+            self.claims.clear();
+        }
+        match &self.conflict {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
     /// Notes writes of `indices` of `storage` by this recording: core's
     /// `check_write` for each, all before `mark` marks them (under the
-    /// bookkeeping's lock); each is read back at the end of the submission.
+    /// bookkeeping's lock, with this recording's claims and ticket, after
+    /// its claim on these samples ended); each is read back at the end of
+    /// the submission.
     pub(crate) fn note_writes_with(
         &mut self,
         storage: &Arc<Storage>,
         indices: &[u32],
-        mark: impl FnOnce(&mut gpu_counters_core::bookkeeping::SampleTable),
+        mark: impl FnOnce(&mut SampleTable, &mut LocalClaims, &Ticket),
     ) -> Result<()> {
         let s = &storage.samples;
         let mut slots = s.lock()?;
+        // A locked write of this recording into these samples: its claim
+        // (whose clean indices this write may change) ends first.
+        self.release_claim(storage, &mut slots);
         for &i in indices {
             // wgpu queries need no reset before a write: the dirty flag
             // does not matter here.
@@ -541,17 +650,20 @@ impl WgpuRecorder {
             Some(at) => at,
             None => {
                 slots.register(&self.ticket);
-                self.written.push((storage.clone(), Vec::new()));
+                self.written
+                    .push((storage.clone(), storage::Written::new(storage)));
                 self.written.len() - 1
             }
         };
-        storage.begin_writes(indices, &mut self.written[at].1);
-        mark(&mut slots);
+        self.last_written = at;
+        storage.begin_writes(indices, self.ticket.id(), &mut self.written[at].1);
+        mark(&mut slots, &mut self.claims, &self.ticket);
         Ok(())
     }
 
     /// A pass's start and end indices, those present, in that order (in an
     /// array: this runs for every pass).
+    #[inline]
     fn pass_indices(start: Option<u32>, end: Option<u32>) -> Result<([u32; 2], usize)> {
         match (start, end) {
             (Some(a), Some(b)) if a == b => Err(InvalidInput::Argument(format!(
@@ -566,6 +678,7 @@ impl WgpuRecorder {
 
     /// Checks the feature and does core's bookkeeping for a pass's start and
     /// end timestamp indices (compute and render passes alike).
+    #[inline]
     fn reserve_pass_timestamps(
         &mut self,
         buffer: &WgpuSampleBuffer,
@@ -634,7 +747,9 @@ impl Drop for WgpuRecorder {
         if self.ticket.phase() != Phase::Recording {
             return;
         }
-        // Never submitted by gpu-counters: none of it runs.
+        // Never submitted by gpu-counters: none of it runs. The tables
+        // learn every claimed write first, so that they forget them all.
+        let _ = self.release_claims();
         self.ticket.set_phase(Phase::Abandoned);
         for (s, _) in &self.written {
             if let Ok(mut slots) = s.samples.lock() {

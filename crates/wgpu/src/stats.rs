@@ -152,7 +152,7 @@ impl WgpuRecorder {
         }
         let chain = next_chain();
         let id = self.ticket.id();
-        self.note_writes_with(storage, &[start, end], |slots| {
+        self.note_writes_with(storage, &[start, end], |slots, _, _| {
             slots.mark_recorded(start, NONE, false, id, chain);
             slots.mark_recorded(end, start, false, id, chain);
             slots.open[start as usize] = true;

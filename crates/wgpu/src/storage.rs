@@ -1,8 +1,7 @@
 //! One sample buffer's or heap's query set, the values read back from it,
 //! and their availability.
 
-use crate::Write;
-use gpu_counters_core::bookkeeping::{runs, QueryRead, SampleSet, Ticket};
+use gpu_counters_core::bookkeeping::{QueryRead, SampleSet, Ticket};
 use gpu_counters_core::{Error, Result};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -15,16 +14,64 @@ const MAP_PENDING: u8 = 0;
 const MAP_OK: u8 = 1;
 const MAP_FAILED: u8 = 2;
 
+/// Read-back buffers kept for reuse per storage: one submission's in
+/// flight per frame, a few frames.
+const SPARE_READBACKS: usize = 4;
+
+/// The indices one recording wrote into one storage, as a bit per index
+/// (a write is one OR: this runs for every sample recorded).
+pub(crate) struct Written {
+    words: Box<[u64]>,
+}
+
+impl Written {
+    /// None written of `storage`'s queries.
+    pub(crate) fn new(storage: &Storage) -> Self {
+        Self {
+            words: vec![0; storage.latest.len().div_ceil(64)].into(),
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, i: u32) {
+        if let Some(w) = self.words.get_mut((i / 64) as usize) {
+            *w |= 1 << (i % 64);
+        }
+    }
+
+    /// Runs `(first, count)` of consecutive written indices, in order.
+    fn runs(&self) -> Vec<(u32, u32)> {
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for (w, &word) in self.words.iter().enumerate() {
+            let mut m = word;
+            while m != 0 {
+                let start = m.trailing_zeros();
+                let len = (m >> start).trailing_ones();
+                m &= !(((1u128 << len) - 1) << start) as u64;
+                let first = w as u32 * 64 + start;
+                match runs.last_mut() {
+                    Some((f, c)) if *f + *c == first => *c += len,
+                    _ => runs.push((first, len)),
+                }
+            }
+        }
+        runs
+    }
+}
+
 /// The read-back of one submission's writes into one query set.
 pub(crate) struct Readback {
+    /// The resolve destination, then the mapped copy; both kept for reuse
+    /// once the values are in.
+    resolve: wgpu::Buffer,
     buffer: wgpu::Buffer,
-    /// Runs of queries `(first, count, byte offset)` in `buffer`.
+    /// Runs of queries `(first, count, byte offset)` in `buffer`: exactly
+    /// the indices written.
     runs: Vec<(u32, u32, u64)>,
-    /// Each index written and its write's sequence number.
-    writes: Vec<Write>,
     /// Where `map_async` got to.
     mapped: Arc<AtomicU8>,
-    /// The submission's ticket: values count only once it is done.
+    /// The submission's ticket: values count only once it is done, and its
+    /// id names the writes (see [`Storage::latest`]).
     ticket: Ticket,
 }
 
@@ -32,12 +79,13 @@ pub(crate) struct Readback {
 struct Host {
     /// `values` words per query.
     values: Vec<u64>,
-    /// Whether each query's value arrived for its latest write.
-    available: Vec<bool>,
-    /// The sequence number of each query's latest recorded write (0: none).
-    seq: Vec<u64>,
+    /// The write whose value each query holds (its recording's ticket id;
+    /// 0: none, or a timestamp the GPU never wrote).
+    arrived: Vec<u64>,
     /// Read-backs of submitted work whose values have not arrived yet.
     pending: Vec<Readback>,
+    /// Read-back buffer pairs (resolve, mapped copy) free for reuse.
+    spare: Vec<(wgpu::Buffer, wgpu::Buffer)>,
 }
 
 /// A sample buffer's or heap's wgpu query set and host values.
@@ -47,6 +95,13 @@ pub(crate) struct Storage {
     device: wgpu::Device,
     /// `u64` values per query.
     values: u32,
+    /// The latest recorded write of each query: its recording's ticket id
+    /// (0: none since creation or the last host reset). A query's value is
+    /// available when the write it holds is this one. Stored and loaded
+    /// under the sample set's lock (recording, host reset, resolve), or by
+    /// a read-back of a submission that follows the store; atomic only so
+    /// that a write needs no lock of the host values.
+    latest: Box<[AtomicU64]>,
     host: Mutex<Host>,
 }
 
@@ -63,50 +118,43 @@ impl Storage {
             query_set,
             device,
             values,
+            latest: (0..n).map(|_| AtomicU64::new(0)).collect(),
             host: Mutex::new(Host {
                 values: vec![0; n * values as usize],
-                available: vec![false; n],
-                seq: vec![0; n],
+                arrived: vec![0; n],
                 pending: Vec::new(),
+                spare: Vec::new(),
             }),
         }
     }
 
-    /// Notes new writes of `indices`: their values are unavailable until
-    /// the read-back of these writes arrives. Appends each index and its
-    /// write's sequence number to `writes` (no allocation of its own: this
-    /// runs for every sample recorded).
-    pub(crate) fn begin_writes(&self, indices: &[u32], writes: &mut Vec<Write>) {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        let mut host = lock(&self.host);
+    /// Notes new writes of `indices` by the recording of ticket `id`, with
+    /// the sample set's lock held: their values are unavailable until the
+    /// read-back of these writes arrives. Marks each in `written`.
+    #[inline]
+    pub(crate) fn begin_writes(&self, indices: &[u32], id: u64, written: &mut Written) {
         for &i in indices {
-            let seq = NEXT.fetch_add(1, Ordering::Relaxed);
-            host.seq[i as usize] = seq;
-            host.available[i as usize] = false;
-            writes.push((i, seq));
+            if let Some(latest) = self.latest.get(i as usize) {
+                latest.store(id, Ordering::Relaxed);
+                written.set(i);
+            }
         }
     }
 
     /// Records, at the end of `encoder`, the resolve of the queries in
-    /// `writes` and their copy into a new `MAP_READ` buffer. `None` when
-    /// there is nothing to read back.
+    /// `written` and their copy into a `MAP_READ` buffer (reused from an
+    /// earlier read-back where one is large enough). `None` when there is
+    /// nothing to read back.
     pub(crate) fn record_readback(
         &self,
         encoder: &mut wgpu::CommandEncoder,
-        writes: Vec<Write>,
+        written: Written,
         ticket: &Ticket,
     ) -> Option<Readback> {
-        if writes.is_empty() {
-            return None;
-        }
-        let n = self.samples.count;
-        let mut written = vec![false; n as usize];
-        for &(i, _) in &writes {
-            written[i as usize] = true;
-        }
         let stride = 8 * u64::from(self.values);
         let mut at = 0u64;
-        let runs: Vec<(u32, u32, u64)> = runs(0, n, |i| written[i as usize])
+        let runs: Vec<(u32, u32, u64)> = written
+            .runs()
             .into_iter()
             .map(|(first, count)| {
                 let offset = at;
@@ -115,27 +163,43 @@ impl Storage {
                 (first, count, offset)
             })
             .collect();
+        if runs.is_empty() {
+            return None;
+        }
         let size = at;
-        let resolve = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("gpu-counters resolve"),
-            size,
-            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("gpu-counters read-back"),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
+        let spare = {
+            let mut host = lock(&self.host);
+            let k = host.spare.iter().position(|(r, _)| r.size() >= size);
+            k.map(|k| host.spare.swap_remove(k))
+        };
+        let (resolve, buffer) = spare.unwrap_or_else(|| {
+            let make = |label, usage| {
+                self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(label),
+                    size,
+                    usage,
+                    mapped_at_creation: false,
+                })
+            };
+            (
+                make(
+                    "gpu-counters resolve",
+                    wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                ),
+                make(
+                    "gpu-counters read-back",
+                    wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                ),
+            )
         });
         for &(first, count, offset) in &runs {
             encoder.resolve_query_set(&self.query_set, first..first + count, &resolve, offset);
         }
         encoder.copy_buffer_to_buffer(&resolve, 0, &buffer, 0, size);
         Some(Readback {
+            resolve,
             buffer,
             runs,
-            writes,
             mapped: Arc::new(AtomicU8::new(MAP_PENDING)),
             ticket: ticket.clone(),
         })
@@ -145,8 +209,11 @@ impl Storage {
     /// values arrive.
     pub(crate) fn start_map(&self, rb: Readback) {
         let flag = rb.mapped.clone();
+        let size = rb.runs.last().map_or(0, |&(_, count, offset)| {
+            offset + u64::from(count) * 8 * u64::from(self.values)
+        });
         rb.buffer
-            .slice(..)
+            .slice(..size)
             .map_async(wgpu::MapMode::Read, move |r| {
                 flag.store(
                     if r.is_ok() { MAP_OK } else { MAP_FAILED },
@@ -169,6 +236,7 @@ impl Storage {
         let pending = std::mem::take(&mut host.pending);
         let mut first_error = None;
         let values = self.values as usize;
+        let timestamps = self.samples.set == gpu_counters_core::CommonCounterSet::Timestamp;
         for rb in pending {
             match rb.mapped.load(Ordering::Acquire) {
                 MAP_PENDING => {
@@ -191,58 +259,67 @@ impl Storage {
                 // callback runs in the same poll, or has yet to.
                 rb.ticket.complete();
             }
-            let words: Vec<u64> = match rb.buffer.slice(..).get_mapped_range() {
-                Ok(view) => view
-                    .chunks_exact(8)
-                    .map(|b| {
-                        let mut w = [0u8; 8];
-                        w.copy_from_slice(b);
-                        u64::from_ne_bytes(w)
-                    })
-                    .collect(),
-                Err(e) => {
-                    first_error.get_or_insert_with(|| {
-                        Error::Internal(format!("read-back get_mapped_range: {e}"))
-                    });
-                    continue;
+            let id = rb.ticket.id();
+            {
+                let size = rb.runs.last().map_or(0, |&(_, count, offset)| {
+                    offset + u64::from(count) * 8 * u64::from(self.values)
+                });
+                let view = match rb.buffer.slice(..size).get_mapped_range() {
+                    Ok(view) => view,
+                    Err(e) => {
+                        first_error.get_or_insert_with(|| {
+                            Error::Internal(format!("read-back get_mapped_range: {e}"))
+                        });
+                        continue;
+                    }
+                };
+                let host = &mut *host;
+                for &(first, count, offset) in &rb.runs {
+                    let base = offset as usize;
+                    for k in 0..count as usize {
+                        let q = first as usize + k;
+                        // A later write (or a host reset) since: this value
+                        // is old.
+                        if self.latest.get(q).map(|l| l.load(Ordering::Relaxed)) != Some(id) {
+                            continue;
+                        }
+                        let at = base + 8 * k * values;
+                        let Some(src) = view.get(at..at + 8 * values) else {
+                            continue;
+                        };
+                        let dst = &mut host.values[q * values..(q + 1) * values];
+                        for (d, b) in dst.iter_mut().zip(src.chunks_exact(8)) {
+                            let mut w = [0u8; 8];
+                            w.copy_from_slice(b);
+                            *d = u64::from_ne_bytes(w);
+                        }
+                        // wgpu reads an unwritten query as 0 (a pass's
+                        // timestamp writes handed out and never used, say).
+                        // No GPU clock reads exactly 0 ticks, so a timestamp
+                        // of 0 has no value: it stays unavailable and
+                        // resolves to the error value, never to 0.
+                        let unwritten_timestamp = timestamps && dst[0] == 0;
+                        host.arrived[q] = if unwritten_timestamp { 0 } else { id };
+                    }
                 }
-            };
+            }
             rb.buffer.unmap();
-            for &(i, seq) in &rb.writes {
-                let q = i as usize;
-                // A later write (or a host reset) since: this value is old.
-                if host.seq[q] != seq {
-                    continue;
-                }
-                let Some(&(first, _, offset)) =
-                    rb.runs.iter().find(|&&(f, c, _)| (f..f + c).contains(&i))
-                else {
-                    continue;
-                };
-                let at = offset as usize / 8 + (i - first) as usize * values;
-                let Some(src) = words.get(at..at + values) else {
-                    continue;
-                };
-                host.values[q * values..(q + 1) * values].copy_from_slice(src);
-                // wgpu reads an unwritten query as 0 (a pass's timestamp
-                // writes handed out and never used, say). No GPU clock reads
-                // exactly 0 ticks, so a timestamp of 0 has no value: it stays
-                // unavailable and resolves to the error value, never to 0.
-                let unwritten_timestamp = self.samples.set
-                    == gpu_counters_core::CommonCounterSet::Timestamp
-                    && src.first() == Some(&0);
-                host.available[q] = !unwritten_timestamp;
+            if host.spare.len() < SPARE_READBACKS {
+                host.spare.push((rb.resolve, rb.buffer));
             }
         }
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Forgets `first..first+count` on the host: no value, no write.
+    /// Forgets `first..first+count` on the host: no value, no write. With
+    /// the sample set's lock held.
     pub(crate) fn clear(&self, first: u32, count: u32) {
         let mut host = lock(&self.host);
         for i in first as usize..(first + count) as usize {
-            host.available[i] = false;
-            host.seq[i] = 0;
+            host.arrived[i] = 0;
+            if let Some(l) = self.latest.get(i) {
+                l.store(0, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -257,7 +334,7 @@ impl QueryRead for Storage {
         let values = self.values as usize;
         let stride = values + 1;
         let (f, n) = (first as usize, count as usize);
-        if f + n > host.available.len() || out.len() != n * stride {
+        if f + n > host.arrived.len() || out.len() != n * stride {
             return Err(Error::Internal(format!(
                 "wgpu read of {first}+{count} past the buffer or into a wrong-sized slice"
             )));
@@ -265,7 +342,9 @@ impl QueryRead for Storage {
         for (k, q) in out.chunks_exact_mut(stride).enumerate() {
             let i = f + k;
             q[..values].copy_from_slice(&host.values[i * values..(i + 1) * values]);
-            q[values] = u64::from(host.available[i]);
+            let arrived = host.arrived[i];
+            q[values] =
+                u64::from(arrived != 0 && self.latest[i].load(Ordering::Relaxed) == arrived);
         }
         Ok(())
     }

@@ -1213,3 +1213,198 @@ fn fs() -> @location(0) vec4<f32> {
     }
     gpu.check();
 }
+
+/// Records an empty compute pass on `rec` whose timestamp writes are
+/// `buffer[start]` and `buffer[start + 1]`.
+fn timed_pass(
+    rec: &mut gpu_counters_wgpu::WgpuRecorder,
+    buffer: &WgpuSampleBuffer,
+    start: u32,
+) -> gpu_counters_core::Result<()> {
+    let w = rec.compute_pass_timestamp_writes(buffer, Some(start), Some(start + 1))?;
+    drop(
+        rec.encoder()
+            .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: Some(w),
+            }),
+    );
+    Ok(())
+}
+
+fn reuse_reason(e: Error) -> &'static str {
+    match e.invalid().cloned() {
+        Some(InvalidInput::SampleIndexReuse { reason, .. }) => reason,
+        other => panic!("expected SampleIndexReuse, got {other:?} ({e})"),
+    }
+}
+
+/// Pass timestamp writes over several blocks of claimed indices (most
+/// noted without the bookkeeping lock), the last block partial: not ready
+/// and not resettable until submitted, then every one written, each pass's
+/// end at or after its start, in recording order.
+#[test]
+fn claimed_pass_writes_are_pending_until_submitted() {
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+        return;
+    }
+    let n = 4 * 64 + 18;
+    let buffer = timestamps(d, n);
+    let mut rec = d.recorder(Some("claimed writes"));
+    for start in (0..n).step_by(2) {
+        timed_pass(&mut rec, &buffer, start).unwrap();
+    }
+    let before = buffer.resolve_counter_range(0..u64::from(n)).unwrap();
+    assert_eq!(before.count(SampleStatus::NotReady), n as usize);
+    assert!(buffer.reset().is_err(), "recorded, not submitted");
+    d.submit(rec).unwrap().wait().unwrap();
+    let after = buffer.resolve_counter_range(0..u64::from(n)).unwrap();
+    assert!(after.all_written(), "{:?}", after.statuses());
+    let t = after.timestamps().unwrap();
+    assert!(t.windows(2).all(|w| w[0].timestamp <= w[1].timestamp));
+    // Reset and written again, by a new recording, through new claims.
+    buffer.reset().unwrap();
+    let mut rec = d.recorder(None);
+    for start in (0..n).step_by(2) {
+        timed_pass(&mut rec, &buffer, start).unwrap();
+    }
+    d.submit(rec).unwrap().wait().unwrap();
+    let again = buffer.resolve_counter_range(0..u64::from(n)).unwrap();
+    assert!(again.all_written(), "{:?}", again.statuses());
+    assert!(again.timestamps().unwrap()[0].timestamp >= t[n as usize - 1].timestamp);
+    gpu.check();
+}
+
+/// An index one recorder noted without the lock is refused to another
+/// while the first is open; the other's write of a clean index of the same
+/// claimed block is then refused to the first. Both submit; exactly the
+/// indices written read as written.
+#[test]
+fn claimed_pass_writes_are_refused_to_other_recorders() {
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+        return;
+    }
+    let buffer = timestamps(d, 64);
+    let mut first = d.recorder(Some("first"));
+    timed_pass(&mut first, &buffer, 0).unwrap(); // locked: claims the block
+    timed_pass(&mut first, &buffer, 2).unwrap(); // claimed
+    let mut second = d.recorder(Some("second"));
+    let e = timed_pass(&mut second, &buffer, 2).unwrap_err();
+    assert_eq!(
+        reuse_reason(e),
+        gpu_counters_core::bookkeeping::RECORDED_ELSEWHERE
+    );
+    // Clean in the first's claim: the second may write it, and the first
+    // may not any more.
+    timed_pass(&mut second, &buffer, 10).unwrap();
+    let e = timed_pass(&mut first, &buffer, 10).unwrap_err();
+    assert_eq!(
+        reuse_reason(e),
+        gpu_counters_core::bookkeeping::RECORDED_ELSEWHERE
+    );
+    timed_pass(&mut first, &buffer, 12).unwrap();
+    d.submit(first).unwrap().wait().unwrap();
+    d.submit(second).unwrap().wait().unwrap();
+    let r = buffer.resolve_counter_range(0..64).unwrap();
+    for (i, st) in r.statuses().iter().enumerate() {
+        let written = matches!(i, 0..=3 | 10..=13);
+        assert_eq!(*st == SampleStatus::Written, written, "index {i}: {st:?}");
+    }
+    gpu.check();
+}
+
+/// A recorder dropped after claimed writes: they never ran, so they read
+/// as never written, and another recorder may write them.
+#[test]
+fn abandoned_claimed_pass_writes_are_forgotten() {
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+        return;
+    }
+    let n = 2 * 64;
+    let buffer = timestamps(d, n);
+    let mut dropped = d.recorder(Some("dropped"));
+    for start in (0..n).step_by(2) {
+        timed_pass(&mut dropped, &buffer, start).unwrap();
+    }
+    drop(dropped);
+    let r = buffer.resolve_counter_range(0..u64::from(n)).unwrap();
+    assert_eq!(r.count(SampleStatus::NotWritten), n as usize);
+    let mut rec = d.recorder(None);
+    for start in (0..n).step_by(2) {
+        timed_pass(&mut rec, &buffer, start).unwrap();
+    }
+    d.submit(rec).unwrap().wait().unwrap();
+    let r = buffer.resolve_counter_range(0..u64::from(n)).unwrap();
+    assert!(r.all_written(), "{:?}", r.statuses());
+    gpu.check();
+}
+
+/// Recorders on two threads: writing disjoint halves of one block, both
+/// submit and every index is written; racing for the same indices while
+/// both are open, never do both record every pass and submit (the loser is
+/// refused at a write, or at submission after a true race).
+#[test]
+fn threads_writing_claimed_indices() {
+    let gpu = gpu();
+    let d = &gpu.device;
+    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+        return;
+    }
+    let buffer = timestamps(d, 64);
+    let barrier = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        for half in [0u32, 32] {
+            let (buffer, barrier) = (&buffer, &barrier);
+            s.spawn(move || {
+                let mut rec = d.recorder(None);
+                barrier.wait();
+                for start in (half..half + 32).step_by(2) {
+                    timed_pass(&mut rec, buffer, start).unwrap();
+                }
+                d.submit(rec).unwrap().wait().unwrap();
+            });
+        }
+    });
+    let r = buffer.resolve_counter_range(0..64).unwrap();
+    assert!(r.all_written(), "{:?}", r.statuses());
+
+    for round in 0..20 {
+        buffer.reset().unwrap();
+        let outcomes: Vec<bool> = std::thread::scope(|s| {
+            let racers: Vec<_> = (0..2)
+                .map(|_| {
+                    let (buffer, barrier) = (&buffer, &barrier);
+                    s.spawn(move || {
+                        let mut rec = d.recorder(None);
+                        barrier.wait();
+                        let all = (0..64)
+                            .step_by(2)
+                            .all(|start| timed_pass(&mut rec, buffer, start).is_ok());
+                        // Both still open here: each index was written by
+                        // both while both were open, or refused to one.
+                        barrier.wait();
+                        let submitted = d.submit(rec).map(|s| s.wait().unwrap());
+                        all && submitted.is_ok()
+                    })
+                })
+                .collect();
+            racers.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(
+            !(outcomes[0] && outcomes[1]),
+            "round {round}: both recorders wrote every index and submitted"
+        );
+        d.wait_idle().unwrap();
+    }
+    gpu.check();
+}

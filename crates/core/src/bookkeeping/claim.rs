@@ -344,9 +344,18 @@ fn clean_mask(set: &SampleSet, slots: &SampleTable, written: u32, me: u64) -> u6
                 .iter()
                 .fold(0, |a, &rec| a | (rec ^ me))
         };
+        let all = u64::MAX >> (BLOCK as usize - (end - first));
         if dirty == u32::from(slots.dirty[w]) && !open && (others == 0 || not_mine() == 0) {
-            let all = u64::MAX >> (BLOCK as usize - (end - first));
             return all & !(u64::from(slots.dirty[w]) << (w - first));
+        }
+        // Next most usual: every index fresh or this recording's, some of
+        // them dirty (a pass's start and end, written at once under the
+        // lock): the clean ones are those not dirty.
+        let foreign = slots.rec[r.clone()]
+            .iter()
+            .fold(false, |a, &rec| a | ((rec != 0) & (rec != me)));
+        if !open && !foreign {
+            return all & !bits_of(&slots.dirty[r]);
         }
     }
     // Branch-free over the block; indices another recording wrote are
@@ -377,6 +386,22 @@ fn clean_mask(set: &SampleSet, slots: &SampleTable, written: u32, me: u64) -> u6
         }
     }
     writable
+}
+
+/// Bit `j` set where `flags[j]` is (at most 64 flags).
+fn bits_of(flags: &[bool]) -> u64 {
+    // SAFETY: a `bool` is one byte, 0 or 1, aligned as a `u8`: every `bool`
+    // slice is a valid `u8` slice of the same length.
+    let bytes = unsafe { std::slice::from_raw_parts(flags.as_ptr().cast::<u8>(), flags.len()) };
+    let mut bits = 0u64;
+    for (k, chunk) in bytes.chunks(8).take(8).enumerate() {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        // Byte `i` (0 or 1) of the word lands on bit 56 + i of the product.
+        let packed = u64::from_le_bytes(word).wrapping_mul(0x0102_0408_1020_4080) >> 56;
+        bits |= packed << (8 * k);
+    }
+    bits
 }
 
 impl SampleSet {
@@ -442,6 +467,30 @@ impl SampleTable {
                 self.blocks[block as usize]
                     .revoked
                     .fetch_or(1 << (index % BLOCK), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bits_of;
+
+    #[test]
+    fn bits_of_sets_the_bit_of_each_flag_and_no_other() {
+        for n in [0usize, 1, 7, 8, 9, 31, 63, 64] {
+            let reference = |f: &[bool]| {
+                f.iter()
+                    .enumerate()
+                    .fold(0u64, |a, (j, &b)| a | (u64::from(b) << j))
+            };
+            let all = vec![true; n];
+            assert_eq!(bits_of(&all), reference(&all), "{n} set");
+            let alternating: Vec<bool> = (0..n).map(|j| j % 3 == 1).collect();
+            assert_eq!(bits_of(&alternating), reference(&alternating));
+            for one in 0..n {
+                let single: Vec<bool> = (0..n).map(|j| j == one).collect();
+                assert_eq!(bits_of(&single), 1u64 << one, "{n} flags, flag {one}");
             }
         }
     }

@@ -1,0 +1,423 @@
+//! Host cost of the wgpu rows of `gpu-counters bench`, alone and round by
+//! round, for `perf`, callgrind and `scripts/host_cost_rounds.py --wgpu`:
+//! records `N` compute passes of one dispatch each `ROUNDS` times on wgpu's
+//! Vulkan backend, finishes and submits them, waits, and reads the samples
+//! back, as the bench's wgpu rows do.
+//!
+//! ```text
+//! cargo build --release -p gpu-counters-bench --example wgpu_host_cost
+//! HOST_COST_ROUNDS=1 target/release/examples/wgpu_host_cost \
+//!     raw-passes,raw-writes,gcw-passes,gcw-writes 4096 40
+//! ```
+//!
+//! Arguments: `VARIANTS N ROUNDS`. `VARIANTS` is a comma-separated list
+//! of:
+//! - `raw-passes`: a pass per dispatch, no timestamps (raw wgpu's baseline);
+//! - `raw-writes`: the same with each pass's `timestamp_writes` on raw query
+//!   sets, resolved and copied at the encoder's end; read back by mapping
+//!   and converted to ns with the queue's timestamp period;
+//! - `gcw-passes`: a pass per dispatch on a `WgpuDevice::wrap`ped encoder,
+//!   submitted with `WgpuDevice::submit` (gpu-counters-wgpu's baseline);
+//! - `gcw-writes`: the same with `WgpuRecorder::compute_pass_timestamp_writes`
+//!   per pass; read back with `resolve_counter_range` and converted with the
+//!   device's calibration;
+//! - `gcw-profiled`: `begin_profiled_compute_pass` per dispatch in a
+//!   gpu-counters profiler frame, `end_frame` and `collect`;
+//! - `wgpu-profiler`: wgpu-profiler 0.28's pass query per dispatch,
+//!   `end_frame` and `process_finished_frame`.
+//!
+//! Record time runs to the return of `Queue::submit` (for gpu-counters-wgpu,
+//! of `WgpuDevice::submit`), as in the bench; resolve time from the end of
+//! the wait to the last value converted (`end_frame` of either profiler
+//! counts as resolve). The variants take turns round by round, the first
+//! of each round rotating. With `HOST_COST_ROUNDS` set, every round's
+//! record and resolve ns per sample are printed
+//! (`round R VARIANT record X resolve Y samples S`).
+
+use gpu_counters_core::{BackendDevice, BackendSampleBuffer, CounterSampleBufferDescriptor};
+use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
+use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
+use std::error::Error;
+use std::hint::black_box;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use wgpu_profiler::{GpuProfiler, GpuProfilerSettings};
+
+type R<T> = Result<T, Box<dyn Error + Send + Sync>>;
+
+const SHADER: &str = "@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    data[gid.x] = data[gid.x] * 1664525u + 1013904223u;
+}
+";
+
+/// Runs `f`, out of line: the recording phase, as one function for
+/// callgrind's `--toggle-collect`.
+#[inline(never)]
+fn record_phase<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Raw query sets of at most `QUERY_SET_MAX_QUERIES`, with their resolve
+/// and read-back buffers (made once: a raw user keeps them).
+struct RawQueries {
+    sets: Vec<wgpu::QuerySet>,
+    resolve: wgpu::Buffer,
+    readback: wgpu::Buffer,
+}
+
+impl RawQueries {
+    fn new(device: &wgpu::Device, count: u32) -> Self {
+        let max = wgpu::QUERY_SET_MAX_QUERIES;
+        let sets = (0..count.div_ceil(max))
+            .map(|k| {
+                device.create_query_set(&wgpu::QuerySetDescriptor {
+                    label: Some("raw samples"),
+                    ty: wgpu::QueryType::Timestamp,
+                    count: (count - k * max).min(max),
+                })
+            })
+            .collect();
+        let size = u64::from(count) * 8;
+        let buffer = |usage| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("raw samples"),
+                size,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        Self {
+            sets,
+            resolve: buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
+            readback: buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+        }
+    }
+
+    fn at(&self, i: u32) -> (&wgpu::QuerySet, u32) {
+        let max = wgpu::QUERY_SET_MAX_QUERIES;
+        (&self.sets[(i / max) as usize], i % max)
+    }
+
+    fn record_resolve(&self, encoder: &mut wgpu::CommandEncoder, count: u32) {
+        let max = wgpu::QUERY_SET_MAX_QUERIES;
+        let mut first = 0;
+        while first < count {
+            let n = (count - first).min(max);
+            encoder.resolve_query_set(self.at(first).0, 0..n, &self.resolve, u64::from(first) * 8);
+            first += n;
+        }
+        encoder.copy_buffer_to_buffer(&self.resolve, 0, &self.readback, 0, u64::from(count) * 8);
+    }
+
+    fn read(&self, device: &wgpu::Device, count: u32, period_ns: f64) -> R<Vec<f64>> {
+        let slice = self.readback.slice(0..u64::from(count) * 8);
+        let status = Arc::new(Mutex::new(None));
+        let s = status.clone();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            if let Ok(mut s) = s.lock() {
+                *s = Some(r);
+            }
+        });
+        device.poll(wgpu::PollType::wait_indefinitely())?;
+        match status.lock().ok().and_then(|mut s| s.take()) {
+            Some(Ok(())) => {}
+            _ => return Err("raw read-back not mapped".into()),
+        }
+        let ns = {
+            let view = slice.get_mapped_range()?;
+            let value = |k: usize| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&view[8 * k..8 * k + 8]);
+                u64::from_ne_bytes(b)
+            };
+            let first = value(0);
+            (0..count as usize)
+                .map(|k| value(k).wrapping_sub(first) as f64 * period_ns)
+                .collect()
+        };
+        self.readback.unmap();
+        Ok(ns)
+    }
+}
+
+fn main() -> R<()> {
+    let mut args = std::env::args().skip(1);
+    let variant = args
+        .next()
+        .unwrap_or_else(|| "raw-passes,raw-writes,gcw-passes,gcw-writes".into());
+    let n: u32 = args.next().map_or(Ok(4096), |s| s.parse())?;
+    let rounds: usize = args.next().map_or(Ok(20), |s| s.parse())?;
+
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = wgpu::Backends::VULKAN;
+    // No validation layer and no debug labels: wgpu as shipped.
+    desc.flags = wgpu::InstanceFlags::empty();
+    let instance = wgpu::Instance::new(desc);
+    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
+    // The first adapter that is not a CPU one, else the first.
+    let adapter = adapters
+        .iter()
+        .find(|a| a.get_info().device_type != wgpu::DeviceType::Cpu)
+        .or(adapters.first())
+        .cloned()
+        .ok_or("no wgpu Vulkan adapter")?;
+    let features = adapter.features()
+        & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
+    let gc = pollster::block_on(WgpuDevice::request(
+        &adapter,
+        &wgpu::DeviceDescriptor {
+            label: Some("wgpu host cost"),
+            required_features: features,
+            required_limits: wgpu::Limits::default(),
+            ..Default::default()
+        },
+    ))?;
+    let (device, queue) = (gc.device().clone(), gc.queue().clone());
+    eprintln!("adapter: {}", adapter.get_info().name);
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("tiny compute"),
+        source: wgpu::ShaderSource::Wgsl(SHADER.into()),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("tiny compute"),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let data = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("tiny compute data"),
+        size: 64 * 4,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("tiny compute"),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[wgpu::BindGroupEntry {
+            binding: 0,
+            resource: data.as_entire_binding(),
+        }],
+    });
+    let dispatch = |pass: &mut wgpu::ComputePass<'_>| {
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(1, 1, 1);
+    };
+    let raw = RawQueries::new(&device, 2 * n);
+    let period_ns = f64::from(queue.get_timestamp_period());
+    let max = gpu_counters_wgpu::MAX_SAMPLE_COUNT;
+    let buffers: Vec<WgpuSampleBuffer> = (0..(2 * n).div_ceil(max))
+        .map(|k| {
+            gc.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+                gpu_counters_core::CommonCounterSet::Timestamp,
+                "host cost",
+                (2 * n - k * max).min(max),
+            ))
+        })
+        .collect::<Result<_, _>>()?;
+    let calibration = gc.calibration()?;
+    let gc_profiler = Profiler::new(
+        &gc,
+        ProfilerOptions {
+            frames_in_flight: 2,
+            max_scopes_per_frame: n.min(max / 2),
+            statistics: false,
+            when_full: WhenFull::Grow,
+            queue_name: None,
+        },
+    )?;
+    let mut profiler = GpuProfiler::new(
+        &device,
+        GpuProfilerSettings {
+            enable_timer_queries: true,
+            enable_debug_groups: false,
+            max_num_pending_frames: 3,
+        },
+    )?;
+
+    let variants: Vec<&str> = variant.split(',').collect();
+    let mut rec = vec![Vec::new(); variants.len()];
+    let mut res = vec![Vec::new(); variants.len()];
+    let mut frames = Vec::new();
+    for round in 0..rounds * variants.len() {
+        let k = (round + round / variants.len()) % variants.len();
+        let variant = variants[k];
+        let samples = 2 * n;
+        if variant == "gcw-writes" {
+            // As the bench resets them: not timed.
+            for b in &buffers {
+                b.reset()?;
+            }
+        }
+        let mut encoder =
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        let t = Instant::now();
+        let submission = record_phase(|| -> R<Option<gpu_counters_wgpu::WgpuSubmission>> {
+            match variant {
+                "raw-passes" | "raw-writes" => {
+                    for i in 0..n {
+                        let timestamp_writes = (variant == "raw-writes").then(|| {
+                            let (set, q) = raw.at(2 * i);
+                            wgpu::ComputePassTimestampWrites {
+                                query_set: set,
+                                beginning_of_pass_write_index: Some(q),
+                                end_of_pass_write_index: Some(raw.at(2 * i + 1).1),
+                            }
+                        });
+                        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                            label: None,
+                            timestamp_writes,
+                        });
+                        dispatch(&mut pass);
+                    }
+                    if variant == "raw-writes" {
+                        raw.record_resolve(&mut encoder, samples);
+                    }
+                    queue.submit([encoder.finish()]);
+                    Ok(None)
+                }
+                "wgpu-profiler" => {
+                    for _ in 0..n {
+                        let query = profiler.begin_pass_query("dispatch", &mut encoder);
+                        {
+                            let mut pass =
+                                encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                                    label: Some("dispatch"),
+                                    timestamp_writes: query.compute_pass_timestamp_writes(),
+                                });
+                            dispatch(&mut pass);
+                        }
+                        profiler.end_query(&mut encoder, query);
+                    }
+                    profiler.resolve_queries(&mut encoder);
+                    queue.submit([encoder.finish()]);
+                    Ok(None)
+                }
+                "gcw-passes" | "gcw-writes" => {
+                    let mut recorder = gc.wrap(encoder);
+                    for i in 0..n {
+                        let timestamp_writes = if variant == "gcw-writes" {
+                            let b = &buffers[(2 * i / max) as usize];
+                            let q = 2 * i % max;
+                            Some(recorder.compute_pass_timestamp_writes(b, Some(q), Some(q + 1))?)
+                        } else {
+                            None
+                        };
+                        let mut pass =
+                            recorder
+                                .encoder()
+                                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                                    label: None,
+                                    timestamp_writes,
+                                });
+                        dispatch(&mut pass);
+                    }
+                    Ok(Some(gc.submit(recorder)?))
+                }
+                "gcw-profiled" => {
+                    let frame = gc_profiler.begin_frame()?;
+                    let mut recorder = gc.wrap(encoder);
+                    for _ in 0..n {
+                        let mut pass = recorder.begin_profiled_compute_pass(&frame, "dispatch")?;
+                        dispatch(&mut pass);
+                    }
+                    let submission = gc.submit(recorder)?;
+                    gc_profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+                    Ok(Some(submission))
+                }
+                other => Err(format!("unknown variant {other}").into()),
+            }
+        })?;
+        rec[k].push(t.elapsed().as_nanos() as f64 / f64::from(samples));
+        match &submission {
+            Some(s) => {
+                s.wait()?;
+            }
+            None => {
+                device.poll(wgpu::PollType::wait_indefinitely())?;
+            }
+        }
+        let t = Instant::now();
+        match variant {
+            "raw-writes" => {
+                black_box(raw.read(&device, samples, period_ns)?);
+            }
+            "wgpu-profiler" => {
+                profiler.end_frame()?;
+                device.poll(wgpu::PollType::wait_indefinitely())?;
+                let results = profiler
+                    .process_finished_frame(queue.get_timestamp_period())
+                    .ok_or("wgpu-profiler: no finished frame")?;
+                if results.iter().filter(|r| r.time.is_some()).count() != n as usize {
+                    return Err("wgpu-profiler: a scope without a time".into());
+                }
+                black_box(results);
+            }
+            "gcw-writes" => {
+                for b in &buffers {
+                    let r = b.resolve_counter_range(0..u64::from(b.sample_count()))?;
+                    let stamps = r.timestamps()?;
+                    let first = stamps.first().map_or(0, |s| s.timestamp);
+                    let ns: Vec<f64> = stamps
+                        .iter()
+                        .zip(r.statuses())
+                        .map(|(s, st)| match st {
+                            gpu_counters_core::SampleStatus::Written => calibration
+                                .interval_ns(first, s.timestamp)
+                                .unwrap_or(f64::NAN),
+                            _ => f64::NAN,
+                        })
+                        .collect();
+                    if ns.iter().any(|v| v.is_nan()) {
+                        return Err("gcw-writes: a sample without a value".into());
+                    }
+                    black_box(ns);
+                }
+            }
+            "gcw-profiled" => {
+                gc_profiler.collect_into(&mut frames)?;
+                if frames.len() != 1 || frames[0].scopes.len() != n as usize {
+                    return Err("gcw-profiled: frame not complete".into());
+                }
+                black_box(&frames);
+            }
+            _ => {}
+        }
+        let resolve = if variant.ends_with("passes") {
+            0.0
+        } else {
+            t.elapsed().as_nanos() as f64 / f64::from(samples)
+        };
+        res[k].push(resolve);
+    }
+    for (k, v) in variants.iter().enumerate() {
+        println!(
+            "{v}: record {:.1} ns/sample, resolve {:.1} ns/sample (median of {rounds}, {} samples)",
+            median(&mut rec[k].clone()),
+            median(&mut res[k].clone()),
+            2 * n
+        );
+    }
+    if std::env::var_os("HOST_COST_ROUNDS").is_some() {
+        for (k, v) in variants.iter().enumerate() {
+            for r in 0..rounds {
+                println!(
+                    "round {r} {v} record {:.2} resolve {:.2} samples {}",
+                    rec[k][r],
+                    res[k][r],
+                    2 * n
+                );
+            }
+        }
+    }
+    Ok(())
+}
