@@ -9,8 +9,13 @@
 # (with .bin-perf carried) a perf profile of each build's profiler loop;
 # "stat" (the seventeenth session) `perf stat` of it twice per build (the
 # H200's VM gives no hardware events: they read `<not supported>`), then a
-# shorter profile with the recording loop's annotation. Carry
-# [".gl", ".bin"] (and ".bin-perf"). Summaries: scripts/host_cost_prof.py.
+# shorter profile with the recording loop's annotation; "wgpu" (the
+# nineteenth session) wgpu_host_cost-base and wgpu_host_cost taking turns,
+# WGPU_PROCS processes each (default 8) of every wgpu row, 4096 passes, 20
+# rounds; "bench" BENCHES runs (default 3) of the issue's bench command.
+# Carry [".gl", ".bin"] (and ".bin-perf"). Summaries:
+# scripts/host_cost_prof.py, scripts/host_cost_rounds.py [--wgpu],
+# scripts/bench_runs_h200.py.
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-prof}
 # The builds taking turns (binaries in .bin), the session's first library first.
@@ -36,6 +41,26 @@ if has hc; then
   for b in $BUILDS; do
     echo "== $b"; python3 scripts/host_cost_rounds.py "$R"/hc-$b-[0-9]*.txt | grep -v '^$' | tail -5
   done
+fi
+if has wgpu; then
+  for i in $(seq 1 "${WGPU_PROCS:-8}"); do
+    for b in wgpu_host_cost-base wgpu_host_cost; do
+      HOST_COST_ROUNDS=1 timeout 60 .bin/$b raw-passes,raw-writes,gcw-passes,gcw-writes,gcw-profiled,wgpu-profiler \
+        4096 20 > "$R/wgpu-$b-$i.txt" 2>&1
+    done
+  done
+  for b in wgpu_host_cost-base wgpu_host_cost; do
+    echo "== $b"; python3 scripts/host_cost_rounds.py --wgpu "$R"/wgpu-$b-[0-9]*.txt | grep -v '^$' | tail -4
+  done
+  echo "wgpu: $(( $(date +%s) - start )) s"
+fi
+if has bench; then
+  for i in $(seq 1 "${BENCHES:-3}"); do
+    timeout 120 .bin/gpu-counters bench --json --samples 4096 --reps 7 --drift-seconds 5 \
+      > "$R/bench-$i.json" 2> "$R/bench-$i.err"
+  done
+  python3 scripts/bench_runs_h200.py "$R"/bench-[0-9]*.json | tail -8
+  echo "bench: $(( $(date +%s) - start )) s"
 fi
 if has perf && [ -f .bin-perf/perf.tar.xz ]; then
   mkdir -p /tmp/perf && tar xJf .bin-perf/perf.tar.xz -C /tmp/perf

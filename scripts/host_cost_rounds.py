@@ -63,11 +63,18 @@ WGPU = {
     "gcw-profiled": ("gcw-passes", "raw-writes", "raw-passes", 1.1),
     "gcw-profiled/wgpu-profiler": ("gcw-passes", "wgpu-profiler", "raw-passes", 1.0),
     "gcw-writes/wgpu-profiler": ("gcw-passes", "wgpu-profiler", "raw-passes", 1.0),
+    # Not a target: the profiled pass against raw writes into labelled passes.
+    "gcw-profiled/labelled": ("gcw-passes", "raw-writes-labelled", "raw-passes", None),
 }
 
 
 def main(paths, pairs=PAIRS, with_resolve=False):
     per_file = {v: [] for v in pairs}
+    # Every round's cost over its baseline, per sample, both sides, pooled
+    # over the files: their medians' ratio does not swing with a noisy
+    # denominator as a round's ratio does (the wgpu rows, whose baselines
+    # are 15 times what sampling adds).
+    pooled = {v: ([], []) for v in pairs}
     for path in paths:
         ratios = {v: [] for v in pairs}
         for r in rounds(path, with_resolve).values():
@@ -85,6 +92,8 @@ def main(paths, pairs=PAIRS, with_resolve=False):
                 if raw_base:
                     raw_total -= r[raw_base][0]
                 ratios[key].append((total / n) / (raw_total / raw_n))
+                pooled[key][0].append(total / n)
+                pooled[key][1].append(raw_total / raw_n)
         for v, x in ratios.items():
             if x:
                 per_file[v].append(statistics.median(x))
@@ -99,6 +108,11 @@ def main(paths, pairs=PAIRS, with_resolve=False):
             print(f"{v.split('/')[0]} {'- ' + base if base else ''} / {raw}: median of {len(meds)} processes "
                   f"{statistics.median(meds):.2f} [{min(meds):.2f}, {max(meds):.2f}]"
                   + (f", target {target}" if target else ""))
+            if with_resolve:
+                mine, theirs = pooled[v]
+                print(f"    pooled over {len(mine)} rounds: {statistics.median(mine):.1f} / "
+                      f"{statistics.median(theirs):.1f} ns per sample = "
+                      f"{statistics.median(mine) / statistics.median(theirs):.2f}")
 
 
 if __name__ == "__main__":

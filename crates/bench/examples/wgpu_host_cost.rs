@@ -16,6 +16,10 @@
 //! - `raw-writes`: the same with each pass's `timestamp_writes` on raw query
 //!   sets, resolved and copied at the encoder's end; read back by mapping
 //!   and converted to ns with the queue's timestamp period;
+//! - `raw-writes-labelled`: `raw-writes` with each pass labelled
+//!   `"dispatch"`, as profiled passes and wgpu-profiler's are (wgpu copies
+//!   a pass's label into a `String`): how much of a profiled pass's cost is
+//!   its label;
 //! - `gcw-passes`: a pass per dispatch on a `WgpuDevice::wrap`ped encoder,
 //!   submitted with `WgpuDevice::submit` (gpu-counters-wgpu's baseline);
 //! - `gcw-writes`: the same with `WgpuRecorder::compute_pass_timestamp_writes`
@@ -263,9 +267,10 @@ fn main() -> R<()> {
         let t = Instant::now();
         let submission = record_phase(|| -> R<Option<gpu_counters_wgpu::WgpuSubmission>> {
             match variant {
-                "raw-passes" | "raw-writes" => {
+                "raw-passes" | "raw-writes" | "raw-writes-labelled" => {
+                    let label = (variant == "raw-writes-labelled").then_some("dispatch");
                     for i in 0..n {
-                        let timestamp_writes = (variant == "raw-writes").then(|| {
+                        let timestamp_writes = (variant != "raw-passes").then(|| {
                             let (set, q) = raw.at(2 * i);
                             wgpu::ComputePassTimestampWrites {
                                 query_set: set,
@@ -274,12 +279,12 @@ fn main() -> R<()> {
                             }
                         });
                         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                            label: None,
+                            label,
                             timestamp_writes,
                         });
                         dispatch(&mut pass);
                     }
-                    if variant == "raw-writes" {
+                    if variant != "raw-passes" {
                         raw.record_resolve(&mut encoder, samples);
                     }
                     queue.submit([encoder.finish()]);
@@ -348,7 +353,7 @@ fn main() -> R<()> {
         }
         let t = Instant::now();
         match variant {
-            "raw-writes" => {
+            "raw-writes" | "raw-writes-labelled" => {
                 black_box(raw.read(&device, samples, period_ns)?);
             }
             "wgpu-profiler" => {

@@ -197,7 +197,7 @@ impl BackendRecorder for WgpuRecorder {
         index: u32,
         _placement: TimestampGranularity,
     ) -> Result<()> {
-        if self.capture.is_some() {
+        if self.capture.active {
             // A profiled pass's scope: the pass writes it.
             return self.capture_sample(buffer, index);
         }
@@ -230,7 +230,7 @@ impl BackendRecorder for WgpuRecorder {
 
     fn samples_statistics(&self) -> bool {
         // Only a profiled pass's scope, whose pass holds the query.
-        self.capture.is_some()
+        self.capture.active
     }
 }
 

@@ -293,7 +293,7 @@ impl WgpuDevice {
             last_written: 0,
             claims: LocalClaims::default(),
             conflict: None,
-            capture: None,
+            capture: Default::default(),
             scope_stack: Default::default(),
         }
     }
@@ -497,7 +497,7 @@ pub struct WgpuRecorder {
     conflict: Option<Error>,
     /// While a profiled pass's scope is begun and ended: the samples the
     /// profiler asked for, to be written by the pass itself.
-    capture: Option<scope::Capture>,
+    capture: scope::Capture,
     /// The profiler's scopes open on it.
     scope_stack: gpu_counters_core::ScopeStack,
 }

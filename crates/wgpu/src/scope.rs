@@ -15,12 +15,20 @@ use crate::stats::Open;
 use crate::{WgpuRecorder, WgpuSampleBuffer};
 use gpu_counters_core::{CommonCounterSet, Error, Result};
 
-/// The samples of one profiled pass's scope, as the profiler asked for them.
+/// The samples of one profiled pass's scope, as the profiler asked for
+/// them. It lives in its recorder and is filled in place (a capture is made
+/// for every profiled pass).
 #[derive(Default)]
 pub(crate) struct Capture {
-    /// The scope's start and end timestamps: buffer, index (an array, not
-    /// a `Vec`: a capture is made for every profiled pass).
-    timestamps: [Option<(WgpuSampleBuffer, u32)>; 2],
+    /// Whether a profiled pass's scope is being set up: samples go here.
+    pub(crate) active: bool,
+    /// The buffer of the scope's timestamps (the first one's), and whether
+    /// the second was of another buffer.
+    timestamp_buffer: Option<WgpuSampleBuffer>,
+    mixed: bool,
+    /// The start and end timestamp indices, the first `timestamps` of them.
+    timestamp_indices: [u32; 2],
+    timestamps: usize,
     /// The start statistic sample, until the end one comes.
     statistic_start: Option<(WgpuSampleBuffer, u32)>,
     /// The statistics query: buffer, start index, the open chain.
@@ -32,45 +40,43 @@ impl WgpuRecorder {
     /// core's bookkeeping now (so that a refused index fails the profiler's
     /// scope), the write by the pass.
     pub(crate) fn capture_sample(&mut self, buffer: &WgpuSampleBuffer, index: u32) -> Result<()> {
-        let mut capture = self.capture.take().unwrap_or_default();
-        let done = self.capture_into(&mut capture, buffer, index);
-        self.capture = Some(capture);
-        done
-    }
-
-    fn capture_into(
-        &mut self,
-        capture: &mut Capture,
-        buffer: &WgpuSampleBuffer,
-        index: u32,
-    ) -> Result<()> {
         match buffer.storage.samples.set {
             CommonCounterSet::Timestamp => {
-                let Some(slot) = capture.timestamps.iter_mut().find(|t| t.is_none()) else {
+                let k = self.capture.timestamps;
+                if k >= 2 {
                     return Err(Error::Internal(
                         "a profiled pass's scope sampled more than two timestamps".into(),
                     ));
-                };
+                }
                 self.device.require(
                     wgpu::Features::TIMESTAMP_QUERY,
                     "TIMESTAMP_QUERY",
                     "profiled passes need it",
                 )?;
                 self.note_writes(&buffer.storage, &[index])?;
-                *slot = Some((buffer.clone(), index));
+                let capture = &mut self.capture;
+                match &capture.timestamp_buffer {
+                    // The usual second timestamp: the same buffer, kept once.
+                    Some(b) => {
+                        capture.mixed |= !std::sync::Arc::ptr_eq(&b.storage, &buffer.storage)
+                    }
+                    None => capture.timestamp_buffer = Some(buffer.clone()),
+                }
+                capture.timestamp_indices[k] = index;
+                capture.timestamps = k + 1;
             }
-            CommonCounterSet::Statistic => match capture.statistic_start.take() {
-                None if capture.statistics.is_none() => {
+            CommonCounterSet::Statistic => match self.capture.statistic_start.take() {
+                None if self.capture.statistics.is_none() => {
                     let s = &buffer.storage.samples;
                     let slots = s.lock()?;
                     s.check_write(&slots, index, false, self.ticket.id())?;
-                    capture.statistic_start = Some((buffer.clone(), index));
+                    self.capture.statistic_start = Some((buffer.clone(), index));
                 }
                 Some((start_buffer, start))
                     if std::sync::Arc::ptr_eq(&start_buffer.storage, &buffer.storage) =>
                 {
                     let open = self.note_statistics(buffer, start, index)?;
-                    capture.statistics = Some((buffer.clone(), start, open));
+                    self.capture.statistics = Some((buffer.clone(), start, open));
                 }
                 _ => {
                     return Err(Error::Internal(
@@ -111,22 +117,22 @@ mod profiled {
             label: &str,
             kind: PassKind,
         ) -> Result<PassWrites, ProfilerError> {
-            self.capture = Some(Capture::default());
+            self.capture = Capture {
+                active: true,
+                ..Capture::default()
+            };
             let ended = frame
                 .scope(self, label, kind)
                 .and_then(|scope| scope.end(self));
-            let capture = self.capture.take().unwrap_or_default();
+            let capture = std::mem::take(&mut self.capture);
             let statistics = capture.statistics;
             // Taken before the error, so that an open chain is closed.
             ended?;
-            let timestamps = match capture.timestamps {
+            let [start, end] = capture.timestamp_indices;
+            let timestamps = match (capture.timestamp_buffer, capture.timestamps) {
                 // A dropped scope (no ring slot or room): nothing to write.
-                [None, None] => None,
-                [Some((a, start)), Some((b, end))]
-                    if std::sync::Arc::ptr_eq(&a.storage, &b.storage) =>
-                {
-                    Some((a, start, end))
-                }
+                (None, 0) => None,
+                (Some(b), 2) if !capture.mixed => Some((b, start, end)),
                 _ => {
                     return Err(Error::Internal(
                         "a profiled pass's scope sampled unpaired timestamps".into(),

@@ -275,19 +275,26 @@ impl Storage {
                 };
                 let host = &mut *host;
                 for &(first, count, offset) in &rb.runs {
-                    let base = offset as usize;
-                    for k in 0..count as usize {
-                        let q = first as usize + k;
+                    let (f, c, at) = (first as usize, count as usize, offset as usize);
+                    let (Some(src), Some(latest), Some(dst), Some(arrived)) = (
+                        view.get(at..at + 8 * c * values),
+                        self.latest.get(f..f + c),
+                        host.values.get_mut(f * values..(f + c) * values),
+                        host.arrived.get_mut(f..f + c),
+                    ) else {
+                        continue;
+                    };
+                    for (((src, l), dst), a) in src
+                        .chunks_exact(8 * values)
+                        .zip(latest)
+                        .zip(dst.chunks_exact_mut(values))
+                        .zip(arrived)
+                    {
                         // A later write (or a host reset) since: this value
                         // is old.
-                        if self.latest.get(q).map(|l| l.load(Ordering::Relaxed)) != Some(id) {
+                        if l.load(Ordering::Relaxed) != id {
                             continue;
                         }
-                        let at = base + 8 * k * values;
-                        let Some(src) = view.get(at..at + 8 * values) else {
-                            continue;
-                        };
-                        let dst = &mut host.values[q * values..(q + 1) * values];
                         for (d, b) in dst.iter_mut().zip(src.chunks_exact(8)) {
                             let mut w = [0u8; 8];
                             w.copy_from_slice(b);
@@ -299,7 +306,7 @@ impl Storage {
                         // of 0 has no value: it stays unavailable and
                         // resolves to the error value, never to 0.
                         let unwritten_timestamp = timestamps && dst[0] == 0;
-                        host.arrived[q] = if unwritten_timestamp { 0 } else { id };
+                        *a = if unwritten_timestamp { 0 } else { id };
                     }
                 }
             }
@@ -339,12 +346,25 @@ impl QueryRead for Storage {
                 "wgpu read of {first}+{count} past the buffer or into a wrong-sized slice"
             )));
         }
-        for (k, q) in out.chunks_exact_mut(stride).enumerate() {
-            let i = f + k;
-            q[..values].copy_from_slice(&host.values[i * values..(i + 1) * values]);
-            let arrived = host.arrived[i];
-            q[values] =
-                u64::from(arrived != 0 && self.latest[i].load(Ordering::Relaxed) == arrived);
+        let (Some(vals), Some(arrived), Some(latest)) = (
+            host.values.get(f * values..(f + n) * values),
+            host.arrived.get(f..f + n),
+            self.latest.get(f..f + n),
+        ) else {
+            return Err(Error::Internal(format!(
+                "wgpu read of {first}+{count} past the buffer"
+            )));
+        };
+        // Zipped, so that a timestamp read (a million of them) checks no
+        // bounds per query.
+        for (((q, v), &a), l) in out
+            .chunks_exact_mut(stride)
+            .zip(vals.chunks_exact(values))
+            .zip(arrived)
+            .zip(latest)
+        {
+            q[..values].copy_from_slice(v);
+            q[values] = u64::from(a != 0 && l.load(Ordering::Relaxed) == a);
         }
         Ok(())
     }
