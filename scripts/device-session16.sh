@@ -45,12 +45,12 @@ fi
 if has wgpu; then
   for i in $(seq 1 "${WGPU_PROCS:-8}"); do
     for b in wgpu_host_cost-base wgpu_host_cost; do
-      HOST_COST_ROUNDS=1 timeout 60 .bin/$b raw-passes,raw-writes,gcw-passes,gcw-writes,gcw-profiled,wgpu-profiler \
+      HOST_COST_ROUNDS=1 timeout 60 .bin/$b raw-passes,raw-writes,raw-writes-labelled,gcw-passes,gcw-writes,gcw-profiled,wgpu-profiler \
         4096 20 > "$R/wgpu-$b-$i.txt" 2>&1
     done
   done
   for b in wgpu_host_cost-base wgpu_host_cost; do
-    echo "== $b"; python3 scripts/host_cost_rounds.py --wgpu "$R"/wgpu-$b-[0-9]*.txt | grep -v '^$' | tail -4
+    echo "== $b"; python3 scripts/host_cost_rounds.py --wgpu "$R"/wgpu-$b-[0-9]*.txt | grep -v "^$" | tail -10
   done
   echo "wgpu: $(( $(date +%s) - start )) s"
 fi
