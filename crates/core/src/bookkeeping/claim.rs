@@ -88,15 +88,15 @@ struct LocalClaim {
 impl LocalClaim {
     /// Its copy, with its block's words' address.
     fn hot(&self) -> HotClaim {
-        HotClaim {
-            key: self.key,
-            block: self.block,
-            clean: self.clean,
-            // `block` is inside the set (a claimed block).
-            words: self
-                .blocks
-                .get(self.block as usize)
-                .map_or(std::ptr::null(), |w| w as *const BlockWords),
+        // `block` is inside the set (a claimed block).
+        match self.blocks.get(self.block as usize) {
+            Some(words) => HotClaim {
+                key: self.key,
+                block: self.block,
+                clean: self.clean,
+                words,
+            },
+            None => HotClaim::NONE,
         }
     }
 
@@ -121,17 +121,25 @@ struct HotClaim {
     block: u32,
     clean: u64,
     /// `&blocks[block]` of the list's claim of `key`, which keeps them
-    /// alive; null for [`HotClaim::NONE`].
+    /// alive; [`NO_WORDS`] for [`HotClaim::NONE`]. Never null, so that a
+    /// write matching the key checks nothing else.
     words: *const BlockWords,
 }
 
+/// The words of [`HotClaim::NONE`]: nothing is clean there, so nothing is
+/// ever stored into them.
+static NO_WORDS: BlockWords = BlockWords {
+    written: AtomicU64::new(0),
+    revoked: AtomicU64::new(0),
+};
+
 impl HotClaim {
-    /// No claim: no set lives at address 0.
+    /// No claim: no set lives at address 0, and nothing is clean.
     const NONE: Self = Self {
         key: 0,
         block: 0,
         clean: 0,
-        words: std::ptr::null(),
+        words: &NO_WORDS,
     };
 
     /// Notes and publishes a write of `index` (of this claim's set) if it
@@ -141,12 +149,13 @@ impl HotClaim {
     #[inline(always)]
     fn write_pair(&self, index: u32, also: u32) -> bool {
         let bits = (1u64 << (index % BLOCK)) | (1u64 << (also % BLOCK));
-        if self.block != index / BLOCK || self.block != also / BLOCK || self.words.is_null() {
+        if self.block != index / BLOCK || self.block != also / BLOCK {
             return false;
         }
-        // SAFETY: not null, so this is the copy of a claim in the list
-        // (`LocalClaims` sets `hot` only so, and makes it NONE before that
-        // claim leaves the list), whose `blocks` keeps the words alive.
+        // SAFETY: `words` is the static `NO_WORDS` (NONE) or the words of
+        // a claim in the list (`LocalClaims` sets `hot` only so, and makes
+        // it NONE before that claim leaves the list), whose `blocks` keeps
+        // them alive.
         let words = unsafe { &*self.words };
         // The claimant is the `written` word's only writer while the claim
         // lasts, so this load reads its own last store.
