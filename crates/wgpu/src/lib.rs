@@ -666,14 +666,19 @@ impl WgpuRecorder {
     #[inline]
     fn pass_indices(start: Option<u32>, end: Option<u32>) -> Result<([u32; 2], usize)> {
         match (start, end) {
-            (Some(a), Some(b)) if a == b => Err(InvalidInput::Argument(format!(
-                "a pass's start and end timestamps are both index {a}"
-            ))
-            .into()),
+            (Some(a), Some(b)) if a == b => Err(Self::same_index(a)),
             (Some(a), Some(b)) => Ok(([a, b], 2)),
             (Some(a), None) | (None, Some(a)) => Ok(([a, 0], 1)),
             (None, None) => Ok(([0, 0], 0)),
         }
+    }
+
+    #[cold]
+    fn same_index(a: u32) -> Error {
+        InvalidInput::Argument(format!(
+            "a pass's start and end timestamps are both index {a}"
+        ))
+        .into()
     }
 
     /// Checks the feature and does core's bookkeeping for a pass's start and
@@ -699,6 +704,7 @@ impl WgpuRecorder {
     /// bookkeeping for both indices. Put it in the pass you record into this
     /// recorder's encoder: an index handed back and never written by a pass
     /// would read as wgpu's 0.
+    #[inline]
     pub fn compute_pass_timestamp_writes<'a>(
         &mut self,
         buffer: &'a WgpuSampleBuffer,
@@ -714,6 +720,7 @@ impl WgpuRecorder {
     }
 
     /// As [`WgpuRecorder::compute_pass_timestamp_writes`], for a render pass.
+    #[inline]
     pub fn render_pass_timestamp_writes<'a>(
         &mut self,
         buffer: &'a WgpuSampleBuffer,

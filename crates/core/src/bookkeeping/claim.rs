@@ -360,10 +360,13 @@ fn clean_mask(set: &SampleSet, slots: &SampleTable, written: u32, me: u64) -> u6
         // Next most usual: every index fresh or this recording's, some of
         // them dirty (a pass's start and end, written at once under the
         // lock): the clean ones are those not dirty.
-        let foreign = slots.rec[r.clone()]
+        // Counted, not or-ed, so that the compiler vectorizes it (`me` is
+        // never 0: no index is both).
+        let fresh_or_mine: u32 = slots.rec[r.clone()]
             .iter()
-            .fold(false, |a, &rec| a | ((rec != 0) & (rec != me)));
-        if !open && !foreign {
+            .map(|&rec| u32::from(rec == 0) + u32::from(rec == me))
+            .sum();
+        if !open && fresh_or_mine as usize == end - first {
             return all & !bits_of(&slots.dirty[r]);
         }
     }
