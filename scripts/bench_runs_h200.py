@@ -37,13 +37,18 @@ def rows(tools):
 
 rows({"raw-ash", "gpu-counters"})
 rows({"wgpu", "wgpu-profiler", "gpu-counters-wgpu"})
-print("| comparison (per scope) | target | GPU ratio | host ratio |")
-print("|---|---:|---:|---:|")
+print("| comparison (per scope) | target | GPU ratio | host ratio | host ratio of medians |")
+print("|---|---:|---:|---:|---:|")
 for c in range(len(runs[0]["comparisons"])):
     cs = [r["comparisons"][c] for r in runs]
     g = [x["gpu_ratio"]["median"] for x in cs]
     h = [x["host_ratio"]["median"] for x in cs]
-    print(f"| {cs[0]['variant']} / {cs[0]['against']} | ≤ {cs[0]['target']} | {spread(g, 3)} | {spread(h, 2)} |")
+    # Each side's median added host ns over the other's (the field
+    # `host_ratio_of_medians` since the nineteenth session; computed from
+    # the medians for older runs).
+    hm = [x["variant_host_ns_per_scope"] / x["against_host_ns_per_scope"]
+          if x["against_host_ns_per_scope"] > 0 else None for x in cs]
+    print(f"| {cs[0]['variant']} / {cs[0]['against']} | ≤ {cs[0]['target']} | {spread(g, 3)} | {spread(h, 2)} | {spread(hm, 2)} |")
 print()
 print("CPU resolve of", runs[0]["resolve"]["samples"], "timestamps, ratio to a plain copy:",
       spread([r["resolve"]["ratio_to_copy"] for r in runs]))

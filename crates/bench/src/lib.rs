@@ -624,6 +624,13 @@ pub struct ComparisonReport {
     pub variant_host_ns_per_scope: f64,
     /// Median added host ns per scope of `against`.
     pub against_host_ns_per_scope: f64,
+    /// `variant_gpu_ns_per_scope / against_gpu_ns_per_scope`: the ratio
+    /// of the medians, steadier than a round's ratio where each side's
+    /// overhead is small beside its baseline's noise (the wgpu rows on the
+    /// H200); `None` where the denominator is not above 0.
+    pub gpu_ratio_of_medians: Option<f64>,
+    /// `variant_host_ns_per_scope / against_host_ns_per_scope`, likewise.
+    pub host_ratio_of_medians: Option<f64>,
 }
 
 /// CPU resolve throughput of a large counter sample buffer.
@@ -1245,6 +1252,10 @@ fn compare(
             };
             let (a_gpu, b_gpu, a_host, b_host) = (gpu(a), gpu(b), host(a), host(b));
             let median = |v: &[f64]| stats::median(v.iter().copied()).max(0.0);
+            let of_medians = |a: &[f64], b: &[f64]| {
+                let d = median(b);
+                (d > 0.0).then(|| median(a) / d)
+            };
             Some(ComparisonReport {
                 variant: c.variant.into(),
                 against: c.against.into(),
@@ -1255,6 +1266,8 @@ fn compare(
                 against_gpu_ns_per_scope: median(&b_gpu),
                 variant_host_ns_per_scope: median(&a_host),
                 against_host_ns_per_scope: median(&b_host),
+                gpu_ratio_of_medians: of_medians(&a_gpu, &b_gpu),
+                host_ratio_of_medians: of_medians(&a_host, &b_host),
             })
         })
         .collect()
@@ -1409,6 +1422,11 @@ pub fn print_human(report: &BenchReport) {
                 c.variant_host_ns_per_scope,
                 c.against_host_ns_per_scope,
                 fmt_spread(c.host_ratio)
+            );
+            println!(
+                "    ratio of the medians: GPU {}, host {}",
+                fmt_opt(c.gpu_ratio_of_medians),
+                fmt_opt(c.host_ratio_of_medians)
             );
         }
     }
@@ -1717,11 +1735,14 @@ mod tests {
         assert_eq!(c.against_gpu_ns_per_scope, 10.0);
         assert_eq!(c.variant_host_ns_per_scope, 2.0);
         assert_eq!(c.against_host_ns_per_scope, 4.0);
+        assert_eq!(c.gpu_ratio_of_medians, Some(2.0));
+        assert_eq!(c.host_ratio_of_medians, Some(0.5));
 
         // Rounds whose denominator is below the noise give no ratio.
         let flat = vec![vec![], measured[1].clone(), vec![pair(0.0, 8.0, 8.0); 3]];
         let c = compare(&specs, &flat, &wanted[..1], 4);
         assert_eq!(c[0].gpu_ratio, None);
+        assert_eq!(c[0].gpu_ratio_of_medians, None);
         assert!(c[0].host_ratio.is_some());
     }
 

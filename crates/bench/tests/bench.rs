@@ -204,13 +204,35 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
                 "against_gpu_ns_per_scope",
                 "against_host_ns_per_scope",
                 "gpu_ratio",
+                "gpu_ratio_of_medians",
                 "host_ratio",
+                "host_ratio_of_medians",
                 "target",
                 "variant",
                 "variant_gpu_ns_per_scope",
                 "variant_host_ns_per_scope"
             ]
         );
+        // Each side's median over the other's: null where the denominator
+        // is not above 0, else exactly that quotient.
+        for (field, num, den) in [
+            (
+                "gpu_ratio_of_medians",
+                "variant_gpu_ns_per_scope",
+                "against_gpu_ns_per_scope",
+            ),
+            (
+                "host_ratio_of_medians",
+                "variant_host_ns_per_scope",
+                "against_host_ns_per_scope",
+            ),
+        ] {
+            let (n, d) = (c[num].as_f64().unwrap(), c[den].as_f64().unwrap());
+            match c[field].as_f64() {
+                Some(r) => assert!(d > 0.0 && (r - n / d).abs() <= 1e-9 * r.abs().max(1.0)),
+                None => assert!(c[field].is_null() && d <= 0.0, "{field}: {}", c[field]),
+            }
+        }
         let what = format!("{} / {}", c["variant"], c["against"]);
         for field in [
             "target",
