@@ -20,6 +20,7 @@ and holds gpu-counters-wgpu's rows to raw wgpu's and wgpu-profiler's, as the
 bench's comparisons do: each side's host cost (record plus resolve) over its
 own baseline, per sample, round by round.
 """
+import random
 import re
 import statistics
 import sys
@@ -110,9 +111,26 @@ def main(paths, pairs=PAIRS, with_resolve=False):
                   + (f", target {target}" if target else ""))
             if with_resolve:
                 mine, theirs = pooled[v]
+                lo, hi = bootstrap(mine, theirs)
                 print(f"    pooled over {len(mine)} rounds: {statistics.median(mine):.1f} / "
                       f"{statistics.median(theirs):.1f} ns per sample = "
-                      f"{statistics.median(mine) / statistics.median(theirs):.2f}")
+                      f"{statistics.median(mine) / statistics.median(theirs):.2f} "
+                      f"[90% bootstrap {lo:.2f}, {hi:.2f}]")
+
+
+def bootstrap(mine, theirs, n=2000):
+    """5th and 95th percentiles of the ratio of medians over `n` resamples
+    of the rounds (pairs kept together; fixed seed, so reruns agree)."""
+    rng = random.Random(1)
+    k = len(mine)
+    out = []
+    for _ in range(n):
+        idx = [rng.randrange(k) for _ in range(k)]
+        den = statistics.median(theirs[i] for i in idx)
+        if den > 0:
+            out.append(statistics.median(mine[i] for i in idx) / den)
+    out.sort()
+    return out[len(out) // 20], out[len(out) * 19 // 20]
 
 
 if __name__ == "__main__":
