@@ -38,12 +38,12 @@
 //! record and resolve ns per sample are printed
 //! (`round R VARIANT record X resolve Y samples S`).
 
+use gpu_counters_bench::RawWgpuQueries;
 use gpu_counters_core::{BackendDevice, BackendSampleBuffer, CounterSampleBufferDescriptor};
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
 use std::error::Error;
 use std::hint::black_box;
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use wgpu_profiler::{GpuProfiler, GpuProfilerSettings};
 
@@ -57,7 +57,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 ";
 
 /// Runs `f`, out of line: the recording phase, as one function for
-/// callgrind's `--toggle-collect`.
+/// callgrind's `--toggle-collect='wgpu_host_cost::record_phase*'` (a
+/// function of each example's own, so that its symbol names the example).
 #[inline(never)]
 fn record_phase<T>(f: impl FnOnce() -> T) -> T {
     f()
@@ -66,89 +67,6 @@ fn record_phase<T>(f: impl FnOnce() -> T) -> T {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
-}
-
-/// Raw query sets of at most `QUERY_SET_MAX_QUERIES`, with their resolve
-/// and read-back buffers (made once: a raw user keeps them).
-struct RawQueries {
-    sets: Vec<wgpu::QuerySet>,
-    resolve: wgpu::Buffer,
-    readback: wgpu::Buffer,
-}
-
-impl RawQueries {
-    fn new(device: &wgpu::Device, count: u32) -> Self {
-        let max = wgpu::QUERY_SET_MAX_QUERIES;
-        let sets = (0..count.div_ceil(max))
-            .map(|k| {
-                device.create_query_set(&wgpu::QuerySetDescriptor {
-                    label: Some("raw samples"),
-                    ty: wgpu::QueryType::Timestamp,
-                    count: (count - k * max).min(max),
-                })
-            })
-            .collect();
-        let size = u64::from(count) * 8;
-        let buffer = |usage| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("raw samples"),
-                size,
-                usage,
-                mapped_at_creation: false,
-            })
-        };
-        Self {
-            sets,
-            resolve: buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
-            readback: buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
-        }
-    }
-
-    fn at(&self, i: u32) -> (&wgpu::QuerySet, u32) {
-        let max = wgpu::QUERY_SET_MAX_QUERIES;
-        (&self.sets[(i / max) as usize], i % max)
-    }
-
-    fn record_resolve(&self, encoder: &mut wgpu::CommandEncoder, count: u32) {
-        let max = wgpu::QUERY_SET_MAX_QUERIES;
-        let mut first = 0;
-        while first < count {
-            let n = (count - first).min(max);
-            encoder.resolve_query_set(self.at(first).0, 0..n, &self.resolve, u64::from(first) * 8);
-            first += n;
-        }
-        encoder.copy_buffer_to_buffer(&self.resolve, 0, &self.readback, 0, u64::from(count) * 8);
-    }
-
-    fn read(&self, device: &wgpu::Device, count: u32, period_ns: f64) -> R<Vec<f64>> {
-        let slice = self.readback.slice(0..u64::from(count) * 8);
-        let status = Arc::new(Mutex::new(None));
-        let s = status.clone();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            if let Ok(mut s) = s.lock() {
-                *s = Some(r);
-            }
-        });
-        device.poll(wgpu::PollType::wait_indefinitely())?;
-        match status.lock().ok().and_then(|mut s| s.take()) {
-            Some(Ok(())) => {}
-            _ => return Err("raw read-back not mapped".into()),
-        }
-        let ns = {
-            let view = slice.get_mapped_range()?;
-            let value = |k: usize| {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&view[8 * k..8 * k + 8]);
-                u64::from_ne_bytes(b)
-            };
-            let first = value(0);
-            (0..count as usize)
-                .map(|k| value(k).wrapping_sub(first) as f64 * period_ns)
-                .collect()
-        };
-        self.readback.unmap();
-        Ok(ns)
-    }
 }
 
 fn main() -> R<()> {
@@ -216,7 +134,7 @@ fn main() -> R<()> {
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(1, 1, 1);
     };
-    let raw = RawQueries::new(&device, 2 * n);
+    let raw = RawWgpuQueries::new(&device, 2 * n, "raw samples");
     let period_ns = f64::from(queue.get_timestamp_period());
     let max = gpu_counters_wgpu::MAX_SAMPLE_COUNT;
     let buffers: Vec<WgpuSampleBuffer> = (0..(2 * n).div_ceil(max))

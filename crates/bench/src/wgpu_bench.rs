@@ -150,17 +150,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 ";
 
-/// Query sets (of at most `QUERY_SET_MAX_QUERIES`) plus their resolve and
-/// readback buffers.
-struct Queries {
+/// Raw wgpu timestamp queries as a wgpu user keeps them: query sets of at
+/// most [`wgpu::QUERY_SET_MAX_QUERIES`], with a resolve and a read-back
+/// buffer made once. The bench's raw wgpu rows, and `wgpu_host_cost`'s.
+pub struct RawWgpuQueries {
     sets: Vec<wgpu::QuerySet>,
     resolve: wgpu::Buffer,
     readback: wgpu::Buffer,
     count: u32,
 }
 
-impl Queries {
-    fn new(device: &wgpu::Device, count: u32, label: &str) -> Self {
+impl RawWgpuQueries {
+    /// `count` timestamp queries labelled `label` on `device`.
+    pub fn new(device: &wgpu::Device, count: u32, label: &str) -> Self {
         let max = wgpu::QUERY_SET_MAX_QUERIES;
         let sets = (0..count.div_ceil(max))
             .map(|k| {
@@ -191,14 +193,14 @@ impl Queries {
     }
 
     /// The query set and index holding query `i`.
-    fn at(&self, i: u32) -> (&wgpu::QuerySet, u32) {
+    pub fn at(&self, i: u32) -> (&wgpu::QuerySet, u32) {
         let max = wgpu::QUERY_SET_MAX_QUERIES;
         (&self.sets[(i / max) as usize], i % max)
     }
 
     /// Records the resolve of the first `count` queries and the copy into the
     /// readback buffer.
-    fn record_resolve(&self, encoder: &mut wgpu::CommandEncoder, count: u32) {
+    pub fn record_resolve(&self, encoder: &mut wgpu::CommandEncoder, count: u32) {
         let max = wgpu::QUERY_SET_MAX_QUERIES;
         let mut first = 0;
         while first < count {
@@ -223,7 +225,7 @@ impl Queries {
 
     /// Maps the readback buffer and converts the first `count` timestamps to
     /// nanoseconds since the first one.
-    fn read(
+    pub fn read(
         &self,
         device: &wgpu::Device,
         count: u32,
@@ -284,8 +286,8 @@ struct WgpuBench {
     queue: wgpu::Queue,
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
-    samples: Queries,
-    brackets: Option<Queries>,
+    samples: RawWgpuQueries,
+    brackets: Option<RawWgpuQueries>,
     profiler: GpuProfiler,
     kinds: Vec<Kind>,
     errors: Arc<Mutex<Vec<String>>>,
@@ -380,10 +382,10 @@ impl WgpuBench {
                 resource: storage.as_entire_binding(),
             }],
         });
-        let samples = Queries::new(&device, 2 * n, "bench samples");
+        let samples = RawWgpuQueries::new(&device, 2 * n, "bench samples");
         let brackets = features
             .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
-            .then(|| Queries::new(&device, 2, "brackets"));
+            .then(|| RawWgpuQueries::new(&device, 2, "brackets"));
         let profiler = GpuProfiler::new(
             &device,
             GpuProfilerSettings {

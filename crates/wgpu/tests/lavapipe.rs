@@ -128,6 +128,21 @@ fn gpu() -> Gpu {
     gpu_with(|have| have & wanted())
 }
 
+/// [`gpu`], where it has timestamps (pass timestamp writes); else `None`,
+/// and the test says it skipped.
+fn timestamp_gpu() -> Option<Gpu> {
+    let gpu = gpu();
+    if gpu
+        .device
+        .features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY)
+    {
+        return Some(gpu);
+    }
+    eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+    None
+}
+
 fn timestamps(d: &WgpuDevice, n: u32) -> WgpuSampleBuffer {
     d.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
         CommonCounterSet::Timestamp,
@@ -506,12 +521,10 @@ fn profiler_over_an_encoder() {
 #[test]
 fn rerecorded_samples_heaps_and_markers() {
     use gpu_counters_core::{BackendHeap, BackendMarker, CounterHeapDescriptor};
-    let gpu = gpu();
-    let d = &gpu.device;
-    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
-        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+    let Some(gpu) = timestamp_gpu() else {
         return;
-    }
+    };
+    let d = &gpu.device;
     let buffer = timestamps(d, 2);
     let record = |d: &WgpuDevice| {
         let mut rec = d.recorder(None);
@@ -581,12 +594,10 @@ fn rerecorded_samples_heaps_and_markers() {
 /// plausible 0 marked written.
 #[test]
 fn unused_pass_timestamp_writes_are_never_a_zero() {
-    let gpu = gpu();
-    let d = &gpu.device;
-    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
-        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+    let Some(gpu) = timestamp_gpu() else {
         return;
-    }
+    };
+    let d = &gpu.device;
     let buffer = timestamps(d, 2);
     let mut rec = d.recorder(Some("unused writes"));
     let _unused = rec
@@ -1245,12 +1256,10 @@ fn reuse_reason(e: Error) -> &'static str {
 /// end at or after its start, in recording order.
 #[test]
 fn claimed_pass_writes_are_pending_until_submitted() {
-    let gpu = gpu();
-    let d = &gpu.device;
-    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
-        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+    let Some(gpu) = timestamp_gpu() else {
         return;
-    }
+    };
+    let d = &gpu.device;
     let n = 4 * 64 + 18;
     let buffer = timestamps(d, n);
     let mut rec = d.recorder(Some("claimed writes"));
@@ -1284,12 +1293,10 @@ fn claimed_pass_writes_are_pending_until_submitted() {
 /// indices written read as written.
 #[test]
 fn claimed_pass_writes_are_refused_to_other_recorders() {
-    let gpu = gpu();
-    let d = &gpu.device;
-    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
-        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+    let Some(gpu) = timestamp_gpu() else {
         return;
-    }
+    };
+    let d = &gpu.device;
     let buffer = timestamps(d, 64);
     let mut first = d.recorder(Some("first"));
     timed_pass(&mut first, &buffer, 0).unwrap(); // locked: claims the block
@@ -1323,12 +1330,10 @@ fn claimed_pass_writes_are_refused_to_other_recorders() {
 /// as never written, and another recorder may write them.
 #[test]
 fn abandoned_claimed_pass_writes_are_forgotten() {
-    let gpu = gpu();
-    let d = &gpu.device;
-    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
-        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+    let Some(gpu) = timestamp_gpu() else {
         return;
-    }
+    };
+    let d = &gpu.device;
     let n = 2 * 64;
     let buffer = timestamps(d, n);
     let mut dropped = d.recorder(Some("dropped"));
@@ -1354,12 +1359,10 @@ fn abandoned_claimed_pass_writes_are_forgotten() {
 /// refused at a write, or at submission after a true race).
 #[test]
 fn threads_writing_claimed_indices() {
-    let gpu = gpu();
-    let d = &gpu.device;
-    if !d.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
-        eprintln!("skipped: the adapter lacks wgpu::Features::TIMESTAMP_QUERY");
+    let Some(gpu) = timestamp_gpu() else {
         return;
-    }
+    };
+    let d = &gpu.device;
     let buffer = timestamps(d, 64);
     let barrier = std::sync::Barrier::new(2);
     std::thread::scope(|s| {
