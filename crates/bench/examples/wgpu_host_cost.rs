@@ -2,7 +2,9 @@
 //! round, for `perf`, callgrind and `scripts/host_cost_rounds.py --wgpu`:
 //! records `N` compute passes of one dispatch each `ROUNDS` times on wgpu's
 //! Vulkan backend, finishes and submits them, waits, and reads the samples
-//! back, as the bench's wgpu rows do.
+//! back, as the bench's wgpu rows do, with the bench's kernel
+//! (`TinyCompute`; the nineteenth session's H200 runs used one workgroup
+//! of a one-line kernel of its own).
 //!
 //! ```text
 //! cargo build --release -p gpu-counters-bench --example wgpu_host_cost
@@ -38,7 +40,7 @@
 //! record and resolve ns per sample are printed
 //! (`round R VARIANT record X resolve Y samples S`).
 
-use gpu_counters_bench::RawWgpuQueries;
+use gpu_counters_bench::{RawWgpuQueries, TinyCompute};
 use gpu_counters_core::{BackendDevice, BackendSampleBuffer, CounterSampleBufferDescriptor};
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
@@ -48,13 +50,6 @@ use std::time::Instant;
 use wgpu_profiler::{GpuProfiler, GpuProfilerSettings};
 
 type R<T> = Result<T, Box<dyn Error + Send + Sync>>;
-
-const SHADER: &str = "@group(0) @binding(0) var<storage, read_write> data: array<u32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    data[gid.x] = data[gid.x] * 1664525u + 1013904223u;
-}
-";
 
 /// Runs `f`, out of line: the recording phase, as one function for
 /// callgrind's `--toggle-collect='wgpu_host_cost::record_phase*'` (a
@@ -103,37 +98,9 @@ fn main() -> R<()> {
     ))?;
     let (device, queue) = (gc.device().clone(), gc.queue().clone());
     eprintln!("adapter: {}", adapter.get_info().name);
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("tiny compute"),
-        source: wgpu::ShaderSource::Wgsl(SHADER.into()),
-    });
-    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some("tiny compute"),
-        layout: None,
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: Default::default(),
-        cache: None,
-    });
-    let data = device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("tiny compute data"),
-        size: 64 * 4,
-        usage: wgpu::BufferUsages::STORAGE,
-        mapped_at_creation: false,
-    });
-    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some("tiny compute"),
-        layout: &pipeline.get_bind_group_layout(0),
-        entries: &[wgpu::BindGroupEntry {
-            binding: 0,
-            resource: data.as_entire_binding(),
-        }],
-    });
-    let dispatch = |pass: &mut wgpu::ComputePass<'_>| {
-        pass.set_pipeline(&pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(1, 1, 1);
-    };
+    // The bench's own kernel and data: the same workload as its wgpu rows.
+    let tiny = TinyCompute::new(&device);
+    let dispatch = |pass: &mut wgpu::ComputePass<'_>| tiny.dispatch(pass);
     let raw = RawWgpuQueries::new(&device, 2 * n, "raw samples");
     let period_ns = f64::from(queue.get_timestamp_period());
     let max = gpu_counters_wgpu::MAX_SAMPLE_COUNT;

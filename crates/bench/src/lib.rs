@@ -211,7 +211,7 @@ use serde::Serialize;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
-pub use wgpu_bench::RawWgpuQueries;
+pub use wgpu_bench::{RawWgpuQueries, TinyCompute};
 
 /// Arguments of `gpu-counters bench`.
 #[derive(Debug, Clone, PartialEq, clap::Args)]

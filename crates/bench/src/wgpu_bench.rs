@@ -150,6 +150,62 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 ";
 
+/// The bench's workload on wgpu: one workgroup of the tiny kernel the
+/// Vulkan rows dispatch, its pipeline and data (the bench's wgpu rows, and
+/// `wgpu_host_cost`'s).
+pub struct TinyCompute {
+    /// The kernel's pipeline.
+    pub pipeline: wgpu::ComputePipeline,
+    /// Its data buffer, bound at group 0.
+    pub bind_group: wgpu::BindGroup,
+}
+
+impl TinyCompute {
+    /// The pipeline and data on `device`.
+    pub fn new(device: &wgpu::Device) -> Self {
+        let source = SHADER
+            .replace("WORKGROUP_SIZE", &WORKGROUP_SIZE.to_string())
+            .replace("ITERATIONS", &ITERATIONS.to_string());
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("tiny compute"),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("tiny compute"),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let storage = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("tiny compute data"),
+            size: WORKGROUP_SIZE as u64 * 4,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("tiny compute"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: storage.as_entire_binding(),
+            }],
+        });
+        Self {
+            pipeline,
+            bind_group,
+        }
+    }
+
+    /// One workgroup of the kernel in `pass`.
+    pub fn dispatch(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(1, 1, 1);
+    }
+}
+
 /// Raw wgpu timestamp queries as a wgpu user keeps them: query sets of at
 /// most [`wgpu::QUERY_SET_MAX_QUERIES`], with a resolve and a read-back
 /// buffer made once. The bench's raw wgpu rows, and `wgpu_host_cost`'s.
@@ -353,35 +409,10 @@ impl WgpuBench {
                 v.push(e.to_string());
             }
         }));
-        let source = SHADER
-            .replace("WORKGROUP_SIZE", &WORKGROUP_SIZE.to_string())
-            .replace("ITERATIONS", &ITERATIONS.to_string());
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("tiny compute"),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
-        });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some("tiny compute"),
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: Default::default(),
-            cache: None,
-        });
-        let storage = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("tiny compute data"),
-            size: WORKGROUP_SIZE as u64 * 4,
-            usage: wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        });
-        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("tiny compute"),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &[wgpu::BindGroupEntry {
-                binding: 0,
-                resource: storage.as_entire_binding(),
-            }],
-        });
+        let TinyCompute {
+            pipeline,
+            bind_group,
+        } = TinyCompute::new(&device);
         let samples = RawWgpuQueries::new(&device, 2 * n, "bench samples");
         let brackets = features
             .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
