@@ -40,9 +40,11 @@
 //! record and resolve ns per sample are printed
 //! (`round R VARIANT record X resolve Y samples S`).
 
-use gpu_counters_bench::{RawWgpuQueries, TinyCompute};
+use gpu_counters_bench::{
+    check_written, gcw_profiler_options, timestamps_ns, RawWgpuQueries, TinyCompute,
+};
 use gpu_counters_core::{BackendDevice, BackendSampleBuffer, CounterSampleBufferDescriptor};
-use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
+use gpu_counters_profiler::Profiler;
 use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
 use std::error::Error;
 use std::hint::black_box;
@@ -114,16 +116,7 @@ fn main() -> R<()> {
         })
         .collect::<Result<_, _>>()?;
     let calibration = gc.calibration()?;
-    let gc_profiler = Profiler::new(
-        &gc,
-        ProfilerOptions {
-            frames_in_flight: 2,
-            max_scopes_per_frame: n.min(max / 2),
-            statistics: false,
-            when_full: WhenFull::Grow,
-            queue_name: None,
-        },
-    )?;
+    let gc_profiler = Profiler::new(&gc, gcw_profiler_options(n))?;
     let mut profiler = GpuProfiler::new(
         &device,
         GpuProfilerSettings {
@@ -255,21 +248,8 @@ fn main() -> R<()> {
             "gcw-writes" => {
                 for b in &buffers {
                     let r = b.resolve_counter_range(0..u64::from(b.sample_count()))?;
-                    let stamps = r.timestamps()?;
-                    let first = stamps.first().map_or(0, |s| s.timestamp);
-                    let ns: Vec<f64> = stamps
-                        .iter()
-                        .zip(r.statuses())
-                        .map(|(s, st)| match st {
-                            gpu_counters_core::SampleStatus::Written => calibration
-                                .interval_ns(first, s.timestamp)
-                                .unwrap_or(f64::NAN),
-                            _ => f64::NAN,
-                        })
-                        .collect();
-                    if ns.iter().any(|v| v.is_nan()) {
-                        return Err("gcw-writes: a sample without a value".into());
-                    }
+                    let ns = timestamps_ns(&r, &calibration)?;
+                    check_written(&ns, "gcw-writes")?;
                     black_box(ns);
                 }
             }

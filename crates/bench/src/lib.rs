@@ -211,7 +211,7 @@ use serde::Serialize;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
-pub use wgpu_bench::{RawWgpuQueries, TinyCompute};
+pub use wgpu_bench::{gcw_profiler_options, RawWgpuQueries, TinyCompute};
 
 /// Arguments of `gpu-counters bench`.
 #[derive(Debug, Clone, PartialEq, clap::Args)]
@@ -391,7 +391,7 @@ pub(crate) fn vk_err(call: &'static str) -> impl Fn(ash::vk::Result) -> BenchErr
 /// Every timestamp of `resolved` in nanoseconds since its first, through
 /// `calibration`, as a gpu-counters variant's resolve converts them; NaN
 /// where a sample has no value (see [`check_written`]).
-pub(crate) fn timestamps_ns(
+pub fn timestamps_ns(
     resolved: &gpu_counters_core::ResolvedCounters,
     calibration: &gpu_counters_core::Calibration,
 ) -> Result<Vec<f64>, BenchError> {
@@ -412,7 +412,7 @@ pub(crate) fn timestamps_ns(
 
 /// Fails, naming `what`, when a value of [`timestamps_ns`] is missing, so
 /// that no number is made up (outside the timed resolve).
-pub(crate) fn check_written(ns: &[f64], what: &str) -> Result<(), BenchError> {
+pub fn check_written(ns: &[f64], what: &str) -> Result<(), BenchError> {
     let missing = ns.iter().filter(|v| v.is_nan()).count();
     if missing > 0 {
         return Err(BenchError::Measurement(format!(

@@ -150,6 +150,21 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 ";
 
+/// The options of gpu-counters' profiler over gpu-counters-wgpu for frames
+/// of `n` scopes: a frame holds at most `MAX_SAMPLE_COUNT / 2` scopes per
+/// page, and `Grow` gives a larger frame further pages, which its ring
+/// slot keeps (after a first frame nothing is allocated). The bench's
+/// profiled-pass row, and `wgpu_host_cost`'s.
+pub fn gcw_profiler_options(n: u32) -> ProfilerOptions {
+    ProfilerOptions {
+        frames_in_flight: 2,
+        max_scopes_per_frame: n.min(gpu_counters_wgpu::MAX_SAMPLE_COUNT / 2),
+        statistics: false,
+        when_full: WhenFull::Grow,
+        queue_name: None,
+    }
+}
+
 /// The bench's workload on wgpu: one workgroup of the tiny kernel the
 /// Vulkan rows dispatch, its pipeline and data (the bench's wgpu rows, and
 /// `wgpu_host_cost`'s).
@@ -436,19 +451,7 @@ impl WgpuBench {
                 ))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        // A frame holds at most MAX_SAMPLE_COUNT / 2 scopes per page; `Grow`
-        // gives a frame of more dispatches further pages, which its ring
-        // slot keeps, so after the warm-up round nothing is allocated.
-        let gc_profiler = Profiler::new(
-            &gc,
-            ProfilerOptions {
-                frames_in_flight: 2,
-                max_scopes_per_frame: n.min(max / 2),
-                statistics: false,
-                when_full: WhenFull::Grow,
-                queue_name: None,
-            },
-        )?;
+        let gc_profiler = Profiler::new(&gc, gcw_profiler_options(n))?;
         let calibration = gc.calibration()?;
         let mut kinds = vec![
             Kind::Baseline,

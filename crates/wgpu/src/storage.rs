@@ -1,7 +1,7 @@
 //! One sample buffer's or heap's query set, the values read back from it,
 //! and their availability.
 
-use gpu_counters_core::bookkeeping::{QueryRead, SampleSet, Ticket};
+use gpu_counters_core::bookkeeping::{runs, QueryRead, SampleSet, Ticket};
 use gpu_counters_core::{Error, Result};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -39,23 +39,10 @@ impl Written {
         }
     }
 
-    /// Runs `(first, count)` of consecutive written indices, in order.
-    fn runs(&self) -> Vec<(u32, u32)> {
-        let mut runs: Vec<(u32, u32)> = Vec::new();
-        for (w, &word) in self.words.iter().enumerate() {
-            let mut m = word;
-            while m != 0 {
-                let start = m.trailing_zeros();
-                let len = (m >> start).trailing_ones();
-                m &= !(((1u128 << len) - 1) << start) as u64;
-                let first = w as u32 * 64 + start;
-                match runs.last_mut() {
-                    Some((f, c)) if *f + *c == first => *c += len,
-                    _ => runs.push((first, len)),
-                }
-            }
-        }
-        runs
+    fn is_set(&self, i: u32) -> bool {
+        self.words
+            .get((i / 64) as usize)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
 }
 
@@ -153,8 +140,7 @@ impl Storage {
     ) -> Option<Readback> {
         let stride = 8 * u64::from(self.values);
         let mut at = 0u64;
-        let runs: Vec<(u32, u32, u64)> = written
-            .runs()
+        let runs: Vec<(u32, u32, u64)> = runs(0, self.samples.count, |i| written.is_set(i))
             .into_iter()
             .map(|(first, count)| {
                 let offset = at;
@@ -205,15 +191,20 @@ impl Storage {
         })
     }
 
+    /// The bytes of `rb`'s buffer its runs fill (the buffer may be a larger
+    /// one reused).
+    fn readback_size(&self, rb: &Readback) -> u64 {
+        rb.runs.last().map_or(0, |&(_, count, offset)| {
+            offset + u64::from(count) * 8 * u64::from(self.values)
+        })
+    }
+
     /// Starts mapping `rb` (after its submission) and keeps it until its
     /// values arrive.
     pub(crate) fn start_map(&self, rb: Readback) {
         let flag = rb.mapped.clone();
-        let size = rb.runs.last().map_or(0, |&(_, count, offset)| {
-            offset + u64::from(count) * 8 * u64::from(self.values)
-        });
         rb.buffer
-            .slice(..size)
+            .slice(..self.readback_size(&rb))
             .map_async(wgpu::MapMode::Read, move |r| {
                 flag.store(
                     if r.is_ok() { MAP_OK } else { MAP_FAILED },
@@ -261,10 +252,11 @@ impl Storage {
             }
             let id = rb.ticket.id();
             {
-                let size = rb.runs.last().map_or(0, |&(_, count, offset)| {
-                    offset + u64::from(count) * 8 * u64::from(self.values)
-                });
-                let view = match rb.buffer.slice(..size).get_mapped_range() {
+                let view = match rb
+                    .buffer
+                    .slice(..self.readback_size(&rb))
+                    .get_mapped_range()
+                {
                     Ok(view) => view,
                     Err(e) => {
                         first_error.get_or_insert_with(|| {
