@@ -1411,3 +1411,32 @@ fn threads_writing_claimed_indices() {
     }
     gpu.check();
 }
+
+/// Two recorders with claims on different blocks of one buffer, submitted
+/// in the reverse of their recording order: both submit, every index is
+/// written, and the one submitted first ran first on the GPU.
+#[test]
+fn claimed_pass_writes_submitted_in_reverse_order() {
+    let Some(gpu) = timestamp_gpu() else {
+        return;
+    };
+    let d = &gpu.device;
+    let buffer = timestamps(d, 4 * 64);
+    let mut first = d.recorder(Some("recorded first"));
+    let mut second = d.recorder(Some("recorded second"));
+    for start in (0..2 * 64).step_by(2) {
+        timed_pass(&mut first, &buffer, start).unwrap();
+        timed_pass(&mut second, &buffer, 2 * 64 + start).unwrap();
+    }
+    let s2 = d.submit(second).unwrap();
+    let s1 = d.submit(first).unwrap();
+    s2.wait().unwrap();
+    s1.wait().unwrap();
+    let r = buffer.resolve_counter_range(0..4 * 64).unwrap();
+    assert!(r.all_written(), "{:?}", r.statuses());
+    let t = r.timestamps().unwrap();
+    // Submitted first, so run first: the second recorder's samples come
+    // before the first's on the GPU.
+    assert!(t[2 * 64 - 1].timestamp >= t[2 * 64].timestamp);
+    gpu.check();
+}
