@@ -537,35 +537,12 @@ impl WgpuRecorder {
             [i, j] => self.claims.try_write_both(&storage.samples, i, j),
             _ => false,
         };
-        if claimed && self.note_claimed(storage, indices) {
+        if claimed {
+            // Noted in `written` and as the storage's latest writes when the
+            // claim is released, under the lock (see `release_claim`).
             return Ok(());
         }
         self.note_writes_locked(storage, indices)
-    }
-
-    /// Notes writes that [`LocalClaims`] took as clean in this recording's
-    /// claim: in `written` (where the locked write that claimed the block
-    /// put the storage), and as the storage's latest writes. Returns false,
-    /// noting nothing, where the storage is not in `written` (never: a
-    /// claim follows a locked write).
-    #[inline]
-    fn note_claimed(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> bool {
-        let at = match self.written.get(self.last_written) {
-            Some((h, _)) if Arc::ptr_eq(h, storage) => self.last_written,
-            _ => match self
-                .written
-                .iter()
-                .position(|(h, _)| Arc::ptr_eq(h, storage))
-            {
-                Some(at) => at,
-                None => return false,
-            },
-        };
-        self.last_written = at;
-        // A clean index has no value since its last reset, so until these
-        // stores are seen it reads as unavailable all the same.
-        storage.begin_writes(indices, self.ticket.id(), &mut self.written[at].1);
-        true
     }
 
     /// [`WgpuRecorder::note_writes`] under the bookkeeping lock.
@@ -589,14 +566,40 @@ impl WgpuRecorder {
     }
 
     /// Ends this recording's claim on `storage` (locked into `slots`), if
-    /// any, noting a conflict it reports.
+    /// any, noting a conflict it reports, and noting the writes made under
+    /// it in `written` and as the storage's latest writes.
+    ///
+    /// Under the lock, so that a host reset of a clean index (which a claim
+    /// does not revoke) cannot store its "no write" after this recording's
+    /// write of the index: the reset either came first, and the write is
+    /// the latest, or it saw the write applied to the table and refused.
     fn release_claim(&mut self, storage: &Storage, slots: &mut SampleTable) {
         if self.claims.is_empty() {
             return;
         }
-        if let Some(index) = self.claims.release(&storage.samples, slots, &self.ticket) {
+        let Some(released) = self
+            .claims
+            .release_written(&storage.samples, slots, &self.ticket)
+        else {
+            return;
+        };
+        if let Some(index) = released.conflict {
             self.conflict
                 .get_or_insert_with(|| storage.samples.reuse(index, WRITTEN_CONCURRENTLY));
+        }
+        // A claim follows a locked write, which put the storage in
+        // `written`.
+        if let Some((_, written)) = self
+            .written
+            .iter_mut()
+            .find(|(h, _)| std::ptr::eq(&**h, storage))
+        {
+            storage.note_claimed_writes(
+                released.first,
+                released.written,
+                self.ticket.id(),
+                written,
+            );
         }
     }
 

@@ -18,6 +18,9 @@ const MAP_FAILED: u8 = 2;
 /// flight per frame, a few frames.
 const SPARE_READBACKS: usize = 4;
 
+// A claimed block is one word of `Written` (`Storage::note_claimed_writes`).
+const _: () = assert!(gpu_counters_core::bookkeeping::BLOCK == 64);
+
 /// The indices one recording wrote into one storage, as a bit per index
 /// (a write is one OR: this runs for every sample recorded).
 pub(crate) struct Written {
@@ -85,9 +88,10 @@ pub(crate) struct Storage {
     /// The latest recorded write of each query: its recording's ticket id
     /// (0: none since creation or the last host reset). A query's value is
     /// available when the write it holds is this one. Stored and loaded
-    /// under the sample set's lock (recording, host reset, resolve), or by
-    /// a read-back of a submission that follows the store; atomic only so
-    /// that a write needs no lock of the host values.
+    /// under the sample set's lock (a locked write, the end of a claim for
+    /// the writes made under it, host reset, resolve), or by a read-back
+    /// of a submission that follows the store; atomic only so that a write
+    /// needs no lock of the host values.
     latest: Box<[AtomicU64]>,
     host: Mutex<Host>,
 }
@@ -125,6 +129,35 @@ impl Storage {
                 latest.store(id, Ordering::Relaxed);
                 written.set(i);
             }
+        }
+    }
+
+    /// Notes the writes of the recording of ticket `id` made under a claim
+    /// that just ended, with the sample set's lock held: the indices
+    /// `first + i` for each bit `i` of `mask` (`first` is a block's first
+    /// index, a multiple of 64), as [`Storage::begin_writes`] does.
+    pub(crate) fn note_claimed_writes(
+        &self,
+        first: u32,
+        mask: u64,
+        id: u64,
+        written: &mut Written,
+    ) {
+        if mask == 0 {
+            return;
+        }
+        let Some(latest) = self.latest.get(first as usize..) else {
+            return;
+        };
+        let mut bits = mask;
+        while bits != 0 {
+            if let Some(l) = latest.get(bits.trailing_zeros() as usize) {
+                l.store(id, Ordering::Relaxed);
+            }
+            bits &= bits - 1;
+        }
+        if let Some(w) = written.words.get_mut((first / 64) as usize) {
+            *w |= mask;
         }
     }
 

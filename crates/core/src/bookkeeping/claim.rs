@@ -70,6 +70,18 @@ pub(crate) fn block_words(count: u32) -> Option<std::sync::Arc<[BlockWords]>> {
     Some(v.into())
 }
 
+/// A claim as it ended ([`LocalClaims::release_written`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReleasedClaim {
+    /// The block's first index.
+    pub first: u32,
+    /// The indices the recording wrote under the claim: bit `i` is index
+    /// `first + i`.
+    pub written: u64,
+    /// An index that another recording wrote too, if any.
+    pub conflict: Option<u32>,
+}
+
 /// One recording's claim on a block of one set.
 struct LocalClaim {
     /// The set's address: the recording holds the set while it records.
@@ -262,6 +274,18 @@ impl LocalClaims {
         slots: &mut SampleTable,
         ticket: &Ticket,
     ) -> Option<u32> {
+        self.release_written(set, slots, ticket)?.conflict
+    }
+
+    /// [`LocalClaims::release`], also saying which indices the recording
+    /// wrote under the claim: for a backend that keeps state of its own per
+    /// write and updates it here, under the lock, rather than per write.
+    pub fn release_written(
+        &mut self,
+        set: &SampleSet,
+        slots: &mut SampleTable,
+        ticket: &Ticket,
+    ) -> Option<ReleasedClaim> {
         let key = set as *const SampleSet as usize;
         let pos = self.list.iter().position(|c| c.key == key)?;
         let local = self.list.swap_remove(pos);
@@ -275,8 +299,13 @@ impl LocalClaims {
             .position(|c| c.block == local.block && c.ticket == ticket.id())?;
         slots.claims.swap_remove(t);
         let words = &set.blocks[local.block as usize];
-        let both = words.revoked.load(Ordering::Relaxed) & words.written.load(Ordering::Relaxed);
-        (both != 0).then(|| local.block * BLOCK + both.trailing_zeros())
+        let written = words.written.load(Ordering::Relaxed);
+        let both = words.revoked.load(Ordering::Relaxed) & written;
+        Some(ReleasedClaim {
+            first: local.block * BLOCK,
+            written,
+            conflict: (both != 0).then(|| local.block * BLOCK + both.trailing_zeros()),
+        })
     }
 
     /// Claims the block of `index` in `set` for this recording, with `slots`

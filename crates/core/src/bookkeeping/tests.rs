@@ -479,6 +479,36 @@ fn foreign_writes_revoke_and_races_are_reported() {
     assert_eq!(claims.release(&samples, &mut slots, &mine), Some(9));
 }
 
+/// A released claim says which indices it wrote without the lock (not the
+/// locked write that claimed the block, not the revoked index), and the
+/// index raced for.
+#[test]
+fn a_released_claim_names_its_writes() {
+    let samples = set(CommonCounterSet::Timestamp, 3 * BLOCK, [ABSENT; 8]);
+    let (mine, other) = (Ticket::new(), Ticket::new());
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &mine, BLOCK + 1);
+    for i in [BLOCK + 2, BLOCK + 5, 2 * BLOCK - 1] {
+        assert!(claims.try_write(&samples, i), "{i}");
+    }
+    assert!(claims.try_write(&samples, BLOCK + 9));
+    {
+        let mut raw = samples.slots.lock().unwrap();
+        raw.mark_recorded(BLOCK + 9, NONE, false, other.id(), 0);
+    }
+    let mut slots = samples.lock().unwrap();
+    let released = claims.release_written(&samples, &mut slots, &mine);
+    assert_eq!(
+        released,
+        Some(ReleasedClaim {
+            first: BLOCK,
+            written: 1 << 2 | 1 << 5 | 1 << 9 | 1 << 63,
+            conflict: Some(BLOCK + 9),
+        })
+    );
+    assert_eq!(claims.release_written(&samples, &mut slots, &mine), None);
+}
+
 /// A released claim writes nothing without the lock, even right after it
 /// was the one used last; claims on two sets each serve their own set as
 /// the writes alternate between them.
