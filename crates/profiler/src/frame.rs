@@ -514,33 +514,17 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         label: &str,
         kind: PassKind,
     ) -> Result<Scope<'_, D>> {
-        if self.slot.is_none() {
-            return Ok(self.drop_scope(&self.no_slot));
-        }
-        let claimed = match cmd.scope_stack().take_claimed(self.key) {
-            Some(id) => u64::from(id),
-            None => self.claim(cmd),
+        let Some((page, id, at)) = self.place(cmd)? else {
+            return Ok(Scope {
+                frame: self,
+                page: None,
+                id: NO_SCOPE,
+                index: 0,
+                statistics: false,
+            });
         };
-        let per = u64::from(self.per);
-        // Ids are u32, NO_SCOPE excluded.
-        if claimed >= u64::from(NO_SCOPE) {
-            return Ok(self.drop_scope(&self.over_capacity));
-        }
-        let id = claimed as u32;
-        let (page_no, at) = if claimed < per {
-            (0, id)
-        } else {
-            ((claimed / per) as usize, (claimed % per) as u32)
-        };
-        let page = match self.store.pages.get(page_no) {
-            Some(p) => p,
-            None => match self.grow(page_no)? {
-                Some(p) => p,
-                None => return Ok(self.drop_scope(&self.over_capacity)),
-            },
-        };
-        // SAFETY: `at` is below `per` (the id itself, below `per`, or its
-        // remainder), the page's number of records.
+        // SAFETY: `at` is below `per` (see `place`), the page's number of
+        // records.
         let cell = unsafe { page.record_unchecked(at) };
         let statistics = page
             .statistics
@@ -573,6 +557,96 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             index,
             statistics: statistics.is_some(),
         })
+    }
+
+    /// A scope id for a scope begun on `cmd`, its page and its record's
+    /// place there (below `per`); `None` when the scope is dropped (no slot
+    /// or no room), counted.
+    #[inline(always)]
+    fn place(&self, cmd: &mut Recorder<D>) -> Result<Option<(&Page<D>, u32, u32)>> {
+        if self.slot.is_none() {
+            self.count_dropped(&self.no_slot);
+            return Ok(None);
+        }
+        let claimed = match cmd.scope_stack().take_claimed(self.key) {
+            Some(id) => u64::from(id),
+            None => self.claim(cmd),
+        };
+        let per = u64::from(self.per);
+        // Ids are u32, NO_SCOPE excluded.
+        if claimed >= u64::from(NO_SCOPE) {
+            self.count_dropped(&self.over_capacity);
+            return Ok(None);
+        }
+        let id = claimed as u32;
+        let (page_no, at) = if claimed < per {
+            (0, id)
+        } else {
+            ((claimed / per) as usize, (claimed % per) as u32)
+        };
+        let page = match self.store.pages.get(page_no) {
+            Some(p) => p,
+            None => match self.grow(page_no)? {
+                Some(p) => p,
+                None => {
+                    self.count_dropped(&self.over_capacity);
+                    return Ok(None);
+                }
+            },
+        };
+        Ok(Some((page, id, at)))
+    }
+
+    /// Begins and ends at once a scope labelled `label` in `cmd` whose two
+    /// timestamps the backend records itself, as the start and end
+    /// timestamp writes of one pass (wgpu's profiled passes): nothing is
+    /// recorded here. The scope nests in `cmd`'s innermost open scope, and
+    /// nothing nests in it. Write the timestamps at
+    /// [`PassScope::start_index`] and [`PassScope::end_index`] of
+    /// [`PassScope::timestamps`], then call [`PassScope::recorded`]; a
+    /// `PassScope` dropped instead is reported as not ended.
+    ///
+    /// Timestamps only: with the profiler's statistics on
+    /// ([`Frame::samples_statistics`]), take [`Frame::scope`] and
+    /// [`Scope::end`] for scopes that count them.
+    ///
+    /// `None` when the frame drops the scope, as [`Frame::scope`] does
+    /// (counted in the frame's [`DropCounts`]).
+    #[allow(unsafe_code)]
+    #[inline]
+    pub fn pass_scope(
+        &self,
+        cmd: &mut Recorder<D>,
+        label: &str,
+        kind: PassKind,
+    ) -> Result<Option<PassScope<'_, D>>> {
+        let Some((page, _, at)) = self.place(cmd)? else {
+            return Ok(None);
+        };
+        // SAFETY: `at` is below `per` (see `place`), the page's number of
+        // records.
+        let cell = unsafe { page.record_unchecked(at) };
+        let parent = self.open_scope(cmd.scope_stack().innermost(self.key));
+        // SAFETY: as in `scope`: this call alone writes the cell in this
+        // frame, and the scope never goes on a recorder's stack, so nothing
+        // reads its `meta` before the frame has ended.
+        let meta = unsafe { &mut *cell.meta.get() };
+        set_strings(meta, label, &self.profiler.labels);
+        let word = RecordWord(pack(parent, state::OPEN, kind, false));
+        cell.store(word);
+        Ok(Some(PassScope {
+            frame: self,
+            page,
+            cell,
+            word,
+            index: 2 * at,
+        }))
+    }
+
+    /// Whether scopes of this frame count pipeline statistics (the
+    /// profiler's option).
+    pub fn samples_statistics(&self) -> bool {
+        self.profiler.options.statistics
     }
 
     /// Claims scope ids for a recorder that has none of this frame left:
@@ -632,18 +706,11 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         Ok(self.store.pages.get(page_no))
     }
 
-    /// A scope that records nothing, counted in `why`.
+    /// Counts a scope that records nothing in `why`.
     #[cold]
-    fn drop_scope(&self, why: &AtomicU32) -> Scope<'_, D> {
+    fn count_dropped(&self, why: &AtomicU32) {
         why.fetch_add(1, Ordering::Relaxed);
         self.count_drop();
-        Scope {
-            frame: self,
-            page: None,
-            id: NO_SCOPE,
-            index: 0,
-            statistics: false,
-        }
     }
 
     /// Notes that recording one end of the scope of `cell` failed with `e`.
@@ -889,6 +956,65 @@ impl<D: BackendDevice> Drop for Scope<'_, D> {
             // recorder skip it as a parent.
             self.cell(page).set_state(state::DROPPED);
         }
+    }
+}
+
+/// A scope begun and ended at once by [`Frame::pass_scope`], whose two
+/// timestamps the backend writes as one pass's start and end.
+#[must_use = "a pass scope's timestamps must be written and `PassScope::recorded` called, or it is reported as not ended"]
+pub struct PassScope<'f, D: BackendDevice> {
+    frame: &'f Frame<'f, D>,
+    page: &'f Page<D>,
+    cell: &'f RecordCell,
+    /// The record's word as stored at the start.
+    word: RecordWord,
+    /// The start's sample index (the end's is the next).
+    index: u32,
+}
+
+impl<D: BackendDevice> std::fmt::Debug for PassScope<'_, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PassScope")
+            .field("frame", &self.frame.index)
+            .field("start_index", &self.index)
+            .finish()
+    }
+}
+
+impl<'f, D: BackendDevice> PassScope<'f, D> {
+    /// The sample buffer of its timestamps.
+    pub fn timestamps(&self) -> &'f Buf<D> {
+        &self.page.timestamps
+    }
+
+    /// The index of its start timestamp in [`PassScope::timestamps`].
+    pub fn start_index(&self) -> u32 {
+        self.index
+    }
+
+    /// The index of its end timestamp in [`PassScope::timestamps`].
+    pub fn end_index(&self) -> u32 {
+        self.index + 1
+    }
+
+    /// Notes that both timestamps are recorded: the scope is complete.
+    pub fn recorded(self) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.cell.store(this.word.with_state(state::ENDED));
+    }
+
+    /// Notes that recording its timestamps failed with `e` (counted in the
+    /// frame's [`DropCounts::failed`]); returns `e`.
+    pub fn failed(self, e: impl Into<ProfilerError>) -> ProfilerError {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.frame.failed(this.cell, e.into())
+    }
+}
+
+impl<D: BackendDevice> Drop for PassScope<'_, D> {
+    fn drop(&mut self) {
+        // Counted as not ended when the frame ends.
+        self.cell.set_state(state::DROPPED);
     }
 }
 

@@ -56,7 +56,7 @@ mod result;
 mod shared_str;
 
 pub use error::{ProfilerError, Result};
-pub use frame::{Frame, Scope};
+pub use frame::{Frame, PassScope, Scope};
 pub use profiler::{
     FrameSink, Profiler, ProfilerOptions, Recorder, WhenFull, MAX_FRAMES_IN_FLIGHT, MAX_RING_SCOPES,
 };

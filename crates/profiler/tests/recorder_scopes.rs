@@ -505,3 +505,92 @@ fn eight_threads_claim_blocks_with_exact_results() {
     }
     assert_eq!(inners, 800);
 }
+
+/// Pass scopes (begun and ended at once, their two timestamps written by
+/// the backend as a pass's): nested in the recorder's open scope, in
+/// recording order, and every one lost is counted: dropped unrecorded (not
+/// ended), failed, and past the frame's room (over capacity, nothing to
+/// write).
+#[test]
+fn pass_scopes_nest_and_every_lost_one_is_counted() {
+    use gpu_counters_core::{BackendRecorder, TimestampGranularity::Precise};
+    let device = device();
+    let profiler = Profiler::new(&device, timed_only(1, 6, WAIT)).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    assert!(!frame.samples_statistics());
+    let mut cmd = device.recorder();
+    let outer = frame.scope(&mut cmd, "outer", PassKind::Scope).unwrap();
+    for (k, kind) in [PassKind::Compute, PassKind::Render]
+        .into_iter()
+        .enumerate()
+    {
+        let pass = frame
+            .pass_scope(&mut cmd, &format!("pass {k}"), kind)
+            .unwrap()
+            .expect("room for it");
+        assert_eq!(pass.end_index(), pass.start_index() + 1);
+        let buffer = pass.timestamps();
+        cmd.sample_counters(buffer, pass.start_index(), Precise)
+            .unwrap();
+        cmd.dispatch(1);
+        cmd.sample_counters(buffer, pass.end_index(), Precise)
+            .unwrap();
+        pass.recorded();
+    }
+    let unrecorded = frame
+        .pass_scope(&mut cmd, "unrecorded", PassKind::Compute)
+        .unwrap()
+        .unwrap();
+    drop(unrecorded);
+    let failing = frame
+        .pass_scope(&mut cmd, "failing", PassKind::Compute)
+        .unwrap()
+        .unwrap();
+    let e = failing.failed(gpu_counters_core::Error::Internal("refused".into()));
+    assert!(e.to_string().contains("refused"), "{e}");
+    outer.end(&mut cmd).unwrap();
+    // Room for 6: "outer", the two passes, the two lost ones, and "last".
+    let last = frame
+        .pass_scope(&mut cmd, "last", PassKind::Compute)
+        .unwrap()
+        .unwrap();
+    let buffer = last.timestamps();
+    cmd.sample_counters(buffer, last.start_index(), Precise)
+        .unwrap();
+    cmd.sample_counters(buffer, last.end_index(), Precise)
+        .unwrap();
+    last.recorded();
+    assert!(frame
+        .pass_scope(&mut cmd, "no room", PassKind::Compute)
+        .unwrap()
+        .is_none());
+    let frames = run(&device, &profiler, vec![frame], vec![cmd]);
+    let f = &frames[0];
+    assert_eq!(
+        f.drops,
+        DropCounts {
+            not_ended: 1,
+            failed: 1,
+            over_capacity: 1,
+            ..Default::default()
+        }
+    );
+    let labels: Vec<&str> = f.scopes.iter().map(|s| s.label.as_str()).collect();
+    assert_eq!(labels, ["outer", "pass 0", "pass 1", "last"]);
+    let (o, outer) = find(f, "outer");
+    for (k, kind) in [PassKind::Compute, PassKind::Render]
+        .into_iter()
+        .enumerate()
+    {
+        let (_, s) = find(f, &format!("pass {k}"));
+        assert_eq!((s.depth, s.parent, s.kind), (1, Some(o), kind));
+        assert!(outer.start_ticks <= s.start_ticks && s.end_ticks <= outer.end_ticks);
+        assert!(s.start_ticks <= s.end_ticks, "{s:?}");
+    }
+    let (_, p0) = find(f, "pass 0");
+    let (_, p1) = find(f, "pass 1");
+    assert!(p0.end_ticks <= p1.start_ticks);
+    let (_, last) = find(f, "last");
+    assert_eq!((last.depth, last.parent), (0, None));
+    assert!(outer.end_ticks <= last.start_ticks);
+}

@@ -3,13 +3,18 @@
 //! statistics query), as a wgpu-profiler user knows them. Needs only
 //! [`wgpu::Features::TIMESTAMP_QUERY`], not timestamps between passes.
 //!
-//! The generic profiler's [`gpu_counters_profiler::Frame::scope`] and
+//! Timestamps only, the scope is the profiler's
+//! [`gpu_counters_profiler::Frame::pass_scope`]: begun and ended at once in
+//! recording order just before the pass, with its two timestamps noted as
+//! the pass's pair of writes; on the GPU it spans exactly the pass.
+//!
+//! With statistics, the generic profiler's
+//! [`gpu_counters_profiler::Frame::scope`] and
 //! [`gpu_counters_profiler::Scope::end`] sample through
 //! [`gpu_counters_core::BackendRecorder::sample_counters`]; while a profiled
 //! pass is set up, the recorder captures those samples (with core's
 //! bookkeeping) instead of writing them between passes, and the pass it then
-//! begins writes them: the scope is begun and ended in recording order just
-//! before the pass, and on the GPU it spans exactly the pass.
+//! begins writes them.
 
 use crate::stats::Open;
 use crate::{WgpuRecorder, WgpuSampleBuffer};
@@ -103,12 +108,52 @@ mod profiled {
     use gpu_counters_profiler::{Frame, ProfilerError};
 
     /// What a profiled pass writes: its timestamps and statistics query.
+    #[derive(Default)]
     struct PassWrites {
         timestamps: Option<(WgpuSampleBuffer, u32, u32)>,
         statistics: Option<(WgpuSampleBuffer, u32, crate::stats::Open)>,
     }
 
+    /// The timestamp writes of a profiled pass: `(query set, start, end)`.
+    type Stamps<'a> = Option<(&'a wgpu::QuerySet, u32, u32)>;
+
     impl WgpuRecorder {
+        /// The scope of a profiled pass labelled `label`: its timestamp
+        /// writes, borrowed from `frame` or from `owned`.
+        ///
+        /// Without statistics, through [`Frame::pass_scope`]: the scope's
+        /// two timestamps are noted at once, as a pass's pair of writes (one
+        /// claim check), with nothing captured. With statistics, through
+        /// the frame's `scope` and `end` (see [`WgpuRecorder::profiled_scope`]),
+        /// into `owned`.
+        #[inline]
+        fn profiled_pass_scope<'a>(
+            &mut self,
+            frame: &'a Frame<'_, WgpuDevice>,
+            label: &str,
+            kind: PassKind,
+            owned: &'a mut PassWrites,
+        ) -> Result<Stamps<'a>, ProfilerError> {
+            if frame.samples_statistics() {
+                *owned = self.profiled_scope(frame, label, kind)?;
+                return Ok(owned
+                    .timestamps
+                    .as_ref()
+                    .map(|(b, start, end)| (&b.storage.query_set, *start, *end)));
+            }
+            let Some(scope) = frame.pass_scope(self, label, kind)? else {
+                // Dropped by the frame: the pass writes nothing.
+                return Ok(None);
+            };
+            let buffer = scope.timestamps();
+            let (start, end) = (scope.start_index(), scope.end_index());
+            if let Err(e) = self.reserve_pass_timestamps(buffer, Some(start), Some(end)) {
+                return Err(scope.failed(e));
+            }
+            scope.recorded();
+            Ok(Some((&buffer.storage.query_set, start, end)))
+        }
+
         /// Begins and ends `frame`'s scope `label` with the recorder
         /// capturing its samples: what the pass must write.
         fn profiled_scope(
@@ -161,21 +206,21 @@ mod profiled {
             frame: &Frame<'_, WgpuDevice>,
             label: &str,
         ) -> Result<WgpuComputePass<'e>, ProfilerError> {
-            let writes = self.profiled_scope(frame, label, PassKind::Compute)?;
-            let timestamp_writes = writes.timestamps.as_ref().map(|(b, start, end)| {
-                wgpu::ComputePassTimestampWrites {
-                    query_set: &b.storage.query_set,
-                    beginning_of_pass_write_index: Some(*start),
-                    end_of_pass_write_index: Some(*end),
-                }
-            });
+            let mut owned = PassWrites::default();
+            let stamps = self.profiled_pass_scope(frame, label, PassKind::Compute, &mut owned)?;
+            let timestamp_writes =
+                stamps.map(|(query_set, start, end)| wgpu::ComputePassTimestampWrites {
+                    query_set,
+                    beginning_of_pass_write_index: Some(start),
+                    end_of_pass_write_index: Some(end),
+                });
             let mut pass = self
                 .encoder()
                 .begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some(label),
                     timestamp_writes,
                 });
-            let open = writes.statistics.map(|(b, start, open)| {
+            let open = owned.statistics.map(|(b, start, open)| {
                 pass.begin_pipeline_statistics_query(&b.storage.query_set, start);
                 open
             });
@@ -198,23 +243,21 @@ mod profiled {
                 .into());
             }
             let label = descriptor.label.unwrap_or("render pass");
-            let writes = self.profiled_scope(frame, label, PassKind::Render)?;
+            let mut owned = PassWrites::default();
+            let stamps = self.profiled_pass_scope(frame, label, PassKind::Render, &mut owned)?;
             let timestamp_writes =
-                writes
-                    .timestamps
-                    .as_ref()
-                    .map(|(b, start, end)| wgpu::RenderPassTimestampWrites {
-                        query_set: &b.storage.query_set,
-                        beginning_of_pass_write_index: Some(*start),
-                        end_of_pass_write_index: Some(*end),
-                    });
+                stamps.map(|(query_set, start, end)| wgpu::RenderPassTimestampWrites {
+                    query_set,
+                    beginning_of_pass_write_index: Some(start),
+                    end_of_pass_write_index: Some(end),
+                });
             let mut pass = self
                 .encoder()
                 .begin_render_pass(&wgpu::RenderPassDescriptor {
                     timestamp_writes,
                     ..descriptor.clone()
                 });
-            let open = writes.statistics.map(|(b, start, open)| {
+            let open = owned.statistics.map(|(b, start, open)| {
                 pass.begin_pipeline_statistics_query(&b.storage.query_set, start);
                 open
             });

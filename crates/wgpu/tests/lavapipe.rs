@@ -985,8 +985,6 @@ fn fs() -> @location(0) vec4<f32> {
 /// exactly.
 #[test]
 fn profiled_passes_need_only_pass_timestamps() {
-    use gpu_counters_core::timeline::PassKind;
-    use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let gpu = gpu_with(|have| {
         have & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::PIPELINE_STATISTICS_QUERY)
     });
@@ -998,7 +996,7 @@ fn profiled_passes_need_only_pass_timestamps() {
     assert!(!d
         .features()
         .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS));
-    let statistics = d
+    let counts = d
         .features()
         .contains(wgpu::Features::PIPELINE_STATISTICS_QUERY);
     let raw = d.device();
@@ -1028,6 +1026,29 @@ fn profiled_passes_need_only_pass_timestamps() {
             resource: data.as_entire_binding(),
         }],
     });
+    // Timed only (the profiler's pass scopes), then counted where the
+    // device counts (the generic scope, captured).
+    for statistics in [false, true] {
+        if statistics && !counts {
+            eprintln!("statistics part skipped: the adapter lacks PIPELINE_STATISTICS_QUERY");
+            continue;
+        }
+        profiled_compute_passes(d, &pipeline, &bind, statistics);
+    }
+    gpu.check();
+}
+
+/// Two profiled compute passes of 13-invocation groups (1 and 7 groups,
+/// three dispatches each), checked: labels, kinds, order, inside the CPU
+/// window, and with `statistics`, their exact invocations.
+fn profiled_compute_passes(
+    d: &WgpuDevice,
+    pipeline: &wgpu::ComputePipeline,
+    bind: &wgpu::BindGroup,
+    statistics: bool,
+) {
+    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let profiler = Profiler::new(
         d,
         ProfilerOptions {
@@ -1040,8 +1061,8 @@ fn profiled_passes_need_only_pass_timestamps() {
     let mut rec = d.recorder(Some("profiled"));
     for (label, groups) in [("first", 1u32), ("second", 7)] {
         let mut pass = rec.begin_profiled_compute_pass(&frame, label).unwrap();
-        pass.set_pipeline(&pipeline);
-        pass.set_bind_group(0, &bind, &[]);
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, bind, &[]);
         for _ in 0..3 {
             pass.dispatch_workgroups(groups, 1, 1);
         }
@@ -1074,10 +1095,12 @@ fn profiled_passes_need_only_pass_timestamps() {
                 .copied()
                 .expect("the scope's statistics");
             assert_eq!(st.compute_kernel_invocations, 3 * groups * 13, "{st:?}");
+        } else {
+            assert_eq!(s.statistics, None, "{s:?}");
         }
     }
     assert!(scopes[0].end_ticks <= scopes[1].start_ticks);
-    gpu.check();
+    assert_eq!(frames[0].dropped_scopes, 0, "{:?}", frames[0].drops);
 }
 
 /// A profiled render pass inside an encoder-timed scope: its scope is the
@@ -1154,73 +1177,81 @@ fn fs() -> @location(0) vec4<f32> {
     // With statistics where the device counts them: wgpu counts only
     // inside passes, so the outer (encoder) scope is timed only, and the
     // pass is counted.
-    let statistics = d
+    let counts = d
         .features()
         .contains(wgpu::Features::PIPELINE_STATISTICS_QUERY);
-    let profiler = Profiler::new(
-        d,
-        ProfilerOptions {
-            statistics,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let frame = profiler.begin_frame().unwrap();
-    let mut rec = d.recorder(Some("profiled render"));
-    let outer = frame.scope(&mut rec, "outer", PassKind::Scope).unwrap();
-    {
-        let mut pass = rec
-            .begin_profiled_render_pass(
-                &frame,
-                &wgpu::RenderPassDescriptor {
-                    label: Some("points pass"),
-                    color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                        view: &view,
-                        depth_slice: None,
-                        resolve_target: None,
-                        ops: wgpu::Operations {
-                            load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
-                            store: wgpu::StoreOp::Store,
-                        },
-                    })],
-                    ..Default::default()
-                },
-            )
+    // Timed only (the profiler's pass scope), then counted where the device
+    // counts (the generic scope, captured).
+    for statistics in [false, true] {
+        if statistics && !counts {
+            eprintln!("statistics part skipped: the adapter lacks PIPELINE_STATISTICS_QUERY");
+            continue;
+        }
+        let profiler = Profiler::new(
+            d,
+            ProfilerOptions {
+                statistics,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let frame = profiler.begin_frame().unwrap();
+        let mut rec = d.recorder(Some("profiled render"));
+        let outer = frame.scope(&mut rec, "outer", PassKind::Scope).unwrap();
+        {
+            let mut pass = rec
+                .begin_profiled_render_pass(
+                    &frame,
+                    &wgpu::RenderPassDescriptor {
+                        label: Some("points pass"),
+                        color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                            view: &view,
+                            depth_slice: None,
+                            resolve_target: None,
+                            ops: wgpu::Operations {
+                                load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                                store: wgpu::StoreOp::Store,
+                            },
+                        })],
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+            pass.set_pipeline(&pipeline);
+            pass.draw(0..3, 0..1);
+        }
+        outer.end(&mut rec).unwrap();
+        let submission = d.submit(rec).unwrap();
+        profiler
+            .end_frame(frame, Some(submission.cpu_submit_ns()))
             .unwrap();
-        pass.set_pipeline(&pipeline);
-        pass.draw(0..3, 0..1);
-    }
-    outer.end(&mut rec).unwrap();
-    let submission = d.submit(rec).unwrap();
-    profiler
-        .end_frame(frame, Some(submission.cpu_submit_ns()))
-        .unwrap();
-    submission.wait().unwrap();
-    let frames = profiler
-        .wait_collect_all(std::time::Duration::from_secs(10))
-        .unwrap();
-    let scopes = &frames[0].scopes;
-    assert_eq!(scopes.len(), 2, "{scopes:?}");
-    let (o, p) = (&scopes[0], &scopes[1]);
-    assert_eq!(o.label, "outer");
-    assert_eq!(p.label, "points pass");
-    assert_eq!(p.kind, PassKind::Render);
-    assert_eq!(p.parent, Some(0));
-    assert_eq!(p.depth, o.depth + 1);
-    assert!(o.start_ticks <= p.start_ticks && p.end_ticks <= o.end_ticks);
-    assert_eq!(frames[0].dropped_scopes, 0, "{:?}", frames[0].drops);
-    assert_eq!(o.statistics, None, "an encoder scope on wgpu is timed only");
-    if statistics {
-        // One triangle of 3 vertices.
-        let st = p
-            .statistics
-            .as_deref()
-            .copied()
-            .expect("the profiled pass's statistics");
-        assert_eq!(st.vertex_invocations, 3, "{st:?}");
-        assert_eq!(st.clipper_invocations, 1, "{st:?}");
-    } else {
-        eprintln!("statistics part skipped: the adapter lacks PIPELINE_STATISTICS_QUERY");
+        submission.wait().unwrap();
+        let frames = profiler
+            .wait_collect_all(std::time::Duration::from_secs(10))
+            .unwrap();
+        let scopes = &frames[0].scopes;
+        assert_eq!(scopes.len(), 2, "{scopes:?}");
+        let (o, p) = (&scopes[0], &scopes[1]);
+        assert_eq!(o.label, "outer");
+        assert_eq!(p.label, "points pass");
+        assert_eq!(p.kind, PassKind::Render);
+        assert_eq!(p.parent, Some(0));
+        assert_eq!(p.depth, o.depth + 1);
+        assert!(o.start_ticks <= p.start_ticks && p.end_ticks <= o.end_ticks);
+        assert_eq!(frames[0].dropped_scopes, 0, "{:?}", frames[0].drops);
+        assert_eq!(o.statistics, None, "an encoder scope on wgpu is timed only");
+        if statistics {
+            // One triangle of 3 vertices.
+            let st = p
+                .statistics
+                .as_deref()
+                .copied()
+                .expect("the profiled pass's statistics");
+            assert_eq!(st.vertex_invocations, 3, "{st:?}");
+            assert_eq!(st.clipper_invocations, 1, "{st:?}");
+        } else {
+            assert_eq!(p.statistics, None, "{p:?}");
+        }
     }
     gpu.check();
 }
