@@ -37,8 +37,13 @@ def rows(tools):
 
 rows({"raw-ash", "gpu-counters"})
 rows({"wgpu", "wgpu-profiler", "gpu-counters-wgpu"})
-print("| comparison (per scope) | target | GPU ratio | host ratio | host ratio of medians |")
-print("|---|---:|---:|---:|---:|")
+# Runs since the twentieth session say whether each run's host verdict is
+# settled (its rounds' quartiles on one side of the target): the last
+# column counts those runs.
+settled = any("settled" in (c["host_ratio"] or {}) for r in runs for c in r["comparisons"])
+print("| comparison (per scope) | target | GPU ratio | host ratio | host ratio of medians |"
+      + (" host verdict settled in |" if settled else ""))
+print("|---|---:|---:|---:|---:|" + ("---:|" if settled else ""))
 for c in range(len(runs[0]["comparisons"])):
     cs = [r["comparisons"][c] for r in runs]
     g = [x["gpu_ratio"]["median"] for x in cs]
@@ -48,7 +53,9 @@ for c in range(len(runs[0]["comparisons"])):
     # the medians for older runs).
     hm = [x["variant_host_ns_per_scope"] / x["against_host_ns_per_scope"]
           if x["against_host_ns_per_scope"] > 0 else None for x in cs]
-    print(f"| {cs[0]['variant']} / {cs[0]['against']} | ≤ {cs[0]['target']} | {spread(g, 3)} | {spread(h, 2)} | {spread(hm, 2)} |")
+    k = (f" {sum(bool((x['host_ratio'] or {}).get('settled')) for x in cs)} of {len(cs)} runs |"
+         if settled else "")
+    print(f"| {cs[0]['variant']} / {cs[0]['against']} | ≤ {cs[0]['target']} | {spread(g, 3)} | {spread(h, 2)} | {spread(hm, 2)} |{k}")
 print()
 print("CPU resolve of", runs[0]["resolve"]["samples"], "timestamps, ratio to a plain copy:",
       spread([r["resolve"]["ratio_to_copy"] for r in runs]))

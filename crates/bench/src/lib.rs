@@ -153,7 +153,11 @@
 //! its own baseline is taken from that round's pair, and the two are
 //! divided; the report gives the median, smallest and largest ratio over
 //! the rounds (`null` where the denominator was at most 0 in every round)
-//! and whether the median is within the target. A scope is a dispatch: the same
+//! and whether the median is within the target (`within_target`), and
+//! whether that verdict is settled (`settled`: the rounds' lower and upper
+//! quartiles lie on the same side of the target; the table says
+//! "unsettled" where they do not, so a verdict is never this run's noise
+//! read as a result). A scope is a dispatch: the same
 //! samples on both sides (one or two). Unlike `host_ratio_to_raw`, a ratio
 //! of medians, these are medians of ratios taken a moment apart, so a
 //! machine's drift between rounds does not move them. Targets are
@@ -581,6 +585,11 @@ pub struct RatioSpread {
     pub rounds: u32,
     /// Whether the median is at most the comparison's target.
     pub within_target: bool,
+    /// Whether the middle half of the rounds' ratios (from the lower to the
+    /// upper quartile) lies on one side of the target: false when this
+    /// run's round-to-round noise could put the median on either side, so
+    /// `within_target` is no verdict (more rounds, `--reps`, may settle it).
+    pub settled: bool,
 }
 
 impl RatioSpread {
@@ -590,13 +599,26 @@ impl RatioSpread {
         let min = values.iter().copied().reduce(f64::min)?;
         let max = values.iter().copied().reduce(f64::max)?;
         let median = stats::median(values.iter().copied());
+        let (lower, upper) = stats::quartiles(values);
         Some(Self {
             median,
             min,
             max,
             rounds: values.len() as u32,
             within_target: median <= target,
+            settled: upper <= target || lower > target,
         })
+    }
+
+    /// The verdict in words: "within" or "over" the target, and whether
+    /// the rounds settle it.
+    fn verdict(&self) -> &'static str {
+        match (self.within_target, self.settled) {
+            (true, true) => "within",
+            (false, true) => "over",
+            (true, false) => "within, unsettled",
+            (false, false) => "over, unsettled",
+        }
     }
 }
 
@@ -1324,7 +1346,7 @@ fn fmt_percent(r: Option<&RatioSpread>, digits: usize) -> String {
                 100.0 * r.min,
                 100.0 * r.max,
                 r.rounds,
-                if r.within_target { "within" } else { "over" },
+                r.verdict(),
                 d = digits
             )
         },
@@ -1341,7 +1363,7 @@ fn fmt_spread(r: Option<RatioSpread>) -> String {
                 r.min,
                 r.max,
                 r.rounds,
-                if r.within_target { "within" } else { "over" }
+                r.verdict()
             )
         },
     )
@@ -1729,9 +1751,13 @@ mod tests {
             (1.0, 2.0, 3.0, 3)
         );
         assert!(!gpu.within_target);
+        assert!(gpu.settled, "the middle half of 1, 2 and 3 is over 1.1");
+        assert_eq!(gpu.verdict(), "over");
         let host = c.host_ratio.expect("a host ratio");
         assert_eq!((host.min, host.median, host.max), (0.5, 0.5, 0.5));
         assert!(host.within_target);
+        assert!(host.settled);
+        assert_eq!(host.verdict(), "within");
         assert_eq!(c.variant_gpu_ns_per_scope, 20.0);
         assert_eq!(c.against_gpu_ns_per_scope, 10.0);
         assert_eq!(c.variant_host_ns_per_scope, 2.0);
@@ -1755,5 +1781,24 @@ mod tests {
         let e = schedule(&mut variants, 1, &bar).expect_err("no baseline named `nowhere`");
         assert!(matches!(e, BenchError::Measurement(_)), "{e}");
         assert!(log.borrow().is_empty(), "nothing ran");
+    }
+
+    /// A verdict is settled only when the middle half of the rounds lies on
+    /// one side of the target: rounds straddling it (the wgpu rows on the
+    /// H200, a ratio of two differences of a few hundred ns each moving by
+    /// as much) say so instead of a bare "within" or "over".
+    #[test]
+    fn a_spread_straddling_the_target_is_unsettled() {
+        let r = RatioSpread::of(&[0.9, 1.0, 1.2, 1.3], 1.1).unwrap();
+        assert_eq!((r.median, r.within_target, r.settled), (1.1, true, false));
+        assert_eq!(r.verdict(), "within, unsettled");
+        let r = RatioSpread::of(&[0.9, 1.15, 1.2, 1.3, 1.4], 1.1).unwrap();
+        assert_eq!((r.within_target, r.settled), (false, true));
+        let r = RatioSpread::of(&[0.5, 6.1, 0.7, 2.3, 0.9, 1.0, 1.05], 1.1).unwrap();
+        assert_eq!((r.within_target, r.settled), (true, false));
+        assert_eq!(r.verdict(), "within, unsettled");
+        let r = RatioSpread::of(&[0.95, 1.0, 1.05, 1.02, 0.98, 1.3, 0.7], 1.1).unwrap();
+        assert_eq!(r.verdict(), "within");
+        assert!(RatioSpread::of(&[], 1.1).is_none());
     }
 }

@@ -254,7 +254,7 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
             }
             assert_eq!(
                 keys(r),
-                ["max", "median", "min", "rounds", "within_target"],
+                ["max", "median", "min", "rounds", "settled", "within_target"],
                 "{what}: {field}"
             );
             let min = finite_non_negative(&r["min"], &format!("{what}: {field}.min"));
@@ -263,6 +263,7 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
             assert!(min <= median && median <= max, "{what}: {field} {r}");
             assert!(r["rounds"].as_u64() >= Some(1), "{what}: {field} {r}");
             assert!(r["within_target"].is_boolean(), "{what}: {field} {r}");
+            assert!(r["settled"].is_boolean(), "{what}: {field} {r}");
         }
     }
 
