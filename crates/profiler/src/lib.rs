@@ -14,6 +14,10 @@
 //! or drops, as [`WhenFull`] says; a dropped scope is always counted
 //! ([`DropCounts`]), never lost silently.
 //!
+//! A backend whose passes write their own start and end timestamps (wgpu's
+//! profiled passes) takes [`Frame::pass_scope`] instead of a [`Scope`]: the
+//! scope is begun and ended at once, and the pass writes its two samples.
+//!
 //! ```no_run
 //! use gpu_counters_core::timeline::PassKind;
 //! use gpu_counters_profiler::{export, Profiler, ProfilerOptions};
