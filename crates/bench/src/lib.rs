@@ -27,7 +27,11 @@
 //! once, each right after its own baseline (a *pair*; one submission each,
 //! waited for), in an order shuffled anew for every round, so that all tools
 //! and variants are interleaved. A warm-up round is run and thrown away, then
-//! `R` (`--reps`) rounds are measured. In a measured round the baseline and
+//! `R` (`--reps`) rounds are measured. The wgpu rows (wgpu, wgpu-profiler,
+//! gpu-counters-wgpu) are a second group, interleaved among themselves
+//! after the Vulkan rows, with `--wgpu-reps` rounds (`R` by default): a
+//! wgpu pass's host time moves from round to round by about what sampling
+//! adds, so their verdicts need more rounds to settle. In a measured round the baseline and
 //! the variant each run 3 times back to back and each of their numbers keeps
 //! the smallest of the 3 (the run least disturbed by the rest of the machine:
 //! allocator, page faults, other processes). Overheads are taken per pair
@@ -232,6 +236,13 @@ pub struct BenchArgs {
     /// most 1000 (each one runs every variant and its baseline 3 times).
     #[arg(long, default_value_t = 5, value_name = "R")]
     pub reps: u32,
+    /// Measured repetitions of the wgpu rows, which run as a group of
+    /// their own after the Vulkan rows; R when absent. A wgpu pass costs
+    /// microseconds of host time that move from round to round by about
+    /// what sampling adds, so the wgpu verdicts need more rounds than the
+    /// Vulkan rows' to settle (see `settled`). At most 1000.
+    #[arg(long, value_name = "R")]
+    pub wgpu_reps: Option<u32>,
     /// Index of the Vulkan device (as `gpu-counters devices` lists them);
     /// the default device when absent.
     #[arg(long, value_name = "N")]
@@ -298,6 +309,7 @@ impl BenchArgs {
         for (flag, value, max) in [
             ("--samples", self.samples, MAX_SAMPLES),
             ("--reps", self.reps, MAX_REPS),
+            ("--wgpu-reps", self.wgpu_reps.unwrap_or(self.reps), MAX_REPS),
             (
                 "--resolve-samples",
                 self.resolve_samples,
@@ -349,6 +361,7 @@ impl Default for BenchArgs {
             json: false,
             samples: 4096,
             reps: 5,
+            wgpu_reps: None,
             device: None,
             drift_seconds: 60.0,
             resolve_samples: 1_000_000,
@@ -717,6 +730,9 @@ pub struct BenchReport {
     pub samples: u32,
     /// Measured repetitions (R).
     pub reps: u32,
+    /// Measured repetitions of the wgpu rows, where they ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wgpu_reps: Option<u32>,
     /// Every variant, baselines included.
     pub variants: Vec<VariantReport>,
     /// Derived comparisons between variants (gpu-counters against raw ash
@@ -794,20 +810,29 @@ pub fn run_with_options(
 
     let mut variants: Variants = vulkan::variants(&device, args.samples)?;
     let mut wanted = vulkan::comparisons();
+    // The wgpu rows are a group of their own, with their own rounds: every
+    // comparison is within one group.
+    let mut wgpu_variants: Variants = Vec::new();
     match wgpu_bench::variants(&info, args.samples) {
         Ok(rows) => {
-            variants.extend(rows.variants);
+            wgpu_variants = rows.variants;
             notes.extend(rows.notes);
             wanted.extend(rows.comparisons);
         }
         Err(e) => notes.push(format!("wgpu variants skipped: {e}")),
     }
+    let wgpu_reps = args.wgpu_reps.unwrap_or(args.reps);
+    let runs = |v: &Variants, reps: u32| {
+        (reps as usize + 1) * v.iter().filter(|v| v.baseline().is_some()).count()
+    };
     let bar = progress.bar(
-        ((args.reps as usize + 1) * variants.iter().filter(|v| v.baseline().is_some()).count())
-            as u64,
+        (runs(&variants, args.reps) + runs(&wgpu_variants, wgpu_reps)) as u64,
         "variants",
     );
-    let measured = schedule(&mut variants, args.reps, &bar)?;
+    let mut measured = schedule(&mut variants, args.reps, &bar)?;
+    let wgpu_ran = !wgpu_variants.is_empty();
+    measured.extend(schedule(&mut wgpu_variants, wgpu_reps, &bar)?);
+    variants.extend(wgpu_variants);
     bar.finish_and_clear();
     let specs: Vec<&VariantSpec> = variants.iter().map(|v| v.spec()).collect();
     let variants_report = summarize(&specs, &measured);
@@ -833,6 +858,7 @@ pub fn run_with_options(
         device: info,
         samples: args.samples,
         reps: args.reps,
+        wgpu_reps: wgpu_ran.then_some(wgpu_reps),
         variants: variants_report,
         comparisons,
         resolve,
@@ -942,6 +968,7 @@ fn run_cuda(args: &BenchArgs) -> Result<BenchReport, BenchError> {
         device: b.info(),
         samples: n,
         reps: args.reps,
+        wgpu_reps: None,
         variants: variants_report,
         comparisons,
         resolve,
@@ -1381,8 +1408,12 @@ pub fn print_human(report: &BenchReport) {
         d.timestamp_valid_bits,
         d.calibration.name()
     );
+    let wgpu_reps = match report.wgpu_reps {
+        Some(w) if w != report.reps => format!(" ({w} for the wgpu rows)"),
+        _ => String::new(),
+    };
     println!(
-        "workload: {}; medians of {} reps",
+        "workload: {}; medians of {} reps{wgpu_reps}",
         report.workload, report.reps
     );
     println!();

@@ -32,6 +32,8 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
         json: true,
         samples: 16,
         reps: 1,
+        // The wgpu rows' rounds of their own.
+        wgpu_reps: Some(3),
         device: None,
         drift_seconds: 1.0,
         resolve_samples: 4096,
@@ -47,18 +49,20 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
     );
 
     let json = serde_json::to_value(&report).expect("the report serializes");
-    assert_eq!(
-        keys(&json),
-        [
-            "calibration",
-            "comparisons",
-            "device",
-            "reps",
-            "resolve",
-            "samples",
-            "variants"
-        ]
-    );
+    let wgpu_ran = report.wgpu_reps.is_some();
+    let mut expected = vec![
+        "calibration",
+        "comparisons",
+        "device",
+        "reps",
+        "resolve",
+        "samples",
+        "variants",
+    ];
+    if wgpu_ran {
+        expected.push("wgpu_reps");
+    }
+    assert_eq!(keys(&json), expected);
     assert_eq!(json["samples"], 16);
     assert_eq!(json["reps"], 1);
     assert_eq!(
@@ -196,6 +200,39 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
     }
     let wgpu = comparisons.len() - vulkan.len();
     assert_eq!(wgpu, if tools.contains("wgpu") { 4 } else { 0 });
+    assert_eq!(wgpu_ran, tools.contains("wgpu"));
+    if wgpu_ran {
+        assert_eq!(json["wgpu_reps"], 3);
+    }
+    // Each group's ratios are taken over its own rounds: at most 1 for the
+    // Vulkan rows, 3 for the wgpu rows (fewer only where a denominator was
+    // below the noise).
+    for c in comparisons {
+        let wgpu_row = c["variant"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("gpu-counters-wgpu "));
+        let most = if wgpu_row { 3 } else { 1 };
+        for field in ["gpu_ratio", "host_ratio"] {
+            if let Some(rounds) = c[field]["rounds"].as_u64() {
+                assert!((1..=most).contains(&rounds), "{field}: {c:#?}");
+            }
+        }
+    }
+    let wgpu_gpu_rounds: Vec<u64> = comparisons
+        .iter()
+        .filter(|c| {
+            c["variant"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("gpu-counters-wgpu "))
+        })
+        .filter_map(|c| c["gpu_ratio"]["rounds"].as_u64())
+        .collect();
+    if wgpu_ran {
+        assert!(
+            wgpu_gpu_rounds.contains(&3),
+            "no wgpu comparison over 3 rounds: {wgpu_gpu_rounds:?}"
+        );
+    }
     for c in comparisons {
         assert_eq!(
             keys(c),
@@ -327,6 +364,14 @@ fn bad_arguments_are_errors() {
             ..BenchArgs::default()
         },
         BenchArgs {
+            wgpu_reps: Some(0),
+            ..BenchArgs::default()
+        },
+        BenchArgs {
+            wgpu_reps: Some(gpu_counters_bench::MAX_REPS + 1),
+            ..BenchArgs::default()
+        },
+        BenchArgs {
             resolve_samples: 0,
             ..BenchArgs::default()
         },
@@ -384,5 +429,24 @@ fn cuda_backend_runs_or_names_the_missing_driver() {
             assert_eq!(report.cuda_calibration.as_ref().unwrap().reads_outside, 0);
             assert_eq!(report.calibration.bracket_violations, 0);
         }
+    }
+}
+
+/// A bad `--wgpu-reps` is refused naming it, before any device is opened.
+#[test]
+fn bad_wgpu_reps_are_named() {
+    for (wgpu_reps, says) in [
+        (0, "--wgpu-reps must be at least 1"),
+        (
+            gpu_counters_bench::MAX_REPS + 1,
+            "--wgpu-reps 1001: must be at most 1000",
+        ),
+    ] {
+        let args = BenchArgs {
+            wgpu_reps: Some(wgpu_reps),
+            ..BenchArgs::default()
+        };
+        let e = args.validate().expect_err("rejected");
+        assert!(e.to_string().contains(says), "{e}");
     }
 }

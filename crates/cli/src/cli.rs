@@ -459,6 +459,11 @@ mod tests {
             ("bench", "reps", gpu_counters_bench::MAX_REPS.to_string()),
             (
                 "bench",
+                "wgpu_reps",
+                gpu_counters_bench::MAX_REPS.to_string(),
+            ),
+            (
+                "bench",
                 "resolve_samples",
                 gpu_counters_bench::MAX_RESOLVE_SAMPLES.to_string(),
             ),
