@@ -12,7 +12,9 @@
 # shorter profile with the recording loop's annotation; "wgpu" (the
 # nineteenth session) wgpu_host_cost-base and wgpu_host_cost taking turns,
 # WGPU_PROCS processes each (default 8) of every wgpu row, 4096 passes, 20
-# rounds; "bench" BENCHES runs (default 3) of the bench command.
+# rounds; "bench" BENCHES runs (default 3) of the bench command
+# (WGPU_REPS adds `--wgpu-reps`, the twentieth session's; a wgpu round
+# takes about 2 s there, so raise BENCH_TIMEOUT, default 120 s, with it).
 # Carry [".gl", ".bin"] (and ".bin-perf"). Summaries:
 # scripts/host_cost_prof.py, scripts/host_cost_rounds.py [--wgpu],
 # scripts/bench_runs_h200.py.
@@ -56,7 +58,8 @@ if has wgpu; then
 fi
 if has bench; then
   for i in $(seq 1 "${BENCHES:-3}"); do
-    timeout 120 .bin/gpu-counters bench --json --samples 4096 --reps 7 --drift-seconds 5 \
+    timeout "${BENCH_TIMEOUT:-120}" .bin/gpu-counters bench --json --samples 4096 --reps 7 \
+      ${WGPU_REPS:+--wgpu-reps $WGPU_REPS} --drift-seconds 5 \
       > "$R/bench-$i.json" 2> "$R/bench-$i.err"
   done
   python3 scripts/bench_runs_h200.py "$R"/bench-[0-9]*.json | tail -8
