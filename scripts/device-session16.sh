@@ -13,8 +13,10 @@
 # nineteenth session) wgpu_host_cost-base and wgpu_host_cost taking turns,
 # WGPU_PROCS processes each (default 8) of every wgpu row, 4096 passes, 20
 # rounds; "bench" BENCHES runs (default 3) of the bench command
-# (WGPU_REPS adds `--wgpu-reps`, the twentieth session's; a wgpu round
-# takes about 2 s there, so raise BENCH_TIMEOUT, default 120 s, with it).
+# (WGPU_REPS adds `--wgpu-reps`, the twentieth session's; by the
+# nineteenth session's 7 µs a wgpu sample, a wgpu round of 4096 passes
+# is about 2 s there, an estimate not yet timed, so raise BENCH_TIMEOUT,
+# default 120 s, with it).
 # Carry [".gl", ".bin"] (and ".bin-perf"). Summaries:
 # scripts/host_cost_prof.py, scripts/host_cost_rounds.py [--wgpu],
 # scripts/bench_runs_h200.py.
