@@ -1471,3 +1471,107 @@ fn claimed_pass_writes_submitted_in_reverse_order() {
     assert!(t[2 * 64 - 1].timestamp >= t[2 * 64].timestamp);
     gpu.check();
 }
+
+/// Profiled passes from four threads into one frame, each thread on a
+/// recorder of its own (and the profiler's pages taking turns between
+/// them): every pass is one scope with its own label, timed inside its
+/// thread's submission, in its thread's recording order, and none is
+/// dropped; a frame too small for them (`WhenFull::Drop`) drops the rest,
+/// each counted.
+#[test]
+fn profiled_passes_from_threads_into_one_frame() {
+    use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
+    let Some(gpu) = timestamp_gpu() else {
+        return;
+    };
+    let d = &gpu.device;
+    let (threads, passes) = (4u32, 40u32);
+    for (room, when_full) in [(16, WhenFull::Grow), (100, WhenFull::Drop)] {
+        let profiler = Profiler::new(
+            d,
+            ProfilerOptions {
+                max_scopes_per_frame: room,
+                when_full,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let frame = profiler.begin_frame().unwrap();
+        let barrier = std::sync::Barrier::new(threads as usize);
+        let windows: Vec<(u64, u64)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (frame, barrier) = (&frame, &barrier);
+                    s.spawn(move || {
+                        let mut rec = d.recorder(Some("thread"));
+                        barrier.wait();
+                        for k in 0..passes {
+                            let pass = rec
+                                .begin_profiled_compute_pass(frame, &format!("t{t} p{k}"))
+                                .unwrap();
+                            drop(pass);
+                        }
+                        let before = cpu_monotonic_ns();
+                        let submission = d.submit(rec).unwrap();
+                        let after = submission.wait().unwrap();
+                        (before, after)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        profiler.end_frame(frame, None).unwrap();
+        let frames = profiler
+            .wait_collect_all(std::time::Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(frames.len(), 1);
+        let f = &frames[0];
+        let all = (threads * passes) as usize;
+        match when_full {
+            WhenFull::Grow => {
+                assert_eq!(f.scopes.len(), all, "{:?}", f.drops);
+                assert_eq!(f.dropped_scopes, 0, "{:?}", f.drops);
+            }
+            _ => {
+                // Each recorder takes room a few ids at a time, so some of
+                // the 100 ids may be left unused: every pass is a scope or
+                // counted over capacity.
+                assert!(f.scopes.len() <= 100, "{}", f.scopes.len());
+                assert_eq!(
+                    f.scopes.len() + f.drops.over_capacity as usize,
+                    all,
+                    "{:?}",
+                    f.drops
+                );
+                assert_eq!(f.dropped_scopes, f.drops.over_capacity, "{:?}", f.drops);
+            }
+        }
+        for t in 0..threads {
+            let (before, after) = windows[t as usize];
+            let mine: Vec<_> = f
+                .scopes
+                .iter()
+                .filter(|s| s.label.starts_with(&format!("t{t} ")))
+                .collect();
+            // Empty passes have no barrier between them, so a pass's start
+            // may be written before the previous one's end: only their
+            // order of recording is checked.
+            let mut last_k = None;
+            for s in &mine {
+                let k: u32 = s.label[format!("t{t} p").len()..].parse().unwrap();
+                assert!(last_k < Some(k), "{} after p{last_k:?}", s.label);
+                assert_eq!(s.parent, None, "{s:?}");
+                assert!(s.start_ticks > 0 && s.start_ticks <= s.end_ticks, "{s:?}");
+                assert!(
+                    s.start_ns + s.error_bound_ns >= before && s.end_ns <= after + s.error_bound_ns,
+                    "{s:?} outside {before}..{after}"
+                );
+                last_k = Some(k);
+            }
+            if when_full == WhenFull::Grow {
+                assert_eq!(mine.len(), passes as usize, "thread {t}");
+            }
+        }
+    }
+    gpu.check();
+}
