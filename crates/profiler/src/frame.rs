@@ -999,7 +999,11 @@ impl<'f, D: BackendDevice> PassScope<'f, D> {
         self.index + 1
     }
 
-    /// Notes that both timestamps are recorded: the scope is complete.
+    /// Notes that both timestamps are recorded: the scope is complete. Its
+    /// result is made from what the GPU wrote at the two indices: where
+    /// neither was written (a recording dropped unsubmitted, or this called
+    /// without recording them) it is counted as abandoned, where one was
+    /// not, as failed; never a made-up time.
     pub fn recorded(self) {
         let this = std::mem::ManuallyDrop::new(self);
         this.cell.store(this.word.with_state(state::ENDED));
