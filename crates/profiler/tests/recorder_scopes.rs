@@ -594,3 +594,38 @@ fn pass_scopes_nest_and_every_lost_one_is_counted() {
     assert_eq!((last.depth, last.parent), (0, None));
     assert!(outer.end_ticks <= last.start_ticks);
 }
+
+/// A pass scope marked recorded whose timestamps were not both written
+/// gets no made-up time: neither written is counted as abandoned, one
+/// written as failed.
+#[test]
+fn pass_scopes_without_their_writes_are_counted() {
+    use gpu_counters_core::{BackendRecorder, TimestampGranularity::Precise};
+    let device = device();
+    let profiler = Profiler::new(&device, timed_only(1, 8, WAIT)).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let mut cmd = device.recorder();
+    frame
+        .pass_scope(&mut cmd, "neither", PassKind::Compute)
+        .unwrap()
+        .unwrap()
+        .recorded();
+    let start_only = frame
+        .pass_scope(&mut cmd, "start only", PassKind::Compute)
+        .unwrap()
+        .unwrap();
+    cmd.sample_counters(start_only.timestamps(), start_only.start_index(), Precise)
+        .unwrap();
+    start_only.recorded();
+    let frames = run(&device, &profiler, vec![frame], vec![cmd]);
+    let f = &frames[0];
+    assert!(f.scopes.is_empty(), "{:?}", f.scopes);
+    assert_eq!(
+        f.drops,
+        DropCounts {
+            abandoned: 1,
+            failed: 1,
+            ..Default::default()
+        }
+    );
+}
