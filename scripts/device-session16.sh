@@ -12,7 +12,10 @@
 # shorter profile with the recording loop's annotation; "wgpu" (the
 # nineteenth session) wgpu_host_cost-base and wgpu_host_cost taking turns,
 # WGPU_PROCS processes each (default 8) of every wgpu row, 4096 passes, 20
-# rounds; "bench" BENCHES runs (default 3) of the issue's bench command
+# rounds; "wperf" (the twentieth session's, with .bin-perf carried) a perf
+# profile of this build's wgpu_host_cost raw-writes, gcw-writes and
+# gcw-profiled, WPERF_ROUNDS rounds each (default 30); "bench" BENCHES runs
+# (default 3) of the issue's bench command
 # (WGPU_REPS adds `--wgpu-reps`, the twentieth session's; by the
 # nineteenth session's 7 µs a wgpu sample, a wgpu round of 4096 passes
 # is about 2 s there, an estimate not yet timed, so raise BENCH_TIMEOUT,
@@ -77,6 +80,20 @@ if has perf && [ -f .bin-perf/perf.tar.xz ]; then
     P report -i /tmp/perf-$b.data --no-children --comm $b --sort dso --stdio -g none 2>/dev/null \
       | grep -v '^$' | grep -v '^#' | head -20 > "$R/perf-dso-$b.txt"
     echo "== perf $b"; cat "$R/perf-dso-$b.txt"; grep host_cost "$R/perf-self-$b.txt" | head -15 | cut -c1-150
+  done
+fi
+if has wperf && [ -f .bin-perf/perf.tar.xz ]; then
+  # The twentieth session's: where a profiled wgpu pass's host time goes
+  # beyond the pass writes' (this build's wgpu_host_cost, one variant per
+  # profile, self time of the recording thread by symbol).
+  mkdir -p /tmp/perf && tar xJf .bin-perf/perf.tar.xz -C /tmp/perf
+  P() { LD_LIBRARY_PATH=/tmp/perf/lib /tmp/perf/perf "$@"; }
+  for v in raw-writes gcw-writes gcw-profiled; do
+    P record -F 20000 -o "/tmp/perf-w-$v.data" .bin/wgpu_host_cost "$v" 4096 "${WPERF_ROUNDS:-30}" \
+      > "$R/wperf-run-$v.txt" 2>&1
+    P report -i "/tmp/perf-w-$v.data" --no-children --comm wgpu_host_cost --sort dso,sym --stdio 2>/dev/null \
+      | grep -v '^$' | grep -v '^#' | head -100 > "$R/wperf-self-$v.txt"
+    echo "== wperf $v"; head -25 "$R/wperf-self-$v.txt" | cut -c1-150
   done
 fi
 if has stat && [ -f .bin-perf/perf.tar.xz ]; then
