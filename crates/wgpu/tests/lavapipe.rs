@@ -507,10 +507,7 @@ fn profiler_over_an_encoder() {
     assert_eq!(scopes.len(), 2);
     for s in scopes {
         assert!(s.start_ns <= s.end_ns, "{s:?}");
-        assert!(
-            s.start_ns + s.error_bound_ns >= before && s.end_ns <= after + s.error_bound_ns,
-            "{s:?} outside {before}..{after}"
-        );
+        assert_inside_window(s, before, after);
     }
     gpu.check();
 }
@@ -1084,10 +1081,7 @@ fn profiled_compute_passes(
         assert_eq!(s.kind, PassKind::Compute);
         assert!(s.start_ns <= s.end_ns, "{s:?}");
         assert!(s.start_ticks > 0, "{s:?}");
-        assert!(
-            s.start_ns + s.error_bound_ns >= before && s.end_ns <= after + s.error_bound_ns,
-            "{s:?} outside {before}..{after}"
-        );
+        assert_inside_window(s, before, after);
         if statistics {
             let st = s
                 .statistics
@@ -1254,6 +1248,15 @@ fn fs() -> @location(0) vec4<f32> {
         }
     }
     gpu.check();
+}
+
+/// Asserts that profiler scope `s` lies inside the CPU window
+/// `before..after` that brackets its submission, give or take its bound.
+fn assert_inside_window(s: &gpu_counters_profiler::ScopeResult, before: u64, after: u64) {
+    assert!(
+        s.start_ns + s.error_bound_ns >= before && s.end_ns <= after + s.error_bound_ns,
+        "{s:?} outside {before}..{after}"
+    );
 }
 
 /// Records an empty compute pass on `rec` whose timestamp writes are
@@ -1562,10 +1565,7 @@ fn profiled_passes_from_threads_into_one_frame() {
                 assert!(last_k < Some(k), "{} after p{last_k:?}", s.label);
                 assert_eq!(s.parent, None, "{s:?}");
                 assert!(s.start_ticks > 0 && s.start_ticks <= s.end_ticks, "{s:?}");
-                assert!(
-                    s.start_ns + s.error_bound_ns >= before && s.end_ns <= after + s.error_bound_ns,
-                    "{s:?} outside {before}..{after}"
-                );
+                assert_inside_window(s, before, after);
                 last_k = Some(k);
             }
             if when_full == WhenFull::Grow {
