@@ -290,7 +290,6 @@ impl WgpuDevice {
             encoder: Some(encoder),
             ticket: Ticket::new(),
             written: Vec::new(),
-            last_written: 0,
             claims: LocalClaims::default(),
             conflict: None,
             capture: Default::default(),
@@ -487,8 +486,6 @@ pub struct WgpuRecorder {
     ticket: Ticket,
     /// Per storage written: the indices written.
     written: Vec<(Arc<Storage>, storage::Written)>,
-    /// Where in `written` the last write went: tried first.
-    last_written: usize,
     /// Blocks of timestamp indices this recording claimed, written without
     /// the bookkeeping lock (see [`gpu_counters_core::bookkeeping::claim`]).
     claims: LocalClaims,
@@ -658,7 +655,6 @@ impl WgpuRecorder {
                 self.written.len() - 1
             }
         };
-        self.last_written = at;
         storage.begin_writes(indices, self.ticket.id(), &mut self.written[at].1);
         mark(&mut slots, &mut self.claims, &self.ticket);
         Ok(())
