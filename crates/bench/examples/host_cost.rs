@@ -60,6 +60,13 @@ fn record_phase<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// Runs `f`, out of line: the resolve phase, for callgrind's
+/// `--toggle-collect='host_cost::resolve_phase*'`.
+#[inline(never)]
+fn resolve_phase<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -294,62 +301,66 @@ fn main() -> R<()> {
         submission.wait()?;
         device.wait_idle()?;
         let t = Instant::now();
-        match variant {
-            v if v == "raw-pass"
-                || v == "raw-frame"
-                || v == "raw-scopes"
-                || v == "raw-scopes-top"
-                || v == "raw-precise"
-                || v.starts_with("probe-") =>
-            {
-                // SAFETY: `raw_out` holds `samples` (value, availability) pairs.
-                unsafe {
-                    d.get_query_pool_results(
-                        pool,
-                        0,
-                        &mut raw_out[..samples as usize],
-                        vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY,
-                    )?
-                };
-                black_box(&raw_out);
-                if variant != "raw-pass"
-                    && variant != "raw-precise"
-                    && !variant.starts_with("probe-")
+        resolve_phase(|| -> R<()> {
+            match variant {
+                v if v == "raw-pass"
+                    || v == "raw-frame"
+                    || v == "raw-scopes"
+                    || v == "raw-scopes-top"
+                    || v == "raw-precise"
+                    || v.starts_with("probe-") =>
                 {
-                    // SAFETY: the GPU is done with the queries (waited above).
-                    unsafe { d.reset_query_pool(pool, 0, samples) };
-                }
-                if variant.starts_with("raw-scopes") {
-                    raw_results.clear();
-                    for &(label, q) in &raw_scopes {
-                        let ([t0, a0], [t1, a1]) = (raw_out[q as usize], raw_out[q as usize + 1]);
-                        if a0 != 0 && a1 != 0 {
-                            let ns = |t: u64| (t as f64 * period) as u64;
-                            raw_results.push((label, ns(t0), ns(t1)));
+                    // SAFETY: `raw_out` holds `samples` (value, availability) pairs.
+                    unsafe {
+                        d.get_query_pool_results(
+                            pool,
+                            0,
+                            &mut raw_out[..samples as usize],
+                            vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY,
+                        )?
+                    };
+                    black_box(&raw_out);
+                    if variant != "raw-pass"
+                        && variant != "raw-precise"
+                        && !variant.starts_with("probe-")
+                    {
+                        // SAFETY: the GPU is done with the queries (waited above).
+                        unsafe { d.reset_query_pool(pool, 0, samples) };
+                    }
+                    if variant.starts_with("raw-scopes") {
+                        raw_results.clear();
+                        for &(label, q) in &raw_scopes {
+                            let ([t0, a0], [t1, a1]) =
+                                (raw_out[q as usize], raw_out[q as usize + 1]);
+                            if a0 != 0 && a1 != 0 {
+                                let ns = |t: u64| (t as f64 * period) as u64;
+                                raw_results.push((label, ns(t0), ns(t1)));
+                            }
                         }
+                        if raw_results.len() != n as usize {
+                            return Err("raw-scopes: a scope not available".into());
+                        }
+                        black_box(&raw_results);
                     }
-                    if raw_results.len() != n as usize {
-                        return Err("raw-scopes: a scope not available".into());
+                }
+                "profiler" => {
+                    profiler.collect_into(&mut frames)?;
+                    if frames.len() != 1 || frames[0].scopes.len() != n as usize {
+                        return Err("profiler: frame not complete".into());
                     }
-                    black_box(&raw_results);
+                    black_box(&frames);
+                }
+                v => {
+                    let r = if v == "heap-precise" || v == "relaxed-pass" {
+                        heap.resolve_counter_range(0..samples as u64)?
+                    } else {
+                        buffer.resolve_counter_range(0..samples as u64)?
+                    };
+                    black_box(r);
                 }
             }
-            "profiler" => {
-                profiler.collect_into(&mut frames)?;
-                if frames.len() != 1 || frames[0].scopes.len() != n as usize {
-                    return Err("profiler: frame not complete".into());
-                }
-                black_box(&frames);
-            }
-            v => {
-                let r = if v == "heap-precise" || v == "relaxed-pass" {
-                    heap.resolve_counter_range(0..samples as u64)?
-                } else {
-                    buffer.resolve_counter_range(0..samples as u64)?
-                };
-                black_box(r);
-            }
-        }
+            Ok(())
+        })?;
         res[k].push(t.elapsed().as_nanos() as f64 / samples as f64);
         spare = Some(submission.reuse()?);
     }

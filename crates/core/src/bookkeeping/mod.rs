@@ -1270,6 +1270,28 @@ impl<'a> Out<'a> {
 /// `pairs` (value, availability) available: branch-free, so it vectorises.
 #[inline(never)]
 fn all_recorded_and_available(pairs: &[u64], states: &[SlotState]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (detected just above), all that an
+        // `enable = "avx2"` function needs beyond its safe signature.
+        return unsafe { all_recorded_and_available_avx2(pairs, states) };
+    }
+    all_recorded_and_available_loop(pairs, states)
+}
+
+/// [`all_recorded_and_available`] compiled for AVX2.
+///
+/// # Safety
+///
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn all_recorded_and_available_avx2(pairs: &[u64], states: &[SlotState]) -> bool {
+    all_recorded_and_available_loop(pairs, states)
+}
+
+#[inline(always)]
+fn all_recorded_and_available_loop(pairs: &[u64], states: &[SlotState]) -> bool {
     // Two passes, each of which compiles to a tight loop: the states as
     // bytes (vectorised), then the availability words.
     let recorded = states
@@ -1287,9 +1309,39 @@ fn all_recorded_and_available(pairs: &[u64], states: &[SlotState]) -> bool {
 /// sample (the caller's exception pass corrects the others when this
 /// returns `false`); where `out.seen` is given, it is set for the samples
 /// recorded and available. Returns whether every sample was. Initialises
-/// every byte and status of `out`. Branch-free, so it vectorises.
+/// every byte and status of `out`. Branch-free, so it vectorises: with
+/// AVX2 where the CPU has it, since baseline x86-64 has no 64-bit vector
+/// compare and the loop stays scalar there (16 instructions a sample
+/// against 8 under callgrind).
 #[inline(never)]
 fn layout_timestamps(pairs: &[u64], states: &[SlotState], mask: u64, out: Out<'_>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (detected just above), all that an
+        // `enable = "avx2"` function needs beyond its safe signature.
+        return unsafe { layout_timestamps_avx2(pairs, states, mask, out) };
+    }
+    layout_timestamps_loop(pairs, states, mask, out)
+}
+
+/// [`layout_timestamps`] compiled for AVX2.
+///
+/// # Safety
+///
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn layout_timestamps_avx2(
+    pairs: &[u64],
+    states: &[SlotState],
+    mask: u64,
+    out: Out<'_>,
+) -> bool {
+    layout_timestamps_loop(pairs, states, mask, out)
+}
+
+#[inline(always)]
+fn layout_timestamps_loop(pairs: &[u64], states: &[SlotState], mask: u64, out: Out<'_>) -> bool {
     // The error value is all ones: `(!ok as u64).wrapping_neg()` selects it.
     const _: () = assert!(COUNTER_ERROR_VALUE == u64::MAX);
     let n = states.len();

@@ -844,3 +844,93 @@ fn timestamp_resolve_for_one_read_refuses_bad_input() {
         "{e:?}"
     );
 }
+
+/// The AVX2 build of the timestamp layout and of the all-written check gives
+/// exactly what the portable loop does: values, statuses, `seen` and the
+/// result, for every mix of states and availability words (0, a count,
+/// [`QUERY_FAILED`]) and lengths around the vector width.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_avx2_layout_matches_the_portable_one() {
+    if !std::arch::is_x86_feature_detected!("avx2") {
+        eprintln!("no AVX2 on this CPU: nothing to compare");
+        return;
+    }
+    let states_of = [
+        SlotState::Fresh,
+        SlotState::Recorded,
+        SlotState::Invalidated,
+        SlotState::Alias,
+    ];
+    let words = [0u64, 1, 7, QUERY_FAILED, u64::MAX - 1];
+    for n in [0usize, 1, 3, 4, 5, 7, 8, 9, 31, 32, 33, 100] {
+        for pattern in 0..12usize {
+            // Pattern 0: every sample recorded and available (the fast
+            // case); others mix states and words along the range.
+            let states: Vec<SlotState> = (0..n)
+                .map(|i| {
+                    if pattern == 0 || (i * 7 + pattern) % 5 != 0 {
+                        SlotState::Recorded
+                    } else {
+                        states_of[(i + pattern) % 4]
+                    }
+                })
+                .collect();
+            let pairs: Vec<u64> = (0..n)
+                .flat_map(|i| {
+                    let avail = if pattern == 0 || (i * 3 + pattern) % 4 != 0 {
+                        1
+                    } else {
+                        words[(i + pattern) % words.len()]
+                    };
+                    [0x0123_4567_89ab_cdefu64.rotate_left(i as u32), avail]
+                })
+                .collect();
+            let mask = if pattern % 2 == 0 {
+                u64::MAX
+            } else {
+                (1 << 36) - 1
+            };
+            let run = |avx2: bool| {
+                let mut bytes = vec![MaybeUninit::new(0xAAu8); 8 * n];
+                let mut status = vec![MaybeUninit::new(SampleStatus::Error); n];
+                let mut seen = vec![false; n];
+                let out = Out {
+                    bytes: &mut bytes,
+                    status: &mut status,
+                    seen: Some(&mut seen),
+                };
+                let all = if avx2 {
+                    // SAFETY: AVX2 was detected above.
+                    unsafe { layout_timestamps_avx2(&pairs, &states, mask, out) }
+                } else {
+                    layout_timestamps_loop(&pairs, &states, mask, out)
+                };
+                // SAFETY: every element was initialised when made.
+                let bytes: Vec<u8> = bytes.iter().map(|b| unsafe { b.assume_init() }).collect();
+                // SAFETY: as above.
+                let status: Vec<SampleStatus> =
+                    status.iter().map(|s| unsafe { s.assume_init() }).collect();
+                let check = if avx2 {
+                    // SAFETY: AVX2 was detected above.
+                    unsafe { all_recorded_and_available_avx2(&pairs, &states) }
+                } else {
+                    all_recorded_and_available_loop(&pairs, &states)
+                };
+                (all, check, bytes, status, seen)
+            };
+            let (portable, avx2) = (run(false), run(true));
+            assert_eq!(avx2, portable, "{n} samples, pattern {pattern}");
+            let expect_all = states
+                .iter()
+                .zip(pairs.chunks_exact(2))
+                .all(|(&s, q)| s == SlotState::Recorded && q[1] != 0 && q[1] != QUERY_FAILED);
+            assert!(expect_all || n > 0 && pattern > 0);
+            assert_eq!(
+                (portable.0, portable.1),
+                (expect_all, expect_all),
+                "{n} samples, pattern {pattern}"
+            );
+        }
+    }
+}
