@@ -574,30 +574,24 @@ impl WgpuRecorder {
         if self.claims.is_empty() {
             return;
         }
-        let Some(released) = self
-            .claims
-            .release_written(&storage.samples, slots, &self.ticket)
-        else {
-            return;
-        };
-        if let Some(index) = released.conflict {
-            self.conflict
-                .get_or_insert_with(|| storage.samples.reuse(index, WRITTEN_CONCURRENTLY));
-        }
         // A claim follows a locked write, which put the storage in
         // `written`.
-        if let Some((_, written)) = self
+        let mut written = self
             .written
             .iter_mut()
             .find(|(h, _)| std::ptr::eq(&**h, storage))
-        {
-            storage.note_claimed_writes(
-                released.first,
-                released.written,
-                self.ticket.id(),
-                written,
-            );
-        }
+            .map(|(_, w)| w);
+        let (conflict, id) = (&mut self.conflict, self.ticket.id());
+        self.claims
+            .release_written(&storage.samples, slots, &self.ticket, |released| {
+                if let Some(index) = released.conflict {
+                    conflict
+                        .get_or_insert_with(|| storage.samples.reuse(index, WRITTEN_CONCURRENTLY));
+                }
+                if let Some(written) = written.as_deref_mut() {
+                    storage.note_claimed_writes(released.first, released.written, id, written);
+                }
+            });
     }
 
     /// Ends every claim of this recording, so that the tables know all it

@@ -4,7 +4,9 @@
 //! as the driver's own command. So a recording claims a block of
 //! [`BLOCK`] indices once, under the lock, with a snapshot of which of them
 //! it may write as they are ("clean": no reset needed, not open, not
-//! recorded by another open recording). It then writes clean indices of the
+//! recorded by another open recording). While no other recording records
+//! into the set, it also claims the next few blocks that are wholly fresh
+//! (see [`AHEAD`]), each a claim of its own. It then writes clean indices of the
 //! block without the lock: it notes each in its own [`LocalClaims`] and
 //! publishes it in the block's atomic word of written indices, of which it
 //! is the only writer (a plain store).
@@ -34,6 +36,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Indices per claimed block.
 pub const BLOCK: u32 = 64;
+
+/// Blocks a recording claims past the one its locked write is in, when no
+/// other recording is recording into the set and they are wholly fresh:
+/// one lock, release and claim serve `(1 + AHEAD) * BLOCK` sequential
+/// writes instead of `BLOCK`. Not while another recording records into
+/// the set, whose writes into blocks claimed ahead would take the lock.
+pub(crate) const AHEAD: u32 = 3;
 
 /// Why a recording that claimed an index cannot be submitted: another
 /// recording wrote the same index while it was being recorded.
@@ -181,8 +190,9 @@ impl HotClaim {
     }
 }
 
-/// A recording's claims: at most one block per set. Not shared: it lives in
-/// the recording (a command buffer's tracker).
+/// A recording's claims: one block per set, or a few consecutive ones
+/// (see [`AHEAD`]). Not shared: it lives in the recording (a command
+/// buffer's tracker).
 pub struct LocalClaims {
     list: Vec<LocalClaim>,
     /// A copy of the claim used last (a claim never changes once made),
@@ -233,17 +243,19 @@ impl LocalClaims {
     #[inline(always)]
     fn try_write_pair(&mut self, set: &SampleSet, index: u32, also: u32) -> bool {
         let key = set as *const SampleSet as usize;
-        if self.hot.key == key {
+        if self.hot.key == key && self.hot.block == index / BLOCK {
             return self.hot.write_pair(index, also);
         }
         self.try_write_cold(key, index, also)
     }
 
     /// [`LocalClaims::try_write_pair`] through a claim other than the hot
-    /// one.
+    /// one: of another set, or of another block of the same set (claimed
+    /// ahead).
     #[inline(never)]
     fn try_write_cold(&mut self, key: usize, index: u32, also: u32) -> bool {
-        let Some(claim) = self.list.iter().find(|c| c.key == key) else {
+        let block = index / BLOCK;
+        let Some(claim) = self.list.iter().find(|c| c.key == key && c.block == block) else {
             return false;
         };
         self.hot = claim.hot();
@@ -265,47 +277,63 @@ impl LocalClaims {
         self.list.iter().any(|c| c.key == key)
     }
 
-    /// Ends this recording's claim on `set`, if any, with `slots` locked
-    /// from `set` (which applied its writes). Returns an index that another
-    /// recording wrote too (see the module docs), if any.
+    /// Ends this recording's claims on `set`, if any, with `slots` locked
+    /// from `set` (which applied their writes). Returns an index that
+    /// another recording wrote too (see the module docs), if any.
     pub fn release(
         &mut self,
         set: &SampleSet,
         slots: &mut SampleTable,
         ticket: &Ticket,
     ) -> Option<u32> {
-        self.release_written(set, slots, ticket)?.conflict
+        let mut conflict = None;
+        self.release_written(set, slots, ticket, |c| conflict = conflict.or(c.conflict));
+        conflict
     }
 
-    /// [`LocalClaims::release`], also saying which indices the recording
-    /// wrote under the claim: for a backend that keeps state of its own per
-    /// write and updates it here, under the lock, rather than per write.
+    /// [`LocalClaims::release`], also saying, block by block (`each`),
+    /// which indices the recording wrote under the claims: for a backend
+    /// that keeps state of its own per write and updates it here, under
+    /// the lock, rather than per write.
     pub fn release_written(
         &mut self,
         set: &SampleSet,
         slots: &mut SampleTable,
         ticket: &Ticket,
-    ) -> Option<ReleasedClaim> {
+        mut each: impl FnMut(ReleasedClaim),
+    ) {
         let key = set as *const SampleSet as usize;
-        let pos = self.list.iter().position(|c| c.key == key)?;
-        let local = self.list.swap_remove(pos);
+        if !self.list.iter().any(|c| c.key == key) {
+            return;
+        }
         if self.hot.key == key {
             self.hot = HotClaim::NONE;
         }
         set.apply_claims(slots);
-        let t = slots
-            .claims
-            .iter()
-            .position(|c| c.block == local.block && c.ticket == ticket.id())?;
-        slots.claims.swap_remove(t);
-        let words = &set.blocks[local.block as usize];
-        let written = words.written.load(Ordering::Relaxed);
-        let both = words.revoked.load(Ordering::Relaxed) & written;
-        Some(ReleasedClaim {
-            first: local.block * BLOCK,
-            written,
-            conflict: (both != 0).then(|| local.block * BLOCK + both.trailing_zeros()),
-        })
+        let mut k = 0;
+        while k < self.list.len() {
+            if self.list[k].key != key {
+                k += 1;
+                continue;
+            }
+            let local = self.list.swap_remove(k);
+            let Some(t) = slots
+                .claims
+                .iter()
+                .position(|c| c.block == local.block && c.ticket == ticket.id())
+            else {
+                continue;
+            };
+            slots.claims.swap_remove(t);
+            let words = &set.blocks[local.block as usize];
+            let written = words.written.load(Ordering::Relaxed);
+            let both = words.revoked.load(Ordering::Relaxed) & written;
+            each(ReleasedClaim {
+                first: local.block * BLOCK,
+                written,
+                conflict: (both != 0).then(|| local.block * BLOCK + both.trailing_zeros()),
+            });
+        }
     }
 
     /// Claims the block of `index` in `set` for this recording, with `slots`
@@ -326,22 +354,54 @@ impl LocalClaims {
         if clean == 0 {
             return;
         }
+        self.push_claim(set, slots, block, clean, ticket.id());
+        self.hot = self.list.last().map_or(HotClaim::NONE, LocalClaim::hot);
+        if slots.claims.len() == 1 && !slots.others_recording(ticket.id()) {
+            self.claim_ahead(set, slots, block, ticket.id());
+        }
+    }
+
+    /// Claims the blocks after `block` (at most [`AHEAD`]) while each is
+    /// wholly fresh and nobody's claim.
+    #[inline(never)]
+    fn claim_ahead(&mut self, set: &SampleSet, slots: &mut SampleTable, block: u32, me: u64) {
+        let blocks = set.count.div_ceil(BLOCK);
+        for b in block + 1..(block + 1 + AHEAD).min(blocks) {
+            if slots.claims.iter().any(|c| c.block == b) {
+                return;
+            }
+            let clean = fresh_mask(set, slots, b);
+            if clean == 0 {
+                return;
+            }
+            self.push_claim(set, slots, b, clean, me);
+        }
+    }
+
+    /// Notes a claim of `block`, whose `clean` indices recording `me` may
+    /// write without the lock, in the table and in this list.
+    fn push_claim(
+        &mut self,
+        set: &SampleSet,
+        slots: &mut SampleTable,
+        block: u32,
+        clean: u64,
+        me: u64,
+    ) {
         let words = &set.blocks[block as usize];
         words.written.store(0, Ordering::Relaxed);
         words.revoked.store(0, Ordering::Relaxed);
         slots.claims.push(TableClaim {
             block,
-            ticket: ticket.id(),
+            ticket: me,
             applied: 0,
         });
-        let claim = LocalClaim {
+        self.list.push(LocalClaim {
             key: set as *const SampleSet as usize,
             block,
             clean,
             blocks: set.blocks.clone(),
-        };
-        self.hot = claim.hot();
-        self.list.push(claim);
+        });
     }
 
     /// Whether the recording holds no claim.
@@ -427,6 +487,22 @@ fn clean_mask(set: &SampleSet, slots: &SampleTable, written: u32, me: u64) -> u6
         }
     }
     writable
+}
+
+/// Every index of `block` if each is fresh: not dirty, not open, and
+/// written by no recording since its last host reset; 0 otherwise.
+fn fresh_mask(set: &SampleSet, slots: &SampleTable, block: u32) -> u64 {
+    let first = (block * BLOCK) as usize;
+    let end = (first + BLOCK as usize).min(set.count as usize);
+    let r = first..end;
+    // Folded without early exits, so that the compiler vectorizes them.
+    let dirty = slots.dirty[r.clone()].iter().fold(false, |a, &d| a | d);
+    let open = slots.open[r.clone()].iter().fold(false, |a, &o| a | o);
+    let rec = slots.rec[r].iter().fold(0, |a, &rec| a | rec);
+    if dirty | open | (rec != 0) {
+        return 0;
+    }
+    u64::MAX >> (BLOCK as usize - (end - first))
 }
 
 /// Bit `j` set where `flags[j]` is (at most 64 flags).

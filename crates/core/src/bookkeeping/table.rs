@@ -220,6 +220,14 @@ impl SampleTable {
                 .any(|t| t.id() == id && t.phase() == Phase::Recording)
     }
 
+    /// Whether a command buffer other than ticket `me`'s that recorded into
+    /// these samples is still being recorded.
+    pub(crate) fn others_recording(&self, me: u64) -> bool {
+        self.live
+            .iter()
+            .any(|t| t.id() != me && t.phase() == Phase::Recording)
+    }
+
     /// Whether any command buffer that recorded into these samples is still
     /// being recorded.
     pub fn any_recording(&self) -> bool {

@@ -372,18 +372,9 @@ fn claimed_writes_are_seen_by_the_next_lock() {
     locked_write(&samples, &mut claims, &mine, 0);
     // The rest of block 0 goes without the lock; index 0 is dirty now.
     assert!(!claims.try_write(&samples, 0));
-    for i in 1..BLOCK {
-        assert!(claims.try_write(&samples, i), "{i}");
-    }
-    // Into block 1: not claimed yet.
-    assert!(!claims.try_write(&samples, BLOCK));
-    locked_write(&samples, &mut claims, &mine, BLOCK);
-    for i in BLOCK + 1..2 * BLOCK {
-        assert!(claims.try_write(&samples, i), "{i}");
-    }
-    // The last block is partial.
-    locked_write(&samples, &mut claims, &mine, 2 * BLOCK);
-    for i in 2 * BLOCK + 1..n {
+    // So do blocks 1 and 2, claimed ahead (wholly fresh, nobody else
+    // recording into the set); the last one is partial.
+    for i in 1..n {
         assert!(claims.try_write(&samples, i), "{i}");
     }
     // Past the end: never clean.
@@ -497,16 +488,28 @@ fn a_released_claim_names_its_writes() {
         raw.mark_recorded(BLOCK + 9, NONE, false, other.id(), 0);
     }
     let mut slots = samples.lock().unwrap();
-    let released = claims.release_written(&samples, &mut slots, &mine);
+    let mut released = Vec::new();
+    claims.release_written(&samples, &mut slots, &mine, |c| released.push(c));
+    released.sort_by_key(|c| c.first);
     assert_eq!(
         released,
-        Some(ReleasedClaim {
-            first: BLOCK,
-            written: 1 << 2 | 1 << 5 | 1 << 9 | 1 << 63,
-            conflict: Some(BLOCK + 9),
-        })
+        [
+            ReleasedClaim {
+                first: BLOCK,
+                written: 1 << 2 | 1 << 5 | 1 << 9 | 1 << 63,
+                conflict: Some(BLOCK + 9),
+            },
+            // Claimed ahead (wholly fresh, nobody else recording), unwritten.
+            ReleasedClaim {
+                first: 2 * BLOCK,
+                written: 0,
+                conflict: None,
+            }
+        ]
     );
-    assert_eq!(claims.release_written(&samples, &mut slots, &mine), None);
+    claims.release_written(&samples, &mut slots, &mine, |c| {
+        panic!("released twice: {c:?}")
+    });
 }
 
 /// A released claim writes nothing without the lock, even right after it
@@ -933,4 +936,115 @@ fn the_avx2_layout_matches_the_portable_one() {
             );
         }
     }
+}
+
+/// A recording alone on a set claims the wholly fresh blocks after its
+/// locked write's (at most `AHEAD`), and no more: not past a block with a
+/// dirty index, not a block another recording claimed, not while another
+/// recording records into the set.
+#[test]
+fn blocks_are_claimed_ahead_only_when_fresh_and_alone() {
+    let ahead = super::claim::AHEAD;
+    let n = (ahead + 3) * BLOCK;
+    let samples = set(CommonCounterSet::Timestamp, n, [ABSENT; 8]);
+    let mine = Ticket::new();
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &mine, 0);
+    for i in 1..(1 + ahead) * BLOCK {
+        assert!(claims.try_write(&samples, i), "{i}");
+    }
+    assert!(
+        !claims.try_write(&samples, (1 + ahead) * BLOCK),
+        "at most {ahead} blocks ahead"
+    );
+    // The next locked write releases them all, then claims on.
+    locked_write(&samples, &mut claims, &mine, (1 + ahead) * BLOCK);
+    assert!(claims.try_write(&samples, (2 + ahead) * BLOCK + 3));
+    drop(claims);
+    mine.set_phase(Phase::Done);
+
+    // A dirty index in block 2 stops the claim after block 1.
+    let samples = set(CommonCounterSet::Timestamp, 4 * BLOCK, [ABSENT; 8]);
+    let (done, mine) = (Ticket::new(), Ticket::new());
+    {
+        let mut slots = samples.lock().unwrap();
+        slots.mark_recorded(2 * BLOCK + 40, NONE, false, done.id(), 0);
+    }
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &mine, 0);
+    assert!(claims.try_write(&samples, BLOCK + 7), "block 1: fresh");
+    assert!(!claims.try_write(&samples, 2 * BLOCK + 7), "block 2: not");
+    assert!(!claims.try_write(&samples, 3 * BLOCK + 7), "nor past it");
+    drop(claims);
+
+    // Another open recording's claims (block 1, and 2 and 3 ahead: it was
+    // alone) leave block 0 alone to this one, with nothing ahead.
+    let samples = set(CommonCounterSet::Timestamp, 4 * BLOCK, [ABSENT; 8]);
+    let (mine, other) = (Ticket::new(), Ticket::new());
+    let mut theirs = LocalClaims::default();
+    locked_write(&samples, &mut theirs, &other, BLOCK);
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &mine, 0);
+    assert!(claims.try_write(&samples, 5), "its own block");
+    assert!(!claims.try_write(&samples, BLOCK + 5), "the other's");
+    assert!(theirs.try_write(&samples, BLOCK + 5));
+    assert!(theirs.try_write(&samples, 3 * BLOCK + 5), "its claim ahead");
+    drop((claims, theirs));
+
+    // Another recording recording into the set, with no claim (its write
+    // was in a block it could not claim): nothing is claimed ahead.
+    let samples = set(CommonCounterSet::Timestamp, 4 * BLOCK, [ABSENT; 8]);
+    let (mine, other) = (Ticket::new(), Ticket::new());
+    {
+        let mut slots = samples.lock().unwrap();
+        slots.register(&other);
+        slots.mark_recorded(3 * BLOCK + 1, NONE, false, other.id(), 0);
+    }
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &mine, 0);
+    assert!(claims.try_write(&samples, 5), "its own block");
+    assert!(!claims.try_write(&samples, BLOCK + 5), "nothing ahead");
+    // Once that recording is submitted, the next claim reaches ahead again.
+    other.set_phase(Phase::Submitted);
+    locked_write(&samples, &mut claims, &mine, BLOCK);
+    assert!(claims.try_write(&samples, 2 * BLOCK + 5), "ahead");
+    assert!(
+        !claims.try_write(&samples, 3 * BLOCK + 5),
+        "not a dirty block"
+    );
+}
+
+/// Another recording's writes into a block claimed ahead take the lock:
+/// an index the claimant wrote is refused to it, the index it writes is
+/// revoked from the claimant, and a true race is reported when the
+/// claimant's claims end.
+#[test]
+fn writes_into_blocks_claimed_ahead_are_checked() {
+    let samples = set(CommonCounterSet::Timestamp, 4 * BLOCK, [ABSENT; 8]);
+    let (mine, other) = (Ticket::new(), Ticket::new());
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &mine, 0);
+    assert!(claims.try_write(&samples, 2 * BLOCK + 1), "claimed ahead");
+    {
+        let mut theirs = LocalClaims::default();
+        locked_write(&samples, &mut theirs, &other, 2 * BLOCK + 2);
+        assert!(theirs.is_empty(), "block 2 is claimed");
+        let slots = samples.lock().unwrap();
+        let e = samples.check_write(&slots, 2 * BLOCK + 1, false, other.id());
+        assert!(e.is_err(), "the claimant's write");
+    }
+    assert!(!claims.try_write(&samples, 2 * BLOCK + 2), "revoked");
+    assert!(claims.try_write(&samples, 2 * BLOCK + 3), "the rest stays");
+    // A race in block 3: written by both, neither seeing the other.
+    assert!(claims.try_write(&samples, 3 * BLOCK + 9));
+    {
+        let mut raw = samples.slots.lock().unwrap();
+        raw.mark_recorded(3 * BLOCK + 9, NONE, false, other.id(), 0);
+    }
+    let mut slots = samples.lock().unwrap();
+    assert_eq!(
+        claims.release(&samples, &mut slots, &mine),
+        Some(3 * BLOCK + 9)
+    );
+    assert!(slots.claims.is_empty(), "every block released");
 }
