@@ -42,7 +42,7 @@ pub const BLOCK: u32 = 64;
 /// one lock, release and claim serve `(1 + AHEAD) * BLOCK` sequential
 /// writes instead of `BLOCK`. Not while another recording records into
 /// the set, whose writes into blocks claimed ahead would take the lock.
-pub(crate) const AHEAD: u32 = 3;
+pub const AHEAD: u32 = 3;
 
 /// Why a recording that claimed an index cannot be submitted: another
 /// recording wrote the same index while it was being recorded.

@@ -30,7 +30,7 @@ mod table;
 mod tests;
 mod ticket;
 
-pub use claim::{LocalClaims, ReleasedClaim, BLOCK, WRITTEN_CONCURRENTLY};
+pub use claim::{LocalClaims, ReleasedClaim, AHEAD, BLOCK, WRITTEN_CONCURRENTLY};
 pub use pass::{check_pass_attachments, RelaxedWrites};
 pub use table::{SampleTable, SlotState, ABSENT, NONE, OCCLUSION, RECORDED_ELSEWHERE, STILL_OPEN};
 use table::{NOT_SUBMITTED, PENDING};
