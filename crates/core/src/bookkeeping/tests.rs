@@ -1048,3 +1048,44 @@ fn writes_into_blocks_claimed_ahead_are_checked() {
     );
     assert!(slots.claims.is_empty(), "every block released");
 }
+
+/// The next lock applies claimed writes as runs across blocks: each index
+/// written is recorded by its own recording (two recordings' adjacent
+/// blocks stay apart), and an index left unwritten stays fresh.
+#[test]
+fn claimed_writes_across_blocks_are_applied_each_to_its_recording() {
+    let samples = set(CommonCounterSet::Timestamp, 4 * BLOCK, [ABSENT; 8]);
+    let (a, b) = (Ticket::new(), Ticket::new());
+    let (mut ca, mut cb) = (LocalClaims::default(), LocalClaims::default());
+    {
+        // `b` records into the set first, so `a` claims nothing ahead.
+        let mut slots = samples.lock().unwrap();
+        slots.register(&b);
+    }
+    locked_write(&samples, &mut ca, &a, 0);
+    // Not at the block's first index, so that `b`'s claimed writes start
+    // where `a`'s end.
+    locked_write(&samples, &mut cb, &b, BLOCK + 5);
+    for i in 0..BLOCK {
+        if i != 0 && i != 10 {
+            assert!(ca.try_write(&samples, i), "{i}");
+        }
+        if i != 5 {
+            assert!(cb.try_write(&samples, BLOCK + i), "{}", BLOCK + i);
+        }
+    }
+    // `a`'s claim is in the table, so `b` claimed nothing ahead either.
+    assert!(!cb.try_write(&samples, 2 * BLOCK));
+    let slots = samples.lock().unwrap();
+    for i in 0..2 * BLOCK as usize {
+        let (state, rec) = (slots.state[i], slots.rec[i]);
+        if i == 10 {
+            assert_eq!((state, rec), (SlotState::Fresh, 0), "{i}");
+        } else {
+            let who = if i < BLOCK as usize { a.id() } else { b.id() };
+            assert_eq!((state, rec), (SlotState::Recorded, who), "{i}");
+            assert!(slots.dirty[i], "{i}");
+        }
+    }
+    assert_eq!(slots.state[2 * BLOCK as usize], SlotState::Fresh);
+}
