@@ -165,3 +165,104 @@ fn threads_writing_disjoint_indices_of_one_block_all_submit() {
     assert!(r.all_written(), "{:?}", r.statuses());
     common::assert_no_validation_messages(&device);
 }
+
+/// A recording alone on a buffer claims the fresh blocks after its first
+/// write's. Another recording's writes into those blocks are checked as
+/// anywhere: an index the first wrote is refused to it, the index it
+/// writes is then refused to the first, and both submit with every index
+/// written once, each by its own command buffer (order kept within each).
+#[test]
+fn blocks_claimed_ahead_are_shared_by_the_rules() {
+    let device = common::device();
+    let n = 4 * 64;
+    let buffer = times(&device, n);
+    let mut first = CommandBuffer::new(&device).unwrap();
+    // Index 0 under the lock: blocks 0 to 3 are now the first's.
+    for i in [0, 1, 130, 131] {
+        first.sample_counters(&buffer, i, true).unwrap();
+    }
+    let mut second = CommandBuffer::new(&device).unwrap();
+    let e = second.sample_counters(&buffer, 130, true).unwrap_err();
+    assert!(reuse_reason(e).contains("not been submitted"));
+    for i in [100, 200, 201] {
+        second.sample_counters(&buffer, i, true).unwrap();
+    }
+    for i in [100, 200] {
+        let e = first.sample_counters(&buffer, i, true).unwrap_err();
+        assert!(reuse_reason(e).contains("not been submitted"), "{i}");
+    }
+    for i in [101, 199, 202] {
+        first.sample_counters(&buffer, i, true).unwrap();
+    }
+    common::run(first);
+    common::run(second);
+    let r = buffer.resolve_counter_range(0..n as u64).unwrap();
+    let written: Vec<u32> = (0..n)
+        .filter(|&i| r.statuses()[i as usize] == SampleStatus::Written)
+        .collect();
+    assert_eq!(written, [0, 1, 100, 101, 130, 131, 199, 200, 201, 202]);
+    let t = r.timestamps().unwrap();
+    let at = |i: usize| t[i].timestamp;
+    for (a, b) in [
+        (0, 1),
+        (1, 130),
+        (130, 131),
+        (131, 101),
+        (101, 199),
+        (199, 202),
+    ] {
+        assert!(at(a) <= at(b), "first: {a} before {b}");
+    }
+    for (a, b) in [(100, 200), (200, 201)] {
+        assert!(at(a) <= at(b), "second: {a} before {b}");
+    }
+    common::assert_no_validation_messages(&device);
+}
+
+/// Two threads each write their own run of consecutive indices, the
+/// second's inside the blocks the first may claim ahead, at once: both
+/// submit, every index written, each run in order.
+#[test]
+fn threads_writing_runs_inside_blocks_claimed_ahead_all_submit() {
+    let device = common::device();
+    let n = 8 * 64;
+    let buffer = times(&device, n);
+    let start = Barrier::new(2);
+    // Thread 0 writes 0..192 and 320..512; thread 1 writes 192..320,
+    // which lies in blocks 3 and 4.
+    let runs = [
+        (0..192).chain(320..n).collect::<Vec<u32>>(),
+        (192..320).collect(),
+    ];
+    let cmds: Vec<CommandBuffer> = std::thread::scope(|s| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|run| {
+                let (device, buffer, start) = (&device, &buffer, &start);
+                s.spawn(move || {
+                    let mut cmd = CommandBuffer::new(device).unwrap();
+                    start.wait();
+                    for &i in run {
+                        cmd.sample_counters(buffer, i, true).unwrap();
+                    }
+                    cmd.end_statistics().unwrap();
+                    cmd
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for cmd in cmds {
+        common::run(cmd);
+    }
+    let r = buffer.resolve_counter_range(0..n as u64).unwrap();
+    assert!(r.all_written(), "{:?}", r.statuses());
+    let t = r.timestamps().unwrap();
+    for run in &runs {
+        for w in run.windows(2) {
+            let (a, b) = (w[0] as usize, w[1] as usize);
+            assert!(t[a].timestamp <= t[b].timestamp, "{a} before {b}");
+        }
+    }
+    common::assert_no_validation_messages(&device);
+}
