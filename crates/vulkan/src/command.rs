@@ -371,15 +371,17 @@ impl CommandBuffer {
         index: u32,
         stage: vk::PipelineStageFlags2,
     ) -> bool {
-        Arc::ptr_eq(&samples.device.shared, &self.device.shared)
-            && record_claimed(
-                &self.device,
-                self.raw,
-                samples,
-                &mut self.tracker.claims,
-                index,
-                stage,
-            )
+        // No device or counter-set check: a set that this recording claimed
+        // passed both (see `record_claimed`), and any other set has no
+        // claim here.
+        record_claimed(
+            &self.device,
+            self.raw,
+            samples,
+            &mut self.tracker.claims,
+            index,
+            stage,
+        )
     }
 
     /// [`CommandBuffer::write_claimed`] of `index`, only if `also` (in the
@@ -396,15 +398,12 @@ impl CommandBuffer {
         also: u32,
         stage: vk::PipelineStageFlags2,
     ) -> bool {
-        if !Arc::ptr_eq(&samples.device.shared, &self.device.shared)
-            || samples.set != gpu_counters_core::CommonCounterSet::Timestamp
-            || !self.tracker.claims.try_write_both(samples, index, also)
-        {
+        if !self.tracker.claims.try_write_both(samples, index, also) {
             return false;
         }
         // SAFETY: as in `record_claimed`: the index is clean in a block this
-        // recording claimed, the set is this device's (checked above) and
-        // `self.raw` is recording.
+        // recording claimed, so the set is a timestamp set of this device,
+        // and `self.raw` is recording.
         unsafe {
             self.device
                 .raw()
@@ -858,7 +857,15 @@ pub(crate) fn write_timestamp(
 
 /// Records a timestamp into `samples[index]` at `stage` if the recording
 /// whose claims are `claims` claimed the index clean, with no lock; returns
-/// whether it did. `samples` must be of `device`, and `cmd` recording.
+/// whether it did. `claims` must be the claims of the recording of `cmd`
+/// on `device`, and `cmd` recording.
+///
+/// A recording claims only sets of timestamps of its own device: a claim
+/// follows a locked write, which checked both, into a set the recording
+/// holds until its claims end (so no other set can take the claimed set's
+/// address meanwhile). So a write that finds its claim needs neither
+/// check again, and a set of another device or of other counters finds
+/// none.
 #[inline(always)]
 fn record_claimed(
     device: &Device,
@@ -868,15 +875,14 @@ fn record_claimed(
     index: u32,
     stage: vk::PipelineStageFlags2,
 ) -> bool {
-    if samples.set != gpu_counters_core::CommonCounterSet::Timestamp
-        || !claims.try_write(samples, index)
-    {
+    if !claims.try_write(samples, index) {
         return false;
     }
     // SAFETY: the index is clean in a block this recording claimed
     // (`LocalClaims::try_write`): inside the set, its query reset and
-    // written by no other recording; the set is this device's and `cmd` is
-    // recording (what every caller checks or holds to).
+    // written by no other recording; the claim makes the set a timestamp
+    // set of `device` (see above), and `cmd` is recording (what every
+    // caller holds to).
     unsafe {
         device
             .raw()

@@ -674,7 +674,7 @@ impl<'c> EncoderCore<'c> {
             || self.ended()
             || !self.cmd.pass_ends.relaxed.is_empty()
             || !self.cmd.pass_ends.relaxed_one.is_none()
-            || !Arc::ptr_eq(&heap.inner.device.shared, &self.cmd.device.shared)
+            // A claimed heap is this device's (see `record_claimed`).
             || !self.cmd.tracker.claims.try_write(&heap.inner, index)
         {
             return false;

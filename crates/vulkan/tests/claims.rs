@@ -5,7 +5,7 @@ mod common;
 
 use gpu_counters_core::{
     CommonCounterSet, CounterErrorKind, CounterSampleBufferDescriptor, Error, InvalidInput,
-    SampleStatus,
+    SampleStatus, SampleValue,
 };
 use gpu_counters_vulkan::{CommandBuffer, CounterSampleBuffer, Device};
 use std::sync::Barrier;
@@ -263,6 +263,42 @@ fn threads_writing_runs_inside_blocks_claimed_ahead_all_submit() {
             let (a, b) = (w[0] as usize, w[1] as usize);
             assert!(t[a].timestamp <= t[b].timestamp, "{a} before {b}");
         }
+    }
+    common::assert_no_validation_messages(&device);
+}
+
+/// Statistic samples at the indices of a claimed timestamp block take their
+/// own (checked) path: a claim on one set never stands for another set's
+/// index, whatever its counter set. Both resolve, the statistics exactly
+/// (no work between their samples).
+#[test]
+fn statistic_samples_beside_claimed_timestamps_take_their_own_path() {
+    let device = common::device();
+    let times = times(&device, 64);
+    let stats = device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Statistic,
+            "stats",
+            2,
+        ))
+        .unwrap();
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    cmd.sample_counters(&times, 0, true).unwrap();
+    cmd.sample_counters(&times, 1, true).unwrap();
+    cmd.sample_counters(&stats, 0, true).unwrap();
+    cmd.sample_counters(&times, 2, true).unwrap();
+    cmd.sample_counters(&stats, 1, true).unwrap();
+    cmd.end_statistics().unwrap();
+    common::run(cmd);
+    let t = times.resolve_counter_range(0..3).unwrap();
+    assert!(t.all_written(), "{:?}", t.statuses());
+    let s = stats.resolve_counter_range(0..2).unwrap();
+    assert!(s.all_written(), "{:?}", s.statuses());
+    match s.statistics_between(0, 1).unwrap() {
+        SampleValue::Value(between) => {
+            assert_eq!(between.compute_kernel_invocations, 0, "{between:?}")
+        }
+        other => panic!("no value between two statistic samples: {other:?}"),
     }
     common::assert_no_validation_messages(&device);
 }
