@@ -564,6 +564,9 @@ pub struct VariantReport {
     /// gpu-counters only: GPU ns per sample over raw ash's at the same
     /// placement.
     pub gpu_ratio_to_raw: Option<f64>,
+    /// The measured rounds the medians are taken over (`--reps`, or
+    /// `--wgpu-reps` for the wgpu rows).
+    pub rounds: u32,
     /// Samples the variant takes (0 for a baseline).
     #[serde(skip)]
     pub samples: u64,
@@ -1218,6 +1221,17 @@ fn summarize(specs: &[&VariantSpec], measured: &[Vec<Paired>]) -> Vec<VariantRep
                 },
                 host_ratio_to_raw: None,
                 gpu_ratio_to_raw: None,
+                // A baseline has a pair per variant that uses it, per round.
+                rounds: if spec.baseline.is_some() {
+                    pairs.len() as u32
+                } else {
+                    let users = specs
+                        .iter()
+                        .filter(|s| s.baseline.as_deref() == Some(spec.name.as_str()))
+                        .count()
+                        .max(1);
+                    (pairs.len() / users) as u32
+                },
                 samples: spec.samples,
                 timestamps_written: spec.timestamps_written,
                 gpu_total_ns: total(|m| m.gpu_ns),
