@@ -131,6 +131,34 @@ fn abandoned_claimed_writes_are_forgotten() {
     common::assert_no_validation_messages(&device);
 }
 
+/// Command buffers recorded at once on threads of their own, after a
+/// barrier: thread `t` samples `lists[t]` in order, with a barrier each.
+fn record_on_threads(
+    device: &Device,
+    buffer: &CounterSampleBuffer,
+    lists: &[Vec<u32>],
+) -> Vec<CommandBuffer> {
+    let start = Barrier::new(lists.len());
+    std::thread::scope(|s| {
+        let handles: Vec<_> = lists
+            .iter()
+            .map(|list| {
+                let start = &start;
+                s.spawn(move || {
+                    let mut cmd = CommandBuffer::new(device).unwrap();
+                    start.wait();
+                    for &i in list {
+                        cmd.sample_counters(buffer, i, true).unwrap();
+                    }
+                    cmd.end_statistics().unwrap();
+                    cmd
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 /// Four threads record their own interleaved indices of the same blocks at
 /// once: one claims each block, the others write under the lock, and none is
 /// refused (no index is shared). Every index is written by its thread.
@@ -140,25 +168,10 @@ fn threads_writing_disjoint_indices_of_one_block_all_submit() {
     let (threads, per) = (4u32, 48u32);
     let n = threads * per;
     let buffer = times(&device, n);
-    let start = Barrier::new(threads as usize);
-    let cmds: Vec<CommandBuffer> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (device, buffer, start) = (&device, &buffer, &start);
-                s.spawn(move || {
-                    let mut cmd = CommandBuffer::new(device).unwrap();
-                    start.wait();
-                    for k in 0..per {
-                        cmd.sample_counters(buffer, k * threads + t, true).unwrap();
-                    }
-                    cmd.end_statistics().unwrap();
-                    cmd
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for cmd in cmds {
+    let lists: Vec<Vec<u32>> = (0..threads)
+        .map(|t| (0..per).map(|k| k * threads + t).collect())
+        .collect();
+    for cmd in record_on_threads(&device, &buffer, &lists) {
         common::run(cmd);
     }
     let r = buffer.resolve_counter_range(0..n as u64).unwrap();
@@ -227,32 +240,13 @@ fn threads_writing_runs_inside_blocks_claimed_ahead_all_submit() {
     let device = common::device();
     let n = 8 * 64;
     let buffer = times(&device, n);
-    let start = Barrier::new(2);
     // Thread 0 writes 0..192 and 320..512; thread 1 writes 192..320,
     // which lies in blocks 3 and 4.
     let runs = [
         (0..192).chain(320..n).collect::<Vec<u32>>(),
         (192..320).collect(),
     ];
-    let cmds: Vec<CommandBuffer> = std::thread::scope(|s| {
-        let handles: Vec<_> = runs
-            .iter()
-            .map(|run| {
-                let (device, buffer, start) = (&device, &buffer, &start);
-                s.spawn(move || {
-                    let mut cmd = CommandBuffer::new(device).unwrap();
-                    start.wait();
-                    for &i in run {
-                        cmd.sample_counters(buffer, i, true).unwrap();
-                    }
-                    cmd.end_statistics().unwrap();
-                    cmd
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for cmd in cmds {
+    for cmd in record_on_threads(&device, &buffer, &runs) {
         common::run(cmd);
     }
     let r = buffer.resolve_counter_range(0..n as u64).unwrap();
