@@ -337,9 +337,11 @@ impl LocalClaims {
     }
 
     /// Claims the block of `index` in `set` for this recording, with `slots`
-    /// locked from `set`, unless another open recording holds it. Call it
-    /// after [`LocalClaims::release`] of `set`, once the locked write of
-    /// `index` is noted in `slots`.
+    /// locked from `set`, unless another open recording holds it; and, when
+    /// no other recording holds a claim on `set` or records into it, the
+    /// wholly fresh blocks after it (at most [`AHEAD`]). Call it after
+    /// [`LocalClaims::release`] of `set`, once the locked write of `index`
+    /// is noted in `slots`.
     pub fn claim(&mut self, set: &SampleSet, slots: &mut SampleTable, index: u32, ticket: &Ticket) {
         let block = index / BLOCK;
         if let Some(pos) = slots.claims.iter().position(|c| c.block == block) {
