@@ -32,6 +32,7 @@
 use super::table::{SampleTable, NONE};
 use super::ticket::Ticket;
 use super::SampleSet;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Indices per claimed block.
@@ -380,11 +381,12 @@ impl LocalClaims {
         if first >= last {
             return;
         }
+        let indices = |b: u32| (b * BLOCK) as usize..((b + 1) * BLOCK).min(set.count) as usize;
         let fresh_to = if all_fresh(slots, first..last) {
             end
         } else {
             (block + 1..end)
-                .find(|&b| fresh_mask(set, slots, b) == 0)
+                .find(|&b| !all_fresh(slots, indices(b)))
                 .unwrap_or(end)
         };
         for b in block + 1..fresh_to {
@@ -504,42 +506,14 @@ fn clean_mask(set: &SampleSet, slots: &SampleTable, written: u32, me: u64) -> u6
     writable
 }
 
-/// Every index of `block` if each is fresh: not dirty, not open, and
-/// written by no recording since its last host reset; 0 otherwise.
-fn fresh_mask(set: &SampleSet, slots: &SampleTable, block: u32) -> u64 {
-    let first = (block * BLOCK) as usize;
-    let end = (first + BLOCK as usize).min(set.count as usize);
-    if !all_fresh(slots, first..end) {
-        return 0;
-    }
-    u64::MAX >> (BLOCK as usize - (end - first))
-}
-
-/// Whether every index of `r` is fresh: not dirty, not open, written by no
-/// recording since its last host reset.
-fn all_fresh(slots: &SampleTable, r: std::ops::Range<usize>) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (detected just above), all that an
-        // `enable = "avx2"` function needs beyond its safe signature.
-        return unsafe { all_fresh_avx2(slots, r) };
-    }
-    all_fresh_loop(slots, r)
-}
-
-/// [`all_fresh`] compiled for AVX2.
-///
-/// # Safety
-///
-/// The CPU must have AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn all_fresh_avx2(slots: &SampleTable, r: std::ops::Range<usize>) -> bool {
-    all_fresh_loop(slots, r)
+with_avx2! {
+    /// Whether every index of `r` is fresh: not dirty, not open, written by
+    /// no recording since its last host reset.
+    fn all_fresh / all_fresh_avx2 = all_fresh_loop(slots: &SampleTable, r: Range<usize>) -> bool;
 }
 
 #[inline(always)]
-fn all_fresh_loop(slots: &SampleTable, r: std::ops::Range<usize>) -> bool {
+fn all_fresh_loop(slots: &SampleTable, r: Range<usize>) -> bool {
     // Folded without early exits, so that the compiler vectorizes them.
     let dirty = slots.dirty[r.clone()].iter().fold(false, |a, &d| a | d);
     let open = slots.open[r.clone()].iter().fold(false, |a, &o| a | o);
@@ -610,7 +584,7 @@ impl SampleTable {
     /// H200 the claim that follows (`LocalClaims::claim`) then took
     /// 1.1–1.4% of `perf`'s samples in three runs, against 0.45–0.56% in
     /// five runs with the fills.
-    fn mark_run_recorded(&mut self, run: std::ops::Range<u32>, rec: u64) {
+    fn mark_run_recorded(&mut self, run: Range<u32>, rec: u64) {
         let r = run.start as usize..run.end as usize;
         if r.is_empty() {
             return;

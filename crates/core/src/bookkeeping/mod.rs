@@ -23,6 +23,39 @@
 //! then an availability word. The CPU resolve turns them into Metal's layout
 //! with [`COUNTER_ERROR_VALUE`] and a status for every sample without a value.
 
+/// Defines `$name`, which runs `$body` compiled for AVX2 (as `$twin`)
+/// where the CPU has it, and as it is elsewhere: for the loops that
+/// baseline x86-64 leaves scalar (it has no 64-bit vector compare).
+macro_rules! with_avx2 {
+    (
+        $(#[$attr:meta])*
+        fn $name:ident / $twin:ident = $body:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
+    ) => {
+        $(#[$attr])*
+        fn $name($($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2 (detected just above), all that
+                // an `enable = "avx2"` function needs beyond its safe
+                // signature.
+                return unsafe { $twin($($arg),*) };
+            }
+            $body($($arg),*)
+        }
+
+        /// The same, compiled for AVX2.
+        ///
+        /// # Safety
+        ///
+        /// The CPU must have AVX2.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        unsafe fn $twin($($arg: $ty),*) -> $ret {
+            $body($($arg),*)
+        }
+    };
+}
+
 mod claim;
 mod pass;
 mod table;
@@ -1266,28 +1299,12 @@ impl<'a> Out<'a> {
     }
 }
 
-/// Whether every timestamp sample of `states` is recorded and its query in
-/// `pairs` (value, availability) available: branch-free, so it vectorises.
-#[inline(never)]
-fn all_recorded_and_available(pairs: &[u64], states: &[SlotState]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (detected just above), all that an
-        // `enable = "avx2"` function needs beyond its safe signature.
-        return unsafe { all_recorded_and_available_avx2(pairs, states) };
-    }
-    all_recorded_and_available_loop(pairs, states)
-}
-
-/// [`all_recorded_and_available`] compiled for AVX2.
-///
-/// # Safety
-///
-/// The CPU must have AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn all_recorded_and_available_avx2(pairs: &[u64], states: &[SlotState]) -> bool {
-    all_recorded_and_available_loop(pairs, states)
+with_avx2! {
+    /// Whether every timestamp sample of `states` is recorded and its query in
+    /// `pairs` (value, availability) available: branch-free, so it vectorises.
+    #[inline(never)]
+    fn all_recorded_and_available / all_recorded_and_available_avx2 =
+        all_recorded_and_available_loop(pairs: &[u64], states: &[SlotState]) -> bool;
 }
 
 #[inline(always)]
@@ -1303,41 +1320,25 @@ fn all_recorded_and_available_loop(pairs: &[u64], states: &[SlotState]) -> bool 
     recorded & (unavailable == 0) & (pairs.len() == 2 * states.len())
 }
 
-/// Lays out the (value, availability) `pairs` of timestamp samples in
-/// `states` into `out`: the masked value where the sample is recorded and
-/// available, the error value elsewhere, and status `Written` for every
-/// sample (the caller's exception pass corrects the others when this
-/// returns `false`); where `out.seen` is given, it is set for the samples
-/// recorded and available. Returns whether every sample was. Initialises
-/// every byte and status of `out`. Branch-free, so it vectorises: with
-/// AVX2 where the CPU has it, since baseline x86-64 has no 64-bit vector
-/// compare and the loop stays scalar there (16 instructions a sample
-/// against 8 under callgrind).
-#[inline(never)]
-fn layout_timestamps(pairs: &[u64], states: &[SlotState], mask: u64, out: Out<'_>) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (detected just above), all that an
-        // `enable = "avx2"` function needs beyond its safe signature.
-        return unsafe { layout_timestamps_avx2(pairs, states, mask, out) };
-    }
-    layout_timestamps_loop(pairs, states, mask, out)
-}
-
-/// [`layout_timestamps`] compiled for AVX2.
-///
-/// # Safety
-///
-/// The CPU must have AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn layout_timestamps_avx2(
-    pairs: &[u64],
-    states: &[SlotState],
-    mask: u64,
-    out: Out<'_>,
-) -> bool {
-    layout_timestamps_loop(pairs, states, mask, out)
+with_avx2! {
+    /// Lays out the (value, availability) `pairs` of timestamp samples in
+    /// `states` into `out`: the masked value where the sample is recorded and
+    /// available, the error value elsewhere, and status `Written` for every
+    /// sample (the caller's exception pass corrects the others when this
+    /// returns `false`); where `out.seen` is given, it is set for the samples
+    /// recorded and available. Returns whether every sample was. Initialises
+    /// every byte and status of `out`. Branch-free, so it vectorises: with
+    /// AVX2 where the CPU has it, since baseline x86-64 has no 64-bit vector
+    /// compare and the loop stays scalar there (16 instructions a sample
+    /// against 8 under callgrind).
+    #[inline(never)]
+    fn layout_timestamps / layout_timestamps_avx2 =
+        layout_timestamps_loop(
+            pairs: &[u64],
+            states: &[SlotState],
+            mask: u64,
+            out: Out<'_>
+        ) -> bool;
 }
 
 #[inline(always)]
