@@ -182,8 +182,9 @@ fn threads_writing_disjoint_indices_of_one_block_all_submit() {
 /// A recording alone on a buffer claims the fresh blocks after its first
 /// write's. Another recording's writes into those blocks are checked as
 /// anywhere: an index the first wrote is refused to it, the index it
-/// writes is then refused to the first, and both submit with every index
-/// written once, each by its own command buffer (order kept within each).
+/// writes is then refused to the first, and both submit (in reverse order)
+/// with every index written once, each by its own command buffer (order
+/// kept within each).
 #[test]
 fn blocks_claimed_ahead_are_shared_by_the_rules() {
     let device = common::device();
@@ -207,8 +208,9 @@ fn blocks_claimed_ahead_are_shared_by_the_rules() {
     for i in [101, 199, 202] {
         first.sample_counters(&buffer, i, true).unwrap();
     }
-    common::run(first);
+    // Submitted in the reverse of their recording order.
     common::run(second);
+    common::run(first);
     let r = buffer.resolve_counter_range(0..n as u64).unwrap();
     let written: Vec<u32> = (0..n)
         .filter(|&i| r.statuses()[i as usize] == SampleStatus::Written)
