@@ -14,7 +14,9 @@
 # WGPU=1 (the nineteenth session) adds wgpu_host_cost of this checkout and
 # of BASE (as wgpu_host_cost-base, built with this checkout's
 # wgpu_host_cost.rs, which uses only the public API) and the wgpu crate's
-# test binary.
+# test binary. Since the twenty-second session it also builds
+# threaded_cost of this checkout and of BASE (with this checkout's
+# threaded_cost.rs, public API only).
 # The thirteenth session ran it with BASE=43538ef, the fourteenth with
 # BASE=4a26989, the nineteenth with BASE=5d89055 WGPU=1.
 set -euo pipefail
@@ -22,9 +24,10 @@ cd "$(dirname "$0")/.."
 BASE=${BASE:-515afb6}
 T=${CARGO_TARGET_DIR:-target}
 rm -rf .bin && mkdir -p .bin
-cargo build --release -p gpu-counters-bench --example host_cost -p gpu-counters-cli --bin gpu-counters \
-  -p gpu-counters-core --example conversion_cost
-cp "$T/release/examples/host_cost" "$T/release/examples/conversion_cost" "$T/release/gpu-counters" .bin/
+cargo build --release -p gpu-counters-bench --example host_cost --example threaded_cost \
+  -p gpu-counters-cli --bin gpu-counters -p gpu-counters-core --example conversion_cost
+cp "$T/release/examples/host_cost" "$T/release/examples/threaded_cost" \
+  "$T/release/examples/conversion_cost" "$T/release/gpu-counters" .bin/
 WGPU_TESTS=${WGPU:+-p gpu-counters-wgpu}
 cargo test --release --no-run -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-core \
   $WGPU_TESTS --message-format=json 2>/dev/null | python3 scripts/copy_test_bins.py .bin --no-examples
@@ -35,16 +38,16 @@ fi
 wt=/tmp/gpu-counters-base-$BASE
 [ -d "$wt" ] || git worktree add -f "$wt" "$BASE"
 cp crates/core/examples/conversion_cost.rs "$wt/crates/core/examples/"
-cp crates/bench/examples/host_cost.rs "$wt/crates/bench/examples/"
+cp crates/bench/examples/host_cost.rs crates/bench/examples/threaded_cost.rs "$wt/crates/bench/examples/"
 EXTRA=
 if [ -n "${WGPU:-}" ]; then
   cp crates/bench/examples/wgpu_host_cost.rs "$wt/crates/bench/examples/"
   EXTRA=wgpu_host_cost
 fi
 (cd "$wt" && CARGO_TARGET_DIR=/tmp/gpu-counters-base-target cargo build --release \
-  -p gpu-counters-bench --example host_cost -p gpu-counters-core --example conversion_cost \
-  ${EXTRA:+--example $EXTRA})
-for b in host_cost conversion_cost $EXTRA; do
+  -p gpu-counters-bench --example host_cost --example threaded_cost \
+  -p gpu-counters-core --example conversion_cost ${EXTRA:+--example $EXTRA})
+for b in host_cost threaded_cost conversion_cost $EXTRA; do
   cp "/tmp/gpu-counters-base-target/release/examples/$b" ".bin/$b-base"
 done
 for d in ${DIAG:-}; do cp "$d" ".bin/host_cost-diag-$(basename "$d")"; done

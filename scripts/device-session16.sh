@@ -19,7 +19,10 @@
 # (WGPU_REPS adds `--wgpu-reps`, the twentieth session's; by the
 # nineteenth session's 7 µs a wgpu sample, a wgpu round of 4096 passes
 # is about 2 s there, an estimate not yet timed, so raise BENCH_TIMEOUT,
-# default 120 s, with it).
+# default 120 s, with it); "threads" (the twenty-second session's)
+# threaded_cost-base and threaded_cost taking turns, TC_PROCS processes
+# each (default 4) of `threaded_cost raw-scopes,profiler,scope-pairs,
+# scope-pairs-own 4096 30 T` for each T in TC_THREADS (default "2 4 8").
 # Carry [".gl", ".bin"] (and ".bin-perf"). Summaries:
 # scripts/host_cost_prof.py, scripts/host_cost_rounds.py [--wgpu],
 # scripts/bench_runs_h200.py.
@@ -48,6 +51,20 @@ if has hc; then
   for b in $BUILDS; do
     echo "== $b"; python3 scripts/host_cost_rounds.py "$R"/hc-$b-[0-9]*.txt | grep -v '^$' | tail -5
   done
+fi
+if has threads; then
+  for t in ${TC_THREADS:-2 4 8}; do
+    for i in $(seq 1 "${TC_PROCS:-4}"); do
+      for b in threaded_cost-base threaded_cost; do
+        timeout 120 .bin/$b raw-scopes,profiler,scope-pairs,scope-pairs-own 4096 30 "$t" \
+          > "$R/threads-$t-$b-$i.txt" 2>&1
+      done
+    done
+    for b in threaded_cost-base threaded_cost; do
+      echo "== $t threads, $b"; grep -h "ratio" "$R"/threads-$t-$b-[0-9]*.txt | sort
+    done
+  done
+  echo "threads: $(( $(date +%s) - start )) s"
 fi
 if has wgpu; then
   for i in $(seq 1 "${WGPU_PROCS:-8}"); do

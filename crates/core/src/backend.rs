@@ -288,7 +288,8 @@ struct StackEntry {
     /// Claimed ids not used yet: `next..end`.
     next: u32,
     end: u32,
-    /// How many ids the recorder claimed last.
+    /// How many ids the recorder asked for in its last claim (it may have
+    /// got fewer).
     block: u32,
 }
 
@@ -410,27 +411,28 @@ impl ScopeStack {
         }
     }
 
-    /// How many ids the recorder last claimed from frame `frame` (0 if
-    /// none).
+    /// How many ids the recorder asked for when it last claimed from frame
+    /// `frame` (0 if it did not).
     #[inline]
     pub fn last_claim(&self, frame: u64) -> u32 {
         self.entry(frame).map_or(0, |e| e.block)
     }
 
-    /// Keeps the ids of `claim`, claimed from frame `frame`, but its first
-    /// (which the caller uses), for [`ScopeStack::take_claimed`], in place
-    /// of what was left of the last claim. Frame 0 is ignored.
+    /// Keeps the ids of `claim`, claimed from frame `frame` when `asked`
+    /// were asked for, but its first (which the caller uses), for
+    /// [`ScopeStack::take_claimed`], in place of what was left of the last
+    /// claim. Frame 0 is ignored.
     ///
     /// # Safety
     /// `claim` was claimed from frame `frame`'s counter for this stack
     /// alone: the profiler writes the record of an id it takes from here
     /// without a lock.
-    pub unsafe fn keep_claimed(&mut self, frame: u64, claim: std::ops::Range<u32>) {
+    pub unsafe fn keep_claimed(&mut self, frame: u64, claim: std::ops::Range<u32>, asked: u32) {
         if frame == 0 {
             return;
         }
         let e = self.entry_mut(frame);
-        e.block = claim.end.saturating_sub(claim.start);
+        e.block = asked;
         (e.next, e.end) = (claim.start.saturating_add(1), claim.end);
     }
 
@@ -468,13 +470,13 @@ mod scope_stack_tests {
         assert!(s.no_open_scopes());
         // SAFETY: a test of the bookkeeping alone; no records are read.
         unsafe {
-            s.keep_claimed(1, 10..14);
+            s.keep_claimed(1, 10..14, 4);
             s.set_innermost(1, Some(10));
-            s.keep_claimed(2, 20..22);
+            s.keep_claimed(2, 20..22, 3);
             s.set_innermost(2, Some(20));
         }
         assert_eq!(s.last_claim(1), 4);
-        assert_eq!(s.last_claim(2), 2);
+        assert_eq!(s.last_claim(2), 3, "what it asked for");
         assert_eq!((s.take_claimed(1), s.take_claimed(1)), (Some(11), Some(12)));
         assert_eq!((s.take_claimed(2), s.take_claimed(2)), (Some(21), None));
         assert_eq!((s.innermost(1), s.innermost(2)), (Some(10), Some(20)));
@@ -488,7 +490,7 @@ mod scope_stack_tests {
         unsafe {
             s.set_innermost(2, None);
             // ...until a new frame takes its place.
-            s.keep_claimed(3, 30..31);
+            s.keep_claimed(3, 30..31, 1);
         }
         assert!(s.no_open_scopes());
         assert_eq!(s.take_claimed(3), None, "the first id is the caller's");
@@ -497,7 +499,7 @@ mod scope_stack_tests {
         // SAFETY: as above.
         unsafe {
             s.set_innermost(0, Some(1));
-            s.keep_claimed(0, 0..8);
+            s.keep_claimed(0, 0..8, 8);
         }
         assert_eq!((s.innermost(0), s.take_claimed(0)), (None, None));
     }

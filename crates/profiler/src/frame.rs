@@ -24,8 +24,12 @@ use std::sync::{Mutex, PoisonError};
 /// No scope: the parent of an outermost scope.
 pub(crate) const NO_SCOPE: u32 = u32::MAX;
 
-/// The most scope ids a recorder claims at once (see `Frame::claim`).
-pub(crate) const MAX_CLAIM: u32 = 32;
+/// The most scope ids a recorder claims at once (see `Frame::claim`): the
+/// scopes of one block of claimed timestamp indices
+/// ([`gpu_counters_core::bookkeeping::BLOCK`], two samples a scope), so
+/// that a full claim's samples are a whole block, written by its recorder
+/// alone.
+pub(crate) const MAX_CLAIM: u32 = gpu_counters_core::bookkeeping::BLOCK / 2;
 
 /// What became of a scope, in its record's `state`.
 pub(crate) mod state {
@@ -423,8 +427,11 @@ pub struct Frame<'p, D: BackendDevice> {
     key: u64,
     slot: Option<usize>,
     store: FrameStore<D>,
-    /// Scope ids handed out (some past the pages: dropped).
+    /// Scope ids handed out (some past the pages: dropped), a segment (see
+    /// [`Frame::segment_end`]) or part of one at a time.
     next: AtomicU64,
+    /// Recorders that claimed ids in this frame.
+    claimants: AtomicU32,
     /// Scopes per page: `max_scopes_per_frame`.
     per: u32,
     no_slot: AtomicU32,
@@ -461,6 +468,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             slot,
             store,
             next: AtomicU64::new(0),
+            claimants: AtomicU32::new(0),
             per: profiler.options.max_scopes_per_frame,
             no_slot: AtomicU32::new(0),
             over_capacity: AtomicU32::new(0),
@@ -653,32 +661,72 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
 
     /// Claims scope ids for a recorder that has none of this frame left:
     /// returns the first, and keeps the rest of the block on its stack.
-    /// A block is twice the recorder's last (from 1), at most [`MAX_CLAIM`]
-    /// and a 32nd of the room left in the frame's pages: one atomic
-    /// operation serves several scopes (each one drains the CPU's store
-    /// buffer, full of the driver's command writes), and the ids a recorder
-    /// leaves unused (at most `MAX_CLAIM - 1`, and fewer than it used) cost
-    /// the frame little room. A recorder's first claim in the frame notes
-    /// it in the frame's [`Recorders`].
+    /// A block is twice what the recorder asked for last (from 1), at most
+    /// [`MAX_CLAIM`] and the room left in the frame's pages over four times
+    /// the recorders that claimed ids in it: one atomic operation serves
+    /// several scopes (each one drains the CPU's store buffer, full of the
+    /// driver's command writes), and the ids the recorders leave unused (at
+    /// most `MAX_CLAIM - 1` each, and about a quarter of the room left in
+    /// all) cost the frame little room. A recorder's first claim in the
+    /// frame notes it in the frame's [`Recorders`].
+    ///
+    /// A claim takes ids of one segment at most ([`Frame::segment_end`]:
+    /// one block of timestamps), fewer where the segment has fewer left,
+    /// and the next claim grows from what was asked: so recorders on
+    /// several threads write whole blocks of timestamps of their own once
+    /// past their first claims, each claimed by its recorder for writes
+    /// without the lock, instead of blocks shared by two recorders, where
+    /// one recorder's writes take the lock.
     #[allow(unsafe_code)]
     #[inline(never)]
     fn claim(&self, cmd: &mut Recorder<D>) -> u64 {
-        if cmd.scope_stack().last_claim(self.key) == 0 {
+        let claimants = if cmd.scope_stack().last_claim(self.key) == 0 {
             lock(&self.recorders).note(cmd.ticket());
-        }
+            self.claimants.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            self.claimants.load(Ordering::Relaxed)
+        };
         let stack = cmd.scope_stack();
         let capacity = self.store.pages.count() as u64 * u64::from(self.per);
         let room = capacity.saturating_sub(self.next.load(Ordering::Relaxed));
         // At least 1: an empty claim would hand the same id out twice.
-        let size = u64::from((2 * stack.last_claim(self.key)).clamp(1, MAX_CLAIM))
-            .min((room / 32).max(1)) as u32;
-        let first = self.next.fetch_add(u64::from(size), Ordering::Relaxed);
+        let wanted = (2 * stack.last_claim(self.key)).clamp(1, MAX_CLAIM);
+        let room_left = (room / (4 * u64::from(claimants.max(1)))).max(1);
+        let (first, end) = self.claim_segment(u64::from(wanted).min(room_left));
         if first < u64::from(NO_SCOPE) {
-            let end = (first + u64::from(size)).min(u64::from(NO_SCOPE)) as u32;
+            let end = end.min(u64::from(NO_SCOPE)) as u32;
             // SAFETY: `first..end` came from `next` to this call alone.
-            unsafe { stack.keep_claimed(self.key, first as u32..end) };
+            unsafe { stack.keep_claimed(self.key, first as u32..end, wanted) };
         }
         first
+    }
+
+    /// The end of the segment of ids that `id` is in. Ids are claimed in
+    /// segments of at most [`MAX_CLAIM`], which begin at each page's start
+    /// and at every `MAX_CLAIM`th id of a page after it: a segment's
+    /// timestamps are one block of its page's sample buffer.
+    #[inline]
+    fn segment_end(&self, id: u64) -> u64 {
+        let (per, max) = (u64::from(self.per), u64::from(MAX_CLAIM));
+        let in_page = id % per;
+        id - in_page + ((in_page / max + 1) * max).min(per)
+    }
+
+    /// `first..end`: at most `size` ids from `next`, up to the end of the
+    /// segment it is in.
+    #[inline]
+    fn claim_segment(&self, size: u64) -> (u64, u64) {
+        let mut first = self.next.load(Ordering::Relaxed);
+        loop {
+            let end = (first + size).min(self.segment_end(first));
+            match self
+                .next
+                .compare_exchange_weak(first, end, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return (first, end),
+                Err(now) => first = now,
+            }
+        }
     }
 
     /// Adds pages up to `page_no` under [`WhenFull::Grow`]: the page, or

@@ -404,8 +404,8 @@ fn one_recorder_fills_its_frame_exactly() {
 
 /// Eight recorders taking turns, each leaving part of its last block of ids
 /// unused: every scope is in the results or counted, and the frame holds at
-/// least its room less 7 ids a recorder (claims are at most a 32nd of the
-/// room left: 8 ids here).
+/// least its room less 7 ids a recorder (claims are at most the room left
+/// over four times the recorders that claimed: 8 ids here).
 #[test]
 fn recorders_taking_turns_lose_little_room() {
     const ROOM: u32 = 256;
@@ -628,4 +628,56 @@ fn pass_scopes_without_their_writes_are_counted() {
             ..Default::default()
         }
     );
+}
+
+/// Recorders taking turns scope by scope get their scope ids in claims that
+/// start at multiples of 32, smaller claims (a recorder's first few) never
+/// crossing one: each block of 64 timestamps, which the Vulkan and wgpu
+/// backends claim for one recording at a time, is written by one recorder,
+/// but for the blocks that the recorders' first, smaller claims share.
+/// Every scope is in the results.
+#[test]
+fn recorders_taking_turns_write_timestamp_blocks_of_their_own() {
+    use gpu_counters_core::bookkeeping::BLOCK;
+    use gpu_counters_core::{BackendRecorder, TimestampGranularity::Precise};
+    use std::collections::{BTreeMap, BTreeSet};
+    const RECORDERS: usize = 3;
+    const EACH: u32 = 150;
+    let device = device();
+    let profiler = Profiler::new(&device, timed_only(1, 1024, WAIT)).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let mut cmds: Vec<FakeRecorder> = (0..RECORDERS).map(|_| device.recorder()).collect();
+    // Which recorders wrote into each block of timestamps.
+    let mut writers: BTreeMap<u32, BTreeSet<usize>> = BTreeMap::new();
+    for k in 0..EACH {
+        for (r, cmd) in cmds.iter_mut().enumerate() {
+            let pass = frame
+                .pass_scope(cmd, &format!("r{r} p{k}"), PassKind::Compute)
+                .unwrap()
+                .expect("room for it");
+            for index in [pass.start_index(), pass.end_index()] {
+                cmd.sample_counters(pass.timestamps(), index, Precise)
+                    .unwrap();
+                writers.entry(index / BLOCK).or_default().insert(r);
+            }
+            pass.recorded();
+        }
+    }
+    // The first claims (1, 2, 4, 8 and 16 ids: 31 a recorder) share the
+    // blocks of the segments they are carved from; no other block is
+    // shared.
+    let shared: Vec<_> = writers.iter().filter(|(_, w)| w.len() > 1).collect();
+    assert!(
+        shared.len() <= RECORDERS + 1,
+        "blocks written by several recorders: {shared:?}"
+    );
+    // 450 scopes, 900 timestamps: 15 blocks of 64 at least, and at most one
+    // more a recorder (each one's unused ids) and the small claims' block.
+    assert!(writers.len() <= 900 / BLOCK as usize + 1 + RECORDERS + 1);
+    let frames = run(&device, &profiler, vec![frame], cmds);
+    assert_eq!(frames[0].scopes.len(), RECORDERS * EACH as usize);
+    assert_eq!(frames[0].drops, DropCounts::default());
+    for r in 0..RECORDERS {
+        find(&frames[0], &format!("r{r} p{}", EACH - 1));
+    }
 }

@@ -4,8 +4,8 @@
 //! as the driver's own command. So a recording claims a block of
 //! [`BLOCK`] indices once, under the lock, with a snapshot of which of them
 //! it may write as they are ("clean": no reset needed, not open, not
-//! recorded by another open recording). While no other recording records
-//! into the set, it also claims the next few blocks that are wholly fresh
+//! recorded by another open recording). Unless the set's recordings
+//! interleave, it also claims the next few blocks that are wholly fresh
 //! (see [`AHEAD`]), each a claim of its own. It then writes clean indices of the
 //! block without the lock: it notes each in its own [`LocalClaims`] and
 //! publishes it in the block's atomic word of written indices, of which it
@@ -38,11 +38,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Indices per claimed block.
 pub const BLOCK: u32 = 64;
 
-/// Blocks a recording claims past the one its locked write is in, when no
-/// other recording is recording into the set and they are wholly fresh:
-/// one lock, release and claim serve `(1 + AHEAD) * BLOCK` sequential
-/// writes instead of `BLOCK`. Not while another recording records into
-/// the set, whose writes into blocks claimed ahead would take the lock.
+/// Blocks a recording claims past the one its locked write is in, when they
+/// are wholly fresh: one lock, release and claim serve `(1 + AHEAD) *
+/// BLOCK` sequential writes instead of `BLOCK`. Not where the set's
+/// recordings interleave, whose writes into blocks claimed ahead would take
+/// the lock: while another recording holds a claim within `AHEAD + 1`
+/// blocks, or once one recording wrote into another's claim (until a host
+/// reset of every index). Recordings into ranges of their own (a thread's
+/// range each) claim ahead side by side.
 pub const AHEAD: u32 = 3;
 
 /// Why a recording that claimed an index cannot be submitted: another
@@ -61,8 +64,12 @@ pub(crate) struct TableClaim {
 }
 
 /// What a claimed block shares between its claimant and everyone else, as
-/// masks: bit `i` of block `b` is index `b * BLOCK + i`.
+/// masks: bit `i` of block `b` is index `b * BLOCK + i`. A cache line of
+/// its own: the claimant stores into `written` at every write, and two
+/// threads' blocks side by side (a profiler's scopes) would otherwise take
+/// the line from each other at every write.
 #[derive(Default)]
+#[repr(align(64))]
 pub(crate) struct BlockWords {
     /// The indices the claimant wrote without the lock: only it stores here.
     written: AtomicU64,
@@ -338,9 +345,9 @@ impl LocalClaims {
     }
 
     /// Claims the block of `index` in `set` for this recording, with `slots`
-    /// locked from `set`, unless another open recording holds it; and, when
-    /// no other recording holds a claim on `set` or records into it, the
-    /// wholly fresh blocks after it (at most [`AHEAD`]). Call it after
+    /// locked from `set`, unless another open recording holds it; and,
+    /// unless the set's recordings interleave (see [`AHEAD`]), the wholly
+    /// fresh blocks after it (at most [`AHEAD`]). Call it after
     /// [`LocalClaims::release`] of `set`, once the locked write of `index`
     /// is noted in `slots`.
     pub fn claim(&mut self, set: &SampleSet, slots: &mut SampleTable, index: u32, ticket: &Ticket) {
@@ -359,7 +366,7 @@ impl LocalClaims {
         }
         self.push_claim(set, slots, block, clean, ticket.id());
         self.hot = self.list.last().map_or(HotClaim::NONE, LocalClaim::hot);
-        if slots.claims.len() == 1 && !slots.others_recording(ticket.id()) {
+        if !slots.interleaved && !others_claim_near(slots, block, ticket.id()) {
             self.claim_ahead(set, slots, block, ticket.id());
         }
     }
@@ -432,6 +439,18 @@ impl LocalClaims {
         self.hot = HotClaim::NONE;
         self.list.clear();
     }
+}
+
+/// Whether a recording other than `me` holds a claim on `set` within
+/// `AHEAD + 1` blocks of `block`, before or after it: recordings whose
+/// indices interleave (a profiler's scopes from several threads, or indices
+/// handed out by a shared counter), whose next writes would land in blocks
+/// claimed ahead and take the lock there. Recordings into ranges of their
+/// own meet only where the ranges do.
+fn others_claim_near(slots: &SampleTable, block: u32, me: u64) -> bool {
+    slots.claims.iter().any(|c| {
+        c.ticket != me && c.block.abs_diff(block) <= AHEAD + 1 && slots.still_recording(c.ticket)
+    })
 }
 
 /// The indices of the block of `written` (the index whose locked write
@@ -609,6 +628,7 @@ impl SampleTable {
         let block = index / BLOCK;
         for c in &self.claims {
             if c.block == block && c.ticket != rec {
+                self.interleaved = true;
                 self.blocks[block as usize]
                     .revoked
                     .fetch_or(1 << (index % BLOCK), Ordering::Relaxed);

@@ -413,6 +413,7 @@ impl SampleSet {
         }
         if first == 0 && count == self.count {
             slots.aliases = false;
+            slots.interleaved = false;
         }
     }
 

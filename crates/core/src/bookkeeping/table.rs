@@ -93,6 +93,11 @@ pub struct SampleTable {
     /// Blocks claimed by recordings for writes without the lock (see
     /// [`super::claim`]).
     pub(crate) claims: Vec<super::claim::TableClaim>,
+    /// Whether a recording wrote into a block another recording had
+    /// claimed, since the last host reset of every index: the recordings'
+    /// indices interleave, so none claims blocks ahead (see
+    /// [`super::claim::AHEAD`]).
+    pub(crate) interleaved: bool,
     /// The words of every block, shared with [`super::SampleSet::blocks`].
     pub(crate) blocks: std::sync::Arc<[super::claim::BlockWords]>,
 }
@@ -121,6 +126,7 @@ impl SampleTable {
             scratch: Vec::new(),
             occlusion_scratch: Vec::new(),
             claims: Vec::new(),
+            interleaved: false,
             blocks: super::claim::block_words(count)?,
         })
     }
@@ -218,14 +224,6 @@ impl SampleTable {
                 .live
                 .iter()
                 .any(|t| t.id() == id && t.phase() == Phase::Recording)
-    }
-
-    /// Whether a command buffer other than ticket `me`'s that recorded into
-    /// these samples is still being recorded.
-    pub(crate) fn others_recording(&self, me: u64) -> bool {
-        self.live
-            .iter()
-            .any(|t| t.id() != me && t.phase() == Phase::Recording)
     }
 
     /// Whether any command buffer that recorded into these samples is still

@@ -938,10 +938,11 @@ fn the_avx2_layout_matches_the_portable_one() {
     }
 }
 
-/// A recording alone on a set claims the wholly fresh blocks after its
-/// locked write's (at most `AHEAD`), and no more: not past a block with a
-/// dirty index, not a block another recording claimed, not while another
-/// recording records into the set.
+/// A recording claims the wholly fresh blocks after its locked write's (at
+/// most `AHEAD`), and no more: not past a block with a dirty index, not a
+/// block another recording claimed, not beside another recording's claim,
+/// and not once recordings wrote into each other's claims; recordings into
+/// ranges of their own each claim ahead.
 #[test]
 fn blocks_are_claimed_ahead_only_when_fresh_and_alone() {
     let ahead = super::claim::AHEAD;
@@ -991,26 +992,97 @@ fn blocks_are_claimed_ahead_only_when_fresh_and_alone() {
     assert!(theirs.try_write(&samples, 3 * BLOCK + 5), "its claim ahead");
     drop((claims, theirs));
 
-    // Another recording recording into the set, with no claim (its write
-    // was in a block it could not claim): nothing is claimed ahead.
-    let samples = set(CommonCounterSet::Timestamp, 4 * BLOCK, [ABSENT; 8]);
-    let (mine, other) = (Ticket::new(), Ticket::new());
-    {
-        let mut slots = samples.lock().unwrap();
-        slots.register(&other);
-        slots.mark_recorded(3 * BLOCK + 1, NONE, false, other.id(), 0);
+    // Another open recording's claim within `AHEAD + 1` blocks, after or
+    // before: their indices interleave, and nothing is claimed ahead.
+    let far = ahead + 2;
+    for before in [false, true] {
+        let samples = set(CommonCounterSet::Timestamp, 3 * far * BLOCK, [ABSENT; 8]);
+        let (mine, other, done) = (Ticket::new(), Ticket::new(), Ticket::new());
+        let (theirs_at, at) = if before {
+            (0, ahead + 1)
+        } else {
+            (ahead + 1, 0)
+        };
+        if before {
+            // Block 1 dirty: the other claims block 0 alone.
+            let mut slots = samples.lock().unwrap();
+            slots.mark_recorded(BLOCK + 40, NONE, false, done.id(), 0);
+        }
+        let mut theirs = LocalClaims::default();
+        locked_write(&samples, &mut theirs, &other, theirs_at * BLOCK);
+        let mut claims = LocalClaims::default();
+        locked_write(&samples, &mut claims, &mine, at * BLOCK);
+        assert!(claims.try_write(&samples, at * BLOCK + 5), "its own block");
+        assert!(
+            !claims.try_write(&samples, (at + 1) * BLOCK + 5),
+            "nothing ahead beside block {theirs_at}"
+        );
+        drop((claims, theirs));
     }
+    // A claim left by a recording that ended without releasing it (leaked)
+    // interleaves with nothing.
+    let samples = set(CommonCounterSet::Timestamp, 3 * far * BLOCK, [ABSENT; 8]);
+    let (mine, leaked) = (Ticket::new(), Ticket::new());
+    let mut theirs = LocalClaims::default();
+    locked_write(&samples, &mut theirs, &leaked, (ahead + 1) * BLOCK);
+    // Dropped unreleased, as a leaked command buffer's claims are.
+    drop(theirs);
+    leaked.set_phase(Phase::Done);
     let mut claims = LocalClaims::default();
     locked_write(&samples, &mut claims, &mine, 0);
-    assert!(claims.try_write(&samples, 5), "its own block");
-    assert!(!claims.try_write(&samples, BLOCK + 5), "nothing ahead");
-    // Once that recording is submitted, the next claim reaches ahead again.
-    other.set_phase(Phase::Submitted);
-    locked_write(&samples, &mut claims, &mine, BLOCK);
-    assert!(claims.try_write(&samples, 2 * BLOCK + 5), "ahead");
     assert!(
-        !claims.try_write(&samples, 3 * BLOCK + 5),
-        "not a dirty block"
+        claims.try_write(&samples, BLOCK + 5),
+        "ahead past a leaked claim"
+    );
+    drop(claims);
+
+    // One beyond that: recordings into ranges of their own (one thread's
+    // range each) both claim ahead.
+    let samples = set(CommonCounterSet::Timestamp, 3 * far * BLOCK, [ABSENT; 8]);
+    let (mine, other) = (Ticket::new(), Ticket::new());
+    let mut theirs = LocalClaims::default();
+    locked_write(&samples, &mut theirs, &other, far * BLOCK);
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &mine, 0);
+    for b in 1..=ahead {
+        assert!(claims.try_write(&samples, b * BLOCK + 5), "block {b} ahead");
+        assert!(theirs.try_write(&samples, (far + b) * BLOCK + 5), "theirs");
+    }
+    drop((claims, theirs));
+
+    // Once a recording wrote into a block another one claimed, the set's
+    // recordings interleave: nothing is claimed ahead, even alone, until a
+    // host reset of every index.
+    let samples = set(CommonCounterSet::Timestamp, 4 * far * BLOCK, [ABSENT; 8]);
+    let (mine, other) = (Ticket::new(), Ticket::new());
+    let mut theirs = LocalClaims::default();
+    locked_write(&samples, &mut theirs, &other, 0);
+    // Into the other's claim ahead (block 1): the lock, no claim.
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &mine, BLOCK + 1);
+    assert!(claims.is_empty(), "block 1 is the other's");
+    drop(theirs);
+    other.set_phase(Phase::Done);
+    let reset_and_claim_far = |claims: &mut LocalClaims, whole: bool| {
+        {
+            let mut slots = samples.lock().unwrap();
+            let (first, count) = if whole {
+                (0, samples.count)
+            } else {
+                (far * BLOCK, samples.count - far * BLOCK)
+            };
+            samples.host_reset_table(&mut slots, first, count, SlotState::Fresh);
+        }
+        locked_write(&samples, claims, &mine, 2 * far * BLOCK);
+        claims.try_write(&samples, (2 * far + 1) * BLOCK + 5)
+    };
+    assert!(
+        !reset_and_claim_far(&mut claims, false),
+        "nothing ahead after a reset of part of the set"
+    );
+    assert!(
+        reset_and_claim_far(&mut claims, true),
+        "ahead again after a reset of every index"
     );
 }
 
@@ -1057,15 +1129,11 @@ fn claimed_writes_across_blocks_are_applied_each_to_its_recording() {
     let samples = set(CommonCounterSet::Timestamp, 4 * BLOCK, [ABSENT; 8]);
     let (a, b) = (Ticket::new(), Ticket::new());
     let (mut ca, mut cb) = (LocalClaims::default(), LocalClaims::default());
-    {
-        // `b` records into the set first, so `a` claims nothing ahead.
-        let mut slots = samples.lock().unwrap();
-        slots.register(&b);
-    }
-    locked_write(&samples, &mut ca, &a, 0);
     // Not at the block's first index, so that `b`'s claimed writes start
-    // where `a`'s end.
+    // where `a`'s end. `b` claims first, and blocks 2 and 3 ahead; `a`,
+    // beside it, nothing ahead.
     locked_write(&samples, &mut cb, &b, BLOCK + 5);
+    locked_write(&samples, &mut ca, &a, 0);
     for i in 0..BLOCK {
         if i != 0 && i != 10 {
             assert!(ca.try_write(&samples, i), "{i}");
@@ -1074,8 +1142,7 @@ fn claimed_writes_across_blocks_are_applied_each_to_its_recording() {
             assert!(cb.try_write(&samples, BLOCK + i), "{}", BLOCK + i);
         }
     }
-    // `a`'s claim is in the table, so `b` claimed nothing ahead either.
-    assert!(!cb.try_write(&samples, 2 * BLOCK));
+    assert!(!ca.try_write(&samples, 2 * BLOCK), "`b`'s block, ahead");
     let slots = samples.lock().unwrap();
     for i in 0..2 * BLOCK as usize {
         let (state, rec) = (slots.state[i], slots.rec[i]);
