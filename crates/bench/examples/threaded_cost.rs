@@ -138,8 +138,8 @@ fn main() -> R<()> {
         ProfilerOptions {
             frames_in_flight: 2,
             // Room for the ids each thread's last claim leaves unused (at
-            // most 31 a recorder: see `Frame::scope`'s ids).
-            max_scopes_per_frame: n * threads + 32 * threads,
+            // most 127 a recorder: see `Frame::scope`'s ids).
+            max_scopes_per_frame: n * threads + 128 * threads,
             statistics: false,
             when_full: WhenFull::Wait {
                 timeout: std::time::Duration::from_secs(30),

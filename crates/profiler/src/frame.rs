@@ -25,11 +25,13 @@ use std::sync::{Mutex, PoisonError};
 pub(crate) const NO_SCOPE: u32 = u32::MAX;
 
 /// The most scope ids a recorder claims at once (see `Frame::claim`): the
-/// scopes of one block of claimed timestamp indices
-/// ([`gpu_counters_core::bookkeeping::BLOCK`], two samples a scope), so
-/// that a full claim's samples are a whole block, written by its recorder
-/// alone.
-pub(crate) const MAX_CLAIM: u32 = gpu_counters_core::bookkeeping::BLOCK / 2;
+/// scopes of one group of timestamp blocks
+/// ([`gpu_counters_core::bookkeeping::GROUP_INDICES`], two samples a
+/// scope), so that a full claim's samples are a whole group, written by its
+/// recorder alone: its first locked write claims the whole group (the
+/// block it is in and those ahead of it), and the rest of the claim's
+/// writes go without the lock.
+pub(crate) const MAX_CLAIM: u32 = gpu_counters_core::bookkeeping::GROUP_INDICES / 2;
 
 /// What became of a scope, in its record's `state`.
 pub(crate) mod state {
@@ -671,9 +673,9 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     /// frame notes it in the frame's [`Recorders`].
     ///
     /// A claim takes ids of one segment at most ([`Frame::segment_end`]:
-    /// one block of timestamps), fewer where the segment has fewer left,
-    /// and the next claim grows from what was asked: so recorders on
-    /// several threads write whole blocks of timestamps of their own once
+    /// one group of timestamp blocks), fewer where the segment has fewer
+    /// left, and the next claim grows from what was asked: so recorders on
+    /// several threads write whole groups of timestamps of their own once
     /// past their first claims, each claimed by its recorder for writes
     /// without the lock, instead of blocks shared by two recorders, where
     /// one recorder's writes take the lock.
@@ -704,7 +706,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     /// The end of the segment of ids that `id` is in. Ids are claimed in
     /// segments of at most [`MAX_CLAIM`], which begin at each page's start
     /// and at every `MAX_CLAIM`th id of a page after it: a segment's
-    /// timestamps are one block of its page's sample buffer.
+    /// timestamps are one group of blocks of its page's sample buffer.
     #[inline]
     fn segment_end(&self, id: u64) -> u64 {
         let (per, max) = (u64::from(self.per), u64::from(MAX_CLAIM));

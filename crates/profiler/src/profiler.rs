@@ -59,13 +59,13 @@ pub struct ProfilerOptions {
     /// At least 1, twice it at most the device's sample count limit, and
     /// times `frames_in_flight` at most [`MAX_RING_SCOPES`].
     ///
-    /// A recorder takes room for its scopes a few at a time (up to 32,
-    /// never across a block of 32 scopes of a page, and never more than the
-    /// room left over four times the recorders that took room in the
+    /// A recorder takes room for its scopes a few at a time (up to 128,
+    /// never across a segment of 128 scopes of a page, and never more than
+    /// the room left over four times the recorders that took room in the
     /// frame), so that most scopes cost no atomic operation, and recorders
-    /// on several threads write blocks of timestamps of their own. What a
-    /// recorder took and did not use is lost to the frame: at most 31
-    /// scopes. One recorder alone fills the frame exactly.
+    /// on several threads write groups of timestamp blocks of their own.
+    /// What a recorder took and did not use is lost to the frame: at most
+    /// 127 scopes. One recorder alone fills the frame exactly.
     pub max_scopes_per_frame: u32,
     /// Sample pipeline statistics as well as timestamps; fails at
     /// [`Profiler::new`] on a device without the statistic counter set.

@@ -631,23 +631,24 @@ fn pass_scopes_without_their_writes_are_counted() {
 }
 
 /// Recorders taking turns scope by scope get their scope ids in claims that
-/// start at multiples of 32, smaller claims (a recorder's first few) never
-/// crossing one: each block of 64 timestamps, which the Vulkan and wgpu
-/// backends claim for one recording at a time, is written by one recorder,
-/// but for the blocks that the recorders' first, smaller claims share.
-/// Every scope is in the results.
+/// start at multiples of 128, smaller claims (a recorder's first few) never
+/// crossing one: each group of 256 timestamps (four blocks of 64, which the
+/// Vulkan and wgpu backends claim for one recording at a time, the first
+/// with those ahead of it) is written by one recorder, but for the groups
+/// that the recorders' first, smaller claims share. Every scope is in the
+/// results.
 #[test]
 fn recorders_taking_turns_write_timestamp_blocks_of_their_own() {
-    use gpu_counters_core::bookkeeping::BLOCK;
+    use gpu_counters_core::bookkeeping::GROUP_INDICES;
     use gpu_counters_core::{BackendRecorder, TimestampGranularity::Precise};
     use std::collections::{BTreeMap, BTreeSet};
     const RECORDERS: usize = 3;
-    const EACH: u32 = 150;
+    const EACH: u32 = 600;
     let device = device();
-    let profiler = Profiler::new(&device, timed_only(1, 1024, WAIT)).unwrap();
+    let profiler = Profiler::new(&device, timed_only(1, 4096, WAIT)).unwrap();
     let frame = profiler.begin_frame().unwrap();
     let mut cmds: Vec<FakeRecorder> = (0..RECORDERS).map(|_| device.recorder()).collect();
-    // Which recorders wrote into each block of timestamps.
+    // Which recorders wrote into each group of timestamps.
     let mut writers: BTreeMap<u32, BTreeSet<usize>> = BTreeMap::new();
     for k in 0..EACH {
         for (r, cmd) in cmds.iter_mut().enumerate() {
@@ -658,22 +659,28 @@ fn recorders_taking_turns_write_timestamp_blocks_of_their_own() {
             for index in [pass.start_index(), pass.end_index()] {
                 cmd.sample_counters(pass.timestamps(), index, Precise)
                     .unwrap();
-                writers.entry(index / BLOCK).or_default().insert(r);
+                writers.entry(index / GROUP_INDICES).or_default().insert(r);
             }
             pass.recorded();
         }
     }
-    // The first claims (1, 2, 4, 8 and 16 ids: 31 a recorder) share the
-    // blocks of the segments they are carved from; no other block is
-    // shared.
+    // The first claims (1, 2, 4, ... 64 ids: 127 a recorder, 254
+    // timestamps) share the groups of the segments they are carved from;
+    // no other group is shared.
+    let small = (RECORDERS as u32 * 254).div_ceil(GROUP_INDICES) as usize + 1;
     let shared: Vec<_> = writers.iter().filter(|(_, w)| w.len() > 1).collect();
     assert!(
-        shared.len() <= RECORDERS + 1,
-        "blocks written by several recorders: {shared:?}"
+        shared.len() <= small,
+        "groups written by several recorders: {shared:?}"
     );
-    // 450 scopes, 900 timestamps: 15 blocks of 64 at least, and at most one
-    // more a recorder (each one's unused ids) and the small claims' block.
-    assert!(writers.len() <= 900 / BLOCK as usize + 1 + RECORDERS + 1);
+    assert!(
+        writers.iter().filter(|(_, w)| w.len() == 1).count() >= 8,
+        "groups of one recorder each: {writers:?}"
+    );
+    // 1800 scopes, 3600 timestamps: 15 groups of 256 at least, and at
+    // most one more a recorder (each one's unused ids) and the small
+    // claims' groups.
+    assert!(writers.len() <= 3600 / GROUP_INDICES as usize + 1 + RECORDERS + small);
     let frames = run(&device, &profiler, vec![frame], cmds);
     assert_eq!(frames[0].scopes.len(), RECORDERS * EACH as usize);
     assert_eq!(frames[0].drops, DropCounts::default());

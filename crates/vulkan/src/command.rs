@@ -903,7 +903,7 @@ fn write_timestamp_locked(
     in_render_pass: bool,
     tracker: &mut Tracker,
 ) -> Result<()> {
-    let mut slots = samples.lock()?;
+    let mut slots = samples.lock_block(index)?;
     write_timestamp_in(
         device,
         cmd,

@@ -627,7 +627,19 @@ impl WgpuRecorder {
         mark: impl FnOnce(&mut SampleTable, &mut LocalClaims, &Ticket),
     ) -> Result<()> {
         let s = &storage.samples;
-        let mut slots = s.lock()?;
+        // Timestamp writes into one block read the table only there (see
+        // core's `SampleSet::lock_block`): other threads' claims stay
+        // theirs.
+        let block = gpu_counters_core::bookkeeping::BLOCK;
+        let mut slots = match indices {
+            [first, rest @ ..]
+                if s.set == CommonCounterSet::Timestamp
+                    && rest.iter().all(|i| i / block == first / block) =>
+            {
+                s.lock_block(*first)?
+            }
+            _ => s.lock()?,
+        };
         // A locked write of this recording into these samples: its claim
         // (whose clean indices this write may change) ends first.
         self.release_claim(storage, &mut slots);

@@ -5,18 +5,24 @@
 //! [`BLOCK`] indices once, under the lock, with a snapshot of which of them
 //! it may write as they are ("clean": no reset needed, not open, not
 //! recorded by another open recording). Unless the set's recordings
-//! interleave, it also claims the next few blocks that are wholly fresh
-//! (see [`AHEAD`]), each a claim of its own. It then writes clean indices of the
-//! block without the lock: it notes each in its own [`LocalClaims`] and
-//! publishes it in the block's atomic word of written indices, of which it
-//! is the only writer (a plain store).
+//! interleave there, it also claims the next blocks of its [`GROUP`] that
+//! are wholly fresh (see [`AHEAD`]), each a claim of its own. It then
+//! writes clean indices of the block without the lock: it notes each in
+//! its own [`LocalClaims`] and publishes it in the block's atomic word of
+//! written indices, of which it is the only writer (a plain store).
 //!
-//! Whoever takes the lock next ([`SampleSet::lock`]) first applies the
-//! published writes to the table, as [`SampleTable::mark_recorded`] by the
-//! claiming recording, so every reader sees them as if each had been
+//! Whoever takes the lock to read the table ([`SampleSet::lock`]) first
+//! applies the published writes to it, as [`SampleTable::mark_recorded`]
+//! by the claiming recording, so every reader sees them as if each had been
 //! recorded under the lock. A write that another thread has not seen yet is
 //! one it saw before the write happened: the recording has not been
-//! submitted, so the GPU cannot have run it either.
+//! submitted, so the GPU cannot have run it either. A locked write reads
+//! the table only at its own block (and at blocks nobody claims, which
+//! hold nothing unapplied), so it applies only the claim on that block
+//! ([`SampleSet::lock_block`]), and a recording applies its own claims'
+//! writes when it releases them: with several threads recording into one
+//! set, none applies the others' writes under the lock, or reads the
+//! cache lines they are storing into.
 //!
 //! A claim is exclusive: another recording's write into a claimed block
 //! takes the locked path, which sees the applied writes (and refuses an
@@ -39,14 +45,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const BLOCK: u32 = 64;
 
 /// Blocks a recording claims past the one its locked write is in, when they
-/// are wholly fresh: one lock, release and claim serve `(1 + AHEAD) *
-/// BLOCK` sequential writes instead of `BLOCK`. Not where the set's
-/// recordings interleave, whose writes into blocks claimed ahead would take
-/// the lock: while another recording holds a claim within `AHEAD + 1`
-/// blocks, or once one recording wrote into another's claim (until a host
-/// reset of every index). Recordings into ranges of their own (a thread's
-/// range each) claim ahead side by side.
+/// are wholly fresh and in the same [`GROUP`]: one lock, release and claim
+/// serve up to `(1 + AHEAD) * BLOCK` sequential writes instead of `BLOCK`.
+/// Not where the set's recordings interleave, whose writes into blocks
+/// claimed ahead would take the lock: while another recording holds a
+/// claim in the group, or once one recording wrote into another's claim in
+/// the group (until a host reset of every index of the group). Recordings
+/// into ranges of their own (a thread's range each, or a profiler's
+/// segments of whole groups) claim ahead side by side.
 pub const AHEAD: u32 = 3;
+
+/// Blocks per group: claims ahead stay inside the aligned group of the
+/// block whose locked write claims them, so that recordings whose indices
+/// are whole groups of their own never claim into each other's.
+pub const GROUP: u32 = AHEAD + 1;
+
+/// Indices per [`GROUP`].
+pub const GROUP_INDICES: u32 = GROUP * BLOCK;
 
 /// Why a recording that claimed an index cannot be submitted: another
 /// recording wrote the same index while it was being recorded.
@@ -317,7 +332,10 @@ impl LocalClaims {
         if self.hot.key == key {
             self.hot = HotClaim::NONE;
         }
-        set.apply_claims(slots);
+        // Its own writes only: another recording's claims stay theirs to
+        // apply (see `SampleSet::lock_block`).
+        let me = ticket.id();
+        set.apply_claims_where(slots, |c| c.ticket == me);
         let mut k = 0;
         while k < self.list.len() {
             if self.list[k].key != key {
@@ -345,9 +363,10 @@ impl LocalClaims {
     }
 
     /// Claims the block of `index` in `set` for this recording, with `slots`
-    /// locked from `set`, unless another open recording holds it; and,
-    /// unless the set's recordings interleave (see [`AHEAD`]), the wholly
-    /// fresh blocks after it (at most [`AHEAD`]). Call it after
+    /// locked from `set` (by [`SampleSet::lock`], or [`SampleSet::lock_block`]
+    /// of `index`), unless another open recording holds it; and, unless the
+    /// set's recordings interleave in its group (see [`AHEAD`]), the wholly
+    /// fresh blocks after it in its group. Call it after
     /// [`LocalClaims::release`] of `set`, once the locked write of `index`
     /// is noted in `slots`.
     pub fn claim(&mut self, set: &SampleSet, slots: &mut SampleTable, index: u32, ticket: &Ticket) {
@@ -356,8 +375,9 @@ impl LocalClaims {
             if slots.still_recording(slots.claims[pos].ticket) {
                 return;
             }
-            // Its recording ended without releasing it (leaked): its
-            // published writes were applied by the lock, so it is done.
+            // Its recording ended without releasing it (leaked): once its
+            // published writes are applied, it is done.
+            set.apply_claims_where(slots, |c| c.block == block);
             slots.claims.swap_remove(pos);
         }
         let clean = clean_mask(set, slots, index, ticket.id());
@@ -366,20 +386,23 @@ impl LocalClaims {
         }
         self.push_claim(set, slots, block, clean, ticket.id());
         self.hot = self.list.last().map_or(HotClaim::NONE, LocalClaim::hot);
-        if !slots.interleaved && !others_claim_near(slots, block, ticket.id()) {
+        if !slots.interleaved[(block / GROUP) as usize]
+            && !others_claim_in_group(slots, block, ticket.id())
+        {
             self.claim_ahead(set, slots, block, ticket.id());
         }
     }
 
-    /// Claims the blocks after `block` (at most [`AHEAD`]) while each is
-    /// wholly fresh and nobody's claim.
+    /// Claims the blocks after `block` in its group while each is wholly
+    /// fresh and nobody's claim.
     #[inline(never)]
     fn claim_ahead(&mut self, set: &SampleSet, slots: &mut SampleTable, block: u32, me: u64) {
-        // The blocks up to the first one claimed (by a leaked recording)...
+        // The blocks of the group up to the first one claimed (by a leaked
+        // recording): no claim there, so nothing of theirs is unapplied...
         let blocks = set.count.div_ceil(BLOCK);
+        let group_end = (block / GROUP + 1) * GROUP;
         let mut end = block + 1;
-        while end < (block + 1 + AHEAD).min(blocks) && !slots.claims.iter().any(|c| c.block == end)
-        {
+        while end < group_end.min(blocks) && !slots.claims.iter().any(|c| c.block == end) {
             end += 1;
         }
         // ...all fresh (usually): one pass over them.
@@ -441,16 +464,17 @@ impl LocalClaims {
     }
 }
 
-/// Whether a recording other than `me` holds a claim on `set` within
-/// `AHEAD + 1` blocks of `block`, before or after it: recordings whose
-/// indices interleave (a profiler's scopes from several threads, or indices
-/// handed out by a shared counter), whose next writes would land in blocks
-/// claimed ahead and take the lock there. Recordings into ranges of their
-/// own meet only where the ranges do.
-fn others_claim_near(slots: &SampleTable, block: u32, me: u64) -> bool {
-    slots.claims.iter().any(|c| {
-        c.ticket != me && c.block.abs_diff(block) <= AHEAD + 1 && slots.still_recording(c.ticket)
-    })
+/// Whether a recording other than `me` holds a claim on `set` in the group
+/// of `block`: recordings whose indices interleave there (scopes from
+/// several threads, or indices handed out by a shared counter), whose next
+/// writes would land in blocks claimed ahead and take the lock there.
+/// Recordings into ranges of their own meet only where the ranges do.
+fn others_claim_in_group(slots: &SampleTable, block: u32, me: u64) -> bool {
+    let group = block / GROUP;
+    slots
+        .claims
+        .iter()
+        .any(|c| c.ticket != me && c.block / GROUP == group && slots.still_recording(c.ticket))
 }
 
 /// The indices of the block of `written` (the index whose locked write
@@ -560,12 +584,26 @@ impl SampleSet {
     /// Applies every claim's published writes that the table has not seen.
     #[inline]
     pub(crate) fn apply_claims(&self, slots: &mut SampleTable) {
+        self.apply_claims_where(slots, |_| true);
+    }
+
+    /// Applies the published writes that the table has not seen of the
+    /// claims that `pick` picks.
+    #[inline]
+    pub(crate) fn apply_claims_where(
+        &self,
+        slots: &mut SampleTable,
+        pick: impl Fn(&TableClaim) -> bool,
+    ) {
         // A run of consecutive indices of one recording, marked at once:
         // blocks claimed together are consecutive and usually written
         // whole, so their writes make one run, not one per block.
         let mut run = (0u32, 0u32, 0u64);
         for k in 0..slots.claims.len() {
             let c = &slots.claims[k];
+            if !pick(c) {
+                continue;
+            }
             let written = self.blocks[c.block as usize]
                 .written
                 .load(Ordering::Relaxed);
@@ -628,7 +666,7 @@ impl SampleTable {
         let block = index / BLOCK;
         for c in &self.claims {
             if c.block == block && c.ticket != rec {
-                self.interleaved = true;
+                self.interleaved[(block / GROUP) as usize] = true;
                 self.blocks[block as usize]
                     .revoked
                     .fetch_or(1 << (index % BLOCK), Ordering::Relaxed);

@@ -63,7 +63,9 @@ mod table;
 mod tests;
 mod ticket;
 
-pub use claim::{LocalClaims, ReleasedClaim, AHEAD, BLOCK, WRITTEN_CONCURRENTLY};
+pub use claim::{
+    LocalClaims, ReleasedClaim, AHEAD, BLOCK, GROUP, GROUP_INDICES, WRITTEN_CONCURRENTLY,
+};
 pub use pass::{check_pass_attachments, RelaxedWrites};
 pub use table::{SampleTable, SlotState, ABSENT, NONE, OCCLUSION, RECORDED_ELSEWHERE, STILL_OPEN};
 use table::{NOT_SUBMITTED, PENDING};
@@ -198,6 +200,26 @@ impl SampleSet {
             Ok(mut slots) => {
                 if !slots.claims.is_empty() {
                     self.apply_claims(&mut slots);
+                }
+                Ok(slots)
+            }
+            Err(_) => Err(self.poisoned()),
+        }
+    }
+
+    /// Locks the bookkeeping for a write of `index`, with the writes that
+    /// a recording made into its claim on `index`'s block, if any, applied,
+    /// and no others: what [`SampleSet::check_write`],
+    /// [`SampleTable::mark_recorded`] and [`LocalClaims::claim`] of `index`
+    /// read. Anything that reads other indices locks with
+    /// [`SampleSet::lock`].
+    #[inline]
+    pub fn lock_block(&self, index: u32) -> Result<std::sync::MutexGuard<'_, SampleTable>> {
+        match self.slots.lock() {
+            Ok(mut slots) => {
+                if !slots.claims.is_empty() {
+                    let block = index / BLOCK;
+                    self.apply_claims_where(&mut slots, |c| c.block == block);
                 }
                 Ok(slots)
             }
@@ -413,7 +435,17 @@ impl SampleSet {
         }
         if first == 0 && count == self.count {
             slots.aliases = false;
-            slots.interleaved = false;
+        }
+        // The groups wholly reset (the last one may be short).
+        let g = claim::GROUP_INDICES;
+        let (lo, hi) = (first.div_ceil(g), (first + count) / g);
+        let hi = if first + count == self.count {
+            self.count.div_ceil(g)
+        } else {
+            hi
+        };
+        if lo < hi {
+            slots.interleaved[lo as usize..hi as usize].fill(false);
         }
     }
 

@@ -93,11 +93,12 @@ pub struct SampleTable {
     /// Blocks claimed by recordings for writes without the lock (see
     /// [`super::claim`]).
     pub(crate) claims: Vec<super::claim::TableClaim>,
-    /// Whether a recording wrote into a block another recording had
-    /// claimed, since the last host reset of every index: the recordings'
-    /// indices interleave, so none claims blocks ahead (see
-    /// [`super::claim::AHEAD`]).
-    pub(crate) interleaved: bool,
+    /// For each group of blocks ([`super::claim::GROUP`]): whether a
+    /// recording wrote into a block of it that another recording had
+    /// claimed, since the last host reset of every index of the group: the
+    /// recordings' indices interleave there, so none claims blocks ahead in
+    /// it (see [`super::claim::AHEAD`]).
+    pub(crate) interleaved: Vec<bool>,
     /// The words of every block, shared with [`super::SampleSet::blocks`].
     pub(crate) blocks: std::sync::Arc<[super::claim::BlockWords]>,
 }
@@ -126,7 +127,7 @@ impl SampleTable {
             scratch: Vec::new(),
             occlusion_scratch: Vec::new(),
             claims: Vec::new(),
-            interleaved: false,
+            interleaved: fallible_vec(count.div_ceil(super::claim::GROUP_INDICES) as usize, false)?,
             blocks: super::claim::block_words(count)?,
         })
     }

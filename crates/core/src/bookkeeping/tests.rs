@@ -347,7 +347,8 @@ fn failed_timestamp_queries_resolve_as_errors() {
 /// A recording's locked write of `index`, then its claim of the block, as a
 /// backend's slow path does it.
 fn locked_write(samples: &SampleSet, claims: &mut LocalClaims, ticket: &Ticket, index: u32) {
-    let mut slots = samples.lock().unwrap();
+    // As a backend's locked timestamp write: only the block's claim applied.
+    let mut slots = samples.lock_block(index).unwrap();
     if let Some(i) = claims.release(samples, &mut slots, ticket) {
         panic!("conflict at {i}");
     }
@@ -938,31 +939,48 @@ fn the_avx2_layout_matches_the_portable_one() {
     }
 }
 
-/// A recording claims the wholly fresh blocks after its locked write's (at
-/// most `AHEAD`), and no more: not past a block with a dirty index, not a
-/// block another recording claimed, not beside another recording's claim,
-/// and not once recordings wrote into each other's claims; recordings into
-/// ranges of their own each claim ahead.
+/// A recording claims the wholly fresh blocks after its locked write's in
+/// its group (at most `AHEAD`), and no more: not past the group's end, not
+/// past a block with a dirty index, not a block another recording claimed,
+/// not in a group where another recording holds a claim, and not in a
+/// group where recordings wrote into each other's claims; recordings into
+/// groups of their own each claim ahead, side by side.
 #[test]
 fn blocks_are_claimed_ahead_only_when_fresh_and_alone() {
-    let ahead = super::claim::AHEAD;
-    let n = (ahead + 3) * BLOCK;
+    let (ahead, group) = (super::claim::AHEAD, super::claim::GROUP);
+    assert_eq!(group, ahead + 1);
+    let n = (group + 2) * BLOCK;
     let samples = set(CommonCounterSet::Timestamp, n, [ABSENT; 8]);
     let mine = Ticket::new();
     let mut claims = LocalClaims::default();
     locked_write(&samples, &mut claims, &mine, 0);
-    for i in 1..(1 + ahead) * BLOCK {
+    for i in 1..group * BLOCK {
         assert!(claims.try_write(&samples, i), "{i}");
     }
     assert!(
-        !claims.try_write(&samples, (1 + ahead) * BLOCK),
+        !claims.try_write(&samples, group * BLOCK),
         "at most {ahead} blocks ahead"
     );
     // The next locked write releases them all, then claims on.
-    locked_write(&samples, &mut claims, &mine, (1 + ahead) * BLOCK);
-    assert!(claims.try_write(&samples, (2 + ahead) * BLOCK + 3));
+    locked_write(&samples, &mut claims, &mine, group * BLOCK);
+    assert!(claims.try_write(&samples, (group + 1) * BLOCK + 3));
     drop(claims);
     mine.set_phase(Phase::Done);
+
+    // Claims ahead end with the group: from block 2, blocks 2 and 3.
+    let samples = set(CommonCounterSet::Timestamp, 3 * group * BLOCK, [ABSENT; 8]);
+    let mine = Ticket::new();
+    let mut claims = LocalClaims::default();
+    locked_write(&samples, &mut claims, &mine, (group - 2) * BLOCK);
+    assert!(
+        claims.try_write(&samples, (group - 1) * BLOCK + 7),
+        "the group's last block"
+    );
+    assert!(
+        !claims.try_write(&samples, group * BLOCK + 7),
+        "not the next group's"
+    );
+    drop(claims);
 
     // A dirty index in block 2 stops the claim after block 1.
     let samples = set(CommonCounterSet::Timestamp, 4 * BLOCK, [ABSENT; 8]);
@@ -992,18 +1010,13 @@ fn blocks_are_claimed_ahead_only_when_fresh_and_alone() {
     assert!(theirs.try_write(&samples, 3 * BLOCK + 5), "its claim ahead");
     drop((claims, theirs));
 
-    // Another open recording's claim within `AHEAD + 1` blocks, after or
-    // before: their indices interleave, and nothing is claimed ahead.
-    let far = ahead + 2;
-    for before in [false, true] {
-        let samples = set(CommonCounterSet::Timestamp, 3 * far * BLOCK, [ABSENT; 8]);
+    // Another open recording's claim in the group, after or before:
+    // their indices interleave, and nothing is claimed ahead. One in the
+    // next group, however near, is no obstacle.
+    for (theirs_at, at, claims_ahead) in [(2, 0, false), (0, 2, false), (group, 0, true)] {
+        let samples = set(CommonCounterSet::Timestamp, 3 * group * BLOCK, [ABSENT; 8]);
         let (mine, other, done) = (Ticket::new(), Ticket::new(), Ticket::new());
-        let (theirs_at, at) = if before {
-            (0, ahead + 1)
-        } else {
-            (ahead + 1, 0)
-        };
-        if before {
+        if theirs_at == 0 {
             // Block 1 dirty: the other claims block 0 alone.
             let mut slots = samples.lock().unwrap();
             slots.mark_recorded(BLOCK + 40, NONE, false, done.id(), 0);
@@ -1013,18 +1026,20 @@ fn blocks_are_claimed_ahead_only_when_fresh_and_alone() {
         let mut claims = LocalClaims::default();
         locked_write(&samples, &mut claims, &mine, at * BLOCK);
         assert!(claims.try_write(&samples, at * BLOCK + 5), "its own block");
-        assert!(
-            !claims.try_write(&samples, (at + 1) * BLOCK + 5),
-            "nothing ahead beside block {theirs_at}"
+        assert_eq!(
+            claims.try_write(&samples, (at + 1) * BLOCK + 5),
+            claims_ahead,
+            "block {at} with another's claim on block {theirs_at}"
         );
         drop((claims, theirs));
     }
     // A claim left by a recording that ended without releasing it (leaked)
     // interleaves with nothing.
-    let samples = set(CommonCounterSet::Timestamp, 3 * far * BLOCK, [ABSENT; 8]);
+    let samples = set(CommonCounterSet::Timestamp, 3 * group * BLOCK, [ABSENT; 8]);
     let (mine, leaked) = (Ticket::new(), Ticket::new());
     let mut theirs = LocalClaims::default();
-    locked_write(&samples, &mut theirs, &leaked, (ahead + 1) * BLOCK);
+    locked_write(&samples, &mut theirs, &leaked, 2 * BLOCK);
+    assert!(theirs.try_write(&samples, 2 * BLOCK + 9));
     // Dropped unreleased, as a leaked command buffer's claims are.
     drop(theirs);
     leaked.set_phase(Phase::Done);
@@ -1032,28 +1047,40 @@ fn blocks_are_claimed_ahead_only_when_fresh_and_alone() {
     locked_write(&samples, &mut claims, &mine, 0);
     assert!(
         claims.try_write(&samples, BLOCK + 5),
-        "ahead past a leaked claim"
+        "ahead beside a leaked claim"
     );
+    assert!(!claims.try_write(&samples, 2 * BLOCK + 5), "not into it");
     drop(claims);
+    // Its writes are applied when the leaked claim is taken over.
+    locked_write(&samples, &mut LocalClaims::default(), &mine, 2 * BLOCK + 10);
+    assert_eq!(
+        samples.lock().unwrap().rec[(2 * BLOCK + 9) as usize],
+        leaked.id(),
+        "the leaked claim's write"
+    );
 
-    // One beyond that: recordings into ranges of their own (one thread's
-    // range each) both claim ahead.
-    let samples = set(CommonCounterSet::Timestamp, 3 * far * BLOCK, [ABSENT; 8]);
+    // Recordings into groups of their own (one thread's range each) both
+    // claim ahead.
+    let samples = set(CommonCounterSet::Timestamp, 3 * group * BLOCK, [ABSENT; 8]);
     let (mine, other) = (Ticket::new(), Ticket::new());
     let mut theirs = LocalClaims::default();
-    locked_write(&samples, &mut theirs, &other, far * BLOCK);
+    locked_write(&samples, &mut theirs, &other, group * BLOCK);
     let mut claims = LocalClaims::default();
     locked_write(&samples, &mut claims, &mine, 0);
     for b in 1..=ahead {
         assert!(claims.try_write(&samples, b * BLOCK + 5), "block {b} ahead");
-        assert!(theirs.try_write(&samples, (far + b) * BLOCK + 5), "theirs");
+        assert!(
+            theirs.try_write(&samples, (group + b) * BLOCK + 5),
+            "theirs"
+        );
     }
     drop((claims, theirs));
 
-    // Once a recording wrote into a block another one claimed, the set's
-    // recordings interleave: nothing is claimed ahead, even alone, until a
-    // host reset of every index.
-    let samples = set(CommonCounterSet::Timestamp, 4 * far * BLOCK, [ABSENT; 8]);
+    // Once a recording wrote into a block another one claimed, their
+    // indices interleave in that group: nothing is claimed ahead there,
+    // even alone, until a host reset of every index of the group. Other
+    // groups claim ahead as before.
+    let samples = set(CommonCounterSet::Timestamp, 3 * group * BLOCK, [ABSENT; 8]);
     let (mine, other) = (Ticket::new(), Ticket::new());
     let mut theirs = LocalClaims::default();
     locked_write(&samples, &mut theirs, &other, 0);
@@ -1061,28 +1088,30 @@ fn blocks_are_claimed_ahead_only_when_fresh_and_alone() {
     let mut claims = LocalClaims::default();
     locked_write(&samples, &mut claims, &mine, BLOCK + 1);
     assert!(claims.is_empty(), "block 1 is the other's");
-    drop(theirs);
+    // The other ends its recording (its claims released), then this one
+    // claims in another group.
+    theirs.release(&samples, &mut samples.lock().unwrap(), &other);
     other.set_phase(Phase::Done);
-    let reset_and_claim_far = |claims: &mut LocalClaims, whole: bool| {
+    locked_write(&samples, &mut claims, &mine, 2 * group * BLOCK);
+    assert!(
+        claims.try_write(&samples, (2 * group + 1) * BLOCK + 5),
+        "ahead in another group"
+    );
+    let reset_and_claim_first = |claims: &mut LocalClaims, count: u32| {
         {
             let mut slots = samples.lock().unwrap();
-            let (first, count) = if whole {
-                (0, samples.count)
-            } else {
-                (far * BLOCK, samples.count - far * BLOCK)
-            };
-            samples.host_reset_table(&mut slots, first, count, SlotState::Fresh);
+            samples.host_reset_table(&mut slots, 0, count, SlotState::Fresh);
         }
-        locked_write(&samples, claims, &mine, 2 * far * BLOCK);
-        claims.try_write(&samples, (2 * far + 1) * BLOCK + 5)
+        locked_write(&samples, claims, &mine, 0);
+        claims.try_write(&samples, BLOCK + 5)
     };
     assert!(
-        !reset_and_claim_far(&mut claims, false),
-        "nothing ahead after a reset of part of the set"
+        !reset_and_claim_first(&mut claims, (group - 1) * BLOCK),
+        "nothing ahead after a reset of part of the group"
     );
     assert!(
-        reset_and_claim_far(&mut claims, true),
-        "ahead again after a reset of every index"
+        reset_and_claim_first(&mut claims, group * BLOCK),
+        "ahead again after a reset of the whole group"
     );
 }
 
@@ -1155,4 +1184,46 @@ fn claimed_writes_across_blocks_are_applied_each_to_its_recording() {
         }
     }
     assert_eq!(slots.state[2 * BLOCK as usize], SlotState::Fresh);
+}
+
+/// A locked write applies the claim on its own block and no other: another
+/// recording's claimed writes stay for whoever reads their block (or that
+/// recording's release), so that threads recording into one set do not
+/// apply each other's writes under the lock. A write into a claimed block
+/// still sees the claimant's writes, and a reader's lock sees them all.
+#[test]
+fn a_locked_write_applies_only_the_claim_on_its_block() {
+    let group = super::claim::GROUP;
+    let samples = set(CommonCounterSet::Timestamp, 3 * group * BLOCK, [ABSENT; 8]);
+    let (a, b) = (Ticket::new(), Ticket::new());
+    let (mut theirs, mut mine) = (LocalClaims::default(), LocalClaims::default());
+    locked_write(&samples, &mut theirs, &a, 0);
+    assert!(theirs.try_write(&samples, 5));
+    locked_write(&samples, &mut mine, &b, group * BLOCK);
+    assert!(mine.try_write(&samples, group * BLOCK + 5));
+    // This recording's next locked write, in another group: its own claims
+    // are released (their writes applied), the other's are not touched.
+    locked_write(&samples, &mut mine, &b, 2 * group * BLOCK);
+    {
+        let slots = samples.slots.lock().unwrap();
+        assert_eq!(
+            slots.rec[group as usize * BLOCK as usize + 5],
+            b.id(),
+            "its own"
+        );
+        assert_eq!(slots.rec[5], 0, "the other's claimed write, not applied");
+    }
+    // A write into the other's block applies its claim first: the index it
+    // wrote is refused.
+    {
+        let slots = samples.lock_block(7).unwrap();
+        assert_eq!(slots.rec[5], a.id());
+        assert!(samples.check_write(&slots, 5, false, b.id()).is_err());
+    }
+    // A reader sees every claimed write.
+    assert!(mine.try_write(&samples, 2 * group * BLOCK + 5));
+    assert_eq!(
+        samples.lock().unwrap().rec[(2 * group * BLOCK + 5) as usize],
+        b.id()
+    );
 }
