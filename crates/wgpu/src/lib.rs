@@ -627,15 +627,11 @@ impl WgpuRecorder {
         mark: impl FnOnce(&mut SampleTable, &mut LocalClaims, &Ticket),
     ) -> Result<()> {
         let s = &storage.samples;
-        // Timestamp writes into one block read the table only there (see
-        // core's `SampleSet::lock_block`): other threads' claims stay
-        // theirs.
+        // Writes into one block read the table only there (see core's
+        // `SampleSet::lock_block`): other threads' claims stay theirs.
         let block = gpu_counters_core::bookkeeping::BLOCK;
         let mut slots = match indices {
-            [first, rest @ ..]
-                if s.set == CommonCounterSet::Timestamp
-                    && rest.iter().all(|i| i / block == first / block) =>
-            {
+            [first, rest @ ..] if rest.iter().all(|i| i / block == first / block) => {
                 s.lock_block(*first)?
             }
             _ => s.lock()?,

@@ -582,12 +582,6 @@ fn bits_of(flags: &[bool]) -> u64 {
 }
 
 impl SampleSet {
-    /// Applies every claim's published writes that the table has not seen.
-    #[inline]
-    pub(crate) fn apply_claims(&self, slots: &mut SampleTable) {
-        self.apply_claims_where(slots, |_| true);
-    }
-
     /// Applies the published writes that the table has not seen of the
     /// claims that `pick` picks.
     #[inline]

@@ -196,15 +196,7 @@ impl SampleSet {
     /// Locks the bookkeeping, with every write that recordings made into
     /// their claimed blocks so far applied (see [`LocalClaims`]).
     pub fn lock(&self) -> Result<std::sync::MutexGuard<'_, SampleTable>> {
-        match self.slots.lock() {
-            Ok(mut slots) => {
-                if !slots.claims.is_empty() {
-                    self.apply_claims(&mut slots);
-                }
-                Ok(slots)
-            }
-            Err(_) => Err(self.poisoned()),
-        }
+        self.lock_applying(|_| true)
     }
 
     /// Locks the bookkeeping for a write of `index`, with the writes that
@@ -215,11 +207,20 @@ impl SampleSet {
     /// [`SampleSet::lock`].
     #[inline]
     pub fn lock_block(&self, index: u32) -> Result<std::sync::MutexGuard<'_, SampleTable>> {
+        let block = index / BLOCK;
+        self.lock_applying(|c| c.block == block)
+    }
+
+    /// Locks the bookkeeping with the claims that `pick` picks applied.
+    #[inline]
+    fn lock_applying(
+        &self,
+        pick: impl Fn(&claim::TableClaim) -> bool,
+    ) -> Result<std::sync::MutexGuard<'_, SampleTable>> {
         match self.slots.lock() {
             Ok(mut slots) => {
                 if !slots.claims.is_empty() {
-                    let block = index / BLOCK;
-                    self.apply_claims_where(&mut slots, |c| c.block == block);
+                    self.apply_claims_where(&mut slots, pick);
                 }
                 Ok(slots)
             }
@@ -437,13 +438,15 @@ impl SampleSet {
             slots.aliases = false;
         }
         // The groups wholly reset (the last one may be short).
-        let g = claim::GROUP_INDICES;
-        let (lo, hi) = (first.div_ceil(g), (first + count) / g);
-        let hi = if first + count == self.count {
-            self.count.div_ceil(g)
-        } else {
-            hi
-        };
+        let (g, end) = (claim::GROUP_INDICES, first + count);
+        let (lo, hi) = (
+            first.div_ceil(g),
+            if end == self.count {
+                end.div_ceil(g)
+            } else {
+                end / g
+            },
+        );
         if lo < hi {
             slots.interleaved[lo as usize..hi as usize].fill(false);
         }
