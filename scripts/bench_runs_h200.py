@@ -2,7 +2,10 @@
 """Tables of several `gpu-counters bench --json` runs of the same command:
 for every row, the median over the runs of each run's median, with the
 smallest and largest run in brackets; then the wgpu comparisons the same
-way, and the CPU resolve throughput.
+way, the samples-alone comparisons (runs since the twenty-fourth
+session: the Vulkan rows recorded without the dispatches, `--host-reps`
+rounds), and the
+CPU resolve throughput.
 
 Usage: bench_runs_h200.py RUN.json [RUN.json ...]
 (BENCHMARKS.md's H200 tables are this script's output for
@@ -57,6 +60,23 @@ for c in range(len(runs[0]["comparisons"])):
          if settled else "")
     print(f"| {cs[0]['variant']} / {cs[0]['against']} | ≤ {cs[0]['target']} | {spread(g, 3)} | {spread(h, 2)} | {spread(hm, 2)} |{k}")
 print()
+alone = [r.get("samples_alone") or [] for r in runs]
+if all(alone):
+    print(f"samples alone ({runs[0].get('samples_alone_reps')} rounds a run):")
+    print()
+    print("| comparison (per scope, host only) | target | host ratio (run medians) | "
+          "smallest round … largest round (median [range] over the runs) | host ns per scope, variant / raw | within and settled in |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for c in range(len(alone[0])):
+        cs = [a[c] for a in alone]
+        h = [x["host_ratio"]["median"] for x in cs]
+        ok = sum(bool(x["host_ratio"]["within_target"] and x["host_ratio"]["settled"]) for x in cs)
+        v = st.median(x["variant_host_ns_per_scope"] for x in cs)
+        a = st.median(x["against_host_ns_per_scope"] for x in cs)
+        print(f"| {cs[0]['variant']} / {cs[0]['against']} | ≤ {cs[0]['target']} | {spread(h, 2)} "
+              f"| {spread([x['host_ratio']['min'] for x in cs], 2)} … {spread([x['host_ratio']['max'] for x in cs], 2)} "
+              f"| {v:.1f} / {a:.1f} | {ok} of {len(cs)} runs |")
+    print()
 print("CPU resolve of", runs[0]["resolve"]["samples"], "timestamps, ratio to a plain copy:",
       spread([r["resolve"]["ratio_to_copy"] for r in runs]))
 # Runs since the tenth session also give the medians of each (ms).

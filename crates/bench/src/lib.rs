@@ -243,6 +243,12 @@ pub struct BenchArgs {
     /// Vulkan rows' to settle (see `settled`). At most 1000.
     #[arg(long, value_name = "R")]
     pub wgpu_reps: Option<u32>,
+    /// Measured repetitions of the samples-alone rows (`samples_alone`):
+    /// the Vulkan rows again without the workload's dispatches, whose host
+    /// cost is the samples' own. A round takes milliseconds, so many of
+    /// them are cheap. At most 1000.
+    #[arg(long, default_value_t = 40, value_name = "R")]
+    pub host_reps: u32,
     /// Index of the Vulkan device (as `gpu-counters devices` lists them);
     /// the default device when absent.
     #[arg(long, value_name = "N")]
@@ -310,6 +316,7 @@ impl BenchArgs {
             ("--samples", self.samples, MAX_SAMPLES),
             ("--reps", self.reps, MAX_REPS),
             ("--wgpu-reps", self.wgpu_reps.unwrap_or(self.reps), MAX_REPS),
+            ("--host-reps", self.host_reps, MAX_REPS),
             (
                 "--resolve-samples",
                 self.resolve_samples,
@@ -362,6 +369,7 @@ impl Default for BenchArgs {
             samples: 4096,
             reps: 5,
             wgpu_reps: None,
+            host_reps: 40,
             device: None,
             drift_seconds: 60.0,
             resolve_samples: 1_000_000,
@@ -672,6 +680,43 @@ pub struct ComparisonReport {
     pub host_ratio_of_medians: Option<f64>,
 }
 
+/// The host side of a [`ComparisonReport`] from the samples-alone rows:
+/// both rows recorded without the workload's dispatches and barriers, so
+/// each side's host cost over its baseline is its samples' own, not a small
+/// difference between two recordings many times its size.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostComparisonReport {
+    /// The variant measured (the numerator), as the Vulkan rows name it.
+    pub variant: String,
+    /// The raw ash row it is compared with (the denominator).
+    pub against: String,
+    /// The most the ratio should be.
+    pub target: f64,
+    /// Added host ns per scope (record over its baseline, plus resolve)
+    /// over `against`'s, per round.
+    pub host_ratio: Option<RatioSpread>,
+    /// Median added host ns per scope of `variant`.
+    pub variant_host_ns_per_scope: f64,
+    /// Median added host ns per scope of `against`.
+    pub against_host_ns_per_scope: f64,
+    /// `variant_host_ns_per_scope / against_host_ns_per_scope`.
+    pub host_ratio_of_medians: Option<f64>,
+}
+
+impl From<ComparisonReport> for HostComparisonReport {
+    fn from(c: ComparisonReport) -> Self {
+        Self {
+            variant: c.variant,
+            against: c.against,
+            target: c.target,
+            host_ratio: c.host_ratio,
+            variant_host_ns_per_scope: c.variant_host_ns_per_scope,
+            against_host_ns_per_scope: c.against_host_ns_per_scope,
+            host_ratio_of_medians: c.host_ratio_of_medians,
+        }
+    }
+}
+
 /// CPU resolve throughput of a large counter sample buffer.
 #[derive(Debug, Clone, Serialize)]
 pub struct ResolveReport {
@@ -742,6 +787,15 @@ pub struct BenchReport {
     /// per round, gpu-counters-wgpu against wgpu-profiler and raw wgpu);
     /// those whose rows did not run are left out.
     pub comparisons: Vec<ComparisonReport>,
+    /// The samples-alone rounds (`--host-reps`), where they ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples_alone_reps: Option<u32>,
+    /// The host side of the Vulkan comparisons again, from the rows
+    /// recorded without the workload's dispatches (`--host-reps` rounds):
+    /// each gpu-counters row's samples against raw ash's, per round. Empty
+    /// for CUDA.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub samples_alone: Vec<HostComparisonReport>,
     /// CPU resolve throughput.
     pub resolve: ResolveReport,
     /// Calibration quality.
@@ -811,7 +865,7 @@ pub fn run_with_options(
     let progress = Progress::new(!args.json);
     let mut notes = Vec::new();
 
-    let mut variants: Variants = vulkan::variants(&device, args.samples)?;
+    let mut variants: Variants = vulkan::variants(&device, args.samples, true)?;
     let mut wanted = vulkan::comparisons();
     // The wgpu rows are a group of their own, with their own rounds: every
     // comparison is within one group.
@@ -828,22 +882,40 @@ pub fn run_with_options(
     let runs = |v: &Variants, reps: u32| {
         (reps as usize + 1) * v.iter().filter(|v| v.baseline().is_some()).count()
     };
+    let mut alone: Variants = vulkan::variants(&device, args.samples, false)?;
     let bar = progress.bar(
-        (runs(&variants, args.reps) + runs(&wgpu_variants, wgpu_reps)) as u64,
+        (runs(&variants, args.reps)
+            + runs(&wgpu_variants, wgpu_reps)
+            + runs(&alone, args.host_reps)) as u64,
         "variants",
     );
     let mut measured = schedule(&mut variants, args.reps, &bar)?;
     let wgpu_ran = !wgpu_variants.is_empty();
     measured.extend(schedule(&mut wgpu_variants, wgpu_reps, &bar)?);
     variants.extend(wgpu_variants);
+    // The samples-alone rows last, a group of their own: the Vulkan rows'
+    // comparisons again, host side only.
+    let alone_measured = schedule(&mut alone, args.host_reps, &bar)?;
     bar.finish_and_clear();
     let specs: Vec<&VariantSpec> = variants.iter().map(|v| v.spec()).collect();
     let variants_report = summarize(&specs, &measured);
     let comparisons = compare(&specs, &measured, &wanted, args.samples);
+    let alone_specs: Vec<&VariantSpec> = alone.iter().map(|v| v.spec()).collect();
+    let samples_alone = compare(
+        &alone_specs,
+        &alone_measured,
+        &vulkan::comparisons(),
+        args.samples,
+    )
+    .into_iter()
+    .map(HostComparisonReport::from)
+    .collect();
     // The harnesses (wgpu's instance, the Vulkan objects) go with their
     // last variant; the Vulkan harness waits for the device first.
     drop(specs);
     drop(variants);
+    drop(alone_specs);
+    drop(alone);
 
     let spinner = progress.spinner("resolve throughput");
     let resolve = resolve::measure(&device, args.resolve_samples, args.reps)?;
@@ -864,6 +936,8 @@ pub fn run_with_options(
         wgpu_reps: wgpu_ran.then_some(wgpu_reps),
         variants: variants_report,
         comparisons,
+        samples_alone_reps: Some(args.host_reps),
+        samples_alone,
         resolve,
         calibration,
         zero_intrusion: Vec::new(),
@@ -974,6 +1048,8 @@ fn run_cuda(args: &BenchArgs) -> Result<BenchReport, BenchError> {
         wgpu_reps: None,
         variants: variants_report,
         comparisons,
+        samples_alone_reps: None,
+        samples_alone: Vec::new(),
         resolve,
         calibration,
         zero_intrusion,
@@ -1495,6 +1571,24 @@ pub fn print_human(report: &BenchReport) {
                 "    ratio of the medians: GPU {}, host {}",
                 fmt_opt(c.gpu_ratio_of_medians),
                 fmt_opt(c.host_ratio_of_medians)
+            );
+        }
+    }
+    if !report.samples_alone.is_empty() {
+        println!();
+        println!(
+            "samples alone (the Vulkan rows without the dispatches, {} rounds; added host ns per scope, ratio per round: median [min, max]):",
+            report.samples_alone_reps.unwrap_or(0)
+        );
+        for c in &report.samples_alone {
+            println!(
+                "  {} / {} (target ≤ {:.2}): host {:>8.1} / {:>8.1} ns per scope: {}",
+                c.variant,
+                c.against,
+                c.target,
+                c.variant_host_ns_per_scope,
+                c.against_host_ns_per_scope,
+                fmt_spread(c.host_ratio)
             );
         }
     }

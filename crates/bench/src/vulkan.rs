@@ -40,6 +40,7 @@ enum Kind {
     RawRelaxed,
     RawPass,
     RawPrecisePass,
+    RawScopes,
     GcBaseline,
     GcBaselinePassPerDispatch,
     GcSampleBarrier,
@@ -52,12 +53,13 @@ enum Kind {
     GcProfilerScopes,
 }
 
-const KINDS: [Kind; 15] = [
+const KINDS: [Kind; 16] = [
     Kind::RawBaseline,
     Kind::RawPrecise,
     Kind::RawRelaxed,
     Kind::RawPass,
     Kind::RawPrecisePass,
+    Kind::RawScopes,
     Kind::GcBaseline,
     Kind::GcBaselinePassPerDispatch,
     Kind::GcSampleBarrier,
@@ -72,6 +74,8 @@ const KINDS: [Kind; 15] = [
 
 const RAW_BASELINE: &str = "raw-ash baseline";
 const GC_BASELINE: &str = "gpu-counters baseline (1 encoder)";
+const RAW_SCOPES: &str = "raw-ash hand-rolled profiler scopes (ALL_COMMANDS pairs, labelled)";
+const PROFILER_SCOPES: &str = "gpu-counters profiler Frame::scope per dispatch";
 const GC_BASELINE_PASSES: &str = "gpu-counters baseline (encoder per dispatch)";
 
 impl Kind {
@@ -109,6 +113,11 @@ impl Kind {
                 2,
                 Some(RAW_BASELINE),
             ),
+            // What a raw ash user writes to get what a profiler scope
+            // gives: the precise-pass writes plus a labelled record per
+            // scope, read back with availability into kept results, the
+            // queries reset after reading.
+            Kind::RawScopes => (RAW_SCOPES, R, P::PrecisePass, 2, Some(RAW_BASELINE)),
             Kind::GcBaseline => (GC_BASELINE, G, P::None, 0, None),
             Kind::GcBaselinePassPerDispatch => (GC_BASELINE_PASSES, G, P::None, 0, None),
             Kind::GcSampleBarrier => (
@@ -164,13 +173,7 @@ impl Kind {
                 Some(GC_BASELINE),
             ),
             // Both ends of a profiler scope follow all prior work.
-            Kind::GcProfilerScopes => (
-                "gpu-counters profiler Frame::scope per dispatch",
-                G,
-                P::PrecisePass,
-                2,
-                Some(GC_BASELINE),
-            ),
+            Kind::GcProfilerScopes => (PROFILER_SCOPES, G, P::PrecisePass, 2, Some(GC_BASELINE)),
         }
     }
 
@@ -185,17 +188,22 @@ impl Kind {
 
 /// The derived comparisons of the gpu-counters rows: each against the
 /// raw-ash row of its placement, ratio taken per round (the bench's own
-/// `host_ratio_to_raw` divides medians). Targets: the profiler's scopes at
-/// most 1.5 times raw, every primitive at most 1.2.
+/// `host_ratio_to_raw` divides medians), then the profiler's scopes against
+/// the hand-rolled raw profiler. Targets: the profiler's scopes at most 1.5
+/// times raw, every primitive at most 1.2.
 pub(crate) fn comparisons() -> Vec<ComparisonSpec> {
     let rows = KINDS.map(Kind::describe);
-    rows.iter()
+    let mut specs: Vec<ComparisonSpec> = rows
+        .iter()
         .filter(|(_, tool, placement, _, baseline)| {
             *tool == Tool::GpuCounters && *placement != Placement::None && baseline.is_some()
         })
         .filter_map(|&(variant, _, placement, _, _)| {
-            let (against, ..) = rows.iter().find(|(_, tool, p, _, baseline)| {
-                *tool == Tool::RawAsh && *p == placement && baseline.is_some()
+            let (against, ..) = rows.iter().find(|(name, tool, p, _, baseline)| {
+                *tool == Tool::RawAsh
+                    && *p == placement
+                    && baseline.is_some()
+                    && *name != RAW_SCOPES
             })?;
             Some(ComparisonSpec {
                 variant,
@@ -207,7 +215,15 @@ pub(crate) fn comparisons() -> Vec<ComparisonSpec> {
                 },
             })
         })
-        .collect()
+        .collect();
+    // The profiler's scopes also against a hand-rolled raw profiler, whose
+    // results are what the profiler's are: labelled scope times.
+    specs.push(ComparisonSpec {
+        variant: PROFILER_SCOPES,
+        against: RAW_SCOPES,
+        target: 1.5,
+    });
+    specs
 }
 
 /// Raw Vulkan objects of the raw-ash variants and the brackets.
@@ -239,11 +255,22 @@ struct VulkanBench {
     period_ns: f64,
     mask: u64,
     n: u32,
+    /// The hand-rolled raw profiler's state, kept between runs as a frame
+    /// loop keeps it: each scope's label and first query, the read-back
+    /// (value, availability) pairs, and the results (label, start and end
+    /// ns since the first scope's start).
+    raw_scopes: Vec<(&'static str, u32)>,
+    raw_read: Vec<[u64; 2]>,
+    raw_results: Vec<(&'static str, f64, f64)>,
+    /// Whether the workload's dispatches and barriers are recorded: false
+    /// for the samples-alone rows, whose host cost is then the samples'
+    /// own, without a baseline many times their size to subtract.
+    work: bool,
     destroyed: bool,
 }
 
 impl VulkanBench {
-    fn new(device: &Device, n: u32) -> Result<Self, BenchError> {
+    fn new(device: &Device, n: u32, work: bool) -> Result<Self, BenchError> {
         let ctx = GpuContext::from_device(device);
         let workload = ComputeWorkload::new(&ctx, WORKGROUP_SIZE, 1, ITERATIONS)?;
         let mut this = Self {
@@ -283,6 +310,10 @@ impl VulkanBench {
             period_ns: device.info().timestamp_period_ns,
             mask: mask(device.info().timestamp_valid_bits),
             n,
+            raw_scopes: Vec::with_capacity(n as usize),
+            raw_read: vec![[0; 2]; 2 * n as usize],
+            raw_results: Vec::with_capacity(n as usize),
+            work,
             destroyed: false,
         };
         this.create_raw()?;
@@ -418,7 +449,9 @@ impl VulkanBench {
         let d = self.device.raw().clone();
         let cmd = self.raw.cmd;
         let pool = self.raw.samples;
-        let wl = &self.workload;
+        // The workload's dispatches and barriers, unless the samples are
+        // recorded alone.
+        let wl = self.work.then_some(&self.workload);
         let write = |stage: vk::PipelineStageFlags2, index: u32| {
             // SAFETY: `cmd` is recording; the query was reset on the host
             // below before recording and is written once.
@@ -440,46 +473,53 @@ impl VulkanBench {
         self.reset_brackets();
         self.bracket(cmd, 0);
         let t = Instant::now();
+        self.raw_scopes.clear();
         for i in 0..self.n {
             match kind {
                 Kind::RawBaseline => {
-                    // SAFETY: `cmd` is recording (begun above) outside any render pass;
-                    // see `run_raw`'s recording contract.
-                    unsafe {
-                        wl.record_dispatch(&d, cmd);
-                        wl.record_barrier(&d, cmd);
+                    if let Some(wl) = wl {
+                        // SAFETY: `cmd` is recording (begun above) outside any render
+                        // pass; see `run_raw`'s recording contract.
+                        unsafe {
+                            wl.record_dispatch(&d, cmd);
+                            wl.record_barrier(&d, cmd);
+                        }
                     }
                 }
-                Kind::RawPrecise => {
-                    // SAFETY: `cmd` is recording (begun above) outside any render pass;
-                    // see `run_raw`'s recording contract.
-                    unsafe { wl.record_dispatch(&d, cmd) };
-                    write(vk::PipelineStageFlags2::ALL_COMMANDS, i);
-                    // SAFETY: `cmd` is recording (begun above) outside any render pass;
-                    // see `run_raw`'s recording contract.
-                    unsafe { wl.record_barrier(&d, cmd) };
-                }
-                Kind::RawRelaxed => {
-                    // SAFETY: `cmd` is recording (begun above) outside any render pass;
-                    // see `run_raw`'s recording contract.
-                    unsafe { wl.record_dispatch(&d, cmd) };
-                    write(vk::PipelineStageFlags2::TOP_OF_PIPE, i);
-                    // SAFETY: `cmd` is recording (begun above) outside any render pass;
-                    // see `run_raw`'s recording contract.
-                    unsafe { wl.record_barrier(&d, cmd) };
-                }
-                _ => {
-                    let start = if kind == Kind::RawPrecisePass {
+                Kind::RawPrecise | Kind::RawRelaxed => {
+                    let stage = if kind == Kind::RawPrecise {
                         vk::PipelineStageFlags2::ALL_COMMANDS
                     } else {
                         vk::PipelineStageFlags2::TOP_OF_PIPE
                     };
+                    if let Some(wl) = wl {
+                        // SAFETY: `cmd` is recording (begun above) outside any render
+                        // pass; see `run_raw`'s recording contract.
+                        unsafe { wl.record_dispatch(&d, cmd) };
+                    }
+                    write(stage, i);
+                    if let Some(wl) = wl {
+                        // SAFETY: as the dispatch above.
+                        unsafe { wl.record_barrier(&d, cmd) };
+                    }
+                }
+                _ => {
+                    let start = if kind == Kind::RawPass {
+                        vk::PipelineStageFlags2::TOP_OF_PIPE
+                    } else {
+                        vk::PipelineStageFlags2::ALL_COMMANDS
+                    };
+                    if kind == Kind::RawScopes {
+                        self.raw_scopes.push(("dispatch", 2 * i));
+                    }
                     write(start, 2 * i);
-                    // SAFETY: `cmd` is recording (begun above) outside any render pass;
-                    // see `run_raw`'s recording contract.
-                    unsafe {
-                        wl.record_dispatch(&d, cmd);
-                        wl.record_barrier(&d, cmd);
+                    if let Some(wl) = wl {
+                        // SAFETY: `cmd` is recording (begun above) outside any render
+                        // pass; see `run_raw`'s recording contract.
+                        unsafe {
+                            wl.record_dispatch(&d, cmd);
+                            wl.record_barrier(&d, cmd);
+                        }
                     }
                     write(vk::PipelineStageFlags2::ALL_COMMANDS, 2 * i + 1);
                 }
@@ -510,7 +550,12 @@ impl VulkanBench {
         }
         let gpu_ns = self.bracket_ns()?;
         let mut resolve_ns = 0.0;
-        if samples > 0 {
+        if kind == Kind::RawScopes {
+            let t = Instant::now();
+            self.resolve_raw_scopes(samples)?;
+            resolve_ns = t.elapsed().as_nanos() as f64;
+            black_box(&self.raw_results);
+        } else if samples > 0 {
             let t = Instant::now();
             let ns = raw_resolve(&d, pool, samples, self.mask, self.period_ns)?;
             resolve_ns = t.elapsed().as_nanos() as f64;
@@ -530,6 +575,48 @@ impl VulkanBench {
         })
     }
 
+    /// The hand-rolled raw profiler's collect: reads the `samples` queries
+    /// with their availability into the kept read-back, resets them for the
+    /// next frame, and makes each scope's (label, start, end) in ns since
+    /// the first scope's start, into the kept results. Fails when a scope's
+    /// timestamp is unavailable, as the profiler's check does.
+    fn resolve_raw_scopes(&mut self, samples: u32) -> Result<(), BenchError> {
+        let d = self.device.raw();
+        let read = &mut self.raw_read[..samples as usize];
+        // SAFETY: the pool holds `2 * n` >= `samples` queries; `read` holds
+        // one (value, availability) pair of u64 per query.
+        unsafe {
+            d.get_query_pool_results(
+                self.raw.samples,
+                0,
+                read,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY,
+            )
+        }
+        .map_err(vk_err("vkGetQueryPoolResults"))?;
+        // SAFETY: hostQueryReset is enabled on gpu-counters' devices and the
+        // submission that wrote the queries has finished (waited for).
+        unsafe { d.reset_query_pool(self.raw.samples, 0, samples) };
+        let (mask, period) = (self.mask, self.period_ns);
+        let first = read.first().map_or(0, |q| q[0] & mask);
+        let ns = |t: u64| ((t & mask).wrapping_sub(first) & mask) as f64 * period;
+        self.raw_results.clear();
+        for &(label, q) in &self.raw_scopes {
+            let ([t0, a0], [t1, a1]) = (read[q as usize], read[q as usize + 1]);
+            if a0 != 0 && a1 != 0 {
+                self.raw_results.push((label, ns(t0), ns(t1)));
+            }
+        }
+        if self.raw_results.len() != self.raw_scopes.len() {
+            return Err(BenchError::Measurement(format!(
+                "raw scopes: {} of {} scopes unavailable",
+                self.raw_scopes.len() - self.raw_results.len(),
+                self.raw_scopes.len()
+            )));
+        }
+        Ok(())
+    }
+
     fn run_gpu_counters(&mut self, kind: Kind, samples: u32) -> Result<Measurement, BenchError> {
         // Recording contract of the workload's `record_*` calls below: `cmd`
         // is a gpu-counters command buffer of this device (recording from
@@ -541,7 +628,9 @@ impl VulkanBench {
         // submission.
         let d = self.device.raw().clone();
         let n = self.n;
-        let wl = &self.workload;
+        // The workload's dispatches and barriers, unless the samples are
+        // recorded alone.
+        let wl = self.work.then_some(&self.workload);
         let buffer = &self.buffer;
         let heap = &self.heap;
         buffer.reset()?;
@@ -565,9 +654,11 @@ impl VulkanBench {
             | Kind::GcHeapRelaxed => {
                 let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
                 for i in 0..n {
-                    // SAFETY: `enc.raw()` is recording outside any render pass; see
-                    // `run_gpu_counters`' recording contract.
-                    unsafe { wl.record_dispatch(&d, enc.raw()) };
+                    if let Some(wl) = wl {
+                        // SAFETY: `enc.raw()` is recording outside any render pass; see
+                        // `run_gpu_counters`' recording contract.
+                        unsafe { wl.record_dispatch(&d, enc.raw()) };
+                    }
                     match kind {
                         Kind::GcSampleBarrier => enc.sample_counters(buffer, i, true)?,
                         Kind::GcSampleNoBarrier => enc.sample_counters(buffer, i, false)?,
@@ -579,24 +670,30 @@ impl VulkanBench {
                         }
                         _ => {}
                     }
-                    // SAFETY: `enc.raw()` is recording outside any render pass; see
-                    // `run_gpu_counters`' recording contract.
-                    unsafe { wl.record_barrier(&d, enc.raw()) };
+                    if let Some(wl) = wl {
+                        // SAFETY: `enc.raw()` is recording outside any render pass; see
+                        // `run_gpu_counters`' recording contract.
+                        unsafe { wl.record_barrier(&d, enc.raw()) };
+                    }
                 }
                 enc.end_encoding()?;
             }
             Kind::GcBaselinePassPerDispatch | Kind::GcHeapRelaxedPassPerDispatch => {
                 for i in 0..n {
                     let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
-                    // SAFETY: `enc.raw()` is recording outside any render pass; see
-                    // `run_gpu_counters`' recording contract.
-                    unsafe { wl.record_dispatch(&d, enc.raw()) };
+                    if let Some(wl) = wl {
+                        // SAFETY: `enc.raw()` is recording outside any render pass; see
+                        // `run_gpu_counters`' recording contract.
+                        unsafe { wl.record_dispatch(&d, enc.raw()) };
+                    }
                     if kind == Kind::GcHeapRelaxedPassPerDispatch {
                         enc.write_timestamp(TimestampGranularity::Relaxed, heap, i)?;
                     }
-                    // SAFETY: `enc.raw()` is recording outside any render pass; see
-                    // `run_gpu_counters`' recording contract.
-                    unsafe { wl.record_barrier(&d, enc.raw()) };
+                    if let Some(wl) = wl {
+                        // SAFETY: `enc.raw()` is recording outside any render pass; see
+                        // `run_gpu_counters`' recording contract.
+                        unsafe { wl.record_barrier(&d, enc.raw()) };
+                    }
                     enc.end_encoding()?;
                 }
             }
@@ -609,11 +706,13 @@ impl VulkanBench {
                             end_of_encoder_sample_index: Some(2 * i + 1),
                         }],
                     })?;
-                    // SAFETY: `enc.raw()` is recording outside any render pass; see
-                    // `run_gpu_counters`' recording contract.
-                    unsafe {
-                        wl.record_dispatch(&d, enc.raw());
-                        wl.record_barrier(&d, enc.raw());
+                    if let Some(wl) = wl {
+                        // SAFETY: `enc.raw()` is recording outside any render pass; see
+                        // `run_gpu_counters`' recording contract.
+                        unsafe {
+                            wl.record_dispatch(&d, enc.raw());
+                            wl.record_barrier(&d, enc.raw());
+                        }
                     }
                     enc.end_encoding()?;
                 }
@@ -621,11 +720,13 @@ impl VulkanBench {
             Kind::GcScopePairs => {
                 for i in 0..n {
                     cmd.sample_counters(buffer, 2 * i, false)?;
-                    // SAFETY: `cmd.raw()` is recording outside any render pass; see
-                    // `run_gpu_counters`' recording contract.
-                    unsafe {
-                        wl.record_dispatch(&d, cmd.raw());
-                        wl.record_barrier(&d, cmd.raw());
+                    if let Some(wl) = wl {
+                        // SAFETY: `cmd.raw()` is recording outside any render pass; see
+                        // `run_gpu_counters`' recording contract.
+                        unsafe {
+                            wl.record_dispatch(&d, cmd.raw());
+                            wl.record_barrier(&d, cmd.raw());
+                        }
                     }
                     cmd.sample_counters(buffer, 2 * i + 1, true)?;
                 }
@@ -636,11 +737,13 @@ impl VulkanBench {
                         .as_ref()
                         .ok_or_else(|| BenchError::Measurement("no profiler frame".into()))?
                         .scope(&mut cmd, "dispatch", PassKind::Compute)?;
-                    // SAFETY: `cmd.raw()` is recording outside any render pass; see
-                    // `run_gpu_counters`' recording contract.
-                    unsafe {
-                        wl.record_dispatch(&d, cmd.raw());
-                        wl.record_barrier(&d, cmd.raw());
+                    if let Some(wl) = wl {
+                        // SAFETY: `cmd.raw()` is recording outside any render pass; see
+                        // `run_gpu_counters`' recording contract.
+                        unsafe {
+                            wl.record_dispatch(&d, cmd.raw());
+                            wl.record_barrier(&d, cmd.raw());
+                        }
                     }
                     scope.end(&mut cmd)?;
                 }
@@ -710,8 +813,12 @@ impl Harness for VulkanBench {
 /// The raw-ash and gpu-counters variants of `n` dispatches on `device`,
 /// sharing one harness (destroyed, after the device is idle, with the last
 /// of them).
-pub(crate) fn variants(device: &Device, n: u32) -> Result<Variants, BenchError> {
-    let bench = Rc::new(RefCell::new(VulkanBench::new(device, n)?));
+///
+/// With `work` false, no row records the workload's dispatches and
+/// barriers: each records its samples alone (`samples_alone`), so its host
+/// cost over its baseline is the samples' own.
+pub(crate) fn variants(device: &Device, n: u32, work: bool) -> Result<Variants, BenchError> {
+    let bench = Rc::new(RefCell::new(VulkanBench::new(device, n, work)?));
     Ok(KINDS
         .iter()
         .map(|&kind| {

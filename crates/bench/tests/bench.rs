@@ -34,6 +34,8 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
         reps: 1,
         // The wgpu rows' rounds of their own.
         wgpu_reps: Some(3),
+        // The samples-alone rows' rounds of their own.
+        host_reps: 2,
         device: None,
         drift_seconds: 1.0,
         resolve_samples: 4096,
@@ -57,6 +59,8 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
         "reps",
         "resolve",
         "samples",
+        "samples_alone",
+        "samples_alone_reps",
         "variants",
     ];
     if wgpu_ran {
@@ -171,7 +175,8 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
         }
     }
     // Every gpu-counters Vulkan row that samples is compared with the raw
-    // row of its placement, per round (8 rows), then the wgpu ones (4).
+    // row of its placement, per round (8 rows), the profiler's scopes also
+    // with the hand-rolled raw profiler, then the wgpu ones (4).
     let vulkan: Vec<&Value> = comparisons
         .iter()
         .filter(|c| {
@@ -180,7 +185,16 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
                 .is_some_and(|n| n.starts_with("gpu-counters "))
         })
         .collect();
-    assert_eq!(vulkan.len(), 8, "{comparisons:#?}");
+    assert_eq!(vulkan.len(), 9, "{comparisons:#?}");
+    let hand_rolled = vulkan.last().expect("nine comparisons");
+    assert_eq!(
+        hand_rolled["variant"],
+        "gpu-counters profiler Frame::scope per dispatch"
+    );
+    assert_eq!(
+        hand_rolled["against"],
+        "raw-ash hand-rolled profiler scopes (ALL_COMMANDS pairs, labelled)"
+    );
     for c in &vulkan {
         let v = variants
             .iter()
@@ -299,6 +313,62 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
         }
     }
 
+    // The samples-alone rows: the same nine Vulkan comparisons, host side
+    // only, over their own 2 rounds.
+    assert_eq!(json["samples_alone_reps"], 2);
+    let alone = json["samples_alone"]
+        .as_array()
+        .expect("samples_alone is an array");
+    let pairs = |list: &[&Value]| -> Vec<(String, String, f64)> {
+        list.iter()
+            .map(|c| {
+                (
+                    c["variant"].as_str().unwrap_or_default().to_string(),
+                    c["against"].as_str().unwrap_or_default().to_string(),
+                    c["target"].as_f64().unwrap_or(f64::NAN),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        pairs(&alone.iter().collect::<Vec<_>>()),
+        pairs(&vulkan),
+        "samples_alone compares what the Vulkan comparisons do"
+    );
+    for c in alone {
+        let what = format!("samples alone: {} / {}", c["variant"], c["against"]);
+        assert_eq!(
+            keys(c),
+            [
+                "against",
+                "against_host_ns_per_scope",
+                "host_ratio",
+                "host_ratio_of_medians",
+                "target",
+                "variant",
+                "variant_host_ns_per_scope"
+            ],
+            "{what}"
+        );
+        // Each side's samples cost something on the host: without the
+        // dispatches the baselines are tiny, so both are above 0.
+        let v = finite_non_negative(&c["variant_host_ns_per_scope"], &what);
+        let a = finite_non_negative(&c["against_host_ns_per_scope"], &what);
+        assert!(v > 0.0 && a > 0.0, "{what}: {c:#?}");
+        let r = &c["host_ratio"];
+        assert!(
+            r["rounds"].as_u64().is_some_and(|n| (1..=2).contains(&n)),
+            "{what}: {r}"
+        );
+        let median = finite_non_negative(&r["median"], &what);
+        assert!(r["min"].as_f64() <= Some(median) && Some(median) <= r["max"].as_f64());
+        let of_medians = finite_non_negative(&c["host_ratio_of_medians"], &what);
+        assert!(
+            (of_medians - v / a).abs() <= 1e-9 * of_medians.max(1.0),
+            "{what}"
+        );
+    }
+
     let resolve = &json["resolve"];
     assert_eq!(
         keys(resolve),
@@ -364,6 +434,14 @@ fn bad_arguments_are_errors() {
         },
         BenchArgs {
             wgpu_reps: Some(gpu_counters_bench::MAX_REPS + 1),
+            ..BenchArgs::default()
+        },
+        BenchArgs {
+            host_reps: 0,
+            ..BenchArgs::default()
+        },
+        BenchArgs {
+            host_reps: gpu_counters_bench::MAX_REPS + 1,
             ..BenchArgs::default()
         },
         BenchArgs {
