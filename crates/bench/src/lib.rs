@@ -45,8 +45,14 @@
 //!   `pass`: `TOP_OF_PIPE` before and `ALL_COMMANDS` after each dispatch (the
 //!   raw equivalent of start/end-of-pass sampling); `precise-pass`:
 //!   `ALL_COMMANDS` before and after each dispatch (the raw equivalent of a
-//!   profiler scope, whose start follows all prior work). The query pool is reset on
-//!   the host before recording (not timed), as gpu-counters does.
+//!   profiler scope, whose start follows all prior work); `hand-rolled
+//!   profiler scopes`: `precise-pass` as a raw ash user's own profiler
+//!   records it, with a labelled record per scope, read back with
+//!   availability into results kept between runs, the queries reset on the
+//!   host after reading (timed with the read) and each scope's start and
+//!   end in ns: what a profiler scope's results are, without gpu-counters.
+//!   The query pool is reset on the host before recording (not timed), as
+//!   gpu-counters does.
 //! - `gpu-counters`: `ComputeEncoder::sample_counters` with `barrier = true`
 //!   (precise) and `barrier = false` (relaxed); `ComputeEncoder::write_timestamp`
 //!   into a `CounterHeap`, precise and relaxed. Relaxed heap writes are
@@ -166,6 +172,27 @@
 //! of medians, these are medians of ratios taken a moment apart, so a
 //! machine's drift between rounds does not move them. Targets are
 //! reported, never asserted.
+//!
+//! The profiler's scopes are compared twice: with raw `precise-pass`
+//! writes (its placement) and with the hand-rolled raw profiler (its
+//! results).
+//!
+//! ## Samples alone
+//!
+//! A recording's added host time is a difference of two recordings of
+//! the workload, its `N` dispatches and barriers many times the size of
+//! what sampling adds, so on a busy host one round's difference can move
+//! by more than the samples cost (the H200's per-round host ratios span
+//! 0 to 5 in seven rounds). `samples_alone` (in `--json`, and after the
+//! comparisons) measures the host side again with every Vulkan row
+//! recorded **without the workload's dispatches and barriers**: the same
+//! calls, stages, buffers, heaps, passes and resolves, as a group of its
+//! own after the others, `--host-reps` rounds (40 by default; a round
+//! takes milliseconds), scheduled as above. Each side's host cost over its
+//! own baseline (an empty command buffer, one empty encoder, or an empty
+//! pass per dispatch) is then its samples' own, and each Vulkan
+//! comparison's host ratio is taken per round from these rows, with the
+//! same targets and verdicts. Nothing here measures GPU time.
 //!
 //! ## Resolve throughput
 //!
