@@ -26,6 +26,8 @@ def spread(xs, digits=2):
 
 
 def rows(tools):
+    if not any(v["tool"] in tools for v in runs[0]["variants"]):
+        return
     print("| row | added GPU ns/sample | host record ns/sample | host resolve ns/sample | GPU / raw | host / raw |")
     print("|---|---:|---:|---:|---:|---:|")
     for v0 in runs[0]["variants"]:
@@ -40,6 +42,7 @@ def rows(tools):
 
 rows({"raw-ash", "gpu-counters"})
 rows({"wgpu", "wgpu-profiler", "gpu-counters-wgpu"})
+rows({"raw-cuda", "cuda-events", "gpu-counters-cuda"})
 # Runs since the twentieth session say whether each run's host verdict is
 # settled (its rounds' quartiles on one side of the target): the last
 # column counts those runs.

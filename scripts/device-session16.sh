@@ -23,6 +23,10 @@
 # threaded_cost-base and threaded_cost taking turns, TC_PROCS processes
 # each (default 4) of `threaded_cost raw-scopes,profiler,scope-pairs,
 # scope-pairs-own 4096 30 T` for each T in TC_THREADS (default "2 4 8").
+# Since the twenty-fourth session, HOST_REPS adds `--host-reps` to the
+# bench (its samples-alone rows), BENCH_REPS sets `--reps` (default 7),
+# and "cuda" runs CUDA_BENCHES (default 3) of `bench --backend cuda --json
+# --samples 4096 --reps 7 --drift-seconds 2` (CUPTI from CUDA 13.0).
 # Carry [".gl", ".bin"] (and ".bin-perf"). Summaries:
 # scripts/host_cost_prof.py, scripts/host_cost_rounds.py [--wgpu],
 # scripts/bench_runs_h200.py.
@@ -80,12 +84,22 @@ if has wgpu; then
 fi
 if has bench; then
   for i in $(seq 1 "${BENCHES:-3}"); do
-    timeout "${BENCH_TIMEOUT:-120}" .bin/gpu-counters bench --json --samples 4096 --reps 7 \
-      ${WGPU_REPS:+--wgpu-reps $WGPU_REPS} --drift-seconds 5 \
+    timeout "${BENCH_TIMEOUT:-120}" .bin/gpu-counters bench --json --samples 4096 --reps "${BENCH_REPS:-7}" \
+      ${WGPU_REPS:+--wgpu-reps $WGPU_REPS} ${HOST_REPS:+--host-reps $HOST_REPS} --drift-seconds 5 \
       > "$R/bench-$i.json" 2> "$R/bench-$i.err"
   done
   python3 scripts/bench_runs_h200.py "$R"/bench-[0-9]*.json | tail -8
   echo "bench: $(( $(date +%s) - start )) s"
+fi
+if has cuda; then
+  export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  for i in $(seq 1 "${CUDA_BENCHES:-3}"); do
+    timeout "${CUDA_TIMEOUT:-120}" .bin/gpu-counters bench --backend cuda --json --samples 4096 --reps 7 \
+      --drift-seconds 2 > "$R/cuda-$i.json" 2> "$R/cuda-$i.err"
+    echo "cuda $i: exit $?"
+  done
+  python3 scripts/bench_runs_h200.py "$R"/cuda-[0-9]*.json | tail -12
+  echo "cuda: $(( $(date +%s) - start )) s"
 fi
 if has perf && [ -f .bin-perf/perf.tar.xz ]; then
   mkdir -p /tmp/perf && tar xJf .bin-perf/perf.tar.xz -C /tmp/perf
