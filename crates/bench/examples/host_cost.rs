@@ -22,7 +22,8 @@
 //! `TOP_OF_PIPE`, as Tracy's Vulkan zones have it: a cheaper start on some
 //! drivers, and one that can begin before the prior work ends), `raw-precise`, `heap-precise`, `scope-pairs`, `attachments`,
 //! `encoder-sample` (`sample_counters` with a barrier in one compute
-//! encoder), `relaxed-pass` (a relaxed heap write in a pass each), `passes` (a pass
+//! encoder), `heap-relaxed` (relaxed heap writes, all in one pass: one
+//! timestamp written for them all), `relaxed-pass` (a relaxed heap write in a pass each), `passes` (a pass
 //! each and no sample: the baseline of `attachments` and `relaxed-pass`),
 //! `profiler`
 //! (`Frame::scope` / `Scope::end` pairs, then `Profiler::collect`).
@@ -118,7 +119,7 @@ fn main() -> R<()> {
     let samples_of = |v: &str| {
         if matches!(
             v,
-            "raw-precise" | "heap-precise" | "relaxed-pass" | "encoder-sample"
+            "raw-precise" | "heap-precise" | "heap-relaxed" | "relaxed-pass" | "encoder-sample"
         ) {
             n
         } else {
@@ -235,10 +236,15 @@ fn main() -> R<()> {
                         }
                     }
                 }
-                "heap-precise" => {
+                "heap-precise" | "heap-relaxed" => {
+                    let granularity = if variant == "heap-precise" {
+                        TimestampGranularity::Precise
+                    } else {
+                        TimestampGranularity::Relaxed
+                    };
                     let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
                     for i in 0..n {
-                        enc.write_timestamp(TimestampGranularity::Precise, &heap, i)?;
+                        enc.write_timestamp(granularity, &heap, i)?;
                     }
                     enc.end_encoding()?;
                 }
@@ -351,7 +357,7 @@ fn main() -> R<()> {
                     black_box(&frames);
                 }
                 v => {
-                    let r = if v == "heap-precise" || v == "relaxed-pass" {
+                    let r = if v == "heap-precise" || v == "heap-relaxed" || v == "relaxed-pass" {
                         heap.resolve_counter_range(0..samples as u64)?
                     } else {
                         buffer.resolve_counter_range(0..samples as u64)?

@@ -919,10 +919,7 @@ impl<'c> EncoderCore<'c> {
             if !aliases.is_empty() {
                 match heap.lock() {
                     Ok(mut slots) => {
-                        let rec = self.cmd.tracker.ticket.id();
-                        for &i in aliases {
-                            slots.mark_alias(i, target, rec);
-                        }
+                        slots.mark_aliases(aliases, target, self.cmd.tracker.ticket.id());
                     }
                     Err(e) => keep(Err(e)),
                 }

@@ -172,18 +172,48 @@ impl SampleTable {
     /// Notes that relaxed write `index` shares the timestamp of `target`,
     /// recorded by ticket `rec`.
     pub fn mark_alias(&mut self, index: u32, target: u32, rec: u64) {
-        if !self.claims.is_empty() {
-            self.note_foreign(index, rec);
+        self.mark_aliases(&[index], target, rec);
+    }
+
+    /// [`SampleTable::mark_alias`] of every index of `indices` (none of
+    /// them `target`): a pass's relaxed writes into one heap, at its end.
+    /// Another recording's claims are looked for once, not per index.
+    pub fn mark_aliases(&mut self, indices: &[u32], target: u32, rec: u64) {
+        if self.claims.iter().any(|c| c.ticket != rec) {
+            for &index in indices {
+                self.note_foreign(index, rec);
+            }
         }
-        let i = index as usize;
         self.aliases = true;
-        self.gen[i] = self.gen[i].wrapping_add(1);
-        self.state[i] = SlotState::Alias;
-        self.link[i] = target;
-        self.link_gen[i] = self.gen[target as usize];
-        self.occlusion[i] = false;
-        self.seen[i] = false;
-        self.rec[i] = rec;
+        let target_gen = self.gen[target as usize];
+        // Every field cut to one length, so that an index is checked once,
+        // not once per field.
+        let n = self.gen.len();
+        let (gen, state, link) = (
+            &mut self.gen[..n],
+            &mut self.state[..n],
+            &mut self.link[..n],
+        );
+        let (link_gen, occlusion, seen, recs) = (
+            &mut self.link_gen[..n],
+            &mut self.occlusion[..n],
+            &mut self.seen[..n],
+            &mut self.rec[..n],
+        );
+        for &index in indices {
+            let i = index as usize;
+            // Checked against the set when written; never past it.
+            if i >= n {
+                continue;
+            }
+            gen[i] = gen[i].wrapping_add(1);
+            state[i] = SlotState::Alias;
+            link[i] = target;
+            link_gen[i] = target_gen;
+            occlusion[i] = false;
+            seen[i] = false;
+            recs[i] = rec;
+        }
     }
 
     /// Notes a recorded reset of `index` by `ticket`: until the ticket is

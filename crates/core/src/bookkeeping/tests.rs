@@ -1227,3 +1227,35 @@ fn a_locked_write_applies_only_the_claim_on_its_block() {
         b.id()
     );
 }
+
+/// A pass's relaxed writes, marked as aliases at its end all at once,
+/// revoke from another recording's claim exactly the indices they alias
+/// (its own write of them is then refused), and nothing from the marking
+/// recording's own claims.
+#[test]
+fn aliases_marked_at_once_revoke_only_from_others_claims() {
+    let group = super::claim::GROUP;
+    let samples = set(CommonCounterSet::Timestamp, 2 * group * BLOCK, [ABSENT; 8]);
+    let (a, b) = (Ticket::new(), Ticket::new());
+    let (mut theirs, mut mine) = (LocalClaims::default(), LocalClaims::default());
+    locked_write(&samples, &mut theirs, &a, 0);
+    let own = group * BLOCK;
+    locked_write(&samples, &mut mine, &b, own);
+    {
+        let mut slots = samples.lock().unwrap();
+        slots.mark_aliases(&[6, 9, own + 3, own + 4], own, b.id());
+        assert_eq!(slots.rec[6], b.id());
+        assert_eq!(slots.link[9], own);
+        assert_eq!(slots.state[own as usize + 3], SlotState::Alias);
+    }
+    assert!(
+        !theirs.try_write(&samples, 6),
+        "aliased by another: revoked"
+    );
+    assert!(
+        !theirs.try_write(&samples, 9),
+        "aliased by another: revoked"
+    );
+    assert!(theirs.try_write(&samples, 7), "not aliased: still its own");
+    assert!(mine.try_write(&samples, own + 5), "its own claim untouched");
+}
