@@ -68,7 +68,7 @@ if all(alone):
     print(f"samples alone ({runs[0].get('samples_alone_reps')} rounds a run):")
     print()
     print("| comparison (per scope, host only) | target | host ratio (run medians) | "
-          "smallest round … largest round (median [range] over the runs) | host ns per scope, variant / raw | within and settled in |")
+          "the median's 95% interval, low … high (median [range] over the runs; before the twenty-fourth session's interval: the smallest and largest round) | host ns per scope, variant / raw | within and settled in |")
     print("|---|---:|---:|---:|---:|---:|")
     for c in range(len(alone[0])):
         cs = [a[c] for a in alone]
@@ -77,7 +77,8 @@ if all(alone):
         v = st.median(x["variant_host_ns_per_scope"] for x in cs)
         a = st.median(x["against_host_ns_per_scope"] for x in cs)
         print(f"| {cs[0]['variant']} / {cs[0]['against']} | ≤ {cs[0]['target']} | {spread(h, 2)} "
-              f"| {spread([x['host_ratio']['min'] for x in cs], 2)} … {spread([x['host_ratio']['max'] for x in cs], 2)} "
+              f"| {spread([x['host_ratio'].get('median_low', x['host_ratio']['min']) for x in cs], 2)} … "
+          f"{spread([x['host_ratio'].get('median_high', x['host_ratio']['max']) for x in cs], 2)} "
               f"| {v:.1f} / {a:.1f} | {ok} of {len(cs)} runs |")
     print()
 print("CPU resolve of", runs[0]["resolve"]["samples"], "timestamps, ratio to a plain copy:",

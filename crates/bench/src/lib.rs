@@ -164,10 +164,14 @@
 //! divided; the report gives the median, smallest and largest ratio over
 //! the rounds (`null` where the denominator was at most 0 in every round)
 //! and whether the median is within the target (`within_target`), and
-//! whether that verdict is settled (`settled`: the rounds' lower and upper
-//! quartiles lie on the same side of the target; the table says
-//! "unsettled" where they do not, so a verdict is never this run's noise
-//! read as a result). A scope is a dispatch: the same
+//! whether that verdict is settled (`settled`: a distribution-free 95%
+//! confidence interval of the median, `median_low` to `median_high`, the
+//! order statistics of ranks 40 and 61 of 100 rounds, or the smallest and
+//! largest of 6 to 8, lies on one side of the target; with fewer than 6
+//! rounds nothing is settled; the table says "unsettled" where it is not,
+//! so a verdict is never this run's noise read as a result; until the
+//! twenty-fourth session the rounds' quartiles were asked, which more
+//! rounds never narrow). A scope is a dispatch: the same
 //! samples on both sides (one or two). Unlike `host_ratio_to_raw`, a ratio
 //! of medians, these are medians of ratios taken a moment apart, so a
 //! machine's drift between rounds does not move them. Targets are
@@ -634,30 +638,38 @@ pub struct RatioSpread {
     pub max: f64,
     /// Rounds with a ratio (those where the denominator was above 0).
     pub rounds: u32,
+    /// The lower end of a 95% confidence interval of the median
+    /// (distribution-free: an order statistic of the rounds); `None` with
+    /// fewer than 6 rounds.
+    pub median_low: Option<f64>,
+    /// Its upper end.
+    pub median_high: Option<f64>,
     /// Whether the median is at most the comparison's target.
     pub within_target: bool,
-    /// Whether the middle half of the rounds' ratios (from the lower to the
-    /// upper quartile) lies on one side of the target: false when this
-    /// run's round-to-round noise could put the median on either side, so
-    /// `within_target` is no verdict (more rounds, `--reps`, may settle it).
+    /// Whether the median's confidence interval lies on one side of the
+    /// target: false when the rounds cannot tell where the median is
+    /// against it (or are fewer than 6), so `within_target` is no verdict
+    /// (more rounds, `--reps` or `--host-reps`, may settle it).
     pub settled: bool,
 }
 
 impl RatioSpread {
-    /// The median and extremes of `values` (one per round), judged against
-    /// `target`; `None` without values.
+    /// The median, extremes and median interval of `values` (one per
+    /// round), judged against `target`; `None` without values.
     pub(crate) fn of(values: &[f64], target: f64) -> Option<Self> {
         let min = values.iter().copied().reduce(f64::min)?;
         let max = values.iter().copied().reduce(f64::max)?;
         let median = stats::median(values.iter().copied());
-        let (lower, upper) = stats::quartiles(values);
+        let interval = stats::median_interval(values);
         Some(Self {
             median,
             min,
             max,
             rounds: values.len() as u32,
+            median_low: interval.map(|i| i.0),
+            median_high: interval.map(|i| i.1),
             within_target: median <= target,
-            settled: upper <= target || lower > target,
+            settled: interval.is_some_and(|(low, high)| high <= target || low > target),
         })
     }
 
@@ -1501,8 +1513,12 @@ fn fmt_spread(r: Option<RatioSpread>) -> String {
     r.map_or_else(
         || "- (below the noise)".into(),
         |r| {
+            let interval = match (r.median_low, r.median_high) {
+                (Some(low), Some(high)) => format!(", median within [{low:.2}, {high:.2}]"),
+                _ => String::new(),
+            };
             format!(
-                "{:.2} [{:.2}, {:.2}] of {} rounds, {}",
+                "{:.2} [{:.2}, {:.2}] of {} rounds{interval}, {}",
                 r.median,
                 r.min,
                 r.max,
@@ -1575,7 +1591,7 @@ pub fn print_human(report: &BenchReport) {
     if !report.comparisons.is_empty() {
         println!();
         println!(
-            "comparisons (added cost per scope, ratio taken per round: median [min, max]; targets are reported, not enforced):"
+            "comparisons (added cost per scope, ratio taken per round: median [min, max], the median's 95% interval; targets are reported, not enforced):"
         );
         for c in &report.comparisons {
             println!(
@@ -1917,13 +1933,13 @@ mod tests {
             (1.0, 2.0, 3.0, 3)
         );
         assert!(!gpu.within_target);
-        assert!(gpu.settled, "the middle half of 1, 2 and 3 is over 1.1");
-        assert_eq!(gpu.verdict(), "over");
+        assert!(!gpu.settled, "three rounds settle nothing");
+        assert_eq!(gpu.verdict(), "over, unsettled");
+        assert_eq!((gpu.median_low, gpu.median_high), (None, None));
         let host = c.host_ratio.expect("a host ratio");
         assert_eq!((host.min, host.median, host.max), (0.5, 0.5, 0.5));
         assert!(host.within_target);
-        assert!(host.settled);
-        assert_eq!(host.verdict(), "within");
+        assert_eq!(host.verdict(), "within, unsettled");
         assert_eq!(c.variant_gpu_ns_per_scope, 20.0);
         assert_eq!(c.against_gpu_ns_per_scope, 10.0);
         assert_eq!(c.variant_host_ns_per_scope, 2.0);
@@ -1949,21 +1965,40 @@ mod tests {
         assert!(log.borrow().is_empty(), "nothing ran");
     }
 
-    /// A verdict is settled only when the middle half of the rounds lies on
+    /// A verdict is settled only when the median's 95% interval lies on
     /// one side of the target: rounds straddling it (the wgpu rows on the
     /// H200, a ratio of two differences of a few hundred ns each moving by
-    /// as much) say so instead of a bare "within" or "over".
+    /// as much) say so instead of a bare "within" or "over", and more
+    /// rounds narrow the interval where the quartiles would stay as wide.
     #[test]
     fn a_spread_straddling_the_target_is_unsettled() {
-        let r = RatioSpread::of(&[0.9, 1.0, 1.2, 1.3], 1.1).unwrap();
-        assert_eq!((r.median, r.within_target, r.settled), (1.1, true, false));
-        assert_eq!(r.verdict(), "within, unsettled");
-        let r = RatioSpread::of(&[0.9, 1.15, 1.2, 1.3, 1.4], 1.1).unwrap();
-        assert_eq!((r.within_target, r.settled), (false, true));
-        let r = RatioSpread::of(&[0.5, 6.1, 0.7, 2.3, 0.9, 1.0, 1.05], 1.1).unwrap();
+        // Six rounds: the interval is the smallest and largest.
+        let r = RatioSpread::of(&[0.9, 1.0, 1.05, 1.08, 1.09, 1.2], 1.1).unwrap();
+        assert_eq!((r.median_low, r.median_high), (Some(0.9), Some(1.2)));
         assert_eq!((r.within_target, r.settled), (true, false));
         assert_eq!(r.verdict(), "within, unsettled");
-        let r = RatioSpread::of(&[0.95, 1.0, 1.05, 1.02, 0.98, 1.3, 0.7], 1.1).unwrap();
+        let r = RatioSpread::of(&[1.15, 1.2, 1.3, 1.4, 1.12, 1.11], 1.1).unwrap();
+        assert_eq!(r.verdict(), "over");
+        let r = RatioSpread::of(&[0.95, 1.0, 1.05, 1.02, 0.98, 1.03, 0.97], 1.1).unwrap();
+        assert_eq!(r.verdict(), "within");
+        // Five rounds are too few, however tight.
+        let r = RatioSpread::of(&[1.0; 5], 1.1).unwrap();
+        assert_eq!(r.verdict(), "within, unsettled");
+        // Rounds spread from 0.7 to 1.8 whose median sits at 1.0: their
+        // quartiles straddle 1.1, but 100 of them place the median
+        // (ranks 40 to 61) under it.
+        let spread: Vec<f64> = (0..100)
+            .map(|k| match k {
+                0..30 => 0.7 + k as f64 * 0.005,
+                30..70 => 1.0 + (k - 50) as f64 * 0.003,
+                _ => 1.2 + (k - 70) as f64 * 0.02,
+            })
+            .collect();
+        let (q1, q3) = (spread[25], spread[75]);
+        assert!(q1 < 1.1 && q3 > 1.1, "the quartiles straddle the target");
+        let r = RatioSpread::of(&spread, 1.1).unwrap();
+        assert!(r.min < 0.75 && r.max > 1.7, "{r:?}");
+        assert!(r.median_high.is_some_and(|h| h <= 1.1), "{r:?}");
         assert_eq!(r.verdict(), "within");
         assert!(RatioSpread::of(&[], 1.1).is_none());
     }

@@ -300,7 +300,16 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
             }
             assert_eq!(
                 keys(r),
-                ["max", "median", "min", "rounds", "settled", "within_target"],
+                [
+                    "max",
+                    "median",
+                    "median_high",
+                    "median_low",
+                    "min",
+                    "rounds",
+                    "settled",
+                    "within_target"
+                ],
                 "{what}: {field}"
             );
             let min = finite_non_negative(&r["min"], &format!("{what}: {field}.min"));
@@ -310,6 +319,15 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
             assert!(r["rounds"].as_u64() >= Some(1), "{what}: {field} {r}");
             assert!(r["within_target"].is_boolean(), "{what}: {field} {r}");
             assert!(r["settled"].is_boolean(), "{what}: {field} {r}");
+            // Fewer than 6 rounds give no interval of the median, and
+            // settle nothing.
+            if r["rounds"].as_u64() < Some(6) {
+                assert!(
+                    r["median_low"].is_null() && r["median_high"].is_null(),
+                    "{r}"
+                );
+                assert_eq!(r["settled"], false, "{what}: {field} {r}");
+            }
         }
     }
 
