@@ -52,8 +52,8 @@ print("| comparison (per scope) | target | GPU ratio | host ratio | host ratio o
 print("|---|---:|---:|---:|---:|" + ("---:|" if settled else ""))
 for c in range(len(runs[0]["comparisons"])):
     cs = [r["comparisons"][c] for r in runs]
-    g = [x["gpu_ratio"]["median"] for x in cs]
-    h = [x["host_ratio"]["median"] for x in cs]
+    g = [(x["gpu_ratio"] or {}).get("median") for x in cs]
+    h = [(x["host_ratio"] or {}).get("median") for x in cs]
     # Each side's median added host ns over the other's (the field
     # `host_ratio_of_medians` since the nineteenth session; computed from
     # the medians for older runs).
