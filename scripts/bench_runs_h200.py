@@ -68,7 +68,7 @@ if all(alone):
     print(f"samples alone ({runs[0].get('samples_alone_reps')} rounds a run):")
     print()
     print("| comparison (per scope, host only) | target | host ratio (run medians) | "
-          "the median's 95% interval, low … high (median [range] over the runs; before the twenty-fourth session's interval: the smallest and largest round) | host ns per scope, variant / raw | within and settled in |")
+          "median's 95% interval, low … high (smallest … largest round in runs without one) | host ns per scope, variant / raw | within and settled in |")
     print("|---|---:|---:|---:|---:|---:|")
     for c in range(len(alone[0])):
         cs = [a[c] for a in alone]
