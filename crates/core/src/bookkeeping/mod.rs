@@ -704,13 +704,32 @@ impl SampleSet {
         let n = status.len();
         let at = 2 * (first - lo) as usize;
         let pairs = &data[at..at + 2 * n];
+        // A pass's relaxed writes are runs of aliases of one timestamp:
+        // the last alias's target (index and the generation it aliases)
+        // and what it resolved to serve the rest of the run, since an
+        // alias that is current resolves to its target's value and status
+        // alone.
+        let mut last_alias: Option<(u32, u32, u64, SampleStatus)> = None;
         for (k, (out, st)) in bytes.chunks_exact_mut(8).zip(status.iter_mut()).enumerate() {
             let i = f + k;
             let q = &pairs[2 * k..2 * k + 2];
-            if slots.state[i] == SlotState::Recorded && available(q[1]) && !slots.stale(i) {
+            let state = slots.state[i];
+            if state == SlotState::Recorded && available(q[1]) && !slots.stale(i) {
                 continue;
             }
-            let (v, s) = self.timestamp_exception(slots, i as u32, lo, data);
+            let (v, s) = if state == SlotState::Alias && !slots.stale(i) {
+                let key = (slots.link[i], slots.link_gen[i]);
+                match last_alias {
+                    Some((t, g, v, s)) if (t, g) == key => (v, s),
+                    _ => {
+                        let (v, s) = self.timestamp_exception(slots, i as u32, lo, data);
+                        last_alias = Some((key.0, key.1, v, s));
+                        (v, s)
+                    }
+                }
+            } else {
+                self.timestamp_exception(slots, i as u32, lo, data)
+            };
             out.copy_from_slice(&v.to_ne_bytes());
             *st = s;
         }

@@ -1259,3 +1259,59 @@ fn aliases_marked_at_once_revoke_only_from_others_claims() {
     assert!(theirs.try_write(&samples, 7), "not aliased: still its own");
     assert!(mine.try_write(&samples, own + 5), "its own claim untouched");
 }
+
+/// Runs of aliases resolve to their target's value and status, each alias
+/// its own: one that aliases an older generation of the same target (the
+/// target written again since) is an error even right after a run of
+/// current aliases of that target; one of another target reads that
+/// target; and an alias of a target that is not available is not ready.
+#[test]
+fn runs_of_aliases_resolve_each_to_its_own_target() {
+    let n = 32;
+    let samples = set(CommonCounterSet::Timestamp, n, [ABSENT; 8]);
+    let mut queries = Scripted {
+        values: 1,
+        data: vec![0; 2 * n as usize],
+    };
+    for t in 0..4u64 {
+        queries.data[2 * t as usize] = 100 * (t + 1);
+        queries.data[2 * t as usize + 1] = 1;
+    }
+    // Target 1 stays unavailable.
+    queries.data[3] = 0;
+    {
+        let mut slots = samples.lock().unwrap();
+        for t in 0..4 {
+            slots.mark_recorded(t, NONE, false, 1, 0);
+        }
+        // 13 aliases target 2 as first written...
+        slots.mark_aliases(&[13], 2, 1);
+        // ...which is written again: 10 to 12 alias the new one.
+        slots.mark_recorded(2, NONE, false, 1, 0);
+        slots.mark_aliases(&[10, 11, 12], 2, 1);
+        slots.mark_aliases(&[14, 15], 3, 1);
+        slots.mark_aliases(&[16], 1, 1);
+    }
+    let r = samples.resolve_cpu(10..17, &queries, None).unwrap();
+    let got: Vec<(u64, SampleStatus)> = r
+        .timestamps()
+        .unwrap()
+        .iter()
+        .zip(r.statuses())
+        .map(|(t, s)| (t.timestamp, *s))
+        .collect();
+    use SampleStatus::*;
+    let e = crate::COUNTER_ERROR_VALUE;
+    assert_eq!(
+        got,
+        [
+            (300, Written),
+            (300, Written),
+            (300, Written),
+            (e, Error),
+            (400, Written),
+            (400, Written),
+            (e, NotReady),
+        ]
+    );
+}
