@@ -186,8 +186,9 @@ impl SampleTable {
         }
         self.aliases = true;
         let target_gen = self.gen[target as usize];
-        // Every field cut to one length, so that an index is checked once,
-        // not once per field.
+        // Every field cut to one length, so that an index (checked against
+        // the set when it was written) is bounds-checked once, not once per
+        // field.
         let n = self.gen.len();
         let (gen, state, link) = (
             &mut self.gen[..n],
@@ -202,10 +203,6 @@ impl SampleTable {
         );
         for &index in indices {
             let i = index as usize;
-            // Checked against the set when written; never past it.
-            if i >= n {
-                continue;
-            }
             gen[i] = gen[i].wrapping_add(1);
             state[i] = SlotState::Alias;
             link[i] = target;
