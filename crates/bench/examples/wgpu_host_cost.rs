@@ -61,6 +61,13 @@ fn record_phase<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// Runs `f`, out of line: the read-back phase, for callgrind's
+/// `--toggle-collect='wgpu_host_cost::resolve_phase*'`.
+#[inline(never)]
+fn resolve_phase<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -230,38 +237,41 @@ fn main() -> R<()> {
             }
         }
         let t = Instant::now();
-        match variant {
-            "raw-writes" | "raw-writes-labelled" => {
-                black_box(raw.read(&device, samples, period_ns)?);
-            }
-            "wgpu-profiler" => {
-                profiler.end_frame()?;
-                device.poll(wgpu::PollType::wait_indefinitely())?;
-                let results = profiler
-                    .process_finished_frame(queue.get_timestamp_period())
-                    .ok_or("wgpu-profiler: no finished frame")?;
-                if results.iter().filter(|r| r.time.is_some()).count() != n as usize {
-                    return Err("wgpu-profiler: a scope without a time".into());
+        resolve_phase(|| -> R<()> {
+            match variant {
+                "raw-writes" | "raw-writes-labelled" => {
+                    black_box(raw.read(&device, samples, period_ns)?);
                 }
-                black_box(results);
-            }
-            "gcw-writes" => {
-                for b in &buffers {
-                    let r = b.resolve_counter_range(0..u64::from(b.sample_count()))?;
-                    let ns = timestamps_ns(&r, &calibration)?;
-                    check_written(&ns, "gcw-writes")?;
-                    black_box(ns);
+                "wgpu-profiler" => {
+                    profiler.end_frame()?;
+                    device.poll(wgpu::PollType::wait_indefinitely())?;
+                    let results = profiler
+                        .process_finished_frame(queue.get_timestamp_period())
+                        .ok_or("wgpu-profiler: no finished frame")?;
+                    if results.iter().filter(|r| r.time.is_some()).count() != n as usize {
+                        return Err("wgpu-profiler: a scope without a time".into());
+                    }
+                    black_box(results);
                 }
-            }
-            "gcw-profiled" => {
-                gc_profiler.collect_into(&mut frames)?;
-                if frames.len() != 1 || frames[0].scopes.len() != n as usize {
-                    return Err("gcw-profiled: frame not complete".into());
+                "gcw-writes" => {
+                    for b in &buffers {
+                        let r = b.resolve_counter_range(0..u64::from(b.sample_count()))?;
+                        let ns = timestamps_ns(&r, &calibration)?;
+                        check_written(&ns, "gcw-writes")?;
+                        black_box(ns);
+                    }
                 }
-                black_box(&frames);
+                "gcw-profiled" => {
+                    gc_profiler.collect_into(&mut frames)?;
+                    if frames.len() != 1 || frames[0].scopes.len() != n as usize {
+                        return Err("gcw-profiled: frame not complete".into());
+                    }
+                    black_box(&frames);
+                }
+                _ => {}
             }
-            _ => {}
-        }
+            Ok(())
+        })?;
         let resolve = if variant.ends_with("passes") {
             0.0
         } else {

@@ -196,7 +196,17 @@
 //! own baseline (an empty command buffer, one empty encoder, or an empty
 //! pass per dispatch) is then its samples' own, and each Vulkan
 //! comparison's host ratio is taken per round from these rows, with the
-//! same targets and verdicts. Nothing here measures GPU time.
+//! same targets and verdicts. Where the wgpu rows ran, their
+//! pass-per-dispatch rows do the same as a second group (`--host-reps`
+//! rounds): every pass empty, over an empty pass per dispatch, for the
+//! five wgpu comparisons. Nothing here measures GPU time.
+//!
+//! Profiled wgpu passes are labelled (with the scope's label, as
+//! wgpu-profiler labels its passes), and wgpu copies a labelled pass's
+//! label when it begins and clones it when it ends, a cost of wgpu's
+//! that the label alone adds. So they are compared with raw wgpu's writes
+//! into passes labelled the same way too (`wgpu pass timestamp_writes,
+//! labelled passes`), besides raw wgpu's unlabelled ones.
 //!
 //! ## Resolve throughput
 //!
@@ -831,8 +841,9 @@ pub struct BenchReport {
     pub samples_alone_reps: Option<u32>,
     /// The host side of the Vulkan comparisons again, from the rows
     /// recorded without the workload's dispatches (`--host-reps` rounds):
-    /// each gpu-counters row's samples against raw ash's, per round. Empty
-    /// for CUDA.
+    /// each gpu-counters row's samples against raw ash's, per round; then,
+    /// where the wgpu rows ran, the wgpu comparisons from empty passes.
+    /// Empty for CUDA.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub samples_alone: Vec<HostComparisonReport>,
     /// CPU resolve throughput.
@@ -909,11 +920,17 @@ pub fn run_with_options(
     // The wgpu rows are a group of their own, with their own rounds: every
     // comparison is within one group.
     let mut wgpu_variants: Variants = Vec::new();
-    match wgpu_bench::variants(&info, args.samples) {
+    // The wgpu samples-alone rows (empty passes) where wgpu's rows run.
+    let mut wgpu_alone: Variants = Vec::new();
+    match wgpu_bench::variants(&info, args.samples, true) {
         Ok(rows) => {
             wgpu_variants = rows.variants;
             notes.extend(rows.notes);
             wanted.extend(rows.comparisons);
+            match wgpu_bench::variants(&info, args.samples, false) {
+                Ok(rows) => wgpu_alone = rows.variants,
+                Err(e) => notes.push(format!("wgpu samples-alone rows skipped: {e}")),
+            }
         }
         Err(e) => notes.push(format!("wgpu variants skipped: {e}")),
     }
@@ -925,7 +942,8 @@ pub fn run_with_options(
     let bar = progress.bar(
         (runs(&variants, args.reps)
             + runs(&wgpu_variants, wgpu_reps)
-            + runs(&alone, args.host_reps)) as u64,
+            + runs(&alone, args.host_reps)
+            + runs(&wgpu_alone, args.host_reps)) as u64,
         "variants",
     );
     let mut measured = schedule(&mut variants, args.reps, &bar)?;
@@ -935,11 +953,13 @@ pub fn run_with_options(
     // The samples-alone rows last, a group of their own: the Vulkan rows'
     // comparisons again, host side only.
     let alone_measured = schedule(&mut alone, args.host_reps, &bar)?;
+    let wgpu_alone_measured = schedule(&mut wgpu_alone, args.host_reps, &bar)?;
     bar.finish_and_clear();
     let specs: Vec<&VariantSpec> = variants.iter().map(|v| v.spec()).collect();
     let variants_report = summarize(&specs, &measured);
     let comparisons = compare(&specs, &measured, &wanted, args.samples);
     let alone_specs: Vec<&VariantSpec> = alone.iter().map(|v| v.spec()).collect();
+    let wgpu_alone_specs: Vec<&VariantSpec> = wgpu_alone.iter().map(|v| v.spec()).collect();
     let samples_alone = compare(
         &alone_specs,
         &alone_measured,
@@ -947,6 +967,12 @@ pub fn run_with_options(
         args.samples,
     )
     .into_iter()
+    .chain(compare(
+        &wgpu_alone_specs,
+        &wgpu_alone_measured,
+        &wgpu_bench::comparisons(),
+        args.samples,
+    ))
     .map(HostComparisonReport::from)
     .collect();
     // The harnesses (wgpu's instance, the Vulkan objects) go with their
@@ -955,6 +981,8 @@ pub fn run_with_options(
     drop(variants);
     drop(alone_specs);
     drop(alone);
+    drop(wgpu_alone_specs);
+    drop(wgpu_alone);
 
     let spinner = progress.spinner("resolve throughput");
     let resolve = resolve::measure(&device, args.resolve_samples, args.reps)?;
@@ -1620,7 +1648,7 @@ pub fn print_human(report: &BenchReport) {
     if !report.samples_alone.is_empty() {
         println!();
         println!(
-            "samples alone (the Vulkan rows without the dispatches, {} rounds; added host ns per scope, ratio per round: median [min, max]):",
+            "samples alone (the Vulkan rows without the dispatches, the wgpu rows with empty passes, {} rounds each; added host ns per scope, ratio per round: median [min, max]):",
             report.samples_alone_reps.unwrap_or(0)
         );
         for c in &report.samples_alone {

@@ -24,6 +24,7 @@ enum Kind {
     Baseline,
     BaselinePassPerDispatch,
     PassTimestampWrites,
+    PassTimestampWritesLabelled,
     WriteTimestampInPass,
     ProfilerPassScopes,
     ProfilerScopesInPass,
@@ -35,6 +36,7 @@ enum Kind {
 const BASELINE: &str = "wgpu baseline (1 pass)";
 const BASELINE_PASSES: &str = "wgpu baseline (pass per dispatch)";
 const PASS_TIMESTAMP_WRITES: &str = "wgpu pass timestamp_writes";
+const PASS_TIMESTAMP_WRITES_LABELLED: &str = "wgpu pass timestamp_writes, labelled passes";
 const PROFILER_PASS_SCOPES: &str = "wgpu-profiler pass scope per dispatch";
 const GCW_BASELINE: &str = "gpu-counters-wgpu baseline (pass per dispatch)";
 const GCW_PASS_TIMESTAMP_WRITES: &str = "gpu-counters-wgpu pass timestamp writes per dispatch";
@@ -50,6 +52,13 @@ impl Kind {
             }
             Kind::PassTimestampWrites => (
                 PASS_TIMESTAMP_WRITES,
+                Tool::Wgpu,
+                Placement::Pass,
+                2,
+                Some(BASELINE_PASSES),
+            ),
+            Kind::PassTimestampWritesLabelled => (
+                PASS_TIMESTAMP_WRITES_LABELLED,
                 Tool::Wgpu,
                 Placement::Pass,
                 2,
@@ -113,9 +122,12 @@ impl Kind {
 
 /// The derived comparisons of the gpu-counters-wgpu rows: each against
 /// wgpu-profiler's pass scopes (target: no higher) and against raw wgpu's
-/// pass timestamp writes (target: at most 1.1 times).
-fn comparisons() -> Vec<ComparisonSpec> {
-    [GCW_PROFILED_PASSES, GCW_PASS_TIMESTAMP_WRITES]
+/// pass timestamp writes (target: at most 1.1 times); profiled passes
+/// also against raw writes into passes labelled as theirs are, their own
+/// floor: wgpu copies a labelled pass's label at its begin and clones it
+/// at its end, a cost of wgpu's that labelling alone adds.
+pub(crate) fn comparisons() -> Vec<ComparisonSpec> {
+    let mut specs: Vec<ComparisonSpec> = [GCW_PROFILED_PASSES, GCW_PASS_TIMESTAMP_WRITES]
         .into_iter()
         .flat_map(|variant| {
             [
@@ -131,7 +143,13 @@ fn comparisons() -> Vec<ComparisonSpec> {
                 },
             ]
         })
-        .collect()
+        .collect();
+    specs.push(ComparisonSpec {
+        variant: GCW_PROFILED_PASSES,
+        against: PASS_TIMESTAMP_WRITES_LABELLED,
+        target: 1.1,
+    });
+    specs
 }
 
 const SHADER: &str = "@group(0) @binding(0) var<storage, read_write> data: array<u32>;
@@ -366,13 +384,16 @@ struct WgpuBench {
     adapter_name: String,
     matched: bool,
     n: u32,
+    /// Whether each pass records its dispatch: false for the samples-alone
+    /// rows, whose passes are empty.
+    work: bool,
 }
 
 impl WgpuBench {
     /// Opens wgpu on the Vulkan adapter named like `info` (else the first
     /// Vulkan adapter) and builds the pipeline and query sets for `n`
-    /// dispatches.
-    fn new(info: &DeviceInfo, n: u32) -> Result<Self, BenchError> {
+    /// dispatches (`n` empty passes where `work` is false).
+    fn new(info: &DeviceInfo, n: u32, work: bool) -> Result<Self, BenchError> {
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
         desc.backends = wgpu::Backends::VULKAN;
         // No validation layer and no debug labels: measure wgpu as shipped.
@@ -453,12 +474,19 @@ impl WgpuBench {
             .collect::<Result<Vec<_>, _>>()?;
         let gc_profiler = Profiler::new(&gc, gcw_profiler_options(n))?;
         let calibration = gc.calibration()?;
-        let mut kinds = vec![
-            Kind::Baseline,
+        // Without the work, only the pass-per-dispatch rows: the in-pass
+        // rows' one pass would leave their samples nothing to sit between.
+        let inside_passes =
+            work && features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
+        let mut kinds = Vec::new();
+        if work {
+            kinds.push(Kind::Baseline);
+        }
+        kinds.extend([
             Kind::BaselinePassPerDispatch,
             Kind::PassTimestampWrites,
-        ];
-        let inside_passes = features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
+            Kind::PassTimestampWritesLabelled,
+        ]);
         if inside_passes {
             kinds.push(Kind::WriteTimestampInPass);
         }
@@ -490,6 +518,7 @@ impl WgpuBench {
             adapter_name,
             matched: matched.is_some(),
             n,
+            work,
         };
         this.check_errors()?;
         Ok(this)
@@ -535,6 +564,9 @@ impl WgpuBench {
     }
 
     fn dispatch(&self, pass: &mut wgpu::ComputePass<'_>) {
+        if !self.work {
+            return;
+        }
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
         pass.dispatch_workgroups(1, 1, 1);
@@ -568,12 +600,14 @@ impl WgpuBench {
                     self.dispatch(&mut pass);
                 }
             }
-            Kind::PassTimestampWrites => {
+            Kind::PassTimestampWrites | Kind::PassTimestampWritesLabelled => {
+                // Labelled as profiled passes are: with the scope's label.
+                let label = (kind == Kind::PassTimestampWritesLabelled).then_some("dispatch");
                 for i in 0..n {
                     let (set, q) = self.samples.at(2 * i);
                     let (_, q1) = self.samples.at(2 * i + 1);
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                        label: None,
+                        label,
                         timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
                             query_set: set,
                             beginning_of_pass_write_index: Some(q),
@@ -621,9 +655,9 @@ impl WgpuBench {
         // go before the end bracket.
         let t = Instant::now();
         match kind {
-            Kind::PassTimestampWrites | Kind::WriteTimestampInPass => {
-                self.samples.record_resolve(&mut encoder, samples)
-            }
+            Kind::PassTimestampWrites
+            | Kind::PassTimestampWritesLabelled
+            | Kind::WriteTimestampInPass => self.samples.record_resolve(&mut encoder, samples),
             Kind::ProfilerPassScopes | Kind::ProfilerScopesInPass => {
                 self.profiler.resolve_queries(&mut encoder)
             }
@@ -642,7 +676,9 @@ impl WgpuBench {
         let gpu_ns = self.wait_gpu_ns(submitted)?;
         let t = Instant::now();
         match kind {
-            Kind::PassTimestampWrites | Kind::WriteTimestampInPass => {
+            Kind::PassTimestampWrites
+            | Kind::PassTimestampWritesLabelled
+            | Kind::WriteTimestampInPass => {
                 black_box(self.samples.read(&self.device, samples, self.period_ns)?);
             }
             Kind::ProfilerPassScopes | Kind::ProfilerScopesInPass => {
@@ -847,8 +883,10 @@ impl Harness for WgpuBench {
 /// dispatches, on the wgpu adapter named like `info` (see
 /// [`WgpuBench::new`]), the notes on how they measure (fallbacks, skipped
 /// variants) and the comparisons of gpu-counters-wgpu with the others.
-pub(crate) fn variants(info: &DeviceInfo, n: u32) -> Result<Rows, BenchError> {
-    let bench = WgpuBench::new(info, n)?;
+/// With `work` false, the pass-per-dispatch rows only, each pass empty:
+/// the samples-alone rows.
+pub(crate) fn variants(info: &DeviceInfo, n: u32, work: bool) -> Result<Rows, BenchError> {
+    let bench = WgpuBench::new(info, n, work)?;
     let notes = bench.notes();
     let kinds = bench.kinds.clone();
     let bench = Rc::new(RefCell::new(bench));

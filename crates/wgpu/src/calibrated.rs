@@ -6,6 +6,7 @@
 
 use gpu_counters_core::{Error, Result, TimestampPair};
 use std::ffi::CStr;
+use std::sync::OnceLock;
 use wgpu::hal::api::Vulkan;
 use wgpu::hal::vulkan as hv;
 
@@ -110,14 +111,27 @@ fn mask(bits: u32) -> u64 {
     }
 }
 
+/// The `vkGetCalibratedTimestamps*` entry point of one wgpu device, looked
+/// up once: the loader finds a device function by comparing its name with
+/// each of its table's, thousands of string compares a lookup, and the
+/// profiler calibrates every frame.
+#[derive(Clone)]
+pub(crate) enum Loaded {
+    Ext(ash::ext::calibrated_timestamps::Device),
+    Khr(ash::khr::calibrated_timestamps::Device),
+}
+
 /// A burst of [`CALIBRATION_BURST`] calibrated reads of wgpu's device,
 /// keeping the one with the smallest deviation; device ticks masked to
 /// `valid_bits`. The device must have `extension` enabled (what [`probe`]
-/// found); an error if it is no longer a Vulkan device.
+/// found); an error if it is no longer a Vulkan device. `loaded` keeps
+/// the entry point between calls: it must only ever be given this
+/// `device`.
 pub(crate) fn read_burst(
     device: &wgpu::Device,
     extension: Extension,
     valid_bits: u32,
+    loaded: &OnceLock<Loaded>,
 ) -> Result<TimestampPair> {
     // SAFETY: the guard is only used to read timestamps (no handle is
     // destroyed or changed) and keeps wgpu-hal's device, hence the raw
@@ -132,8 +146,16 @@ pub(crate) fn read_burst(
         ash::vk::CalibratedTimestampInfoKHR::default()
             .time_domain(ash::vk::TimeDomainKHR::CLOCK_MONOTONIC),
     ];
-    let ext = ash::ext::calibrated_timestamps::Device::new(instance, ash_device);
-    let khr = ash::khr::calibrated_timestamps::Device::new(instance, ash_device);
+    // Looked up with this device's handle, which stays its for the wgpu
+    // device's life; used only under the guard above, which keeps it alive.
+    let loaded = loaded.get_or_init(|| match extension {
+        Extension::Ext => Loaded::Ext(ash::ext::calibrated_timestamps::Device::new(
+            instance, ash_device,
+        )),
+        Extension::Khr => Loaded::Khr(ash::khr::calibrated_timestamps::Device::new(
+            instance, ash_device,
+        )),
+    });
     let m = mask(valid_bits);
     let mut best: Option<TimestampPair> = None;
     for _ in 0..CALIBRATION_BURST {
@@ -142,9 +164,9 @@ pub(crate) fn read_burst(
         // guard), and vkGetCalibratedTimestamps needs no external
         // synchronization of the device or any queue.
         let (values, deviation) = unsafe {
-            match extension {
-                Extension::Ext => ext.get_calibrated_timestamps(&infos),
-                Extension::Khr => khr.get_calibrated_timestamps(&infos),
+            match loaded {
+                Loaded::Ext(ext) => ext.get_calibrated_timestamps(&infos),
+                Loaded::Khr(khr) => khr.get_calibrated_timestamps(&infos),
             }
         }
         .map_err(vk_err("vkGetCalibratedTimestamps"))?;

@@ -85,6 +85,8 @@ struct Shared {
     adapter: wgpu::AdapterInfo,
     /// The calibrated-timestamps extension calibration reads through.
     calibrated: Option<calibrated::Extension>,
+    /// Its entry point, looked up on the first read.
+    calibrated_fn: std::sync::OnceLock<calibrated::Loaded>,
 }
 
 /// A wgpu device and queue as a gpu-counters device. Cloning shares it.
@@ -186,6 +188,7 @@ impl WgpuDevice {
                 features,
                 adapter: adapter_info,
                 calibrated: extension,
+                calibrated_fn: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -229,6 +232,7 @@ impl WgpuDevice {
                 &self.shared.device,
                 e,
                 self.shared.info.timestamp_valid_bits,
+                &self.shared.calibrated_fn,
             ),
             None => self.bracketed_read(),
         }

@@ -1,7 +1,7 @@
 //! One sample buffer's or heap's query set, the values read back from it,
 //! and their availability.
 
-use gpu_counters_core::bookkeeping::{runs, QueryRead, SampleSet, Ticket};
+use gpu_counters_core::bookkeeping::{QueryRead, SampleSet, Ticket};
 use gpu_counters_core::{Error, Result};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -42,10 +42,44 @@ impl Written {
         }
     }
 
-    fn is_set(&self, i: u32) -> bool {
-        self.words
-            .get((i / 64) as usize)
-            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    /// The runs `(first, count)` of indices set below `limit`, in order:
+    /// a word at a time (a submission's read-back takes these; a word of
+    /// 64 written or unwritten indices is one step, not 64).
+    fn runs(&self, limit: u32) -> Vec<(u32, u32)> {
+        let mut out = Vec::new();
+        // The first index of the run being scanned, if one is open.
+        let mut open: Option<u32> = None;
+        for (k, &w) in self.words.iter().enumerate() {
+            let base = 64 * k as u32;
+            let mut bit = 0u32;
+            while bit < 64 {
+                let rest = w >> bit;
+                match open {
+                    Some(first) => {
+                        bit += rest.trailing_ones();
+                        if bit < 64 {
+                            out.push((first, base + bit - first));
+                            open = None;
+                        }
+                    }
+                    None if rest == 0 => break,
+                    None => {
+                        bit += rest.trailing_zeros();
+                        open = Some(base + bit);
+                    }
+                }
+            }
+        }
+        if let Some(first) = open {
+            out.push((first, 64 * self.words.len() as u32 - first));
+        }
+        // No index at or past `limit` is ever set; cut any run there all
+        // the same.
+        out.retain_mut(|(first, count)| {
+            *count = (*count).min(limit.saturating_sub(*first));
+            *count > 0
+        });
+        out
     }
 }
 
@@ -173,7 +207,8 @@ impl Storage {
     ) -> Option<Readback> {
         let stride = 8 * u64::from(self.values);
         let mut at = 0u64;
-        let runs: Vec<(u32, u32, u64)> = runs(0, self.samples.count, |i| written.is_set(i))
+        let runs: Vec<(u32, u32, u64)> = written
+            .runs(self.samples.count)
             .into_iter()
             .map(|(first, count)| {
                 let offset = at;
@@ -309,6 +344,25 @@ impl Storage {
                     ) else {
                         continue;
                     };
+                    if values == 1 {
+                        // Timestamps: one value a query, the loop below
+                        // without its inner one.
+                        for (((src, l), d), a) in src
+                            .chunks_exact(8)
+                            .zip(latest)
+                            .zip(dst.iter_mut())
+                            .zip(arrived)
+                        {
+                            if l.load(Ordering::Relaxed) != id {
+                                continue;
+                            }
+                            let mut w = [0u8; 8];
+                            w.copy_from_slice(src);
+                            *d = u64::from_ne_bytes(w);
+                            *a = if timestamps && *d == 0 { 0 } else { id };
+                        }
+                        continue;
+                    }
                     for (((src, l), dst), a) in src
                         .chunks_exact(8 * values)
                         .zip(latest)
@@ -346,12 +400,13 @@ impl Storage {
     /// Forgets `first..first+count` on the host: no value, no write. With
     /// the sample set's lock held.
     pub(crate) fn clear(&self, first: u32, count: u32) {
+        let range = first as usize..(first as usize + count as usize);
         let mut host = lock(&self.host);
-        for i in first as usize..(first + count) as usize {
-            host.arrived[i] = 0;
-            if let Some(l) = self.latest.get(i) {
-                l.store(0, Ordering::Relaxed);
-            }
+        if let Some(arrived) = host.arrived.get_mut(range.clone()) {
+            arrived.fill(0);
+        }
+        for l in self.latest.get(range).unwrap_or_default() {
+            l.store(0, Ordering::Relaxed);
         }
     }
 }
@@ -382,6 +437,17 @@ impl QueryRead for Storage {
         };
         // Zipped, so that a timestamp read (a million of them) checks no
         // bounds per query.
+        if values == 1 {
+            for ((q, (&v, &a)), l) in out
+                .chunks_exact_mut(2)
+                .zip(vals.iter().zip(arrived))
+                .zip(latest)
+            {
+                q[0] = v;
+                q[1] = u64::from(a != 0 && l.load(Ordering::Relaxed) == a);
+            }
+            return Ok(());
+        }
         for (((q, v), &a), l) in out
             .chunks_exact_mut(stride)
             .zip(vals.chunks_exact(values))
@@ -392,5 +458,73 @@ impl QueryRead for Storage {
             q[values] = u64::from(a != 0 && l.load(Ordering::Relaxed) == a);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Written;
+
+    /// The runs of `words`, an index at a time: what `Written::runs` must
+    /// give.
+    fn runs_by_index(words: &[u64], limit: u32) -> Vec<(u32, u32)> {
+        let set = |i: u32| i < limit && words[(i / 64) as usize] & (1 << (i % 64)) != 0;
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < 64 * words.len() as u32 {
+            if set(i) {
+                let first = i;
+                while i < 64 * words.len() as u32 && set(i) {
+                    i += 1;
+                }
+                out.push((first, i - first));
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn runs_a_word_at_a_time_match_runs_an_index_at_a_time() {
+        let mut cases: Vec<Vec<u64>> = vec![
+            vec![],
+            vec![0],
+            vec![u64::MAX],
+            vec![u64::MAX, u64::MAX, 0, u64::MAX],
+            vec![1 << 63, 1, 1 << 63],
+            vec![0b1011_0110, u64::MAX << 1, u64::MAX >> 1],
+            vec![0, 0, 1 << 5],
+        ];
+        // A fixed pseudo-random walk of words with long and short runs.
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..200 {
+            let words = (0..5)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    match x % 4 {
+                        0 => 0,
+                        1 => u64::MAX,
+                        _ => x,
+                    }
+                })
+                .collect();
+            cases.push(words);
+        }
+        for words in cases {
+            let limit = 64 * words.len() as u32;
+            for limit in [limit, limit.saturating_sub(1), limit / 2, 0] {
+                let written = Written {
+                    words: words.clone().into(),
+                };
+                assert_eq!(
+                    written.runs(limit),
+                    runs_by_index(&words, limit),
+                    "{words:x?} below {limit}"
+                );
+            }
+        }
     }
 }

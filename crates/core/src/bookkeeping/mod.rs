@@ -1226,16 +1226,19 @@ fn resolve_pool() -> Option<&'static rayon::ThreadPool> {
 }
 
 /// Threads for a CPU resolve reading `span` queries: 1 below two chunks'
-/// worth (handing parts out would cost more than it saves).
+/// worth (handing parts out would cost more than it saves), and then
+/// without starting the pool: a program that only resolves small ranges
+/// never starts its threads.
 fn resolve_threads(span: u32) -> usize {
+    let parts = (span / RESOLVE_CHUNK) as usize;
+    if parts < 2 {
+        return 1;
+    }
     let threads = resolve_pool().map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         rayon::ThreadPool::current_num_threads,
     );
-    threads
-        .min(RESOLVE_THREADS)
-        .min((span / RESOLVE_CHUNK) as usize)
-        .max(1)
+    threads.min(RESOLVE_THREADS).min(parts).max(1)
 }
 
 /// Runs `work` on every job in parallel, on the resolve's pool (its
