@@ -36,8 +36,10 @@
 //! of `WgpuDevice::submit`), as in the bench; resolve time from the end of
 //! the wait to the last value converted (`end_frame` of either profiler
 //! counts as resolve). The variants take turns round by round, the first
-//! of each round rotating. With `HOST_COST_ROUNDS` set, every round's
-//! record and resolve ns per sample are printed
+//! of each round rotating. With `HOST_COST_EMPTY` set, every pass is
+//! empty (no dispatch), as in the bench's samples-alone rows. With
+//! `HOST_COST_ROUNDS` set, every round's record and resolve ns per sample
+//! are printed
 //! (`round R VARIANT record X resolve Y samples S`).
 
 use gpu_counters_bench::{
@@ -109,7 +111,14 @@ fn main() -> R<()> {
     eprintln!("adapter: {}", adapter.get_info().name);
     // The bench's own kernel and data: the same workload as its wgpu rows.
     let tiny = TinyCompute::new(&device);
-    let dispatch = |pass: &mut wgpu::ComputePass<'_>| tiny.dispatch(pass);
+    // `HOST_COST_EMPTY` set: every pass empty, as in the bench's
+    // samples-alone rows.
+    let empty = std::env::var_os("HOST_COST_EMPTY").is_some();
+    let dispatch = |pass: &mut wgpu::ComputePass<'_>| {
+        if !empty {
+            tiny.dispatch(pass)
+        }
+    };
     let raw = RawWgpuQueries::new(&device, 2 * n, "raw samples");
     let period_ns = f64::from(queue.get_timestamp_period());
     let max = gpu_counters_wgpu::MAX_SAMPLE_COUNT;
