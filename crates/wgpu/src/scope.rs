@@ -201,6 +201,7 @@ mod profiled {
         /// [`wgpu::Features::PIPELINE_STATISTICS_QUERY`] for statistics).
         /// A scope the frame drops (see the profiler's `WhenFull`) records
         /// nothing; the pass is still begun.
+        #[inline]
         pub fn begin_profiled_compute_pass<'e>(
             &'e mut self,
             frame: &Frame<'_, WgpuDevice>,
@@ -231,6 +232,7 @@ mod profiled {
         /// of `descriptor` (whose label is the scope's label, `"render pass"`
         /// without one; its `timestamp_writes` must be `None`: the scope's
         /// take their place).
+        #[inline]
         pub fn begin_profiled_render_pass<'e>(
             &'e mut self,
             frame: &Frame<'_, WgpuDevice>,
