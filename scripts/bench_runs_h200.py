@@ -4,7 +4,8 @@ for every row, the median over the runs of each run's median, with the
 smallest and largest run in brackets; then the wgpu comparisons the same
 way, the samples-alone comparisons (runs since the twenty-fourth
 session: the Vulkan rows recorded without the dispatches, `--host-reps`
-rounds), and the
+rounds; since the twenty-fifth, the wgpu rows with empty passes too),
+and the
 CPU resolve throughput.
 
 Usage: bench_runs_h200.py RUN.json [RUN.json ...]
@@ -72,13 +73,16 @@ if all(alone):
     print("|---|---:|---:|---:|---:|---:|")
     for c in range(len(alone[0])):
         cs = [a[c] for a in alone]
-        h = [x["host_ratio"]["median"] for x in cs]
-        ok = sum(bool(x["host_ratio"]["within_target"] and x["host_ratio"]["settled"]) for x in cs)
+        # A ratio is null where no round had a denominator above 0 (a
+        # wgpu row's empty passes can read so on a noisy host).
+        hr = [x["host_ratio"] or {} for x in cs]
+        h = [x.get("median") for x in hr]
+        ok = sum(bool(x.get("within_target") and x.get("settled")) for x in hr)
         v = st.median(x["variant_host_ns_per_scope"] for x in cs)
         a = st.median(x["against_host_ns_per_scope"] for x in cs)
         print(f"| {cs[0]['variant']} / {cs[0]['against']} | ≤ {cs[0]['target']} | {spread(h, 2)} "
-              f"| {spread([x['host_ratio'].get('median_low', x['host_ratio']['min']) for x in cs], 2)} … "
-          f"{spread([x['host_ratio'].get('median_high', x['host_ratio']['max']) for x in cs], 2)} "
+              f"| {spread([x.get('median_low', x.get('min')) for x in hr], 2)} … "
+              f"{spread([x.get('median_high', x.get('max')) for x in hr], 2)} "
               f"| {v:.1f} / {a:.1f} | {ok} of {len(cs)} runs |")
     print()
 print("CPU resolve of", runs[0]["resolve"]["samples"], "timestamps, ratio to a plain copy:",
