@@ -1647,8 +1647,13 @@ pub fn print_human(report: &BenchReport) {
     }
     if !report.samples_alone.is_empty() {
         println!();
+        let wgpu = report
+            .samples_alone
+            .iter()
+            .any(|c| c.variant.starts_with("gpu-counters-wgpu "));
         println!(
-            "samples alone (the Vulkan rows without the dispatches, the wgpu rows with empty passes, {} rounds each; added host ns per scope, ratio per round: median [min, max]):",
+            "samples alone (the Vulkan rows without the dispatches{}, {} rounds each; added host ns per scope, ratio per round: median [min, max]):",
+            if wgpu { ", the wgpu rows with empty passes" } else { "" },
             report.samples_alone_reps.unwrap_or(0)
         );
         for c in &report.samples_alone {
