@@ -357,6 +357,18 @@ impl HotSegment {
     /// newest anchor), if it lies in this segment.
     #[inline(always)]
     fn convert(&self, d: i64) -> Option<CalibratedTime> {
+        self.interpolate(d).map(|(ns, bound)| CalibratedTime {
+            ns,
+            error_bound_ns: ceil_saturating(bound),
+        })
+    }
+
+    /// [`HotSegment::convert`] with its bound before the ceiling: the
+    /// time, and the bound as a finite `f64` (every term is finite), so
+    /// that a span takes one ceiling of its larger bound (the ceiling is
+    /// monotone: the larger ceiling is the ceiling of the larger).
+    #[inline(always)]
+    fn interpolate(&self, d: i64) -> Option<(u64, f64)> {
         let along = d.wrapping_sub(self.rel);
         // One comparison for `0 <= along < len`: where `d < rel`, `along`
         // is negative (`rel <= 0`, so `d - rel` cannot pass `i64::MIN`),
@@ -372,11 +384,8 @@ impl HotSegment {
         let t = trunc_i64(offset);
         let offset_ns = (t + i64::from(offset - t as f64 >= 0.5)).min(self.span);
         let bound = bound + self.quantization_ns + 1.0 + offset.abs() * F64_ERROR;
-        Some(CalibratedTime {
-            // No overflow, and not `u64::MAX`: checked for the whole span.
-            ns: self.cpu_ns + offset_ns as u64,
-            error_bound_ns: ceil_saturating(bound),
-        })
+        // No overflow, and not `u64::MAX`: checked for the whole span.
+        Some((self.cpu_ns + offset_ns as u64, bound))
     }
 }
 
@@ -424,8 +433,10 @@ impl Converter<'_> {
                     // the calibration was refitted after it): what
                     // `to_cpu_ns` does for each, without its checks and
                     // delta again.
-                    if let (Some(a), Some(b)) = (hot.convert(d0), hot.convert(d1)) {
-                        return Ok((a.ns, b.ns, a.error_bound_ns.max(b.error_bound_ns)));
+                    if let (Some((ns0, b0)), Some((ns1, b1))) =
+                        (hot.interpolate(d0), hot.interpolate(d1))
+                    {
+                        return Ok((ns0, ns1, ceil_saturating(b0.max(b1))));
                     }
                 }
             }
