@@ -907,23 +907,58 @@ impl<D: BackendDevice> Profiler<D> {
                         return;
                     }
                     position[p * per + k] = len as u32;
-                    let result = ScopeResult {
-                        label: meta.label.clone(),
-                        kind: word.kind(),
-                        thread: meta.thread.clone(),
-                        depth,
-                        parent,
-                        start_ns,
-                        end_ns,
-                        duration_ns: end_ns - start_ns,
-                        start_ticks: t0,
-                        end_ticks: t1,
-                        error_bound_ns,
-                        statistics,
-                    };
                     match scopes.get_mut(len) {
-                        Some(old) => *old = result,
-                        None => scopes.push(result),
+                        Some(old) => {
+                            // Overwritten in place. Every field is named, so
+                            // a new one cannot be left out. A steady frame
+                            // repeats its labels and threads: where an
+                            // earlier frame's result holds the same shared
+                            // string, it stays (no drop, no clone).
+                            let ScopeResult {
+                                label: old_label,
+                                kind: old_kind,
+                                thread: old_thread,
+                                depth: old_depth,
+                                parent: old_parent,
+                                start_ns: old_start_ns,
+                                end_ns: old_end_ns,
+                                duration_ns: old_duration_ns,
+                                start_ticks: old_start_ticks,
+                                end_ticks: old_end_ticks,
+                                error_bound_ns: old_error_bound_ns,
+                                statistics: old_statistics,
+                            } = old;
+                            if !old_label.is_same(&meta.label) {
+                                *old_label = meta.label.clone();
+                            }
+                            if !old_thread.is_same(&meta.thread) {
+                                *old_thread = meta.thread.clone();
+                            }
+                            *old_kind = word.kind();
+                            *old_depth = depth;
+                            *old_parent = parent;
+                            *old_start_ns = start_ns;
+                            *old_end_ns = end_ns;
+                            *old_duration_ns = end_ns - start_ns;
+                            *old_start_ticks = t0;
+                            *old_end_ticks = t1;
+                            *old_error_bound_ns = error_bound_ns;
+                            *old_statistics = statistics;
+                        }
+                        None => scopes.push(ScopeResult {
+                            label: meta.label.clone(),
+                            kind: word.kind(),
+                            thread: meta.thread.clone(),
+                            depth,
+                            parent,
+                            start_ns,
+                            end_ns,
+                            duration_ns: end_ns - start_ns,
+                            start_ticks: t0,
+                            end_ticks: t1,
+                            error_bound_ns,
+                            statistics,
+                        }),
                     }
                     len += 1;
                 },

@@ -388,3 +388,96 @@ fn frames_of_recorders_with_tickets_queue_no_marker_on_the_fake_backend() {
     assert_eq!(device.markers_submitted(), 1);
     assert_eq!(profiler.dropped_scopes_total(), 0);
 }
+
+/// Results collected into one vector, frame after frame, are overwritten
+/// in place: each frame reads its own labels, threads, kinds, nesting and
+/// counts, whatever the frame before it held at the same places (labels
+/// that change and repeat, a thread that changes, nesting that comes and
+/// goes, more and fewer scopes).
+#[test]
+fn results_reused_across_frames_read_each_frames_own_scopes_on_the_fake_backend() {
+    let device = device();
+    let profiler = Profiler::new(&device, options(2, 8, WAIT)).unwrap();
+    let mut frames: Vec<FrameResult> = Vec::new();
+    for n in 0..12u64 {
+        let frame = profiler.begin_frame().unwrap();
+        // Frames alternate between one scope with two nested in it, and
+        // three flat scopes; labels cycle over three names, and every
+        // third frame records on a thread of its own.
+        let nested = n % 2 == 0;
+        let thread_name = format!("recorder {}", n % 3);
+        let record = || {
+            let mut cmd = device.recorder();
+            let label = |k: u64| format!("scope {}.{k}", (n + k) % 3);
+            if nested {
+                let outer = frame.scope(&mut cmd, &label(0), PassKind::Scope).unwrap();
+                for k in 1..3 {
+                    let inner = frame.scope(&mut cmd, &label(k), PassKind::Compute).unwrap();
+                    cmd.dispatch(10 * n + k);
+                    inner.end(&mut cmd).unwrap();
+                }
+                outer.end(&mut cmd).unwrap();
+            } else {
+                for k in 0..3 {
+                    let s = frame.scope(&mut cmd, &label(k), PassKind::Blit).unwrap();
+                    cmd.dispatch(10 * n + k);
+                    s.end(&mut cmd).unwrap();
+                }
+            }
+            cmd
+        };
+        let cmd = if n % 3 == 2 {
+            std::thread::scope(|s| {
+                std::thread::Builder::new()
+                    .name(thread_name.clone())
+                    .spawn_scoped(s, record)
+                    .unwrap()
+                    .join()
+                    .unwrap()
+            })
+        } else {
+            record()
+        };
+        run_frame(&device, &profiler, frame, cmd);
+        profiler.collect_into(&mut frames).unwrap();
+        let waited = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();
+        frames.extend(waited);
+        assert_eq!(frames.len(), 1, "frame {n}");
+        let f = &frames[0];
+        assert_eq!(f.index, n);
+        assert_eq!(f.drops, DropCounts::default());
+        assert_eq!(f.scopes.len(), 3, "frame {n}");
+        let main = std::thread::current();
+        let expected_thread = if n % 3 == 2 {
+            thread_name.as_str()
+        } else {
+            main.name().unwrap_or_default()
+        };
+        for (k, s) in f.scopes.iter().enumerate() {
+            let k = k as u64;
+            assert_eq!(s.label, format!("scope {}.{k}", (n + k) % 3), "frame {n}");
+            if n % 3 == 2 {
+                assert_eq!(s.thread, expected_thread, "frame {n}");
+            } else {
+                assert_ne!(s.thread, thread_name.as_str(), "frame {n}");
+                assert_eq!(s.thread, f.scopes[0].thread, "frame {n}");
+            }
+            let count = s.statistics.as_deref().unwrap().compute_kernel_invocations;
+            match (nested, k) {
+                (true, 0) => {
+                    assert_eq!((s.kind, s.depth, s.parent), (PassKind::Scope, 0, None));
+                    assert_eq!(count, (10 * n + 1) + (10 * n + 2), "frame {n}");
+                }
+                (true, _) => {
+                    assert_eq!((s.kind, s.depth, s.parent), (PassKind::Compute, 1, Some(0)));
+                    assert_eq!(count, 10 * n + k, "frame {n}");
+                }
+                (false, _) => {
+                    assert_eq!((s.kind, s.depth, s.parent), (PassKind::Blit, 0, None));
+                    assert_eq!(count, 10 * n + k, "frame {n}");
+                }
+            }
+            assert_eq!(s.duration_ns, s.end_ns - s.start_ns);
+        }
+    }
+}
