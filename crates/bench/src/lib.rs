@@ -285,9 +285,10 @@ pub struct BenchArgs {
     #[arg(long, value_name = "R")]
     pub wgpu_reps: Option<u32>,
     /// Measured repetitions of the samples-alone rows (`samples_alone`):
-    /// the Vulkan rows again without the workload's dispatches, whose host
-    /// cost is the samples' own. A round takes milliseconds, so many of
-    /// them are cheap. At most 1000.
+    /// the Vulkan rows again without the workload's dispatches, and the
+    /// wgpu pass rows with empty passes, whose host cost is the samples'
+    /// own. A Vulkan round takes milliseconds; a wgpu round takes longer,
+    /// wgpu's own work for every empty pass. At most 1000.
     #[arg(long, default_value_t = 40, value_name = "R")]
     pub host_reps: u32,
     /// Index of the Vulkan device (as `gpu-counters devices` lists them);
