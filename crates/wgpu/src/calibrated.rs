@@ -160,9 +160,11 @@ pub(crate) fn read_burst(
     let mut best: Option<TimestampPair> = None;
     for _ in 0..CALIBRATION_BURST {
         // SAFETY: `extension` is enabled on this device and both domains
-        // were found calibrateable by `probe`; the device is alive (the
-        // guard), and vkGetCalibratedTimestamps needs no external
-        // synchronization of the device or any queue.
+        // were found calibrateable by `probe`; `loaded` was looked up with
+        // this device's handle (one `OnceLock` per device: `Shared` keeps
+        // it beside the device, and its extension never changes); the
+        // device is alive (the guard), and vkGetCalibratedTimestamps needs
+        // no external synchronization of the device or any queue.
         let (values, deviation) = unsafe {
             match loaded {
                 Loaded::Ext(ext) => ext.get_calibrated_timestamps(&infos),
