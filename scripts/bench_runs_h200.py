@@ -66,7 +66,9 @@ for c in range(len(runs[0]["comparisons"])):
 print()
 alone = [r.get("samples_alone") or [] for r in runs]
 if all(alone):
-    print(f"samples alone ({runs[0].get('samples_alone_reps')} rounds a run):")
+    wgpu_alone = runs[0].get("wgpu_samples_alone_reps")
+    print(f"samples alone ({runs[0].get('samples_alone_reps')} rounds a run"
+          + (f"; the wgpu rows {wgpu_alone}" if wgpu_alone else "") + "):")
     print()
     print("| comparison (per scope, host only) | target | host ratio (run medians) | "
           "median's 95% interval, low … high (smallest … largest round in runs without one) | host ns per scope, variant / raw | within and settled in |")

@@ -24,7 +24,9 @@
 # each (default 4) of `threaded_cost raw-scopes,profiler,scope-pairs,
 # scope-pairs-own 4096 30 T` for each T in TC_THREADS (default "2 4 8").
 # Since the twenty-fourth session, HOST_REPS adds `--host-reps` to the
-# bench (its samples-alone rows), BENCH_REPS sets `--reps` (default 7),
+# bench (its samples-alone rows; WGPU_HOST_REPS, the twenty-fifth
+# session's, adds `--wgpu-host-reps` for the wgpu ones), BENCH_REPS sets
+# `--reps` (default 7),
 # and "cuda" runs CUDA_BENCHES (default 3) of `bench --backend cuda --json
 # --samples 4096 --reps 7 --drift-seconds 2` (CUPTI from CUDA 13.0).
 # Carry [".gl", ".bin"] (and ".bin-perf"). Summaries:
@@ -85,8 +87,10 @@ fi
 if has bench; then
   for i in $(seq 1 "${BENCHES:-3}"); do
     timeout "${BENCH_TIMEOUT:-120}" .bin/gpu-counters bench --json --samples 4096 --reps "${BENCH_REPS:-7}" \
-      ${WGPU_REPS:+--wgpu-reps $WGPU_REPS} ${HOST_REPS:+--host-reps $HOST_REPS} --drift-seconds 5 \
+      ${WGPU_REPS:+--wgpu-reps $WGPU_REPS} ${HOST_REPS:+--host-reps $HOST_REPS} \
+      ${WGPU_HOST_REPS:+--wgpu-host-reps $WGPU_HOST_REPS} --drift-seconds 5 \
       > "$R/bench-$i.json" 2> "$R/bench-$i.err"
+    echo "bench $i: exit $?, $(( $(date +%s) - start )) s since the step began"
   done
   python3 scripts/bench_runs_h200.py "$R"/bench-[0-9]*.json | tail -8
   echo "bench: $(( $(date +%s) - start )) s"

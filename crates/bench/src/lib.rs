@@ -197,9 +197,10 @@
 //! pass per dispatch) is then its samples' own, and each Vulkan
 //! comparison's host ratio is taken per round from these rows, with the
 //! same targets and verdicts. Where the wgpu rows ran, their
-//! pass-per-dispatch rows do the same as a second group (`--host-reps`
-//! rounds): every pass empty, over an empty pass per dispatch, for the
-//! five wgpu comparisons. Nothing here measures GPU time.
+//! pass-per-dispatch rows do the same as a second group
+//! (`--wgpu-host-reps` rounds, `--host-reps` by default): every pass
+//! empty, over an empty pass per dispatch, for the five wgpu comparisons.
+//! Nothing here measures GPU time.
 //!
 //! Profiled wgpu passes are labelled (with the scope's label, as
 //! wgpu-profiler labels its passes), and wgpu copies a labelled pass's
@@ -291,6 +292,12 @@ pub struct BenchArgs {
     /// wgpu's own work for every empty pass. At most 1000.
     #[arg(long, default_value_t = 40, value_name = "R")]
     pub host_reps: u32,
+    /// Measured repetitions of the wgpu samples-alone rows (empty passes),
+    /// `--host-reps` when absent: a wgpu round costs far more than a
+    /// Vulkan one, so a run can give the Vulkan rows many rounds and the
+    /// wgpu rows fewer. At most 1000.
+    #[arg(long, value_name = "R")]
+    pub wgpu_host_reps: Option<u32>,
     /// Index of the Vulkan device (as `gpu-counters devices` lists them);
     /// the default device when absent.
     #[arg(long, value_name = "N")]
@@ -360,6 +367,11 @@ impl BenchArgs {
             ("--wgpu-reps", self.wgpu_reps.unwrap_or(self.reps), MAX_REPS),
             ("--host-reps", self.host_reps, MAX_REPS),
             (
+                "--wgpu-host-reps",
+                self.wgpu_host_reps.unwrap_or(self.host_reps),
+                MAX_REPS,
+            ),
+            (
                 "--resolve-samples",
                 self.resolve_samples,
                 MAX_RESOLVE_SAMPLES,
@@ -412,6 +424,7 @@ impl Default for BenchArgs {
             reps: 5,
             wgpu_reps: None,
             host_reps: 40,
+            wgpu_host_reps: None,
             device: None,
             drift_seconds: 60.0,
             resolve_samples: 1_000_000,
@@ -840,6 +853,10 @@ pub struct BenchReport {
     /// The samples-alone rounds (`--host-reps`), where they ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub samples_alone_reps: Option<u32>,
+    /// The wgpu samples-alone rounds (`--wgpu-host-reps`), where those rows
+    /// ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wgpu_samples_alone_reps: Option<u32>,
     /// The host side of the Vulkan comparisons again, from the rows
     /// recorded without the workload's dispatches (`--host-reps` rounds):
     /// each gpu-counters row's samples against raw ash's, per round; then,
@@ -936,6 +953,7 @@ pub fn run_with_options(
         Err(e) => notes.push(format!("wgpu variants skipped: {e}")),
     }
     let wgpu_reps = args.wgpu_reps.unwrap_or(args.reps);
+    let wgpu_host_reps = args.wgpu_host_reps.unwrap_or(args.host_reps);
     let runs = |v: &Variants, reps: u32| {
         (reps as usize + 1) * v.iter().filter(|v| v.baseline().is_some()).count()
     };
@@ -944,7 +962,7 @@ pub fn run_with_options(
         (runs(&variants, args.reps)
             + runs(&wgpu_variants, wgpu_reps)
             + runs(&alone, args.host_reps)
-            + runs(&wgpu_alone, args.host_reps)) as u64,
+            + runs(&wgpu_alone, wgpu_host_reps)) as u64,
         "variants",
     );
     let mut measured = schedule(&mut variants, args.reps, &bar)?;
@@ -954,7 +972,8 @@ pub fn run_with_options(
     // The samples-alone rows last, a group of their own: the Vulkan rows'
     // comparisons again, host side only.
     let alone_measured = schedule(&mut alone, args.host_reps, &bar)?;
-    let wgpu_alone_measured = schedule(&mut wgpu_alone, args.host_reps, &bar)?;
+    let wgpu_alone_measured = schedule(&mut wgpu_alone, wgpu_host_reps, &bar)?;
+    let wgpu_alone_ran = !wgpu_alone.is_empty();
     bar.finish_and_clear();
     let specs: Vec<&VariantSpec> = variants.iter().map(|v| v.spec()).collect();
     let variants_report = summarize(&specs, &measured);
@@ -1005,6 +1024,7 @@ pub fn run_with_options(
         variants: variants_report,
         comparisons,
         samples_alone_reps: Some(args.host_reps),
+        wgpu_samples_alone_reps: wgpu_alone_ran.then_some(wgpu_host_reps),
         samples_alone,
         resolve,
         calibration,
@@ -1117,6 +1137,7 @@ fn run_cuda(args: &BenchArgs) -> Result<BenchReport, BenchError> {
         variants: variants_report,
         comparisons,
         samples_alone_reps: None,
+        wgpu_samples_alone_reps: None,
         samples_alone: Vec::new(),
         resolve,
         calibration,
@@ -1648,13 +1669,12 @@ pub fn print_human(report: &BenchReport) {
     }
     if !report.samples_alone.is_empty() {
         println!();
-        let wgpu = report
-            .samples_alone
-            .iter()
-            .any(|c| c.variant.starts_with("gpu-counters-wgpu "));
+        let wgpu = match report.wgpu_samples_alone_reps {
+            Some(r) => format!("; the wgpu rows with empty passes, {r} rounds"),
+            None => String::new(),
+        };
         println!(
-            "samples alone (the Vulkan rows without the dispatches{}, {} rounds each; added host ns per scope, ratio per round: median [min, max]):",
-            if wgpu { ", the wgpu rows with empty passes" } else { "" },
+            "samples alone (the Vulkan rows without the dispatches, {} rounds{wgpu}; added host ns per scope, ratio per round: median [min, max]):",
             report.samples_alone_reps.unwrap_or(0)
         );
         for c in &report.samples_alone {

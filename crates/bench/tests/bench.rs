@@ -34,8 +34,10 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
         reps: 1,
         // The wgpu rows' rounds of their own.
         wgpu_reps: Some(3),
-        // The samples-alone rows' rounds of their own.
+        // The samples-alone rows' rounds of their own, and the wgpu
+        // samples-alone rows' fewer.
         host_reps: 2,
+        wgpu_host_reps: Some(1),
         device: None,
         drift_seconds: 1.0,
         resolve_samples: 4096,
@@ -65,6 +67,8 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
     ];
     if wgpu_ran {
         expected.push("wgpu_reps");
+        expected.push("wgpu_samples_alone_reps");
+        expected.sort_unstable();
     }
     assert_eq!(keys(&json), expected);
     assert_eq!(json["samples"], 16);
@@ -350,8 +354,11 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
 
     // The samples-alone rows: the same nine Vulkan comparisons and, where
     // wgpu ran, the same five wgpu ones, host side only, over their own 2
-    // rounds.
+    // rounds (1 for the wgpu ones).
     assert_eq!(json["samples_alone_reps"], 2);
+    if wgpu_ran {
+        assert_eq!(json["wgpu_samples_alone_reps"], 1);
+    }
     let alone = json["samples_alone"]
         .as_array()
         .expect("samples_alone is an array");
@@ -393,15 +400,12 @@ fn tiny_run_has_the_report_shape_and_no_validation_messages() {
             .is_some_and(|n| n.starts_with("gpu-counters-wgpu "));
         if wgpu_row {
             // An empty wgpu pass is microseconds of wgpu's own work, many
-            // times its two writes: over 16 passes and 2 rounds a side's
-            // difference may be noise at or below 0, read as 0 and left
-            // out of the ratio. What holds whatever the timing: the fields,
-            // and a ratio only of rounds that had a denominator.
+            // times its two writes: over 16 passes a side's difference may
+            // be noise at or below 0, read as 0 and left out of the ratio.
+            // What holds whatever the timing: the fields, and a ratio only
+            // of rounds that had a denominator, at most its group's 1.
             let r = &c["host_ratio"];
-            assert!(
-                r.is_null() || r["rounds"].as_u64().is_some_and(|n| (1..=2).contains(&n)),
-                "{what}: {r}"
-            );
+            assert!(r.is_null() || r["rounds"] == 1, "{what}: {r}");
             assert_eq!(c["host_ratio_of_medians"].is_null(), a == 0.0, "{what}");
             continue;
         }
@@ -570,6 +574,26 @@ fn bad_wgpu_reps_are_named() {
     ] {
         let args = BenchArgs {
             wgpu_reps: Some(wgpu_reps),
+            ..BenchArgs::default()
+        };
+        let e = args.validate().expect_err("rejected");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+}
+
+/// A bad `--wgpu-host-reps` is refused naming it, before any device is
+/// opened.
+#[test]
+fn bad_wgpu_host_reps_are_named() {
+    for (wgpu_host_reps, says) in [
+        (0, "--wgpu-host-reps must be at least 1"),
+        (
+            gpu_counters_bench::MAX_REPS + 1,
+            "--wgpu-host-reps 1001: must be at most 1000",
+        ),
+    ] {
+        let args = BenchArgs {
+            wgpu_host_reps: Some(wgpu_host_reps),
             ..BenchArgs::default()
         };
         let e = args.validate().expect_err("rejected");
