@@ -562,40 +562,28 @@ fn cuda_backend_runs_or_names_the_missing_driver() {
     }
 }
 
-/// A bad `--wgpu-reps` is refused naming it, before any device is opened.
+/// A bad `--wgpu-reps` or `--wgpu-host-reps` is refused naming it, before
+/// any device is opened.
 #[test]
 fn bad_wgpu_reps_are_named() {
-    for (wgpu_reps, says) in [
-        (0, "--wgpu-reps must be at least 1"),
+    let max = gpu_counters_bench::MAX_REPS;
+    let reps = |r| BenchArgs {
+        wgpu_reps: Some(r),
+        ..BenchArgs::default()
+    };
+    let host_reps = |r| BenchArgs {
+        wgpu_host_reps: Some(r),
+        ..BenchArgs::default()
+    };
+    for (args, says) in [
+        (reps(0), "--wgpu-reps must be at least 1"),
+        (reps(max + 1), "--wgpu-reps 1001: must be at most 1000"),
+        (host_reps(0), "--wgpu-host-reps must be at least 1"),
         (
-            gpu_counters_bench::MAX_REPS + 1,
-            "--wgpu-reps 1001: must be at most 1000",
-        ),
-    ] {
-        let args = BenchArgs {
-            wgpu_reps: Some(wgpu_reps),
-            ..BenchArgs::default()
-        };
-        let e = args.validate().expect_err("rejected");
-        assert!(e.to_string().contains(says), "{e}");
-    }
-}
-
-/// A bad `--wgpu-host-reps` is refused naming it, before any device is
-/// opened.
-#[test]
-fn bad_wgpu_host_reps_are_named() {
-    for (wgpu_host_reps, says) in [
-        (0, "--wgpu-host-reps must be at least 1"),
-        (
-            gpu_counters_bench::MAX_REPS + 1,
+            host_reps(max + 1),
             "--wgpu-host-reps 1001: must be at most 1000",
         ),
     ] {
-        let args = BenchArgs {
-            wgpu_host_reps: Some(wgpu_host_reps),
-            ..BenchArgs::default()
-        };
         let e = args.validate().expect_err("rejected");
         assert!(e.to_string().contains(says), "{e}");
     }
