@@ -55,19 +55,63 @@ use wgpu_profiler::{GpuProfiler, GpuProfilerSettings};
 
 type R<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
-/// Runs `f`, out of line: the recording phase, as one function for
-/// callgrind's `--toggle-collect='wgpu_host_cost::record_phase*'` (a
-/// function of each example's own, so that its symbol names the example).
-#[inline(never)]
-fn record_phase<T>(f: impl FnOnce() -> T) -> T {
-    f()
+/// Defines functions that run `f` out of line, one per phase and variant,
+/// for callgrind: `--toggle-collect='wgpu_host_cost::record_phase*'` (the
+/// recording phase of every variant) or
+/// `--toggle-collect='wgpu_host_cost::record_phase_gcw_profiled*'` (one
+/// variant's, in a process where others take turns); `resolve_phase` alike.
+/// Functions of the example's own, so that their symbols name it.
+macro_rules! phases {
+    ($($name:ident),*) => {$(
+        #[inline(never)]
+        fn $name<T>(f: impl FnOnce() -> T) -> T {
+            // A body of its own, so that the functions are not merged.
+            black_box(stringify!($name));
+            f()
+        }
+    )*};
+}
+phases!(
+    record_phase_raw_passes,
+    record_phase_raw_writes,
+    record_phase_raw_writes_labelled,
+    record_phase_wgpu_profiler,
+    record_phase_gcw_passes,
+    record_phase_gcw_writes,
+    record_phase_gcw_profiled,
+    resolve_phase_raw_passes,
+    resolve_phase_raw_writes,
+    resolve_phase_raw_writes_labelled,
+    resolve_phase_wgpu_profiler,
+    resolve_phase_gcw_passes,
+    resolve_phase_gcw_writes,
+    resolve_phase_gcw_profiled
+);
+
+/// Runs `f` in the recording phase's function of `variant`.
+fn record_phase<T>(variant: &str, f: impl FnOnce() -> T) -> T {
+    match variant {
+        "raw-passes" => record_phase_raw_passes(f),
+        "raw-writes" => record_phase_raw_writes(f),
+        "raw-writes-labelled" => record_phase_raw_writes_labelled(f),
+        "wgpu-profiler" => record_phase_wgpu_profiler(f),
+        "gcw-passes" => record_phase_gcw_passes(f),
+        "gcw-writes" => record_phase_gcw_writes(f),
+        _ => record_phase_gcw_profiled(f),
+    }
 }
 
-/// Runs `f`, out of line: the read-back phase, for callgrind's
-/// `--toggle-collect='wgpu_host_cost::resolve_phase*'`.
-#[inline(never)]
-fn resolve_phase<T>(f: impl FnOnce() -> T) -> T {
-    f()
+/// Runs `f` in the read-back phase's function of `variant`.
+fn resolve_phase<T>(variant: &str, f: impl FnOnce() -> T) -> T {
+    match variant {
+        "raw-passes" => resolve_phase_raw_passes(f),
+        "raw-writes" => resolve_phase_raw_writes(f),
+        "raw-writes-labelled" => resolve_phase_raw_writes_labelled(f),
+        "wgpu-profiler" => resolve_phase_wgpu_profiler(f),
+        "gcw-passes" => resolve_phase_gcw_passes(f),
+        "gcw-writes" => resolve_phase_gcw_writes(f),
+        _ => resolve_phase_gcw_profiled(f),
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -159,83 +203,91 @@ fn main() -> R<()> {
         let mut encoder =
             device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         let t = Instant::now();
-        let submission = record_phase(|| -> R<Option<gpu_counters_wgpu::WgpuSubmission>> {
-            match variant {
-                "raw-passes" | "raw-writes" | "raw-writes-labelled" => {
-                    let label = (variant == "raw-writes-labelled").then_some("dispatch");
-                    for i in 0..n {
-                        let timestamp_writes = (variant != "raw-passes").then(|| {
-                            let (set, q) = raw.at(2 * i);
-                            wgpu::ComputePassTimestampWrites {
-                                query_set: set,
-                                beginning_of_pass_write_index: Some(q),
-                                end_of_pass_write_index: Some(raw.at(2 * i + 1).1),
-                            }
-                        });
-                        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                            label,
-                            timestamp_writes,
-                        });
-                        dispatch(&mut pass);
-                    }
-                    if variant != "raw-passes" {
-                        raw.record_resolve(&mut encoder, samples);
-                    }
-                    queue.submit([encoder.finish()]);
-                    Ok(None)
-                }
-                "wgpu-profiler" => {
-                    for _ in 0..n {
-                        let query = profiler.begin_pass_query("dispatch", &mut encoder);
-                        {
+        let submission = record_phase(
+            variant,
+            || -> R<Option<gpu_counters_wgpu::WgpuSubmission>> {
+                match variant {
+                    "raw-passes" | "raw-writes" | "raw-writes-labelled" => {
+                        let label = (variant == "raw-writes-labelled").then_some("dispatch");
+                        for i in 0..n {
+                            let timestamp_writes = (variant != "raw-passes").then(|| {
+                                let (set, q) = raw.at(2 * i);
+                                wgpu::ComputePassTimestampWrites {
+                                    query_set: set,
+                                    beginning_of_pass_write_index: Some(q),
+                                    end_of_pass_write_index: Some(raw.at(2 * i + 1).1),
+                                }
+                            });
                             let mut pass =
                                 encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                                    label: Some("dispatch"),
-                                    timestamp_writes: query.compute_pass_timestamp_writes(),
+                                    label,
+                                    timestamp_writes,
                                 });
                             dispatch(&mut pass);
                         }
-                        profiler.end_query(&mut encoder, query);
+                        if variant != "raw-passes" {
+                            raw.record_resolve(&mut encoder, samples);
+                        }
+                        queue.submit([encoder.finish()]);
+                        Ok(None)
                     }
-                    profiler.resolve_queries(&mut encoder);
-                    queue.submit([encoder.finish()]);
-                    Ok(None)
-                }
-                "gcw-passes" | "gcw-writes" => {
-                    let mut recorder = gc.wrap(encoder);
-                    for i in 0..n {
-                        let timestamp_writes = if variant == "gcw-writes" {
-                            let b = &buffers[(2 * i / max) as usize];
-                            let q = 2 * i % max;
-                            Some(recorder.compute_pass_timestamp_writes(b, Some(q), Some(q + 1))?)
-                        } else {
-                            None
-                        };
-                        let mut pass =
-                            recorder
-                                .encoder()
-                                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    "wgpu-profiler" => {
+                        for _ in 0..n {
+                            let query = profiler.begin_pass_query("dispatch", &mut encoder);
+                            {
+                                let mut pass =
+                                    encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                                        label: Some("dispatch"),
+                                        timestamp_writes: query.compute_pass_timestamp_writes(),
+                                    });
+                                dispatch(&mut pass);
+                            }
+                            profiler.end_query(&mut encoder, query);
+                        }
+                        profiler.resolve_queries(&mut encoder);
+                        queue.submit([encoder.finish()]);
+                        Ok(None)
+                    }
+                    "gcw-passes" | "gcw-writes" => {
+                        let mut recorder = gc.wrap(encoder);
+                        for i in 0..n {
+                            let timestamp_writes = if variant == "gcw-writes" {
+                                let b = &buffers[(2 * i / max) as usize];
+                                let q = 2 * i % max;
+                                Some(recorder.compute_pass_timestamp_writes(
+                                    b,
+                                    Some(q),
+                                    Some(q + 1),
+                                )?)
+                            } else {
+                                None
+                            };
+                            let mut pass = recorder.encoder().begin_compute_pass(
+                                &wgpu::ComputePassDescriptor {
                                     label: None,
                                     timestamp_writes,
-                                });
-                        dispatch(&mut pass);
+                                },
+                            );
+                            dispatch(&mut pass);
+                        }
+                        Ok(Some(gc.submit(recorder)?))
                     }
-                    Ok(Some(gc.submit(recorder)?))
-                }
-                "gcw-profiled" => {
-                    let frame = gc_profiler.begin_frame()?;
-                    let mut recorder = gc.wrap(encoder);
-                    for _ in 0..n {
-                        let mut pass = recorder.begin_profiled_compute_pass(&frame, "dispatch")?;
-                        dispatch(&mut pass);
+                    "gcw-profiled" => {
+                        let frame = gc_profiler.begin_frame()?;
+                        let mut recorder = gc.wrap(encoder);
+                        for _ in 0..n {
+                            let mut pass =
+                                recorder.begin_profiled_compute_pass(&frame, "dispatch")?;
+                            dispatch(&mut pass);
+                        }
+                        let submission = gc.submit(recorder)?;
+                        gc_profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+                        Ok(Some(submission))
                     }
-                    let submission = gc.submit(recorder)?;
-                    gc_profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
-                    Ok(Some(submission))
+                    other => Err(format!("unknown variant {other}").into()),
                 }
-                other => Err(format!("unknown variant {other}").into()),
-            }
-        })?;
+            },
+        )?;
         rec[k].push(t.elapsed().as_nanos() as f64 / f64::from(samples));
         match &submission {
             Some(s) => {
@@ -246,7 +298,7 @@ fn main() -> R<()> {
             }
         }
         let t = Instant::now();
-        resolve_phase(|| -> R<()> {
+        resolve_phase(variant, || -> R<()> {
             match variant {
                 "raw-writes" | "raw-writes-labelled" => {
                     black_box(raw.read(&device, samples, period_ns)?);
