@@ -88,7 +88,10 @@ phases!(
     resolve_phase_gcw_profiled
 );
 
-/// Runs `f` in the recording phase's function of `variant`.
+/// Runs `f` in the recording phase's function of `variant`. Always inlined: a
+/// function of this name would match the `record_phase*` toggle too, and
+/// callgrind toggles collection on entering and leaving each match.
+#[inline(always)]
 fn record_phase<T>(variant: &str, f: impl FnOnce() -> T) -> T {
     match variant {
         "raw-passes" => record_phase_raw_passes(f),
@@ -101,7 +104,10 @@ fn record_phase<T>(variant: &str, f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// Runs `f` in the read-back phase's function of `variant`.
+/// Runs `f` in the read-back phase's function of `variant`. Always inlined: a
+/// function of this name would match the `resolve_phase*` toggle too, and
+/// callgrind toggles collection on entering and leaving each match.
+#[inline(always)]
 fn resolve_phase<T>(variant: &str, f: impl FnOnce() -> T) -> T {
     match variant {
         "raw-passes" => resolve_phase_raw_passes(f),
