@@ -55,69 +55,55 @@ use wgpu_profiler::{GpuProfiler, GpuProfilerSettings};
 
 type R<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
-/// Defines functions that run `f` out of line, one per phase and variant,
-/// for callgrind: `--toggle-collect='wgpu_host_cost::record_phase*'` (the
-/// recording phase of every variant) or
+/// Defines, for each variant, a function per phase that runs `f` out of
+/// line, and `record_phase` and `resolve_phase`, which run `f` in the
+/// variant's function, for callgrind:
+/// `--toggle-collect='wgpu_host_cost::record_phase*'` (the recording phase
+/// of every variant) or
 /// `--toggle-collect='wgpu_host_cost::record_phase_gcw_profiled*'` (one
-/// variant's, in a process where others take turns); `resolve_phase` alike.
-/// Functions of the example's own, so that their symbols name it.
+/// variant's, in a process where others take turns); `resolve_phase`
+/// alike. Functions of the example's own, so that their symbols name it.
+/// The two dispatchers are always inlined: a function of their name would
+/// match the toggles too, and callgrind toggles collection on entering and
+/// leaving each match.
 macro_rules! phases {
-    ($($name:ident),*) => {$(
+    ($($variant:literal => $record:ident, $resolve:ident;)*) => {
+        $(phases!(@one $record); phases!(@one $resolve);)*
+
+        #[inline(always)]
+        fn record_phase<T>(variant: &str, f: impl FnOnce() -> T) -> T {
+            match variant {
+                $($variant => $record(f),)*
+                // An unknown variant: its recording fails.
+                _ => f(),
+            }
+        }
+
+        #[inline(always)]
+        fn resolve_phase<T>(variant: &str, f: impl FnOnce() -> T) -> T {
+            match variant {
+                $($variant => $resolve(f),)*
+                _ => f(),
+            }
+        }
+    };
+    (@one $name:ident) => {
         #[inline(never)]
         fn $name<T>(f: impl FnOnce() -> T) -> T {
             // A body of its own, so that the functions are not merged.
             black_box(stringify!($name));
             f()
         }
-    )*};
+    };
 }
-phases!(
-    record_phase_raw_passes,
-    record_phase_raw_writes,
-    record_phase_raw_writes_labelled,
-    record_phase_wgpu_profiler,
-    record_phase_gcw_passes,
-    record_phase_gcw_writes,
-    record_phase_gcw_profiled,
-    resolve_phase_raw_passes,
-    resolve_phase_raw_writes,
-    resolve_phase_raw_writes_labelled,
-    resolve_phase_wgpu_profiler,
-    resolve_phase_gcw_passes,
-    resolve_phase_gcw_writes,
-    resolve_phase_gcw_profiled
-);
-
-/// Runs `f` in the recording phase's function of `variant`. Always inlined: a
-/// function of this name would match the `record_phase*` toggle too, and
-/// callgrind toggles collection on entering and leaving each match.
-#[inline(always)]
-fn record_phase<T>(variant: &str, f: impl FnOnce() -> T) -> T {
-    match variant {
-        "raw-passes" => record_phase_raw_passes(f),
-        "raw-writes" => record_phase_raw_writes(f),
-        "raw-writes-labelled" => record_phase_raw_writes_labelled(f),
-        "wgpu-profiler" => record_phase_wgpu_profiler(f),
-        "gcw-passes" => record_phase_gcw_passes(f),
-        "gcw-writes" => record_phase_gcw_writes(f),
-        _ => record_phase_gcw_profiled(f),
-    }
-}
-
-/// Runs `f` in the read-back phase's function of `variant`. Always inlined: a
-/// function of this name would match the `resolve_phase*` toggle too, and
-/// callgrind toggles collection on entering and leaving each match.
-#[inline(always)]
-fn resolve_phase<T>(variant: &str, f: impl FnOnce() -> T) -> T {
-    match variant {
-        "raw-passes" => resolve_phase_raw_passes(f),
-        "raw-writes" => resolve_phase_raw_writes(f),
-        "raw-writes-labelled" => resolve_phase_raw_writes_labelled(f),
-        "wgpu-profiler" => resolve_phase_wgpu_profiler(f),
-        "gcw-passes" => resolve_phase_gcw_passes(f),
-        "gcw-writes" => resolve_phase_gcw_writes(f),
-        _ => resolve_phase_gcw_profiled(f),
-    }
+phases! {
+    "raw-passes" => record_phase_raw_passes, resolve_phase_raw_passes;
+    "raw-writes" => record_phase_raw_writes, resolve_phase_raw_writes;
+    "raw-writes-labelled" => record_phase_raw_writes_labelled, resolve_phase_raw_writes_labelled;
+    "wgpu-profiler" => record_phase_wgpu_profiler, resolve_phase_wgpu_profiler;
+    "gcw-passes" => record_phase_gcw_passes, resolve_phase_gcw_passes;
+    "gcw-writes" => record_phase_gcw_writes, resolve_phase_gcw_writes;
+    "gcw-profiled" => record_phase_gcw_profiled, resolve_phase_gcw_profiled;
 }
 
 fn median(v: &mut [f64]) -> f64 {
