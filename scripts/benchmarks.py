@@ -356,7 +356,12 @@ turns:
   the profiler: `Profiler::collect`; raw ash: `vkGetQueryPoolResults` with
   availability; wgpu: mapping the resolved buffer; wgpu-profiler:
   `end_frame` and `process_finished_frame`). *GPU / raw* and *host / raw*:
-  a gpu-counters row's medians over raw's at the same placement.
+  a gpu-counters row's medians over raw's at the same placement (relaxed
+  heap writes with a pass per dispatch count as precise: each pass's one
+  write follows all its work). A difference below the noise can come out
+  negative and is reported as 0. Where an adapter cannot write timestamps
+  between passes, a wgpu row's GPU time is the CPU time from submit to
+  the end of the wait, and the report's notes say so.
 - **Against a peer.** Each gpu-counters row is compared per scope with the
   raw row of its placement (target: at most 1.2; profiler scopes at most
   1.5), and gpu-counters-wgpu with wgpu-profiler's pass scopes (at most
