@@ -3,7 +3,9 @@
 # (1.87 or later), from any directory:
 #   1. the core model's tests, and the profiler's and exporters' tests on the
 #      fake backend (CPU only, scripted), before anything is installed: they
-#      need no Vulkan loader, driver or GPU;
+#      need no Vulkan loader, driver or GPU; and a check that BENCHMARKS.md
+#      (and README.md's cost table) is what scripts/benchmarks.py generates
+#      from docs/bench/;
 #   2. scripts/setup.sh: the Vulkan loader, lavapipe, the Khronos validation
 #      layer and fonts, with apt-get (needs root or sudo);
 #   3. the whole workspace's tests, GPU tests on lavapipe (or any Vulkan
@@ -18,6 +20,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== 1/5 core, and the profiler and exporters on the fake backend, before installing anything"
+# BENCHMARKS.md is generated from docs/bench/: it must match (Python 3's
+# standard library only; on a machine without python3 yet, after setup).
+if command -v python3 >/dev/null; then python3 scripts/benchmarks.py --check; else bench_check_later=1; fi
 cargo test --locked -p gpu-counters-core
 cargo test --locked -p gpu-counters-profiler --lib --test fake
 if ldconfig -p 2>/dev/null | grep libvulkan.so.1 >/dev/null; then
@@ -28,6 +33,7 @@ fi
 
 echo "== 2/5 scripts/setup.sh"
 bash scripts/setup.sh
+if [ -n "${bench_check_later:-}" ]; then python3 scripts/benchmarks.py --check; fi
 
 echo "== 3/5 cargo test --workspace --locked"
 cargo test --workspace --locked

@@ -34,9 +34,9 @@
 //! (record + resolve) over the first one's is printed per round, as a
 //! median with quartiles, so a ratio is read from runs a moment apart.
 //! With `HOST_COST_ROUNDS` set, every round's record and resolve ns per
-//! sample are printed too (`round R VARIANT record X resolve Y`), for
-//! `scripts/host_cost_rounds.py`, which takes each primitive's cost over
-//! its baseline against raw ash's, round by round.
+//! sample are printed too (`round R VARIANT record X resolve Y`), so that
+//! each primitive's cost over its baseline can be set against raw ash's
+//! round by round.
 
 use ash::vk;
 use gpu_counters_core::timeline::PassKind;
@@ -389,7 +389,7 @@ fn main() -> R<()> {
         }
     }
     // Every round's figures, for ratios against a baseline variant taken
-    // round by round (`scripts/host_cost_rounds.py`).
+    // round by round.
     if std::env::var_os("HOST_COST_ROUNDS").is_some() {
         for (k, v) in variants.iter().enumerate() {
             for r in 0..rounds {

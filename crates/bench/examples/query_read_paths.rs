@@ -13,7 +13,7 @@
 //! - `driver T threads`: the same split into T disjoint ranges at once
 //!   (`resolve_counter_range` uses up to 16, one per 2^16 samples);
 //! - `driver P parts, pool`: the same on threads started once (rayon's
-//!   pool, as `resolve_counter_range` does since the seventh session);
+//!   pool, as `resolve_counter_range` does);
 //! - `driver T threads, values only`: without the availability word (8
 //!   bytes each; the call says `VK_NOT_READY` unless every query has one);
 //! - `gpu-counters resolve_into`: `resolve_counter_range_into` of as many

@@ -1,10 +1,8 @@
 //! Host cost of the wgpu rows of `gpu-counters bench`, alone and round by
-//! round, for `perf`, callgrind and `scripts/host_cost_rounds.py --wgpu`:
-//! records `N` compute passes of one dispatch each `ROUNDS` times on wgpu's
-//! Vulkan backend, finishes and submits them, waits, and reads the samples
-//! back, as the bench's wgpu rows do, with the bench's kernel
-//! (`TinyCompute`; the nineteenth session's H200 runs used one workgroup
-//! of a one-line kernel of its own).
+//! round, for `perf` and callgrind: records `N` compute passes of one
+//! dispatch each `ROUNDS` times on wgpu's Vulkan backend, finishes and
+//! submits them, waits, and reads the samples back, as the bench's wgpu
+//! rows do, with the bench's kernel (`TinyCompute`).
 //!
 //! ```text
 //! cargo build --release -p gpu-counters-bench --example wgpu_host_cost

@@ -1,249 +1,31 @@
-//! `gpu-counters bench`: what counter sampling costs, measured against raw
-//! Vulkan (ash), wgpu and wgpu-profiler in one run (gpu-counters on Vulkan
-//! and on wgpu), plus the CPU resolve throughput and the quality of the
-//! GPU-to-CPU clock calibration.
+//! `gpu-counters bench`: what counter sampling costs, measured side by side
+//! in one process against the raw API and the other tools: raw Vulkan
+//! (ash), wgpu and wgpu-profiler for gpu-counters on Vulkan and on wgpu,
+//! and raw CUDA events, `%globaltimer` kernels and CUPTI activity for
+//! gpu-counters-cuda; plus the CPU resolve throughput and the quality of
+//! the GPU-to-CPU clock calibration.
 //!
-//! The command line wires [`BenchArgs`] as `gpu-counters bench`, calls [`run`]
-//! and prints the [`BenchReport`] with [`print_human`] or as JSON
-//! (`serde_json::to_string_pretty`).
+//! The command line wires [`BenchArgs`] as `gpu-counters bench`, calls
+//! [`run`] and prints the [`BenchReport`] with [`print_human`] or as JSON
+//! (`serde_json::to_string_pretty`); each field of the report says what it
+//! holds.
 //!
-//! # Methodology
+//! How it measures, in short: the workload is `N` (`--samples`) tiny
+//! compute dispatches (on CUDA, kernels) in one submission. Every row
+//! records the same work and differs only in how it samples; each sampling
+//! row runs right after a baseline of its own tool that does not sample, in
+//! an order shuffled every round, and keeps the fastest of 3 runs. A
+//! warm-up round is thrown away, `R` (`--reps`) rounds are measured, and
+//! every number is a median over them. Comparisons ([`ComparisonReport`])
+//! take each ratio round by round and judge its median against a target;
+//! the samples-alone rows ([`HostComparisonReport`]) measure the host side
+//! again without the workload's dispatches. Targets are reported, never
+//! asserted. BENCHMARKS.md's "How we measure" gives the method in full, and
+//! holds the latest results.
 //!
-//! ## Workload
-//!
-//! `N` (`--samples`) tiny compute dispatches, serialized by barriers, in one
-//! submission: [`gpu_counters_workloads::ComputeWorkload`] with one workgroup
-//! of 64 invocations doing 16 steps of integer arithmetic on its own element of
-//! a 256-byte storage buffer, recorded as `record_dispatch` followed by
-//! `record_barrier` (a compute-to-compute buffer barrier). wgpu runs an
-//! equivalent WGSL shader of the same size on the same device through its
-//! own Vulkan instance (wgpu inserts the barriers itself: every dispatch of a
-//! compute pass is its own usage scope and the buffer is `read_write`).
-//!
-//! ## Variants
-//!
-//! Every variant records the same `N` dispatches; they differ only in how (and
-//! whether) they sample timestamps. One *round* runs every sampling variant
-//! once, each right after its own baseline (a *pair*; one submission each,
-//! waited for), in an order shuffled anew for every round, so that all tools
-//! and variants are interleaved. A warm-up round is run and thrown away, then
-//! `R` (`--reps`) rounds are measured. The wgpu rows (wgpu, wgpu-profiler,
-//! gpu-counters-wgpu) are a second group, interleaved among themselves
-//! after the Vulkan rows, with `--wgpu-reps` rounds (`R` by default): a
-//! wgpu pass's host time moves from round to round by about what sampling
-//! adds, so their verdicts need more rounds to settle. In a measured round the baseline and
-//! the variant each run 3 times back to back and each of their numbers keeps
-//! the smallest of the 3 (the run least disturbed by the rest of the machine:
-//! allocator, page faults, other processes). Overheads are taken per pair
-//! (variant minus the baseline run just before it), so a slow drift of the
-//! machine moves both; every number reported is the **median over the R
-//! rounds**.
-//!
-//! - `raw-ash`: no gpu-counters code at all. `baseline` (no timestamps);
-//!   `precise`: one `vkCmdWriteTimestamp2(ALL_COMMANDS)` after each dispatch;
-//!   `relaxed`: one `vkCmdWriteTimestamp2(TOP_OF_PIPE)` after each dispatch;
-//!   `pass`: `TOP_OF_PIPE` before and `ALL_COMMANDS` after each dispatch (the
-//!   raw equivalent of start/end-of-pass sampling); `precise-pass`:
-//!   `ALL_COMMANDS` before and after each dispatch (the raw equivalent of a
-//!   profiler scope, whose start follows all prior work); `hand-rolled
-//!   profiler scopes`: `precise-pass` as a raw ash user's own profiler
-//!   records it, with a labelled record per scope, read back with
-//!   availability into results kept between runs, the queries reset on the
-//!   host after reading (timed with the read) and each scope's start and
-//!   end in ns: what a profiler scope's results are, without gpu-counters.
-//!   The query pool is reset on the host before recording (not timed), as
-//!   gpu-counters does.
-//! - `gpu-counters`: `ComputeEncoder::sample_counters` with `barrier = true`
-//!   (precise) and `barrier = false` (relaxed); `ComputeEncoder::write_timestamp`
-//!   into a `CounterHeap`, precise and relaxed. Relaxed heap writes are
-//!   coalesced to one timestamp at the end of the pass, so what they cost
-//!   depends on how many samples share a pass: the benchmark runs them with
-//!   all `N` in one pass (1 timestamp written for `N` samples) and with one pass
-//!   per dispatch (`N` timestamps). Compute-pass attachments: one compute pass
-//!   per dispatch with start and end of encoder sample indices (2 samples per
-//!   dispatch). Profiler scopes (`gpu-counters-profiler`): one
-//!   `Frame::scope`/`Scope::end` pair around each dispatch in one frame
-//!   (`Profiler::begin_frame`, `end_frame`; both ends are timestamps after all
-//!   prior work), resolved with `Profiler::collect` into calibrated scope
-//!   times (`end_frame` counts as resolve); and the primitive scopes are built on, a pair of
-//!   `CommandBuffer::sample_counters` calls around each dispatch
-//!   (`barrier = false` to open, `barrier = true` to close).
-//!   Buffers and heaps are reset (`CounterSampleBuffer::reset`,
-//!   `CounterHeap::invalidate_counter_range`) before recording, not timed.
-//! - `wgpu` (30, Vulkan backend only): pass timestamp writes (one compute pass
-//!   per dispatch with `timestamp_writes`, 2 samples per dispatch) and
-//!   `ComputePass::write_timestamp` after each dispatch inside one pass (when
-//!   the adapter has `TIMESTAMP_QUERY_INSIDE_PASSES`). Query sets hold at most
-//!   4096 queries, so several are used for larger `N`.
-//! - `wgpu-profiler` (0.28, debug groups off): one pass scope per dispatch
-//!   (`begin_pass_query`/`end_query` around a compute pass with the scope's
-//!   `timestamp_writes`, what `Scope::scoped_compute_pass` does), and one
-//!   `GpuProfiler::scope` per dispatch inside a single pass (when the adapter
-//!   has `TIMESTAMP_QUERY_INSIDE_PASSES`).
-//! - `gpu-counters-wgpu` (gpu-counters' wgpu backend, on the same wgpu
-//!   device as the two above): one compute pass per dispatch whose timestamp
-//!   writes come from `WgpuRecorder::compute_pass_timestamp_writes` on
-//!   gpu-counters-wgpu sample buffers (2 samples per dispatch, resolved with
-//!   `resolve_counter_range` and converted with the device's calibration),
-//!   and one `WgpuRecorder::begin_profiled_compute_pass` per dispatch, a
-//!   scope of a `gpu-counters-profiler` frame over `WgpuDevice` (resolved
-//!   with `Profiler::collect`; `end_frame` counts as resolve, as
-//!   wgpu-profiler's does). Both are recorded on a `WgpuDevice::wrap`ped
-//!   encoder and submitted with `WgpuDevice::submit`, which appends the
-//!   read-back of the samples and submits: the end bracket of the GPU time
-//!   then goes in a second submission right after, and the tool's own
-//!   baseline (a pass per dispatch through the same calls) has the same two
-//!   submissions. gpu-counters-wgpu has no sampling point inside a pass, so
-//!   there is no row like `ComputePass::write_timestamp`.
-//!
-//! Every row is an implementor of one small trait, `Variant` (its
-//! description and one measured run); a backend's harness hands out its
-//! rows, and the scheduling above (interleaved, shuffled per round, each
-//! right after its own baseline, warm-up discarded, best of 3, medians) is
-//! written once over them, so a backend (wgpu now, CUDA later) plugs in by
-//! adding implementors.
-//!
-//! Each tool has a no-sampling baseline; where a variant changes the pass
-//! structure (one pass per dispatch), the baseline has the same structure, so
-//! the difference is the cost of sampling alone. The cost of splitting passes
-//! is visible in the baselines' absolute numbers ([`print_human`]).
-//!
-//! ## Numbers per variant
-//!
-//! - `gpu_ns_per_sample`: GPU time of the whole submission, measured by two
-//!   extra timestamps written at the very start (`TOP_OF_PIPE`) and the very
-//!   end (`ALL_COMMANDS`) of the command buffer (for wgpu:
-//!   `CommandEncoder::write_timestamp` at the start and end of the encoder;
-//!   where the adapter lacks `TIMESTAMP_QUERY_INSIDE_ENCODERS` the CPU time
-//!   from `Queue::submit` to the end of `Device::poll(Wait)` is used instead,
-//!   and the report's notes say so), minus the baseline's in the same pair,
-//!   divided by the variant's sample count. wgpu resolves its query sets on
-//!   the GPU (`resolve_query_set` and a copy into a mappable buffer): those
-//!   commands come before the end timestamp, so they count here.
-//! - `host_record_ns_per_sample`: CPU time of the recording calls (the loop
-//!   that records the dispatches, barriers and samples; for wgpu also
-//!   `resolve_query_set`/`copy_buffer_to_buffer`/`GpuProfiler::resolve_queries`
-//!   and `CommandEncoder::finish`, where wgpu does its encoding work), minus the
-//!   baseline's in the same pair, divided by the sample count.
-//! - `host_resolve_ns_per_sample`: CPU time, after the submission finished,
-//!   to get every sample as nanoseconds: raw ash: `vkGetQueryPoolResults` (64
-//!   bit, with availability) and conversion; gpu-counters:
-//!   `resolve_counter_range` (per-sample status included) and conversion with
-//!   `Calibration::interval_ns`; the profiler: `Profiler::collect` (after
-//!   `Device::wait_idle`, so that its frame marker has signalled and no
-//!   waiting is timed), which resolves and maps every scope onto the CPU
-//!   clock (with `Profiler::collect_into`, into results kept between runs,
-//!   as a frame loop would; the other rows resolve into new results); wgpu:
-//!   `map_async`, `Device::poll(Wait)`,
-//!   reading the mapped range, conversion and `unmap`; wgpu-profiler:
-//!   `end_frame`, `poll(Wait)` and `process_finished_frame`. Divided by the
-//!   sample count. Conversion is "ticks since the first sample, in ns" for all.
-//! - `host_ratio_to_raw`, `gpu_ratio_to_raw` (gpu-counters only): the
-//!   variant's (record + resolve) host ns per sample, and its GPU ns per
-//!   sample, divided by those of the raw ash variant of the same placement
-//!   (precise ↔ raw precise, relaxed ↔ raw relaxed, pass ↔ raw pass; the
-//!   relaxed heap writes with a pass per dispatch are precise: each pass's
-//!   one coalesced write follows all its work; the profiler's scopes are
-//!   `precise-pass`, both ends after all prior work, against raw
-//!   `ALL_COMMANDS` at both ends of each dispatch). `null`
-//!   where the raw number is 0 (below the noise), and for other tools.
-//!
-//! Differences below the noise can come out negative; they are reported as 0.
-//!
-//! ## Comparisons
-//!
-//! `comparisons` (in `--json`, and after the table): each gpu-counters
-//! Vulkan row that samples against the raw ash row of its placement (as
-//! `host_ratio_to_raw` pairs them; target: at most 1.2, the profiler's
-//! scopes at most 1.5), each gpu-counters-wgpu
-//! row against wgpu-profiler's pass scopes (target: a ratio of at most 1)
-//! and against raw wgpu's pass timestamp writes (target: at most 1.1). In
-//! every measured round, each side's added GPU ns per scope and added host
-//! ns per scope (record overhead plus resolve, as `host_ratio_to_raw`) over
-//! its own baseline is taken from that round's pair, and the two are
-//! divided; the report gives the median, smallest and largest ratio over
-//! the rounds (`null` where the denominator was at most 0 in every round)
-//! and whether the median is within the target (`within_target`), and
-//! whether that verdict is settled (`settled`: a distribution-free 95%
-//! confidence interval of the median, `median_low` to `median_high`, the
-//! order statistics of ranks 40 and 61 of 100 rounds, or the smallest and
-//! largest of 6 to 8, lies on one side of the target; with fewer than 6
-//! rounds nothing is settled; the table says "unsettled" where it is not,
-//! so a verdict is never this run's noise read as a result; until the
-//! twenty-fourth session the rounds' quartiles were asked, which more
-//! rounds never narrow). A scope is a dispatch: the same
-//! samples on both sides (one or two). Unlike `host_ratio_to_raw`, a ratio
-//! of medians, these are medians of ratios taken a moment apart, so a
-//! machine's drift between rounds does not move them. Targets are
-//! reported, never asserted.
-//!
-//! The profiler's scopes are compared twice: with raw `precise-pass`
-//! writes (its placement) and with the hand-rolled raw profiler (its
-//! results).
-//!
-//! ## Samples alone
-//!
-//! A recording's added host time is a difference of two recordings of
-//! the workload, its `N` dispatches and barriers many times the size of
-//! what sampling adds, so on a busy host one round's difference can move
-//! by more than the samples cost (the H200's per-round host ratios span
-//! 0 to 5 in seven rounds). `samples_alone` (in `--json`, and after the
-//! comparisons) measures the host side again with every Vulkan row
-//! recorded **without the workload's dispatches and barriers**: the same
-//! calls, stages, buffers, heaps, passes and resolves, as a group of its
-//! own after the others, `--host-reps` rounds (40 by default; a round
-//! takes milliseconds), scheduled as above. Each side's host cost over its
-//! own baseline (an empty command buffer, one empty encoder, or an empty
-//! pass per dispatch) is then its samples' own, and each Vulkan
-//! comparison's host ratio is taken per round from these rows, with the
-//! same targets and verdicts. Where the wgpu rows ran, their
-//! pass-per-dispatch rows do the same as a second group
-//! (`--wgpu-host-reps` rounds, `--host-reps` by default): every pass
-//! empty, over an empty pass per dispatch, for the five wgpu comparisons.
-//! Nothing here measures GPU time.
-//!
-//! Profiled wgpu passes are labelled (with the scope's label, as
-//! wgpu-profiler labels its passes), and wgpu copies a labelled pass's
-//! label when it begins and clones it when it ends, a cost of wgpu's
-//! that the label alone adds. So they are compared with raw wgpu's writes
-//! into passes labelled the same way too (`wgpu pass timestamp_writes,
-//! labelled passes`), besides raw wgpu's unlabelled ones.
-//!
-//! ## Resolve throughput
-//!
-//! A `CounterSampleBuffer` of `--resolve-samples` timestamps (default 10^6) is
-//! written on the GPU (`CommandBuffer::sample_counters` for every index, no
-//! barrier), then `resolve_counter_range_into(0..M, &mut result)` into one
-//! result kept between runs, plus a count of its written samples
-//! (`ResolvedCounters::count`), is
-//! timed and compared with a plain `copy_from_slice` of the same `8 * M`
-//! bytes into a buffer that was already written once, side by side: each of
-//! `R` repetitions (after one warm-up) times both, with the other timings
-//! below, in an order that turns every repetition. `ratio_to_copy` is the
-//! median over the repetitions of each one's resolve throughput over its
-//! copy throughput. [`print_human`] also gives `resolve_counter_range` with a new
-//! result each time, and the driver's own share: `vkGetQueryPoolResults` of
-//! `M` timestamps of a raw query pool on one thread.
-//!
-//! ## Calibration
-//!
-//! A burst of 100 `Device::calibrated_timestamp_read` calls (bracketed reads
-//! through `Device::sample_timestamps` where the device has no calibrated
-//! timestamps) gives the smallest and the median max deviation; the error
-//! bound is `Calibration::error_bound_ns` of a fresh calibration. Drift: one
-//! calibration is taken at the start and kept as is, a second one is refitted
-//! (`Device::refresh_calibration`, every `REFIT_INTERVAL_NS`) as the run goes;
-//! every 50 ms for `--drift-seconds` a one-timestamp submission
-//! (`CommandBuffer::sample_counters` with barrier) is bracketed by two CPU
-//! clock reads around commit and wait. Its timestamp is converted with both
-//! calibrations. `bracket_violations` counts the refitted conversions that
-//! fall outside `[before - bound, after + bound]`, `bound` being the error
-//! bound that conversion reports: it must be 0, which makes the refitted
-//! conversion a trustworthy reference. `drift_ns` is how far the error of the
-//! fixed calibration (its conversion minus the refitted one) moved away from
-//! its value at the first probe, the largest over the window. (Against the
-//! CPU bracket directly, the drift would drown in the bracket's width, tens of
-//! microseconds of submission latency.)
+//! Every row implements one small trait, `Variant` (its description and
+//! one measured run); a backend's harness hands out its rows, and the
+//! scheduling is written once over them.
 
 #![warn(missing_docs)]
 
@@ -307,8 +89,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 60.0, value_name = "S")]
     pub drift_seconds: f64,
     /// Timestamps in the CPU resolve throughput test. At most 1048576 (they
-    /// fill one counter sample buffer). CUDA writes them with one kernel
-    /// each: it takes at most 100000 of them.
+    /// fill one counter sample buffer). CUDA writes each with a kernel
+    /// launch of its own, so a million take a few seconds there.
     #[arg(long, default_value_t = 1_000_000, value_name = "M")]
     pub resolve_samples: u32,
     /// What to benchmark: `vulkan` (raw ash, gpu-counters on Vulkan, wgpu,
@@ -606,7 +388,8 @@ impl Placement {
 }
 
 /// One variant's results. Per-sample numbers are overheads against the
-/// variant's baseline; see the crate documentation for how each is measured.
+/// variant's baseline; BENCHMARKS.md's "How we measure" says how each is
+/// taken.
 #[derive(Debug, Clone, Serialize)]
 pub struct VariantReport {
     /// What the variant does.

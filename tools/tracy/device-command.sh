@@ -1,5 +1,0 @@
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib; cd .bin-tracy; tar xJf bins.tar.xz; ldconfig -p | grep -q 'libstdc++.so.6 ' || export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$PWD/fallback
-R=$OUT/r; mkdir -p $R; (nvidia-smi -L; ldd ./gpu-counters; cat /etc/os-release) > $R/env.txt 2>&1
-cap() { n=$1; shift; (TRACY_NO_EXIT=1 timeout 25 ./gpu-counters run "$@" > $R/$n-run.txt 2> $R/$n-run.err; echo "rc=$?" >> $R/$n-run.err) & sleep 0.3; timeout 30 ./tracy-capture -o $R/$n.tracy -a 127.0.0.1 -f -s 20 > $R/$n-capture.log 2>&1; echo "caprc=$?" >> $R/$n-capture.log; wait; ./tracy-csvexport -g $R/$n.tracy > $R/$n.csv 2>> $R/$n-capture.log; ./tracy-csvexport -u -p $R/$n.tracy > $R/$n-plots.csv 2>&1; ./tracy-gpuinfo $R/$n.tracy > $R/$n-gpuinfo.txt 2>&1; }
-time cap vk-mixed mixed --frames 5; time cap cuda-compute compute --backend cuda --frames 5
-cd $OUT; tar czf h200-tracy.tgz r; rm -rf r; ls -la; tar tzvf h200-tracy.tgz
