@@ -9,8 +9,11 @@ use std::path::PathBuf;
 /// export calibrated timelines.
 ///
 /// Exit codes: 0 success; 1 the run failed or a check failed (a statistic
-/// that differs from the expected count, a validation-layer message); 2 bad
-/// input (nothing is run and no output file is written).
+/// that differs from the expected count, a validation-layer message, an
+/// output or stdout that cannot be written); 2 bad input (nothing is run and
+/// no output file is written); 141 stdout is a closed pipe (the command
+/// stops quietly, as a Unix tool killed by SIGPIPE). Every error is one
+/// line on stderr.
 /// Set GPU_COUNTERS_VALIDATION=1 to run under VK_LAYER_KHRONOS_validation;
 /// any message the layer itself reports then fails the command (the Vulkan
 /// loader's notices, e.g. about VK_INSTANCE_LAYERS being set, do not count).
@@ -87,7 +90,8 @@ impl DevicesBackend {
             "cuda" => Ok(DevicesBackend::Cuda),
             "all" => Ok(DevicesBackend::All),
             other => Err(format!(
-                "--backend {other}: must be one of vulkan, wgpu, cuda, all"
+                "--backend {}: must be one of vulkan, wgpu, cuda, all",
+                crate::stdio::text(other)
             )),
         }
     }
@@ -130,7 +134,8 @@ impl Backend {
                 Err("--backend all: `run` measures on one backend, vulkan, wgpu or cuda".into())
             }
             other => Err(format!(
-                "--backend {other}: must be one of vulkan, wgpu, cuda"
+                "--backend {}: must be one of vulkan, wgpu, cuda",
+                crate::stdio::text(other)
             )),
         }
     }
@@ -390,9 +395,9 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     .unwrap_or((upper.as_str(), 0));
     let n: u64 = digits
         .parse()
-        .map_err(|_| format!("`{s}` is not a byte count (e.g. 4096, 64K, 16M, 1G)"))?;
+        .map_err(|_| "not a byte count (e.g. 4096, 64K, 16M, 1G)".to_string())?;
     n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("`{s}` is too large"))
+        .ok_or_else(|| format!("over {} bytes", u64::MAX))
 }
 
 #[cfg(test)]
