@@ -248,8 +248,8 @@ pub struct RunArgs {
     /// wgpu` lists them; with `--backend cuda`: the CUDA device ordinal, as
     /// `gpu-counters devices --backend cuda` lists them) [default: the first
     /// hardware GPU, else the first device; on CUDA, device 0]. With vulkan
-    /// or cuda, `all` or a list of indices (0,1), each once, runs on several
-    /// devices at once: one profiler per device (its own calibration and
+    /// or cuda, `all` or a list of at most 256 indices (0,1), each once, runs
+    /// on several devices at once: one profiler per device (its own calibration and
     /// bound), one CPU timeline, one trace with a process per device
     /// (passes outside their CPU window ± their device's bound exit 1)
     // Parsed by `DeviceChoice::parse`, so a bad value is one `error:` line.
@@ -448,6 +448,11 @@ mod tests {
         };
         for (sub, id, limit) in [
             ("run", "frames", MAX_FRAMES.to_string()),
+            (
+                "run",
+                "device",
+                crate::multi::MAX_LISTED_DEVICES.to_string(),
+            ),
             ("run", "dispatches", MAX_DISPATCHES.to_string()),
             ("run", "workgroup_size", MAX_INVOCATIONS.to_string()),
             ("run", "iterations", MAX_ITERATIONS.to_string()),

@@ -21,6 +21,9 @@ use crate::stdio::{self, outln};
 use gpu_counters_core::timeline::{ClockSummary, MultiTimeline, TimelineFrame};
 use serde_json::{json, Value};
 
+/// Most indices a `--device` list may hold: each names a device, once.
+pub const MAX_LISTED_DEVICES: usize = 256;
+
 /// What `--device` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceChoice {
@@ -35,8 +38,8 @@ pub enum DeviceChoice {
 }
 
 impl DeviceChoice {
-    /// Parses `--device`'s value: an index, `all`, or indices separated by
-    /// commas, each given once.
+    /// Parses `--device`'s value: an index, `all`, or at most
+    /// [`MAX_LISTED_DEVICES`] indices separated by commas, each given once.
     pub fn parse(value: Option<&str>) -> CliResult<Self> {
         let Some(v) = value else {
             return Ok(Self::Default);
@@ -50,6 +53,13 @@ impl DeviceChoice {
                 "--device {shown}: expected a device index, indices separated by commas (0,1) or `all`"
             ))
         };
+        let count = v.split(',').count();
+        if count > MAX_LISTED_DEVICES {
+            return Err(CliError::Usage(format!(
+                "--device: {count} indices: at most {MAX_LISTED_DEVICES} may be listed \
+                 (each device once)"
+            )));
+        }
         let mut list: Vec<usize> = Vec::new();
         for part in v.split(',') {
             let i: usize = part.trim().parse().map_err(|_| bad())?;

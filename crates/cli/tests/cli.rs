@@ -1707,3 +1707,20 @@ fn one_error_line_with_stdout(args: &[String], needle: &str) {
         "{args:?}: {err}"
     );
 }
+
+/// A `--device` list has at most 256 indices: a longer one is bad input
+/// naming the limit, before any device is opened.
+#[test]
+fn a_device_list_over_its_limit_exits_2() {
+    let list = |n: usize| (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    let long = list(257);
+    bad_input(
+        &["run", "compute", "--device", &long],
+        "257 indices: at most 256 may be listed",
+    );
+    let longest = list(20_000);
+    bad_input(
+        &["run", "compute", "--device", &longest],
+        "20000 indices: at most 256 may be listed",
+    );
+}
