@@ -262,3 +262,48 @@ fn perfetto_interns_only_short_names() {
     let expected: Vec<String> = (0..3).flat_map(|n| [long(n), long(n)]).collect();
     assert_eq!(inline, expected, "each long name inline in each event");
 }
+
+/// At most `MAX_INTERNED_NAMES` names are interned: the names first seen
+/// after the table is full are written inline, and every event keeps its
+/// name.
+#[cfg(feature = "perfetto")]
+#[test]
+fn perfetto_interns_at_most_max_interned_names() {
+    use gpu_counters_profiler::export::perfetto::{PerfettoWriter, MAX_INTERNED_NAMES};
+    use perfetto_protos::trace::Trace;
+    use perfetto_protos::track_event::track_event::Name_field;
+    use protobuf::Message;
+
+    let n = MAX_INTERNED_NAMES + 5;
+    let f = TimelineFrame {
+        index: 0,
+        cpu_submit_ns: 0,
+        cpu_complete_ns: 10 * n as u64 + 10,
+        intervals: (0..n as u64)
+            .map(|k| interval(&format!("pass {k}"), "graphics", 10 * k, 10 * k + 5))
+            .collect(),
+    };
+    let mut w = PerfettoWriter::new(Vec::new());
+    w.write_frame("GPU", &f).expect("write the frame");
+    let trace = Trace::parse_from_bytes(&w.finish().expect("finish")).expect("a trace");
+    let interned: usize = trace
+        .packet
+        .iter()
+        .filter_map(|p| p.interned_data.as_ref())
+        .map(|i| i.event_names.len())
+        .sum();
+    assert_eq!(interned, MAX_INTERNED_NAMES);
+    let (mut by_iid, mut inline) = (0, Vec::new());
+    for p in trace.packet.iter().filter(|p| p.has_track_event()) {
+        match &p.track_event().name_field {
+            Some(Name_field::NameIid(_)) => by_iid += 1,
+            Some(Name_field::Name(name)) if name.starts_with("pass ") => inline.push(name.clone()),
+            _ => {}
+        }
+    }
+    assert_eq!(by_iid, MAX_INTERNED_NAMES);
+    let last: Vec<String> = (MAX_INTERNED_NAMES..n)
+        .map(|k| format!("pass {k}"))
+        .collect();
+    assert_eq!(inline, last);
+}
