@@ -23,7 +23,9 @@
 //! that cannot be written), 2 bad input (nothing run, no file written), 141
 //! stdout a closed pipe (`gpu-counters ... | head`: the command ends
 //! quietly, as a Unix tool killed by SIGPIPE does). Every error is one
-//! `error:` line on stderr (none for a closed pipe); see `stdio` for how
+//! `error:` line on stderr (none for a closed pipe), the argument parser's
+//! (clap's) included: its usage and `--help` hint are left out, and a
+//! command with no subcommand is one such line too. See `stdio` for how
 //! stdout and stderr are written.
 
 // The clap help texts are doc comments that name Vulkan limits with their
@@ -71,7 +73,15 @@ use std::process::ExitCode;
 /// to stdout, or a usage error (exit 2) of one line.
 fn parse_error(mut e: clap::Error) -> Result<(), CliError> {
     if !e.use_stderr() {
-        return stdio::out_str(&e.render().to_string());
+        // Styled as clap styles it on a terminal (unless NO_COLOR is set).
+        use std::io::IsTerminal;
+        let styled = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        let text = if styled {
+            e.render().ansi().to_string()
+        } else {
+            e.render().to_string()
+        };
+        return stdio::out_str(&text);
     }
     if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
         return Err(CliError::Usage(
