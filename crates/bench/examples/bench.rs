@@ -23,8 +23,9 @@ fn main() {
                         std::process::exit(1);
                     }
                 }
-            } else {
-                print_human(&report);
+            } else if let Err(e) = print_human(&report) {
+                eprintln!("error: writing to stdout: {e}");
+                std::process::exit(1);
             }
         }
         Err(e) => {

@@ -1362,10 +1362,18 @@ fn fmt_spread(r: Option<RatioSpread>) -> String {
     )
 }
 
-/// Prints the report as tables for a person.
-pub fn print_human(report: &BenchReport) {
+/// Prints the report as tables for a person on stdout ([`write_human`]);
+/// fails where stdout does (a closed pipe, a full disk).
+pub fn print_human(report: &BenchReport) -> std::io::Result<()> {
+    write_human(report, &mut std::io::stdout().lock())
+}
+
+/// Writes the report as tables for a person to `w`; fails where `w` does,
+/// never panics.
+pub fn write_human(report: &BenchReport, w: &mut dyn std::io::Write) -> std::io::Result<()> {
     let d = &report.device;
-    println!(
+    writeln!(
+        w,
         "device {}: {} ({}), timestamp period {} ns, {} valid bits, calibration {}",
         d.index,
         d.name,
@@ -1373,16 +1381,17 @@ pub fn print_human(report: &BenchReport) {
         d.timestamp_period_ns,
         d.timestamp_valid_bits,
         d.calibration.name()
-    );
+    )?;
     let wgpu_reps = match report.wgpu_reps {
-        Some(w) if w != report.reps => format!(" ({w} for the wgpu rows)"),
+        Some(n) if n != report.reps => format!(" ({n} for the wgpu rows)"),
         _ => String::new(),
     };
-    println!(
+    writeln!(
+        w,
         "workload: {}; medians of {} reps{wgpu_reps}",
         report.workload, report.reps
-    );
-    println!();
+    )?;
+    writeln!(w)?;
     let name_w = report
         .variants
         .iter()
@@ -1390,7 +1399,8 @@ pub fn print_human(report: &BenchReport) {
         .max()
         .unwrap_or(7)
         .max(7);
-    println!(
+    writeln!(
+        w,
         "{:<name_w$}  {:<17}  {:<12}  {:>7}  {:>9}  {:>10}  {:>10}  {:>10}  {:>9}  {:>9}",
         "variant",
         "tool",
@@ -1402,12 +1412,13 @@ pub fn print_human(report: &BenchReport) {
         "resolve ns/s",
         "host/raw",
         "GPU/raw"
-    );
+    )?;
     for v in &report.variants {
         if v.placement == Placement::None {
             continue;
         }
-        println!(
+        writeln!(
+            w,
             "{:<name_w$}  {:<17}  {:<12}  {:>7}  {:>9}  {:>10.1}  {:>11.1}  {:>12.1}  {:>9}  {:>9}",
             v.name,
             v.tool.name(),
@@ -1419,49 +1430,56 @@ pub fn print_human(report: &BenchReport) {
             v.host_resolve_ns_per_sample,
             fmt_opt(v.host_ratio_to_raw),
             fmt_opt(v.gpu_ratio_to_raw),
-        );
+        )?;
     }
     if !report.comparisons.is_empty() {
-        println!();
-        println!(
+        writeln!(w)?;
+        writeln!(
+            w,
             "comparisons (added cost per scope, ratio taken per round: median [min, max], the median's 95% interval; targets are reported, not enforced):"
-        );
+        )?;
         for c in &report.comparisons {
-            println!(
+            writeln!(
+                w,
                 "  {} / {} (target ≤ {:.2}):",
                 c.variant, c.against, c.target
-            );
-            println!(
+            )?;
+            writeln!(
+                w,
                 "    GPU  {:>10.1} / {:>10.1} ns per scope: {}",
                 c.variant_gpu_ns_per_scope,
                 c.against_gpu_ns_per_scope,
                 fmt_spread(c.gpu_ratio)
-            );
-            println!(
+            )?;
+            writeln!(
+                w,
                 "    host {:>10.1} / {:>10.1} ns per scope: {}",
                 c.variant_host_ns_per_scope,
                 c.against_host_ns_per_scope,
                 fmt_spread(c.host_ratio)
-            );
-            println!(
+            )?;
+            writeln!(
+                w,
                 "    ratio of the medians: GPU {}, host {}",
                 fmt_opt(c.gpu_ratio_of_medians),
                 fmt_opt(c.host_ratio_of_medians)
-            );
+            )?;
         }
     }
     if !report.samples_alone.is_empty() {
-        println!();
+        writeln!(w)?;
         let wgpu = match report.wgpu_samples_alone_reps {
             Some(r) => format!("; the wgpu rows with empty passes, {r} rounds"),
             None => String::new(),
         };
-        println!(
+        writeln!(
+            w,
             "samples alone (the Vulkan rows without the dispatches, {} rounds{wgpu}; added host ns per scope, ratio per round: median [min, max]):",
             report.samples_alone_reps.unwrap_or(0)
-        );
+        )?;
         for c in &report.samples_alone {
-            println!(
+            writeln!(
+                w,
                 "  {} / {} (target ≤ {:.2}): host {:>8.1} / {:>8.1} ns per scope: {}",
                 c.variant,
                 c.against,
@@ -1469,24 +1487,26 @@ pub fn print_human(report: &BenchReport) {
                 c.variant_host_ns_per_scope,
                 c.against_host_ns_per_scope,
                 fmt_spread(c.host_ratio)
-            );
+            )?;
         }
     }
-    println!();
-    println!("baselines (absolute medians per submission):");
+    writeln!(w)?;
+    writeln!(w, "baselines (absolute medians per submission):")?;
     for v in report
         .variants
         .iter()
         .filter(|v| v.placement == Placement::None)
     {
-        println!(
+        writeln!(
+            w,
             "  {:<name_w$}  GPU {:>12.0} ns  record {:>10.0} ns",
             v.name, v.gpu_total_ns, v.record_total_ns
-        );
+        )?;
     }
     let r = &report.resolve;
-    println!();
-    println!(
+    writeln!(w)?;
+    writeln!(
+            w,
         "resolve: {} timestamps in {:.2} ms = {:.1} M samples/s (into a result reused); plain copy of the same {} bytes {:.3} ms; ratio to copy {:.3}",
         r.samples,
         r.resolve_ns / 1e6,
@@ -1494,8 +1514,9 @@ pub fn print_human(report: &BenchReport) {
         r.samples as u64 * 8,
         r.copy_ns / 1e6,
         r.ratio_to_copy
-    );
-    println!(
+    )?;
+    writeln!(
+        w,
         "         a new result each time (resolve_counter_range): {:.2} ms, ratio to copy {:.3}",
         r.fresh_result_ns / 1e6,
         if r.fresh_result_ns > 0.0 {
@@ -1503,10 +1524,11 @@ pub fn print_human(report: &BenchReport) {
         } else {
             0.0
         }
-    );
+    )?;
     // Only the Vulkan harness reads a raw query pool.
     if r.driver_read_ns > 0.0 {
-        println!(
+        writeln!(
+            w,
             "         the driver's vkGetQueryPoolResults alone, on one thread: {:.2} ms ({:.0}% of the resolve)",
             r.driver_read_ns / 1e6,
             if r.resolve_ns > 0.0 {
@@ -1514,23 +1536,25 @@ pub fn print_human(report: &BenchReport) {
             } else {
                 0.0
             }
-        );
+        )?;
     }
     if let Some(g) = &report.zero_intrusion_gated {
         let f = |r: &Option<RatioSpread>| fmt_percent(r.as_ref(), 3);
-        println!();
-        println!(
+        writeln!(w)?;
+        writeln!(
+            w,
             "zero-intrusion, gated (the {} kernels queued in batches of {} behind a gate, so the GPU never waits for a launch; baseline {:.0} ns): every launch traced adds {}, launches after samples {} of GPU time (target ≤ 1%)",
             g.kernels,
             g.batch,
             g.baseline_gpu_ns,
             f(&g.every_launch),
             f(&g.launches_after_samples)
-        );
+        )?;
     }
     for z in &report.zero_intrusion {
-        println!();
-        println!(
+        writeln!(w)?;
+        writeln!(
+            w,
             "zero-intrusion ({} traced): 2 samples around {} kernels add {} of GPU time (target ≤ {:.0}%): {:.0} → {:.0} ns, {:.1} ns per kernel; CUPTI dropped {} records",
             z.tracing,
             z.kernels,
@@ -1540,15 +1564,17 @@ pub fn print_human(report: &BenchReport) {
             z.variant_gpu_ns,
             z.added_gpu_ns_per_kernel,
             z.dropped_records
-        );
-        println!(
+        )?;
+        writeln!(
+            w,
             "  CUPTI clock - %globaltimer: {:?} at the start, {:?} at the end (delta ns, ± ns)",
             z.activity_clock_start, z.activity_clock_end
-        );
+        )?;
     }
     if let Some(c) = &report.cuda_calibration {
-        println!();
-        println!(
+        writeln!(w)?;
+        writeln!(
+            w,
             "cuda handshake: window best {} ns, median {} ns; bound {} ns (32 reads intersected) vs {} ns (best of 8, the old method); {} of {} later reads outside their window ± bound; zero-intrusion bound {}",
             c.best_window_ns,
             c.median_window_ns,
@@ -1557,30 +1583,34 @@ pub fn print_human(report: &BenchReport) {
             c.reads_outside,
             c.reads_checked,
             c.zero_intrusion_bound_ns.map_or_else(|| "-".into(), |b| format!("{b} ns"))
-        );
+        )?;
     }
     let c = &report.calibration;
-    println!();
-    println!(
+    writeln!(w)?;
+    writeln!(
+        w,
         "calibration ({}): max deviation min {} ns, median {} ns; error bound {} ns",
         c.method, c.min_max_deviation_ns, c.median_max_deviation_ns, c.error_bound_ns
-    );
-    println!(
+    )?;
+    writeln!(
+            w,
         "  drift over {:.1} s without refit: {:.1} ns; with refit {} of {} probes outside bracket ± bound (largest bound {} ns)",
         c.drift_window_s, c.drift_ns, c.bracket_violations, c.probes, c.max_refit_bound_ns
-    );
+    )?;
     if !report.notes.is_empty() {
-        println!();
+        writeln!(w)?;
         for n in &report.notes {
-            println!("note: {n}");
+            writeln!(w, "note: {n}")?;
         }
     }
     if report.validation_enabled {
-        println!(
+        writeln!(
+            w,
             "validation: {} message(s) on gpu-counters' instance",
             report.validation_messages.len()
-        );
+        )?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

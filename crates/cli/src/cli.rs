@@ -9,8 +9,11 @@ use std::path::PathBuf;
 /// export calibrated timelines.
 ///
 /// Exit codes: 0 success; 1 the run failed or a check failed (a statistic
-/// that differs from the expected count, a validation-layer message); 2 bad
-/// input (nothing is run and no output file is written).
+/// that differs from the expected count, a validation-layer message, an
+/// output or stdout that cannot be written); 2 bad input (nothing is run and
+/// no output file is written); 141 stdout is a closed pipe (the command
+/// stops quietly, as a Unix tool killed by SIGPIPE). Every error is one
+/// line on stderr.
 /// Set GPU_COUNTERS_VALIDATION=1 to run under VK_LAYER_KHRONOS_validation;
 /// any message the layer itself reports then fails the command (the Vulkan
 /// loader's notices, e.g. about VK_INSTANCE_LAYERS being set, do not count).
@@ -87,7 +90,8 @@ impl DevicesBackend {
             "cuda" => Ok(DevicesBackend::Cuda),
             "all" => Ok(DevicesBackend::All),
             other => Err(format!(
-                "--backend {other}: must be one of vulkan, wgpu, cuda, all"
+                "--backend {}: must be one of vulkan, wgpu, cuda, all",
+                crate::stdio::text(other)
             )),
         }
     }
@@ -130,7 +134,8 @@ impl Backend {
                 Err("--backend all: `run` measures on one backend, vulkan, wgpu or cuda".into())
             }
             other => Err(format!(
-                "--backend {other}: must be one of vulkan, wgpu, cuda"
+                "--backend {}: must be one of vulkan, wgpu, cuda",
+                crate::stdio::text(other)
             )),
         }
     }
@@ -243,8 +248,8 @@ pub struct RunArgs {
     /// wgpu` lists them; with `--backend cuda`: the CUDA device ordinal, as
     /// `gpu-counters devices --backend cuda` lists them) [default: the first
     /// hardware GPU, else the first device; on CUDA, device 0]. With vulkan
-    /// or cuda, `all` or a list of indices (0,1), each once, runs on several
-    /// devices at once: one profiler per device (its own calibration and
+    /// or cuda, `all` or a list of at most 256 indices (0,1), each once, runs
+    /// on several devices at once: one profiler per device (its own calibration and
     /// bound), one CPU timeline, one trace with a process per device
     /// (passes outside their CPU window ± their device's bound exit 1)
     // Parsed by `DeviceChoice::parse`, so a bad value is one `error:` line.
@@ -390,9 +395,9 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     .unwrap_or((upper.as_str(), 0));
     let n: u64 = digits
         .parse()
-        .map_err(|_| format!("`{s}` is not a byte count (e.g. 4096, 64K, 16M, 1G)"))?;
+        .map_err(|_| "not a byte count (e.g. 4096, 64K, 16M, 1G)".to_string())?;
     n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("`{s}` is too large"))
+        .ok_or_else(|| format!("over {} bytes", u64::MAX))
 }
 
 #[cfg(test)]
@@ -443,6 +448,11 @@ mod tests {
         };
         for (sub, id, limit) in [
             ("run", "frames", MAX_FRAMES.to_string()),
+            (
+                "run",
+                "device",
+                crate::multi::MAX_LISTED_DEVICES.to_string(),
+            ),
             ("run", "dispatches", MAX_DISPATCHES.to_string()),
             ("run", "workgroup_size", MAX_INVOCATIONS.to_string()),
             ("run", "iterations", MAX_ITERATIONS.to_string()),

@@ -4,6 +4,7 @@
 
 use crate::cli::{DevicesArgs, DevicesBackend};
 use crate::error::{CliError, CliResult};
+use crate::stdio::{errln, outln};
 use gpu_counters_core::backend::BackendDevice;
 use gpu_counters_core::{CommonCounterSet, DeviceInfo};
 use gpu_counters_cuda::hardware::REQUIRED_METRICS;
@@ -70,11 +71,12 @@ pub fn check_validation(instance: &Instance) -> CliResult<()> {
 }
 
 /// Prints every validation message the instance captured to stderr and
-/// returns how many there were.
+/// returns how many there were (a message that cannot be written is
+/// dropped; it still counts).
 pub fn print_validation(instance: &Instance) -> usize {
     let messages = instance.validation_messages();
     for m in &messages {
-        eprintln!("validation: {m}");
+        errln!("validation: {m}");
     }
     messages.len()
 }
@@ -204,11 +206,12 @@ pub fn open_wgpu(
 }
 
 /// Prints (and forgets) every wgpu error kept so far to stderr and returns
-/// how many there were.
+/// how many there were (a message that cannot be written is dropped; it
+/// still counts).
 pub fn print_wgpu_validation() -> usize {
     let logged = std::mem::take(&mut *WGPU_LOGGED.lock().unwrap_or_else(|p| p.into_inner()));
     for m in &logged {
-        eprintln!("validation: {m}");
+        errln!("validation: {m}");
     }
     logged.len()
 }
@@ -379,7 +382,7 @@ fn cuda_for(backend: DevicesBackend) -> CliResult<Option<Vec<CudaListed>>> {
     match list_cuda() {
         Ok(listed) => Ok(Some(listed)),
         Err(e @ OpenError::NoDriver { .. }) if backend == DevicesBackend::All => {
-            eprintln!("note: CUDA devices not listed: {e}");
+            errln!("note: CUDA devices not listed: {e}");
             Ok(None)
         }
         Err(e) => Err(cuda_error(e)),
@@ -419,26 +422,26 @@ pub fn run(args: &DevicesArgs) -> CliResult<()> {
             list.extend(devices.iter().map(cuda_json));
         }
         let out = json!({ "devices": list });
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&out).map_err(|e| CliError::Failure(e.to_string()))?
-        );
+        )?;
         return Ok(());
     }
     if let Some((devices, default)) = &vulkan {
-        print_vulkan(devices, *default);
+        print_vulkan(devices, *default)?;
     }
     if let Some(adapters) = &wgpu {
         if vulkan.is_some() {
-            println!();
+            outln!()?;
         }
-        print_wgpu(adapters);
+        print_wgpu(adapters)?;
     }
     if let Some(devices) = &cuda {
         if vulkan.is_some() || wgpu.is_some() {
-            println!();
+            outln!()?;
         }
-        print_cuda(devices);
+        print_cuda(devices)?;
     }
     Ok(())
 }
@@ -446,89 +449,98 @@ pub fn run(args: &DevicesArgs) -> CliResult<()> {
 /// Prints one backend's devices: `none` where there are none, else a
 /// header counting them (`noun`, with an `s` for several; `how` in
 /// parentheses) and each device as `print` prints it, after a blank line.
-fn print_listing<T>(items: &[T], none: &str, noun: &str, how: &str, print: impl Fn(&T)) {
+fn print_listing<T>(
+    items: &[T],
+    none: &str,
+    noun: &str,
+    how: &str,
+    print: impl Fn(&T) -> CliResult<()>,
+) -> CliResult<()> {
     if items.is_empty() {
-        println!("{none}");
-        return;
+        return outln!("{none}");
     }
-    println!(
+    outln!(
         "{} {noun}{} ({how}):",
         items.len(),
         if items.len() == 1 { "" } else { "s" }
-    );
+    )?;
     for item in items {
-        println!();
-        print(item);
+        outln!()?;
+        print(item)?;
     }
+    Ok(())
 }
 
 /// Prints the CUDA devices, each with why it offers no statistics where
 /// it does not.
-fn print_cuda(devices: &[CudaListed]) {
+fn print_cuda(devices: &[CudaListed]) -> CliResult<()> {
     print_listing(
         devices,
         "No CUDA device found.",
         "CUDA device",
         "through gpu-counters-cuda; * = default, used by `run --backend cuda` without --device",
         |d| {
-            print_device(&d.info, d.info.index == DEFAULT_CUDA_DEVICE);
+            print_device(&d.info, d.info.index == DEFAULT_CUDA_DEVICE)?;
             if let Some(why) = &d.statistics_unavailable {
-                println!("    {:<16}not available: {why}", "statistics");
+                outln!("    {:<16}not available: {why}", "statistics")?;
             }
             match &d.hardware {
                 Ok(h) => {
-                    println!(
+                    outln!(
                         "    {:<16}{}: {} base metrics (CUPTI range profiler), e.g.",
-                        "hardware", h.chip, h.base_metrics
-                    );
+                        "hardware",
+                        h.chip,
+                        h.base_metrics
+                    )?;
                     for (m, name) in h.metrics.iter().zip(REQUIRED_METRICS) {
                         match m {
-                            Ok(i) => println!(
+                            Ok(i) => outln!(
                                 "    {:<16}{name}: {}, {} pass{}",
                                 "",
                                 i.unit,
                                 i.passes,
                                 if i.passes == 1 { "" } else { "es" }
-                            ),
-                            Err(why) => println!("    {:<16}{name}: {why}", ""),
+                            )?,
+                            Err(why) => outln!("    {:<16}{name}: {why}", "")?,
                         }
                     }
                 }
-                Err(why) => println!("    {:<16}not available: {why}", "hardware"),
+                Err(why) => outln!("    {:<16}not available: {why}", "hardware")?,
             }
+            Ok(())
         },
-    );
+    )
 }
 
 /// Prints the Vulkan devices.
-fn print_vulkan(devices: &[DeviceInfo], default: Option<usize>) {
+fn print_vulkan(devices: &[DeviceInfo], default: Option<usize>) -> CliResult<()> {
     print_listing(
         devices,
         "No Vulkan 1.3 device found.",
         "Vulkan device",
         "* = default, used by `run` without --device",
         |d| print_device(d, Some(d.index) == default),
-    );
+    )
 }
 
 /// Prints the wgpu adapters.
-fn print_wgpu(adapters: &[WgpuAdapter]) {
+fn print_wgpu(adapters: &[WgpuAdapter]) -> CliResult<()> {
     print_listing(
         adapters,
         "No wgpu adapter found.",
         "wgpu adapter",
         "through gpu-counters-wgpu; * = default, used by `run --backend wgpu` without --device",
         |a| {
-            print_device(&a.info, a.is_default);
-            println!("    {:<16}{}", "wgpu backend", a.wgpu_backend);
+            print_device(&a.info, a.is_default)?;
+            outln!("    {:<16}{}", "wgpu backend", a.wgpu_backend)
         },
-    );
+    )
 }
 
 /// Prints one device as an indented listing.
-pub fn print_device(d: &DeviceInfo, is_default: bool) {
+pub fn print_device(d: &DeviceInfo, is_default: bool) -> CliResult<()> {
     let mark = if is_default { "*" } else { " " };
-    println!("{mark} [{}] {}", d.index, d.name);
+    outln!("{mark} [{}] {}", d.index, d.name)?;
     let rows: Vec<(&str, String)> = vec![
         ("type", serde_plain(&d.device_type)),
         (
@@ -563,15 +575,15 @@ pub fn print_device(d: &DeviceInfo, is_default: bool) {
         ),
     ];
     for (k, v) in rows {
-        println!("    {k:<16}{v}");
+        outln!("    {k:<16}{v}")?;
     }
     for s in &d.counter_sets {
         let names: Vec<&str> = s.counters.iter().map(|c| c.name()).collect();
         // `stage_utilization` is longer than the column: a space after it.
-        println!("    {:<16}{}", format!("  {} ", s.name()), names.join(", "));
+        outln!("    {:<16}{}", format!("  {} ", s.name()), names.join(", "))?;
     }
     let points: Vec<&str> = d.sampling_points.iter().map(|p| p.name()).collect();
-    println!(
+    outln!(
         "    {:<16}{}",
         "sampling points",
         if points.is_empty() {
@@ -579,11 +591,12 @@ pub fn print_device(d: &DeviceInfo, is_default: bool) {
         } else {
             points.join(", ")
         }
-    );
-    println!(
+    )?;
+    outln!(
         "    {:<16}{} per counter sample buffer",
-        "max samples", d.max_sample_count
-    );
+        "max samples",
+        d.max_sample_count
+    )
 }
 
 /// A unit enum's serde name (`discrete_gpu`, `vulkan`), for printing.

@@ -1,6 +1,13 @@
 //! The command's error type and its exit codes.
 
 use std::fmt;
+use std::io;
+
+/// The exit code of a command whose stdout is a closed pipe: 128 + SIGPIPE
+/// (13), the status a shell reports for a Unix tool killed by SIGPIPE
+/// (`cat`, `grep`), so that `set -o pipefail` scripts see what they see for
+/// those.
+pub const CLOSED_PIPE_EXIT: u8 = 128 + 13;
 
 /// Why the command failed, and so which exit code it ends with.
 #[derive(Debug)]
@@ -12,6 +19,11 @@ pub enum CliError {
     /// Vulkan error, a statistic that differs from the expected count, a
     /// validation-layer message (exit code 1).
     Failure(String),
+    /// Writing to stdout failed: exit code 1 and one line, or, for a closed
+    /// pipe (EPIPE), [`CLOSED_PIPE_EXIT`] and no line, as a Unix tool ends
+    /// on SIGPIPE. Nothing more is written; output files not yet written
+    /// are not written.
+    Stdout(io::Error),
 }
 
 impl CliError {
@@ -19,8 +31,14 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) => 2,
-            CliError::Failure(_) => 1,
+            CliError::Stdout(_) if self.is_closed_pipe() => CLOSED_PIPE_EXIT,
+            CliError::Failure(_) | CliError::Stdout(_) => 1,
         }
+    }
+
+    /// Whether stdout was a closed pipe: the command ends quietly.
+    pub fn is_closed_pipe(&self) -> bool {
+        matches!(self, CliError::Stdout(e) if e.kind() == io::ErrorKind::BrokenPipe)
     }
 }
 
@@ -28,6 +46,7 @@ impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CliError::Usage(m) | CliError::Failure(m) => f.write_str(m),
+            CliError::Stdout(e) => write!(f, "writing to stdout: {e}"),
         }
     }
 }

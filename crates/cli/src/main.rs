@@ -19,8 +19,14 @@
 //!
 //! Exit codes: 0 success, 1 failure (a Vulkan, wgpu or CUDA error, no CUDA
 //! driver for `--backend cuda`, a statistic that differs
-//! from its expected count, a validation-layer message), 2 bad input (one
-//! `error:` line on stderr; nothing run, no file written).
+//! from its expected count, a validation-layer message, an output or stdout
+//! that cannot be written), 2 bad input (nothing run, no file written), 141
+//! stdout a closed pipe (`gpu-counters ... | head`: the command ends
+//! quietly, as a Unix tool killed by SIGPIPE does). Every error is one
+//! `error:` line on stderr (none for a closed pipe), the argument parser's
+//! (clap's) included: its usage and `--help` hint are left out, and a
+//! command with no subcommand is one such line too. See `stdio` for how
+//! stdout and stderr are written.
 
 // The clap help texts are doc comments that name Vulkan limits with their
 // array index (`maxComputeWorkGroupCount[0]`), which rustdoc would read as
@@ -37,8 +43,10 @@ mod run;
 mod run_cuda;
 mod run_vulkan;
 mod run_wgpu;
+mod stdio;
 
 use error::CliError;
+use stdio::outln;
 
 /// `gpu-counters bench`: runs the benchmark and prints its table, or one JSON
 /// object with `--json`.
@@ -50,29 +58,89 @@ fn bench(args: &gpu_counters_bench::BenchArgs) -> Result<(), CliError> {
     if args.json {
         let json = serde_json::to_string_pretty(&report)
             .map_err(|e| CliError::Failure(format!("serializing the report: {e}")))?;
-        println!("{json}");
+        outln!("{json}")?;
     } else {
-        gpu_counters_bench::print_human(&report);
+        stdio::out_with(|w| gpu_counters_bench::write_human(&report, w))?;
     }
     Ok(())
 }
 
+use clap::error::{ContextValue, ErrorKind};
 use clap::Parser;
 use std::process::ExitCode;
 
+/// What clap's error `e` makes of the command: help and the version written
+/// to stdout, or a usage error (exit 2) of one line.
+fn parse_error(mut e: clap::Error) -> Result<(), CliError> {
+    if !e.use_stderr() {
+        // Styled as clap styles it on a terminal (unless NO_COLOR is set).
+        use std::io::IsTerminal;
+        let styled = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        let text = if styled {
+            e.render().ansi().to_string()
+        } else {
+            e.render().to_string()
+        };
+        return stdio::out_str(&text);
+    }
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return Err(CliError::Usage(
+            "a subcommand is needed: devices, run or bench (see `gpu-counters --help`)".into(),
+        ));
+    }
+    // The user's text in the message (a value, an unknown option or
+    // subcommand) shown escaped, then clap's paragraphs on one line, less
+    // its usage and `--help` hint.
+    let escaped: Vec<_> = e
+        .context()
+        .filter_map(|(kind, value)| match value {
+            ContextValue::String(s) => Some((kind, ContextValue::String(stdio::one_line(s)))),
+            ContextValue::Strings(v) => Some((
+                kind,
+                ContextValue::Strings(v.iter().map(|s| stdio::one_line(s)).collect()),
+            )),
+            _ => None,
+        })
+        .collect();
+    for (kind, value) in escaped {
+        e.insert(kind, value);
+    }
+    let rendered = e.render().to_string();
+    let paragraphs: Vec<String> = rendered
+        .split("\n\n")
+        .filter(|p| {
+            let p = p.trim_start();
+            !p.is_empty() && !p.starts_with("Usage:") && !p.starts_with("For more information")
+        })
+        .map(|p| {
+            p.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let message = paragraphs.join("; ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    Err(CliError::Usage(message.to_string()))
+}
+
 fn main() -> ExitCode {
-    // Usage errors (unknown subcommand, workload or option, a bad value)
-    // print clap's message, whose first line names the problem, and exit 2.
-    let cli = cli::Cli::parse();
-    let result = match &cli.command {
-        cli::Command::Devices(args) => devices::run(args),
-        cli::Command::Run(args) => run::run(args),
-        cli::Command::Bench(args) => bench(args),
+    let result = match cli::Cli::try_parse() {
+        Ok(cli) => match &cli.command {
+            cli::Command::Devices(args) => devices::run(args),
+            cli::Command::Run(args) => run::run(args),
+            cli::Command::Bench(args) => bench(args),
+        },
+        Err(e) => parse_error(e),
     };
-    match result {
+    // What stdout still buffers fails here, not silently at exit.
+    match result.and_then(|()| stdio::flush()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            if !e.is_closed_pipe() {
+                stdio::errln!("error: {e}");
+            }
             ExitCode::from(e.exit_code())
         }
     }

@@ -17,8 +17,12 @@ use crate::cli::Backend;
 use crate::error::{CliError, CliResult};
 use crate::report;
 use crate::run::{self, Measured};
+use crate::stdio::{self, outln};
 use gpu_counters_core::timeline::{ClockSummary, MultiTimeline, TimelineFrame};
 use serde_json::{json, Value};
+
+/// Most indices a `--device` list may hold: each names a device, once.
+pub const MAX_LISTED_DEVICES: usize = 256;
 
 /// What `--device` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,8 +38,8 @@ pub enum DeviceChoice {
 }
 
 impl DeviceChoice {
-    /// Parses `--device`'s value: an index, `all`, or indices separated by
-    /// commas, each given once.
+    /// Parses `--device`'s value: an index, `all`, or at most
+    /// [`MAX_LISTED_DEVICES`] indices separated by commas, each given once.
     pub fn parse(value: Option<&str>) -> CliResult<Self> {
         let Some(v) = value else {
             return Ok(Self::Default);
@@ -43,17 +47,25 @@ impl DeviceChoice {
         if v == "all" {
             return Ok(Self::All);
         }
+        let shown = stdio::text(v);
         let bad = || {
             CliError::Usage(format!(
-                "--device {v}: expected a device index, indices separated by commas (0,1) or `all`"
+                "--device {shown}: expected a device index, indices separated by commas (0,1) or `all`"
             ))
         };
+        let count = v.split(',').count();
+        if count > MAX_LISTED_DEVICES {
+            return Err(CliError::Usage(format!(
+                "--device: {count} indices: at most {MAX_LISTED_DEVICES} may be listed \
+                 (each device once)"
+            )));
+        }
         let mut list: Vec<usize> = Vec::new();
         for part in v.split(',') {
             let i: usize = part.trim().parse().map_err(|_| bad())?;
             if list.contains(&i) {
                 return Err(CliError::Usage(format!(
-                    "--device {v}: device {i} is given twice"
+                    "--device {shown}: device {i} is given twice"
                 )));
             }
             list.push(i);
@@ -190,8 +202,12 @@ pub fn timeline_problems(multi: &MultiTimeline, order: DeviceOrder) -> Vec<Strin
 
 /// Prints the shared timeline's summary: each device's calibration and
 /// bound, the order, and the checks.
-pub fn print_summary(multi: &MultiTimeline, order: DeviceOrder, problems: &[String]) {
-    println!(
+pub fn print_summary(
+    multi: &MultiTimeline,
+    order: DeviceOrder,
+    problems: &[String],
+) -> CliResult<()> {
+    outln!(
         "one CPU timeline (CLOCK_MONOTONIC), {} devices, {}:",
         multi.devices.len(),
         match order {
@@ -199,7 +215,7 @@ pub fn print_summary(multi: &MultiTimeline, order: DeviceOrder, problems: &[Stri
             DeviceOrder::Chain =>
                 "each frame on the devices in turn, each submitted once the previous one completed",
         }
-    );
+    )?;
     for (d, dev) in multi.devices.iter().enumerate() {
         let bound = dev
             .timeline
@@ -209,36 +225,37 @@ pub fn print_summary(multi: &MultiTimeline, order: DeviceOrder, problems: &[Stri
             .max()
             .unwrap_or(0);
         match dev.clock {
-            Some(c) => println!(
+            Some(c) => outln!(
                 "  device {d} {}: calibration {}, bound ± {} (passes up to ± {})",
                 dev.timeline.device,
                 c.method.name(),
                 report::fmt_ns(c.error_bound_ns),
                 report::fmt_ns(bound)
-            ),
-            None => println!("  device {d} {}", dev.timeline.device),
+            )?,
+            None => outln!("  device {d} {}", dev.timeline.device)?,
         }
     }
     let windows = problems.iter().filter(|p| p.contains("CPU window")).count();
-    println!(
+    outln!(
         "  every pass inside its frame's CPU window ± its device's bound: {}",
         if windows == 0 {
             "yes".to_string()
         } else {
             format!("no, {windows} outside")
         }
-    );
+    )?;
     if order == DeviceOrder::Chain {
         let out_of_order = problems.len() - windows;
-        println!(
+        outln!(
             "  every frame after the frame it waited for, within the two bounds: {}",
             if out_of_order == 0 {
                 "yes".to_string()
             } else {
                 format!("no, {out_of_order} out of order")
             }
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// The JSON of a several-device run: each device's report, then the

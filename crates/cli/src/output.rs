@@ -23,11 +23,22 @@
 //!
 //! [`PendingOutput::prepare`] runs before any GPU work, so a path that cannot
 //! be written is reported up front; dropping a [`PendingOutput`] (on any
-//! error) removes its temporary file, so a failed run leaves no file behind.
+//! error, a failed write to stdout included) removes its temporary file, so
+//! a failed run leaves no file behind.
+//!
+//! A write that fails halfway (a full disk, a file size limit, a FIFO whose
+//! reader went away) is exit code 1 and one `error: --flag PATH: cannot
+//! write: ...` line; the temporary file is removed and the destination is
+//! left as it was (an existing file keeps its content). Outputs are written
+//! one after the other (`--trace`, `--perfetto`, `--csv`, `--svg`): those
+//! after a failed one are not written. Paths in messages are quoted and
+//! escaped where they hold a line break, another control character, a
+//! quote or a backslash, so a message stays on one line.
 
 use crate::error::{CliError, CliResult};
+use crate::stdio;
 use std::fs::{File, Metadata};
-use std::io::{self, BufWriter, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use tempfile::NamedTempFile;
 
@@ -140,7 +151,7 @@ impl PendingOutput {
     /// destination (or opens the FIFO or device). Fails with a usage error
     /// naming the option and the path.
     pub fn prepare(flag: &'static str, path: &Path) -> CliResult<Self> {
-        let shown = path.display();
+        let shown = stdio::path(path);
         let bad = |why: String| CliError::Usage(format!("{flag} {shown}: {why}"));
         if path.as_os_str().is_empty() {
             return Err(bad("the path is empty".into()));
@@ -175,7 +186,7 @@ impl PendingOutput {
                 };
                 let (dir, name) = split(&dest).ok_or_else(|| bad("does not name a file".into()))?;
                 let tmp = temp_in(&dir, name, Some(&m))
-                    .map_err(|e| bad(format!("cannot write in {}: {e}", dir.display())))?;
+                    .map_err(|e| bad(format!("cannot write in {}: {e}", stdio::path(&dir))))?;
                 Ok(own(identity_of(path, &m), Sink::Atomic { tmp, dest }))
             }
             Ok(m) => match special_kind(&m) {
@@ -194,7 +205,7 @@ impl PendingOutput {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if std::fs::symlink_metadata(path).is_ok() {
                     let to = std::fs::read_link(path)
-                        .map(|t| t.display().to_string())
+                        .map(stdio::path)
                         .unwrap_or_else(|_| "?".into());
                     return Err(bad(format!(
                         "is a dangling symbolic link (its target {to} does not exist)"
@@ -202,15 +213,15 @@ impl PendingOutput {
                 }
                 let (dir, name) = split(path).ok_or_else(|| bad("does not name a file".into()))?;
                 if !dir.exists() {
-                    return Err(bad(format!("directory {} does not exist", dir.display())));
+                    return Err(bad(format!("directory {} does not exist", stdio::path(&dir))));
                 }
                 if !dir.is_dir() {
-                    return Err(bad(format!("{} is not a directory", dir.display())));
+                    return Err(bad(format!("{} is not a directory", stdio::path(&dir))));
                 }
                 let canonical_dir = std::fs::canonicalize(&dir)
-                    .map_err(|e| bad(format!("cannot resolve {}: {e}", dir.display())))?;
+                    .map_err(|e| bad(format!("cannot resolve {}: {e}", stdio::path(&dir))))?;
                 let tmp = temp_in(&dir, name, None)
-                    .map_err(|e| bad(format!("cannot write in {}: {e}", dir.display())))?;
+                    .map_err(|e| bad(format!("cannot write in {}: {e}", stdio::path(&dir))))?;
                 Ok(own(
                     Identity::New(canonical_dir.join(name)),
                     Sink::Atomic {
@@ -229,34 +240,28 @@ impl PendingOutput {
             return Err(CliError::Usage(format!(
                 "{} {}: is the same file as {} {}; give each output its own file",
                 self.flag,
-                self.path.display(),
+                stdio::path(&self.path),
                 other.flag,
-                other.path.display()
+                stdio::path(&other.path)
             )));
         }
         Ok(())
     }
 
-    /// Writes the content with `write`, then renames the temporary file over
-    /// the destination (or, for a FIFO or device, flushes what was written
-    /// through). On any error the temporary file is removed.
-    pub fn commit(
-        mut self,
-        write: impl FnOnce(&mut BufWriter<&mut std::fs::File>) -> io::Result<()>,
-    ) -> CliResult<()> {
+    /// Writes the content with `write` (the exporters buffer their writes
+    /// themselves and flush the file), then renames the temporary file over
+    /// the destination (or, for a FIFO or device, leaves what was written
+    /// through). On any error the temporary file is removed and the
+    /// destination left as it was.
+    pub fn commit(mut self, write: impl FnOnce(&mut File) -> io::Result<()>) -> CliResult<()> {
         let fail = |flag: &str, path: &Path, e: io::Error| {
-            CliError::Failure(format!("{flag} {}: cannot write: {e}", path.display()))
+            CliError::Failure(format!("{flag} {}: cannot write: {e}", stdio::path(path)))
         };
         let file = match &mut self.sink {
             Sink::Atomic { tmp, .. } => tmp.as_file_mut(),
             Sink::Direct(file) => file,
         };
-        {
-            let mut w = BufWriter::new(file);
-            write(&mut w)
-                .and_then(|()| w.flush())
-                .map_err(|e| fail(self.flag, &self.path, e))?;
-        }
+        write(file).map_err(|e| fail(self.flag, &self.path, e))?;
         let (flag, path) = (self.flag, self.path);
         match self.sink {
             Sink::Atomic { tmp, dest } => {

@@ -3,6 +3,7 @@
 use crate::devices::{device_json, with_statistics_unavailable};
 use crate::error::{CliError, CliResult};
 use crate::run::{Measured, Plan};
+use crate::stdio::outln;
 use gpu_counters_core::{
     BackendKind, CommonCounter, CommonCounterSet, CounterResultStatistic, DeviceInfo,
     COUNTER_ERROR_VALUE,
@@ -241,7 +242,7 @@ fn fmt_bytes(b: u64) -> String {
 }
 
 /// Prints rows as left-aligned columns, indented by two spaces.
-fn print_table(rows: &[Vec<String>]) {
+fn print_table(rows: &[Vec<String>]) -> CliResult<()> {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
@@ -264,8 +265,9 @@ fn print_table(rows: &[Vec<String>]) {
                 line.push_str(&" ".repeat(pad + 1));
             }
         }
-        println!("{}", line.trim_end());
+        outln!("{}", line.trim_end())?;
     }
+    Ok(())
 }
 
 /// The median of sorted values (mean of the two middle ones for an even count).
@@ -319,7 +321,7 @@ fn cpu_submit_ns(frame: &FrameResult) -> u64 {
 }
 
 /// Prints the table of one frame's passes.
-fn frame_rows(report: &RunReport<'_>, frame: &FrameResult, checks: &[PassCheck]) {
+fn frame_rows(report: &RunReport<'_>, frame: &FrameResult, checks: &[PassCheck]) -> CliResult<()> {
     let mut rows = vec![vec![
         "pass".to_string(),
         "kind".into(),
@@ -344,7 +346,7 @@ fn frame_rows(report: &RunReport<'_>, frame: &FrameResult, checks: &[PassCheck])
         ]);
         previous_end = Some(s.end_ns);
     }
-    print_table(&rows);
+    print_table(&rows)
 }
 
 /// What lies between one pass's end sample and the next one's start sample
@@ -365,11 +367,11 @@ pub fn between_passes(backend: BackendKind) -> &'static str {
 
 /// Prints the report as tables: the run, each frame's passes, and over
 /// several frames the min, median and max duration of each pass.
-pub fn print_human(report: &RunReport<'_>) {
+pub fn print_human(report: &RunReport<'_>) -> CliResult<()> {
     let d = report.device;
     let p = report.plan;
     let frames = &report.measured.frames;
-    println!(
+    outln!(
         "gpu-counters run {}: {} frame{} on {}[{}] {}{}",
         p.workload.name(),
         p.frames,
@@ -382,9 +384,9 @@ pub fn print_human(report: &RunReport<'_>) {
         d.index,
         d.name,
         if report.is_default { " (default)" } else { "" }
-    );
+    )?;
     if let Some(c) = p.compute {
-        println!(
+        outln!(
             "  compute: {} dispatch{} x {} workgroup{} x {} invocation{}, {} iteration{} each",
             c.dispatches,
             if c.dispatches == 1 { "" } else { "es" },
@@ -394,49 +396,49 @@ pub fn print_human(report: &RunReport<'_>) {
             if c.workgroup_size == 1 { "" } else { "s" },
             c.iterations,
             if c.iterations == 1 { "" } else { "s" }
-        );
+        )?;
     }
     if let Some(r) = p.render {
-        println!(
+        outln!(
             "  render:  {} triangle{} in a {}x{} target",
             r.triangles,
             if r.triangles == 1 { "" } else { "s" },
             r.width,
             r.height
-        );
+        )?;
     }
     if let Some(b) = p.copy_bytes {
-        println!("  copy:    {} filled and copied", fmt_bytes(b));
+        outln!("  copy:    {} filled and copied", fmt_bytes(b))?;
     }
     let cal = &report.measured.calibration;
-    println!(
+    outln!(
         "  calibration: {}, max deviation {} (start: offset of the pass's start from the CPU submit)",
         cal.method().name(),
         fmt_ns(cal.max_deviation_ns())
-    );
-    println!(
+    )?;
+    outln!(
         "  gap before: from the previous pass's end to this pass's start: {}",
         between_passes(d.backend)
-    );
+    )?;
     for (frame, checks) in frames.iter().zip(&report.measured.checks) {
-        println!();
+        outln!()?;
         let bound = frame
             .scopes
             .iter()
             .map(|i| i.error_bound_ns)
             .max()
             .unwrap_or(0);
-        println!(
+        outln!(
             "frame {}: submit to complete {}, times ± {}",
             frame.index,
             fmt_ns(frame.cpu_complete_ns.saturating_sub(cpu_submit_ns(frame))),
             fmt_ns(bound)
-        );
-        frame_rows(report, frame, checks);
+        )?;
+        frame_rows(report, frame, checks)?;
     }
     if frames.len() > 1 {
-        println!();
-        println!("duration over {} frames:", frames.len());
+        outln!()?;
+        outln!("duration over {} frames:", frames.len())?;
         let mut rows = vec![vec![
             "pass".to_string(),
             "min".into(),
@@ -469,9 +471,9 @@ pub fn print_human(report: &RunReport<'_>) {
                 .map(|f| f.cpu_complete_ns.saturating_sub(cpu_submit_ns(f)))
                 .collect(),
         );
-        print_table(&rows);
+        print_table(&rows)?;
     }
-    println!();
+    outln!()?;
     let checked: usize = report
         .measured
         .checks
@@ -481,7 +483,7 @@ pub fn print_human(report: &RunReport<'_>) {
         .map(|c| c.expected.len())
         .sum();
     let mismatches = report.mismatches().len();
-    println!(
+    outln!(
         "{}",
         statistics_line(
             !report.offered().is_empty(),
@@ -489,7 +491,7 @@ pub fn print_human(report: &RunReport<'_>) {
             checked,
             mismatches
         )
-    );
+    )
 }
 
 /// The report's last line: what the statistics check found (`offered`:

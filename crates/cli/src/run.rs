@@ -23,6 +23,7 @@ pub(crate) use crate::multi::DeviceOrder;
 use crate::multi::{self, DeviceChoice};
 use crate::output::PendingOutput;
 use crate::report::{self, PassCheck, RunReport};
+use crate::stdio::{errln, outln};
 use crate::{run_cuda, run_vulkan, run_wgpu};
 use gpu_counters_core::backend::BackendDevice;
 use gpu_counters_core::timeline::{MultiTimeline, PassKind, Timeline};
@@ -633,15 +634,36 @@ pub(crate) fn profile_many<S: FrameSource>(
 }
 
 /// The progress bar: hidden for `--json`, for a single frame and when stderr
-/// is not a terminal; otherwise shown once the run has taken a second.
+/// is not a terminal; otherwise shown on stderr once the run has taken a
+/// second. indicatif discards the errors of its draws, so a stderr that
+/// fails (a closed terminal) never stops or panics the run.
 pub(crate) struct Bar {
     bar: Option<ProgressBar>,
     started: Instant,
     shown: std::cell::Cell<bool>,
+    /// Where the bar draws once shown.
+    target: fn() -> ProgressDrawTarget,
+    /// How long the run goes before the bar is shown.
+    show_after: Duration,
 }
 
 impl Bar {
     fn new(enabled: bool, frames: u32) -> Self {
+        Self::drawing_on(
+            enabled,
+            frames,
+            ProgressDrawTarget::stderr,
+            Duration::from_secs(1),
+        )
+    }
+
+    /// A bar that draws on `target` once the run has taken `show_after`.
+    fn drawing_on(
+        enabled: bool,
+        frames: u32,
+        target: fn() -> ProgressDrawTarget,
+        show_after: Duration,
+    ) -> Self {
         let bar = enabled.then(|| {
             let bar =
                 ProgressBar::with_draw_target(Some(frames.into()), ProgressDrawTarget::hidden());
@@ -656,15 +678,17 @@ impl Bar {
             bar,
             started: Instant::now(),
             shown: std::cell::Cell::new(false),
+            target,
+            show_after,
         }
     }
 
     fn frame_done(&self) {
         let Some(bar) = &self.bar else { return };
         bar.inc(1);
-        if !self.shown.get() && self.started.elapsed() >= Duration::from_secs(1) {
+        if !self.shown.get() && self.started.elapsed() >= self.show_after {
             self.shown.set(true);
-            bar.set_draw_target(ProgressDrawTarget::stderr());
+            bar.set_draw_target((self.target)());
             bar.enable_steady_tick(Duration::from_millis(100));
         }
     }
@@ -755,13 +779,26 @@ impl Outputs {
         }
         if let Some(o) = svg {
             let opts = export::SvgOptions {
-                title: Some(title),
+                title: Some(cut_to(title, export::svg::MAX_TITLE_BYTES)),
                 ..Default::default()
             };
-            o.commit(|w| export::write_svg(timeline, &opts, w))?;
+            o.commit(|w| Ok(export::write_svg(timeline, &opts, w)?))?;
         }
         Ok(())
     }
+}
+
+/// `text`, cut to at most `max` bytes at a character boundary (the SVG
+/// title, which names every device of a run, has a limit).
+fn cut_to(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 /// The device `--device` names among `count` devices of `backend` (or,
@@ -862,7 +899,7 @@ fn fail_on_mismatches(mismatches: &[String]) -> CliResult<()> {
         return Ok(());
     }
     for m in mismatches {
-        eprintln!("mismatch: {m}");
+        errln!("mismatch: {m}");
     }
     Err(CliError::Failure(format!(
         "{} statistic{} differ from the expected counts (listed above)",
@@ -893,7 +930,7 @@ fn run_several(
         return Err(CliError::Usage(format!(
             "--device {}: several devices at once run with --backend vulkan or cuda; \
              give --backend wgpu one adapter",
-            args.device.as_deref().unwrap_or_default()
+            crate::stdio::text(args.device.as_deref().unwrap_or_default())
         )));
     }
     let outputs = Outputs::prepare(args)?;
@@ -941,17 +978,17 @@ fn run_several(
             order,
             &problems,
         );
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json).map_err(|e| CliError::Failure(e.to_string()))?
-        );
+        )?;
     } else {
         for (d, report) in reports.iter().enumerate() {
-            println!("device {d}:");
-            report::print_human(report);
-            println!();
+            outln!("device {d}:")?;
+            report::print_human(report)?;
+            outln!()?;
         }
-        multi::print_summary(&timeline, order, &problems);
+        multi::print_summary(&timeline, order, &problems)?;
     }
     let names: Vec<String> = devices.iter().map(|d| d.info.name.clone()).collect();
     let title = format!(
@@ -966,7 +1003,7 @@ fn run_several(
     outputs.write_multi(&timeline, title)?;
     validation.check()?;
     for p in &problems {
-        eprintln!("timeline: {p}");
+        errln!("timeline: {p}");
     }
     fail_on_mismatches(&mismatches)?;
     if !problems.is_empty() {
@@ -1027,9 +1064,9 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
     };
     let mismatches = report.mismatches();
     if args.json {
-        println!("{}", report::to_json_string(&report)?);
+        outln!("{}", report::to_json_string(&report)?)?;
     } else {
-        report::print_human(&report);
+        report::print_human(&report)?;
     }
     let title = format!(
         "gpu-counters run {} on {}{} ({} frame{})",
@@ -1247,6 +1284,68 @@ mod tests {
         assert!(plan(WorkloadName::Render, sizes, None)
             .check_backend(Backend::Wgpu)
             .is_ok());
+    }
+
+    /// A terminal on which every write fails, counting the attempts.
+    #[derive(Debug)]
+    struct FailingTerm;
+
+    static TERM_WRITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    impl FailingTerm {
+        fn fail() -> std::io::Result<()> {
+            TERM_WRITES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+        }
+    }
+
+    impl indicatif::TermLike for FailingTerm {
+        fn width(&self) -> u16 {
+            80
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Self::fail()
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Self::fail()
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Self::fail()
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Self::fail()
+        }
+        fn write_line(&self, _: &str) -> std::io::Result<()> {
+            Self::fail()
+        }
+        fn write_str(&self, _: &str) -> std::io::Result<()> {
+            Self::fail()
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            Self::fail()
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Self::fail()
+        }
+    }
+
+    /// The progress bar drawn on a terminal that fails every write (a
+    /// stderr whose terminal went away): the run goes on, nothing panics,
+    /// and the bar did try to draw.
+    #[test]
+    fn a_progress_bar_on_a_failing_terminal_never_panics() {
+        let bar = Bar::drawing_on(
+            true,
+            3,
+            || ProgressDrawTarget::term_like(Box::new(FailingTerm)),
+            Duration::ZERO,
+        );
+        for _ in 0..3 {
+            bar.frame_done();
+        }
+        bar.finish();
+        assert!(bar.shown.get());
+        assert!(TERM_WRITES.load(std::sync::atomic::Ordering::SeqCst) > 0);
     }
 
     #[test]

@@ -1409,3 +1409,318 @@ fn run_backend_cuda_refuses_render_and_mixed_before_anything_runs() {
         "--backend all: `run` measures on one backend, vulkan, wgpu or cuda",
     );
 }
+
+/// Where a spawned command's stdout or stderr goes.
+#[derive(Clone, Copy, Debug)]
+enum Stream {
+    /// A pipe read to its end (the test reads it).
+    Piped,
+    /// `/dev/full`: every write fails with ENOSPC ("No space left on device").
+    Full,
+    /// A pipe whose read end is closed before the command starts: every
+    /// write fails with EPIPE, as in `gpu-counters ... | true`.
+    ClosedPipe,
+}
+
+impl Stream {
+    fn stdio(self) -> std::process::Stdio {
+        match self {
+            Stream::Piped => std::process::Stdio::piped(),
+            Stream::Full => std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .expect("open /dev/full")
+                .into(),
+            Stream::ClosedPipe => {
+                let (reader, writer) = std::io::pipe().expect("pipe");
+                drop(reader);
+                writer.into()
+            }
+        }
+    }
+}
+
+/// Runs the command (validation on) with its stdout and stderr as given;
+/// returns its exit code (`None`: killed by a signal), stdout and stderr
+/// (empty where not piped).
+fn spawn(args: &[&str], stdout: Stream, stderr: Stream) -> (Option<i32>, String, String) {
+    let runtime_dir = tempfile::tempdir().expect("temp dir");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gpu-counters"));
+    cmd.env("GPU_COUNTERS_VALIDATION", "1");
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        cmd.env("XDG_RUNTIME_DIR", runtime_dir.path());
+    }
+    let out = cmd
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(stdout.stdio())
+        .stderr(stderr.stdio())
+        .output()
+        .expect("run gpu-counters");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Commands that write to stdout, each with an output file given where it
+/// takes one (`{out}` is replaced by the path).
+fn stdout_writers() -> Vec<Vec<String>> {
+    let tiny_bench = [
+        "bench",
+        "--samples",
+        "1",
+        "--reps",
+        "1",
+        "--wgpu-reps",
+        "1",
+        "--host-reps",
+        "1",
+        "--drift-seconds",
+        "0",
+        "--resolve-samples",
+        "1",
+    ];
+    let mut all: Vec<Vec<String>> = vec![
+        vec!["devices".into()],
+        vec!["devices".into(), "--json".into()],
+        tiny(&["--trace", "{out}"]),
+        tiny(&["--json", "--trace", "{out}"]),
+        tiny(&["--device", "all", "--svg", "{out}"]),
+        tiny(&["--device", "all", "--json", "--csv", "{out}"]),
+        vec!["--help".into()],
+        vec!["--version".into()],
+        vec!["run".into(), "--help".into()],
+    ];
+    all.push(tiny_bench.iter().map(|s| s.to_string()).collect());
+    let mut json_bench: Vec<String> = tiny_bench.iter().map(|s| s.to_string()).collect();
+    json_bench.push("--json".into());
+    all.push(json_bench);
+    all
+}
+
+/// A file the command did not create, which must survive whatever happens.
+const KEEP: &str = "not gpu-counters' file\n";
+
+/// Runs each stdout writer with stdout as `stdout`; its output file (if
+/// any) is an existing file of someone else's, which must survive whole,
+/// and no other file may appear beside it. Returns the (code, stderr) of
+/// each.
+fn with_failing_stdout(stdout: Stream, stderr: Stream) -> Vec<(Vec<String>, Option<i32>, String)> {
+    let mut results = Vec::new();
+    for args in stdout_writers() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().join("out.file");
+        std::fs::write(&out, KEEP).unwrap();
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("{out}", out.to_str().unwrap()))
+            .collect();
+        let (code, _, err) = spawn(&as_strs(&args), stdout, stderr);
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            KEEP,
+            "{args:?} changed a file it did not create"
+        );
+        assert_eq!(files_in(dir.path()), ["out.file"], "{args:?}");
+        results.push((args, code, err));
+    }
+    results
+}
+
+/// `devices >/dev/full`, `run --json >/dev/full` and every other command
+/// whose stdout is full exit 1 with one `error:` line naming stdout and
+/// the OS's reason, instead of panicking (exit 101 and a backtrace); a run
+/// stops before writing its output files, and removes their temporary
+/// files.
+#[test]
+fn a_full_stdout_is_exit_1_with_one_error_line() {
+    for (args, code, err) in with_failing_stdout(Stream::Full, Stream::Piped) {
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {err}");
+        assert!(
+            lines[0].starts_with("error: writing to stdout: ")
+                && lines[0].contains("No space left on device"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `run ... | true`: a closed pipe on stdout ends the command quietly, as
+/// Unix tools end on SIGPIPE: nothing on stderr and exit status 141 (128 +
+/// SIGPIPE, the status a shell reports for `cat` or `grep` killed by
+/// SIGPIPE), after removing the temporary files of outputs not yet
+/// written.
+#[test]
+fn a_closed_stdout_pipe_ends_quietly_with_status_141() {
+    for (args, code, err) in with_failing_stdout(Stream::ClosedPipe, Stream::Piped) {
+        assert_eq!(code, Some(141), "{args:?}: {err}");
+        assert_eq!(err, "", "{args:?}");
+    }
+}
+
+/// When stderr cannot be written either, the command still ends without a
+/// panic: exit 1 for a failed stdout, with nothing written anywhere.
+#[test]
+fn a_failed_stdout_with_an_unwritable_stderr_is_exit_1_silently() {
+    for stderr in [Stream::Full, Stream::ClosedPipe] {
+        for (args, code, _) in with_failing_stdout(Stream::Full, stderr) {
+            assert_eq!(code, Some(1), "{args:?} with stderr {stderr:?}");
+        }
+    }
+}
+
+/// `run --frames 0 2>/dev/full`: an error that cannot be printed keeps its
+/// exit code (2 for bad input, from the command's checks and from the
+/// argument parser alike) and never panics; so do the diagnostics a
+/// failing run prints on stderr.
+#[test]
+fn an_unwritable_stderr_keeps_the_exit_code_without_a_panic() {
+    for stderr in [Stream::Full, Stream::ClosedPipe] {
+        for (args, code) in [
+            (&["run", "compute", "--frames", "0"][..], 2),
+            (&["run", "bogus"], 2),
+            (&["run", "compute", "--no-such-option"], 2),
+            (&["devices", "--backend", "metal"], 2),
+        ] {
+            let (got, out, _) = spawn(args, Stream::Piped, stderr);
+            assert_eq!(got, Some(code), "{args:?} with stderr {stderr:?}");
+            assert_eq!(out, "", "{args:?}");
+        }
+    }
+}
+
+/// An output path with a line break in it, and every other piece of user
+/// text an error quotes (a workload, a backend, a device list, a byte
+/// count, an unknown option), gives an error of exactly one line: the text
+/// is shown escaped (`\n`), the path quoted.
+#[test]
+fn errors_quoting_user_text_with_line_breaks_stay_on_one_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let nl = dir.path().join("no\nsuch").join("t.json");
+    let nl = nl.to_str().unwrap();
+    let shown = format!("{nl:?}");
+    let line = bad_input(&as_strs(&tiny(&["--trace", nl])), "does not exist");
+    assert!(line.contains(&format!("--trace {shown}")), "{line}");
+    // A path whose directory is a file: the directory is quoted too.
+    std::fs::write(dir.path().join("f\ril\te"), "").unwrap();
+    let under = dir.path().join("f\ril\te").join("x.svg");
+    let line = bad_input(
+        &as_strs(&tiny(&["--svg", under.to_str().unwrap()])),
+        "--svg",
+    );
+    assert!(line.contains(r"f\ril\te"), "{line}");
+    for (args, needle) in [
+        (
+            &["run", "com\npute"][..],
+            r"error: invalid value 'com\npute'",
+        ),
+        (
+            &["run", "compute", "--backend", "vul\nkan"],
+            r#"--backend "vul\nkan""#,
+        ),
+        (&["devices", "--backend", "a\r\nb"], r#"--backend "a\r\nb""#),
+        (
+            &["run", "compute", "--device", "0\n1"],
+            r#"--device "0\n1""#,
+        ),
+        (&["run", "mixed", "--copy-bytes", "1\nX"], r"1\nX"),
+        (&["run", "compute", "--no\nsuch"], r"--no\nsuch"),
+        (&["run", "compute", "--frames", "1\n"], r"1\n"),
+        (&["run"], "error: "),
+        (&["no-such-command\u{1b}[2J"], r"\u{1b}[2J"),
+    ] {
+        bad_input(args, needle);
+    }
+}
+
+/// An output that cannot be written (a full device, a file over the size
+/// limit) fails the run with exit 1 and one `error:` line naming the
+/// option; the files the command did not create are left as they were,
+/// and no temporary file is left behind.
+#[test]
+fn an_output_that_fails_halfway_is_exit_1_and_destroys_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let csv = dir.path().join("a.csv");
+    std::fs::write(&csv, KEEP).unwrap();
+    one_error_line_with_stdout(
+        &tiny(&["--trace", "/dev/full", "--csv", csv.to_str().unwrap()]),
+        "--trace /dev/full: cannot write: No space left on device",
+    );
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), KEEP);
+    assert_eq!(files_in(dir.path()), ["a.csv"]);
+
+    // A regular file written through its temporary file: the write fails
+    // halfway (a 2 KiB file size limit; SIGXFSZ ignored, so the write
+    // fails with EFBIG), the existing file stays whole. The path has a line
+    // break: the error stays on one line.
+    for flag in ["--trace", "--perfetto", "--csv", "--svg"] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().join("out\nfile");
+        std::fs::write(&out, KEEP).unwrap();
+        let mut args: Vec<String> = vec![
+            "-c".into(),
+            r#"trap "" XFSZ; ulimit -f 2; exec "$0" "$@""#.into(),
+            env!("CARGO_BIN_EXE_gpu-counters").into(),
+        ];
+        // Enough frames that every output is over 2 KiB.
+        args.extend(
+            as_strs(&tiny(&[flag, out.to_str().unwrap()]))
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        let frames = args.iter().position(|a| a == "--frames").unwrap() + 1;
+        args[frames] = "40".into();
+        let o = std::process::Command::new("bash")
+            .args(&args)
+            .env("GPU_COUNTERS_VALIDATION", "1")
+            .env("MESA_SHADER_CACHE_DISABLE", "true")
+            .output()
+            .expect("run bash");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{flag}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{flag}: {err}");
+        assert!(
+            lines[0].starts_with(&format!(
+                "error: {flag} {:?}: cannot write: ",
+                out.to_str().unwrap()
+            )) && lines[0].contains("File too large"),
+            "{flag}: {err}"
+        );
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), KEEP, "{flag}");
+        assert_eq!(files_in(dir.path()), ["out\nfile"], "{flag}");
+    }
+}
+
+/// Runs the command expecting exit 1 and one `error:` line containing
+/// `needle` on stderr (stdout is the run's report).
+fn one_error_line_with_stdout(args: &[String], needle: &str) {
+    let (code, _, err) = spawn(&as_strs(args), Stream::Piped, Stream::Piped);
+    assert_eq!(code, Some(1), "{args:?}: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{args:?}: {err}");
+    assert!(
+        lines[0].starts_with("error: ") && lines[0].contains(needle),
+        "{args:?}: {err}"
+    );
+}
+
+/// A `--device` list has at most 256 indices: a longer one is bad input
+/// naming the limit, before any device is opened.
+#[test]
+fn a_device_list_over_its_limit_exits_2() {
+    let list = |n: usize| (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    let long = list(257);
+    bad_input(
+        &["run", "compute", "--device", &long],
+        "257 indices: at most 256 may be listed",
+    );
+    let longest = list(20_000);
+    bad_input(
+        &["run", "compute", "--device", &longest],
+        "20000 indices: at most 256 may be listed",
+    );
+}

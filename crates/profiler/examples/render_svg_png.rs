@@ -208,7 +208,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         title: Some("gpu-counters: sample timeline".to_string()),
         ..SvgOptions::default()
     };
-    let svg = render_svg(&sample(), &opts);
+    let svg = render_svg(&sample(), &opts)?;
     std::fs::write(png.with_extension("svg"), &svg)?;
 
     let mut options = resvg::usvg::Options::default();

@@ -473,7 +473,7 @@ impl Scale {
 #[test]
 fn svg_is_xml_with_every_label_escaped() {
     let t = sample();
-    let svg = render_svg(&t, &SvgOptions::default());
+    let svg = render_svg(&t, &SvgOptions::default()).expect("render");
     let doc = roxmltree::Document::parse(&svg).expect("SVG is XML");
     assert!(doc.root_element().has_tag_name("svg"));
     assert!(svg.contains("blur, &quot;wide&quot; &lt;&amp;&gt; pass"));
@@ -514,7 +514,7 @@ fn svg_is_xml_with_every_label_escaped() {
 #[test]
 fn svg_bars_are_proportional_to_time_and_frames_align() {
     let t = sample();
-    let svg = render_svg(&t, &SvgOptions::default());
+    let svg = render_svg(&t, &SvgOptions::default()).expect("render");
     let doc = roxmltree::Document::parse(&svg).unwrap();
     let f = &t.frames[0];
     let (a, b) = (&f.intervals[1], &f.intervals[3]);
@@ -554,7 +554,7 @@ fn svg_unaligned_uses_one_axis() {
         align_frames: false,
         title: Some("a <title> & more".to_string()),
     };
-    let svg = render_svg(&t, &opts);
+    let svg = render_svg(&t, &opts).expect("render");
     let doc = roxmltree::Document::parse(&svg).unwrap();
     assert!(svg.contains("a &lt;title&gt; &amp; more"));
     assert_eq!(attr_f64(doc.root_element(), "width"), 900.0);
@@ -572,7 +572,7 @@ fn svg_unaligned_uses_one_axis() {
 
 #[test]
 fn svg_empty_timeline_says_no_data() {
-    let svg = render_svg(&Timeline::default(), &SvgOptions::default());
+    let svg = render_svg(&Timeline::default(), &SvgOptions::default()).expect("render");
     let doc = roxmltree::Document::parse(&svg).unwrap();
     assert!(doc
         .descendants()
@@ -594,7 +594,8 @@ fn svg_empty_timeline_says_no_data() {
             width: 1,
             ..Default::default()
         },
-    );
+    )
+    .expect("render");
     let doc = roxmltree::Document::parse(&svg).unwrap();
     assert!(svg.contains("no GPU intervals"));
     assert!(!svg.contains("NaN") && !svg.contains("inf"));
@@ -604,7 +605,7 @@ fn svg_empty_timeline_says_no_data() {
 #[test]
 fn svg_renders_with_resvg() {
     let t = sample();
-    let svg = render_svg(&t, &SvgOptions::default());
+    let svg = render_svg(&t, &SvgOptions::default()).expect("render");
     let mut options = resvg::usvg::Options::default();
     options.fontdb_mut().load_system_fonts();
     let tree = resvg::usvg::Tree::from_str(&svg, &options).expect("resvg parses the SVG");

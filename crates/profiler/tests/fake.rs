@@ -300,7 +300,7 @@ fn exports_of_a_fake_backend_timeline() {
     let text = String::from_utf8(csv).unwrap();
     assert_eq!(text.lines().count(), 1 + scopes.len(), "{text}");
 
-    let svg = export::render_svg(&timeline, &export::SvgOptions::default());
+    let svg = export::render_svg(&timeline, &export::SvgOptions::default()).expect("render");
     roxmltree::Document::parse(&svg).unwrap();
 }
 

@@ -6,6 +6,9 @@
 //! the calibration error bound, then the eight statistics by snake-case name
 //! (empty cells where the interval has no statistics). Rows end in `\n`;
 //! fields holding commas, quotes or line breaks are quoted as RFC 4180 says.
+//!
+//! [`write_csv`] writes row by row through the `csv` crate's buffer of 8
+//! KiB (about one `write` call per 8 KiB), keeping one row in memory.
 
 use gpu_counters_core::timeline::Timeline;
 use std::io::{self, Write};
@@ -34,8 +37,15 @@ pub const CSV_HEADER: [&str; 19] = [
 ];
 
 /// Writes the timeline as CSV: the header, then one row per interval.
-pub fn write_csv(timeline: &Timeline, w: &mut impl Write) -> io::Result<()> {
-    let mut out = ::csv::Writer::from_writer(&mut *w);
+/// Buffers internally (8 KiB), so `w` can be a `File` as it is; flushes
+/// `w`. A failed write is returned as `w`'s error, and what reached `w` is a
+/// prefix of the CSV.
+pub fn write_csv<W: Write + ?Sized>(timeline: &Timeline, w: &mut W) -> io::Result<()> {
+    // The csv crate's buffer writes itself again on drop after a failed
+    // write: `Fused` stops that at the first failure.
+    let mut out = ::csv::WriterBuilder::new()
+        .buffer_capacity(super::BUFFER_BYTES)
+        .from_writer(super::Fused::new(w));
     out.write_record(CSV_HEADER)?;
     for frame in &timeline.frames {
         for i in &frame.intervals {

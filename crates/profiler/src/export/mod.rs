@@ -23,6 +23,30 @@
 //!
 //! All times in a timeline are CPU `CLOCK_MONOTONIC` nanoseconds; every
 //! exporter keeps them (or states the offset it subtracted).
+//!
+//! # Writers, failures and memory
+//!
+//! - **Buffered**: every `write_*` function and `perfetto::PerfettoWriter`
+//!   buffer internally ([`BUFFER_BYTES`]), so hand them the `File` or
+//!   socket itself: a trace costs about one `write` call per
+//!   [`BUFFER_BYTES`], as through a `BufWriter`. Each flushes the writer
+//!   before it returns (`PerfettoWriter` in its `finish`).
+//! - **Failed writes**: a write that fails (a full disk, a closed pipe) is
+//!   returned as the writer's own [`io::Error`] (inside [`ExportError::Io`]
+//!   or `perfetto::PerfettoError::Io` where the function has other errors),
+//!   never a panic; what reached the writer is a prefix of the export, and
+//!   nothing more is written to it after the failure.
+//! - **Limits**: the one option with a size, [`SvgOptions::width`] (and the
+//!   SVG title's length), has a stated limit; past it the export is an
+//!   [`ExportError::OverLimit`] naming the option, and nothing is written.
+//!   Labels, queue and device names may be any length: the file formats
+//!   hold them whole; the Tracy planner cuts the names it hands to Tracy
+//!   to [`tracy::MAX_NAME_BYTES`] and counts each cut.
+//! - **Memory**: no exporter's memory grows with an option's value. Each
+//!   keeps, beyond the timeline it is given, a few words per interval (the
+//!   Chrome export's sort keys, the SVG layout) and one output buffer; the
+//!   streaming writers keep per-track state and bounded name tables
+//!   between frames (see each module).
 
 pub mod chrome;
 pub mod csv;
@@ -46,6 +70,130 @@ pub use self::svg::{render_svg, write_svg, SvgOptions};
 use gpu_counters_core::timeline::TimelineInterval;
 use gpu_counters_core::CounterResultStatistic;
 use std::collections::BTreeSet;
+use std::io::{self, Write};
+use thiserror::Error;
+
+/// Bytes each exporter buffers before it writes to its writer (8 KiB, a
+/// `BufWriter`'s default).
+pub const BUFFER_BYTES: usize = 8 * 1024;
+
+/// What can go wrong in an export with options ([`svg`]).
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// An option is over its stated limit; nothing was written.
+    #[error("{option} {value}: must be at most {max} {unit}")]
+    OverLimit {
+        /// The option, as `Type::field`.
+        option: &'static str,
+        /// Its value (a length for a text option).
+        value: u64,
+        /// Its limit.
+        max: u64,
+        /// The unit of both: `pixels`, `bytes`.
+        unit: &'static str,
+    },
+    /// Writing to the output failed: the writer's own error. What reached
+    /// the writer is a prefix of the export.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+impl From<ExportError> for io::Error {
+    /// The writer's error as it was; an option over its limit as
+    /// [`io::ErrorKind::InvalidInput`].
+    fn from(e: ExportError) -> Self {
+        match e {
+            ExportError::Io(e) => e,
+            e @ ExportError::OverLimit { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
+        }
+    }
+}
+
+/// Fails with [`ExportError::OverLimit`] when `value` is over `max`.
+pub(crate) fn at_most(
+    option: &'static str,
+    value: u64,
+    max: u64,
+    unit: &'static str,
+) -> Result<(), ExportError> {
+    if value > max {
+        return Err(ExportError::OverLimit {
+            option,
+            value,
+            max,
+            unit,
+        });
+    }
+    Ok(())
+}
+
+/// A writer that stops at its first failure: once a write or flush of the
+/// inner writer has failed (other than [`io::ErrorKind::Interrupted`],
+/// which callers retry), every later call fails with an error of the same
+/// kind without reaching the inner writer. Buffers that retry on drop (a
+/// `BufWriter`'s, the `csv` crate's) then cannot write again what was
+/// written partly before the failure, so what reaches the writer is
+/// always a prefix of the export.
+#[derive(Debug)]
+pub(crate) struct Fused<W> {
+    inner: W,
+    failed: Option<(io::ErrorKind, String)>,
+}
+
+impl<W: Write> Fused<W> {
+    pub(crate) fn new(inner: W) -> Self {
+        Self {
+            inner,
+            failed: None,
+        }
+    }
+
+    /// The inner writer.
+    #[cfg(feature = "perfetto")]
+    pub(crate) fn into_inner(self) -> W {
+        self.inner
+    }
+
+    fn check(&self) -> io::Result<()> {
+        match &self.failed {
+            None => Ok(()),
+            Some((kind, what)) => Err(io::Error::new(
+                *kind,
+                format!("an earlier write to this output failed: {what}"),
+            )),
+        }
+    }
+
+    fn note<T>(&mut self, r: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &r {
+            if e.kind() != io::ErrorKind::Interrupted {
+                self.failed = Some((e.kind(), e.to_string()));
+            }
+        }
+        r
+    }
+}
+
+impl<W: Write> Write for Fused<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.check()?;
+        let r = self.inner.write(buf);
+        self.note(r)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.check()?;
+        let r = self.inner.flush();
+        self.note(r)
+    }
+}
+
+/// `w`, stopping at its first failure ([`Fused`]), behind a buffer of
+/// [`BUFFER_BYTES`].
+pub(crate) fn buffered<W: Write>(w: W) -> io::BufWriter<Fused<W>> {
+    io::BufWriter::with_capacity(BUFFER_BYTES, Fused::new(w))
+}
 
 /// Queue names in order of first appearance over all frames.
 pub(crate) fn queues_in_order(timeline: &gpu_counters_core::timeline::Timeline) -> Vec<&str> {

@@ -37,14 +37,20 @@
 //!
 //! # Bounded memory
 //!
-//! [`PerfettoWriter`] writes each frame's packets as the frame arrives (in
+//! [`PerfettoWriter`] encodes each frame's packets as the frame arrives (in
 //! batches of at most [`BATCH_PACKETS`] packets, each batch one `Trace`
-//! message: concatenated `Trace` messages are one trace). What it keeps
-//! between frames is per track (devices, queues, overlap lanes, counter
-//! tracks) and a table of interned slice names, at most
-//! [`MAX_INTERNED_NAMES`] of them (later new names are written inline), so
-//! a trace of any number of frames is written in memory bounded by the
-//! largest frame.
+//! message: concatenated `Trace` messages are one trace) and writes them
+//! through a buffer of [`BUFFER_BYTES`](super::BUFFER_BYTES), so a frame
+//! costs about what a `BufWriter` write does, whatever the writer; the
+//! buffer reaches the writer when full, at [`PerfettoWriter::flush`] and at
+//! [`PerfettoWriter::finish`]. What it keeps between frames is per track
+//! (devices, queues, overlap lanes, counter tracks: one entry per distinct
+//! name it was given) and a table of interned slice names: at most
+//! [`MAX_INTERNED_NAMES`] names of at most [`MAX_INTERNED_NAME_BYTES`]
+//! bytes each (under 24 MiB with the table's own overhead; other names are
+//! written inline in their events). A trace of any number of frames is
+//! written in memory bounded by the largest frame, the tracks and that
+//! table.
 //!
 //! # Why `perfetto_protos`
 //!
@@ -82,6 +88,11 @@ pub const BATCH_PACKETS: usize = 4096;
 /// Distinct slice names interned at most; names first seen after the table
 /// is full are written inline in their events.
 pub const MAX_INTERNED_NAMES: usize = 65_536;
+
+/// Longest slice name interned, in bytes; longer names are written inline
+/// in each of their events, so the table of interned names stays under
+/// [`MAX_INTERNED_NAMES`] times this.
+pub const MAX_INTERNED_NAME_BYTES: usize = 256;
 
 /// The packet sequence every packet is on.
 const SEQUENCE_ID: u32 = 1;
@@ -193,7 +204,7 @@ struct DeviceTracks {
 /// [`PerfettoWriter::finish`].
 #[derive(Debug)]
 pub struct PerfettoWriter<W: Write> {
-    out: W,
+    out: io::BufWriter<super::Fused<W>>,
     batch: Trace,
     started: bool,
     next_uuid: u64,
@@ -203,8 +214,11 @@ pub struct PerfettoWriter<W: Write> {
 }
 
 /// Writes `timeline` as a Perfetto trace to `w` (see the
-/// [module documentation](self)).
-pub fn write_perfetto(timeline: &Timeline, w: &mut impl Write) -> io::Result<()> {
+/// [module documentation](self)). Buffers internally
+/// ([`BUFFER_BYTES`](super::BUFFER_BYTES)), so `w` can be a `File` as it
+/// is; flushes `w`. A failed write is returned as `w`'s error, and what
+/// reached `w` is a prefix of the trace.
+pub fn write_perfetto<W: Write + ?Sized>(timeline: &Timeline, w: &mut W) -> io::Result<()> {
     let mut writer = PerfettoWriter::new(w);
     writer.write_timeline(timeline)?;
     writer.finish()?;
@@ -237,11 +251,11 @@ fn track(uuid: u64, parent: Option<u64>, name: &str, rank: Option<i32>) -> Track
 }
 
 impl<W: Write> PerfettoWriter<W> {
-    /// A writer that writes to `out`; nothing is written before the first
-    /// frame (or [`PerfettoWriter::finish`]).
+    /// A writer that writes to `out` through its buffer; nothing is
+    /// written before the first frame (or [`PerfettoWriter::finish`]).
     pub fn new(out: W) -> Self {
         Self {
-            out,
+            out: super::buffered(out),
             batch: Trace::new(),
             started: false,
             next_uuid: FIRST_UUID,
@@ -328,12 +342,22 @@ impl<W: Write> PerfettoWriter<W> {
         self.flush_batch()
     }
 
-    /// Writes what is buffered, flushes the output and returns it.
-    pub fn finish(mut self) -> Result<W> {
-        self.start(0)?;
+    /// Writes what is buffered and flushes the output: what the output
+    /// holds is then a trace of the frames written so far (empty before
+    /// the first frame).
+    pub fn flush(&mut self) -> Result<()> {
         self.flush_batch()?;
         self.out.flush()?;
-        Ok(self.out)
+        Ok(())
+    }
+
+    /// Writes what is buffered, flushes the output and returns it. A
+    /// writer given no frame writes a trace with just its clock snapshot.
+    pub fn finish(mut self) -> Result<W> {
+        self.start(0)?;
+        self.flush()?;
+        let out = self.out.into_inner().map_err(|e| e.into_error())?;
+        Ok(out.into_inner())
     }
 
     fn push(&mut self, mut packet: TracePacket) {
@@ -522,7 +546,7 @@ impl<W: Write> PerfettoWriter<W> {
             event.name_field = Some(track_event::Name_field::NameIid(iid));
             return None;
         }
-        if self.names.len() >= MAX_INTERNED_NAMES {
+        if self.names.len() >= MAX_INTERNED_NAMES || name.len() > MAX_INTERNED_NAME_BYTES {
             event.name_field = Some(track_event::Name_field::Name(name.to_string()));
             return None;
         }

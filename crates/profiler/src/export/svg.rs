@@ -16,21 +16,73 @@
 //! Bars are `<g class="bar" data-frame=".." data-index="..">` groups holding
 //! a `<rect>`, and brackets are `<g class="cpu-window" data-frame="..">`
 //! groups, for tools that read the picture back.
+//!
+//! # Limits and memory
+//!
+//! The width is at most [`MAX_WIDTH`] pixels (a tick and grid line every
+//! 100 pixels or so, so at most about 330 of them) and the title at most
+//! [`MAX_TITLE_BYTES`] bytes; past either, [`render_svg`] and [`write_svg`]
+//! fail with [`ExportError::OverLimit`] and write nothing. Widths under
+//! [`MIN_WIDTH`] are drawn at [`MIN_WIDTH`]. The height follows from the
+//! timeline (its frames, queues and nesting), not from an option.
+//!
+//! [`write_svg`] streams the picture: it keeps the layout (24 bytes per
+//! interval, 64 per frame and 32 per queue of a frame) and one frame's (or
+//! the axis's) markup at a time, and writes through a buffer of
+//! [`BUFFER_BYTES`](super::BUFFER_BYTES). [`render_svg`] returns the whole
+//! picture as a `String`.
 
+use super::ExportError;
 use gpu_counters_core::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
+/// The widest picture, in pixels: [`SvgOptions::width`] over it is an
+/// [`ExportError::OverLimit`].
+pub const MAX_WIDTH: u32 = 32_768;
+
+/// The narrowest picture, in pixels: a smaller [`SvgOptions::width`] is
+/// drawn at this width.
+pub const MIN_WIDTH: u32 = 480;
+
+/// The longest [`SvgOptions::title`], in bytes of UTF-8: a longer one is an
+/// [`ExportError::OverLimit`].
+pub const MAX_TITLE_BYTES: usize = 4096;
+
 /// How to draw the picture.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SvgOptions {
-    /// Width of the picture in pixels (default 1200; at least 480 is used).
+    /// Width of the picture in pixels (default 1200): at most
+    /// [`MAX_WIDTH`]; under [`MIN_WIDTH`], [`MIN_WIDTH`] is used.
     pub width: u32,
     /// Start the axis at each frame's CPU submit time (default `true`);
     /// `false` draws all frames on one axis from the timeline's start.
     pub align_frames: bool,
-    /// A title drawn at the top, if any (default none).
+    /// A title drawn at the top, if any (default none), on one line (line
+    /// breaks and tabs drawn as spaces), at most [`MAX_TITLE_BYTES`] bytes.
     pub title: Option<String>,
+}
+
+impl SvgOptions {
+    /// Checks every option against its limit: [`ExportError::OverLimit`]
+    /// names the first one over it.
+    pub fn check(&self) -> Result<(), ExportError> {
+        super::at_most(
+            "SvgOptions::width",
+            u64::from(self.width),
+            u64::from(MAX_WIDTH),
+            "pixels",
+        )?;
+        if let Some(title) = &self.title {
+            super::at_most(
+                "SvgOptions::title",
+                title.len() as u64,
+                MAX_TITLE_BYTES as u64,
+                "bytes",
+            )?;
+        }
+        Ok(())
+    }
 }
 
 impl Default for SvgOptions {
@@ -44,7 +96,6 @@ impl Default for SvgOptions {
 }
 
 // Layout, in pixels.
-const MIN_WIDTH: f64 = 480.0;
 const GUTTER: f64 = 170.0;
 const RIGHT: f64 = 28.0;
 const TITLE_H: f64 = 34.0;
@@ -347,9 +398,52 @@ fn tooltip(frame: &TimelineFrame, interval: &TimelineInterval) -> String {
     t
 }
 
-/// Renders the timeline as an SVG document.
-pub fn render_svg(timeline: &Timeline, opts: &SvgOptions) -> String {
-    let width = f64::from(opts.width).max(MIN_WIDTH);
+/// Renders the timeline as an SVG document (see the [module
+/// documentation](self)); fails only for an option over its limit.
+pub fn render_svg(timeline: &Timeline, opts: &SvgOptions) -> Result<String, ExportError> {
+    opts.check()?;
+    let mut out = Vec::new();
+    draw(timeline, opts, &mut out)?;
+    String::from_utf8(out).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e).into())
+}
+
+/// Writes the SVG document of [`render_svg`] to `w`, streaming it (see the
+/// [module documentation](self)). Buffers internally
+/// ([`BUFFER_BYTES`](super::BUFFER_BYTES)), so `w` can be a `File` as it
+/// is; flushes `w`. An option over its limit fails before anything is
+/// written; a failed write is [`ExportError::Io`] with `w`'s error, and
+/// what reached `w` is a prefix of the document.
+pub fn write_svg<W: Write + ?Sized>(
+    timeline: &Timeline,
+    opts: &SvgOptions,
+    w: &mut W,
+) -> Result<(), ExportError> {
+    opts.check()?;
+    let mut out = super::buffered(w);
+    draw(timeline, opts, &mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Writes what `s` holds to `out` and empties it.
+fn emit(out: &mut dyn Write, s: &mut String) -> io::Result<()> {
+    out.write_all(s.as_bytes())?;
+    s.clear();
+    Ok(())
+}
+
+/// [`emit`] once `s` holds a buffer's worth, so that `out` gets writes of
+/// [`BUFFER_BYTES`](super::BUFFER_BYTES) or more.
+fn emit_full(out: &mut dyn Write, s: &mut String) -> io::Result<()> {
+    if s.len() >= super::BUFFER_BYTES {
+        emit(out, s)?;
+    }
+    Ok(())
+}
+
+/// Draws the picture into `out`, a frame band (or the axis) at a time.
+fn draw(timeline: &Timeline, opts: &SvgOptions, out: &mut dyn Write) -> io::Result<()> {
+    let width = f64::from(opts.width.max(MIN_WIDTH));
     let plot_x = GUTTER;
     let plot_w = width - GUTTER - RIGHT;
     let title_h = if opts.title.is_some() { TITLE_H } else { 8.0 };
@@ -382,7 +476,7 @@ pub fn render_svg(timeline: &Timeline, opts: &SvgOptions) -> String {
             px(title_h + 50.0)
         );
         s.push_str("</svg>\n");
-        return s;
+        return emit(out, &mut s);
     };
 
     let queues = super::queues_in_order(timeline);
@@ -437,6 +531,8 @@ pub fn render_svg(timeline: &Timeline, opts: &SvgOptions) -> String {
         );
         y += l.height() + FRAME_GAP;
     }
+
+    emit_full(out, &mut s)?;
 
     // Axis: ticks, labels and grid lines.
     let step = nice_step(span, plot_w / TARGET_TICK_PX);
@@ -495,6 +591,8 @@ pub fn render_svg(timeline: &Timeline, opts: &SvgOptions) -> String {
             px(axis_y - 8.0)
         );
     }
+
+    emit_full(out, &mut s)?;
 
     // Frames.
     let mut y = bands_top;
@@ -655,6 +753,7 @@ pub fn render_svg(timeline: &Timeline, opts: &SvgOptions) -> String {
             esc(&cpu_label)
         );
         s.push_str("</g>\n</g>\n");
+        emit_full(out, &mut s)?;
         y += l.height() + FRAME_GAP;
     }
 
@@ -711,13 +810,7 @@ pub fn render_svg(timeline: &Timeline, opts: &SvgOptions) -> String {
         esc(&one_line(&caption))
     );
     s.push_str("</svg>\n");
-    s
-}
-
-/// Writes [`render_svg`]'s document to `w`.
-pub fn write_svg(timeline: &Timeline, opts: &SvgOptions, w: &mut impl Write) -> io::Result<()> {
-    w.write_all(render_svg(timeline, opts).as_bytes())?;
-    w.flush()
+    emit(out, &mut s)
 }
 
 #[cfg(test)]

@@ -46,6 +46,18 @@
 //!
 //! Tracy has no past-time CPU zones, so the CPU submit→complete window is
 //! not sent.
+//!
+//! # Names and memory
+//!
+//! Every name handed to Tracy (zone names, source-location files, context
+//! names, plot names) is at most [`MAX_NAME_BYTES`] bytes: a longer one is
+//! cut at the last character boundary within it, and each cut is counted
+//! in [`TracyPlanner::truncated_names`]. Tracy's client stores a zone's
+//! name, function and file in one source location whose size is a `u16`
+//! (65,535 bytes), and does not check it in release builds; the cut keeps
+//! every source location within it. A planner keeps at most [`MAX_PLOTS`]
+//! plot names and 126 contexts, and one entry per distinct device and
+//! queue name it was given.
 
 use super::lanes::{frame_queues, queue_items, LaneEvent, Lanes};
 use gpu_counters_core::timeline::{TimelineFrame, TimelineInterval};
@@ -53,6 +65,26 @@ use gpu_counters_core::{BackendKind, Calibration, TimestampPair};
 
 /// Most plot names a planner makes (each is leaked by Tracy's client).
 pub const MAX_PLOTS: usize = 4096;
+
+/// Longest name handed to Tracy, in bytes: zone names, source-location
+/// files, context names and plot names are cut to it (see the [module
+/// documentation](self)). With a kind's name (at most 7 bytes) a source
+/// location then takes at most 8,206 bytes of Tracy's 65,535.
+pub const MAX_NAME_BYTES: usize = 4096;
+
+/// `name`, cut to [`MAX_NAME_BYTES`] at a character boundary; counts a cut
+/// in `cuts`.
+fn cut(mut name: String, cuts: &mut u64) -> String {
+    if name.len() > MAX_NAME_BYTES {
+        let mut end = MAX_NAME_BYTES;
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        name.truncate(end);
+        *cuts += 1;
+    }
+    name
+}
 
 /// The context id the first context gets; later ones count down.
 pub const FIRST_CONTEXT: u8 = 254;
@@ -212,6 +244,7 @@ pub struct TracyPlanner {
     plots: std::collections::HashSet<String>,
     skipped_plot_points: u64,
     skipped_zones: u64,
+    truncated_names: u64,
 }
 
 /// Signed distance from `from` to `to` on a counter of `mask`'s bits.
@@ -241,6 +274,12 @@ impl TracyPlanner {
     /// device, queue and overlap combinations).
     pub fn skipped_zones(&self) -> u64 {
         self.skipped_zones
+    }
+
+    /// Names cut to [`MAX_NAME_BYTES`] so far, one per call that carried a
+    /// cut name.
+    pub fn truncated_names(&self) -> u64 {
+        self.truncated_names
     }
 
     /// The calls for one frame of the device named `device` (of backend
@@ -294,9 +333,9 @@ impl TracyPlanner {
                     calls.push(TracyCall::ZoneBegin {
                         context: ctx,
                         query,
-                        name: i.label.clone(),
+                        name: cut(i.label.clone(), &mut self.truncated_names),
                         function: i.kind.name(),
-                        file: format!("gpu-counters {queue}"),
+                        file: cut(format!("gpu-counters {queue}"), &mut self.truncated_names),
                     });
                     match bounds.iter_mut().find(|(c, _)| *c == ctx) {
                         Some((_, b)) => *b = (*b).max(i.error_bound_ns),
@@ -345,6 +384,8 @@ impl TracyPlanner {
     /// A point of plot `name`; a plot is made when its value is first not
     /// 0 (a pass's statistics that are always 0 make no plot).
     fn plot(&mut self, name: String, value: f64, calls: &mut Vec<TracyCall>) {
+        let mut cuts = 0;
+        let name = cut(name, &mut cuts);
         if !self.plots.contains(&name) {
             if value == 0.0 {
                 return;
@@ -355,6 +396,7 @@ impl TracyPlanner {
             }
             self.plots.insert(name.clone());
         }
+        self.truncated_names += cuts;
         calls.push(TracyCall::Plot { name, value });
     }
 
@@ -443,7 +485,7 @@ impl TracyPlanner {
         });
         calls.push(TracyCall::ContextName {
             context: id,
-            name: context_name(device, queue, lane),
+            name: cut(context_name(device, queue, lane), &mut self.truncated_names),
         });
         self.contexts.push(Context {
             device: device.clone(),

@@ -118,7 +118,12 @@ impl TracySink {
             } => {
                 // SAFETY: the client is running; the three strings outlive
                 // the call, which copies the given number of bytes of each
-                // into a source location that Tracy frees once sent.
+                // into a source location that Tracy frees once sent. Tracy
+                // sizes that allocation with a `u16` of 10 + function + 1 +
+                // file + 1 + name bytes, unchecked in release builds: the
+                // planner cuts `file` and `name` to `MAX_NAME_BYTES` (4096)
+                // and `function` is a kind's name (at most 7 bytes), so the
+                // size is at most 8,206 and never wraps.
                 let srcloc = unsafe {
                     sys::___tracy_alloc_srcloc_name(
                         0,
