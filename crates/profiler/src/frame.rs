@@ -272,6 +272,14 @@ impl Recorders {
         self.all_in(&[Phase::Done, Phase::Abandoned])
     }
 
+    /// Whether a recorder is known to be still recording, or submitted and
+    /// not seen finished: the GPU may still use the frame's queries.
+    pub(crate) fn in_flight(&self) -> bool {
+        self.tickets
+            .iter()
+            .any(|t| matches!(t.phase(), Phase::Recording | Phase::Submitted))
+    }
+
     fn clear(&mut self) {
         self.tickets.clear();
         self.untracked = false;

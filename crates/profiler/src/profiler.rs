@@ -734,10 +734,15 @@ impl<D: BackendDevice> Profiler<D> {
         }
         let result = self.resolve(&slot.store, index, cpu_submit_ns)?;
         // A frame none of whose samples the GPU wrote (its command buffers
-        // were dropped unsubmitted) has no work to wait for.
+        // were dropped unsubmitted) has no work to wait for, unless a
+        // recorder is known to be in flight (its scopes may all have been
+        // left unended): its queries are reset only once it is seen done.
         let ran = |r: &FrameResult| !r.scopes.is_empty() || r.drops.failed > 0;
+        let idle = !slot.store.recorders.in_flight();
         match result {
-            Some((result, found)) if slot.marker || retired || !gpu_work || !ran(&result) => {
+            Some((result, found))
+                if slot.marker || retired || !gpu_work || (idle && !ran(&result)) =>
+            {
                 // Counted once, here: a frame may be resolved again before
                 // it is done.
                 self.dropped_total
