@@ -404,15 +404,14 @@ impl<D: BackendDevice> Profiler<D> {
             let mut st = lock(&self.state);
             let s = st.order[st.cursor];
             if !self.try_free_slot(&mut st, s)? {
-                let give_up = match self.options.when_full {
-                    WhenFull::Wait { timeout } => started.elapsed() >= timeout,
-                    WhenFull::Grow | WhenFull::Drop => true,
-                };
-                if !give_up {
-                    drop(st);
-                    std::thread::sleep(nap);
-                    nap = (nap * 2).min(Duration::from_millis(1));
-                    continue;
+                if let WhenFull::Wait { timeout } = self.options.when_full {
+                    let waited = started.elapsed();
+                    if waited < timeout {
+                        drop(st);
+                        std::thread::sleep(nap.min(timeout - waited));
+                        nap = (nap * 2).min(Duration::from_millis(1));
+                        continue;
+                    }
                 }
                 match self.recording_in(&st, s) {
                     // Frames that can never end must not hold the ring.
