@@ -315,12 +315,6 @@ impl Recorders {
     }
 }
 
-impl<D: BackendDevice> Default for FrameStore<D> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl<D: BackendDevice> FrameStore<D> {
     /// An empty store.
     pub(crate) fn new() -> Self {

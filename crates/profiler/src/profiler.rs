@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 ///
 /// Whatever the policy, a frame still being recorded in that slot (not
 /// ended) is abandoned, as [`Profiler`] says, and the new frame takes the
-/// slot: the ring never grows, nor stalls, for a frame that may never end.
+/// slot: the ring never grows for a frame that may never end, nor stalls
+/// for it longer than `Wait`'s timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WhenFull {
     /// Poll the oldest frame until it finishes, for at most `timeout`; then
