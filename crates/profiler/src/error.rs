@@ -61,7 +61,7 @@ pub enum ProfilerError {
     ForeignFrame,
     /// The profiler abandoned the frame while it was still being recorded
     /// (see [`Profiler`](crate::Profiler)), and went on without it: a scope
-    /// begun on it, a scope of it ended, or its end, comes too late. Its
+    /// begun on it, or its end, comes too late. Its
     /// scopes are counted in its result's
     /// [`DropCounts::frame_abandoned`](crate::DropCounts::frame_abandoned);
     /// nothing recorded with it reaches another frame.

@@ -564,9 +564,10 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
 
     /// Whether the profiler abandoned the frame (see [`Profiler`]): it was
     /// still being recorded when the profiler went on without it. Its
-    /// scopes were counted in its result's [`DropCounts::frame_abandoned`];
-    /// new scopes are refused and ending it fails, with
-    /// [`ProfilerError::FrameAbandoned`].
+    /// scopes were counted in its result's [`DropCounts::frame_abandoned`]
+    /// (those still open may be ended, for their command buffers' sake, but
+    /// have no result); new scopes are refused and ending the frame fails,
+    /// with [`ProfilerError::FrameAbandoned`].
     pub fn is_abandoned(&self) -> bool {
         self.store.abandoned.load(Ordering::Relaxed)
     }
@@ -850,7 +851,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         e
     }
 
-    /// The error of a scope begun or ended on the frame once abandoned.
+    /// The error of a scope begun on the frame once abandoned.
     #[cold]
     #[inline(never)]
     fn abandoned(&self) -> ProfilerError {
@@ -983,9 +984,9 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
     /// scope there is [`ProfilerError::WrongCommandBuffer`]. On an error the scope is reported as not ended (or
     /// failed, if recording a sample failed). A scope of a frame the
     /// profiler abandoned (see [`Profiler`]) is ended in `cmd` as usual, so
-    /// that `cmd` stays valid, and fails with
-    /// [`ProfilerError::FrameAbandoned`]: it has no result, and was counted
-    /// when its frame was abandoned.
+    /// that `cmd` stays valid, but has no result: it was counted when its
+    /// frame was abandoned ([`Frame::is_abandoned`] tells, and ending the
+    /// frame fails).
     #[allow(unsafe_code)]
     #[inline]
     pub fn end(self, cmd: &mut Recorder<D>) -> Result<()> {
@@ -1020,9 +1021,6 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
             Ok(()) => {
                 // The word's one writer since it was read above.
                 cell.store(word.with_state(state::ENDED));
-                if frame.is_abandoned() {
-                    return Err(frame.abandoned());
-                }
                 Ok(())
             }
             Err(e) => Err(frame.failed(cell, e)),

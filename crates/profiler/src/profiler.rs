@@ -220,9 +220,10 @@ struct State<D: BackendDevice> {
 /// Its slot gets new sample buffers; the frame keeps the old ones, so what
 /// it recorded, even submitted later, writes no other frame's samples (a
 /// leaked frame's buffers are leaked with it). From then on
-/// [`Frame::scope`], [`Frame::pass_scope`], [`Scope::end`](crate::Scope::end)
-/// of its scopes and [`Profiler::end_frame`] fail with
-/// [`ProfilerError::FrameAbandoned`]; [`Frame::is_abandoned`] tells. A
+/// [`Frame::scope`], [`Frame::pass_scope`] and [`Profiler::end_frame`] on
+/// it fail with [`ProfilerError::FrameAbandoned`] (its open scopes may still
+/// be ended, for their command buffers' sake, and have no result);
+/// [`Frame::is_abandoned`] tells. A
 /// scope begun on another thread at the very moment of abandoning is
 /// counted when the frame ends. A frame is never abandoned while at most
 /// `frames_in_flight - 1` frames were begun after it: raise
@@ -913,7 +914,7 @@ impl<D: BackendDevice> Profiler<D> {
             }
             return Ok(false);
         }
-        let result = self.resolve(slot, index, cpu_submit_ns)?;
+        let result = self.resolve(&slot.store, slot.used, slot.drops, index, cpu_submit_ns)?;
         // A frame none of whose samples the GPU wrote (its command buffers
         // were dropped unsubmitted) has no work to wait for, unless a
         // recorder is known to be in flight (its scopes may all have been
@@ -958,12 +959,13 @@ impl<D: BackendDevice> Profiler<D> {
     #[allow(unsafe_code)]
     fn resolve(
         &self,
-        slot: &RingSlot<D>,
+        store: &FrameStore<D>,
+        ids: u32,
+        drops: DropCounts,
         index: u64,
         cpu_submit_ns: Option<u64>,
     ) -> Result<Option<(FrameResult, u32)>> {
-        let store = &*slot.store;
-        let n = slot.used as usize;
+        let n = ids as usize;
         let per = self.options.max_scopes_per_frame as usize;
         let used = n.div_ceil(per);
         let mut resolved = lock(&self.resolved);
@@ -974,7 +976,7 @@ impl<D: BackendDevice> Profiler<D> {
         } = &mut *resolved;
         stamps.resize_with(stamps.len().max(used), ResolvedTimestamps::default);
         let mut pages_with_stats = 0;
-        for (p, page, count) in store.used_pages(slot.used, per as u32) {
+        for (p, page, count) in store.used_pages(ids, per as u32) {
             let range = 0..2 * count as u64;
             let r = &mut stamps[p];
             page.timestamps.resolve_timestamps_into(range.clone(), r)?;
@@ -1000,7 +1002,7 @@ impl<D: BackendDevice> Profiler<D> {
         let mut calibration = lock(&self.calibration);
         self.device.refresh_calibration(&mut calibration)?;
 
-        let mut drops: DropCounts = slot.drops;
+        let mut drops = drops;
         let mut gpu_failed = 0u32;
         let mut abandoned = 0u32;
         let mut not_ended = 0u32;
@@ -1013,7 +1015,7 @@ impl<D: BackendDevice> Profiler<D> {
         scopes.reserve(n.saturating_sub(scopes.len()));
         let mut len = 0usize;
         let convert = calibration.converter();
-        for (p, page, count) in store.used_pages(slot.used, per as u32) {
+        for (p, page, count) in store.used_pages(ids, per as u32) {
             let stamps = &stamps[p];
             if stamps.span_count() != count {
                 return Err(ProfilerError::Counters(gpu_counters_core::Error::Internal(

@@ -185,7 +185,8 @@ fn every_frame_leaked_keeps_the_ring_bounded_on_the_fake_backend() {
 /// A frame that is only slow: still being recorded when the ring comes
 /// back to its slot, it is abandoned, counted (its ended scope and its open
 /// one), and every later use of it is a typed error: a new scope or pass
-/// scope is refused, ending its open scope and ending the frame fail. Its
+/// scope is refused, and ending the frame fails (its open scope still ends
+/// in its recorder, with no result). Its
 /// work, run after the frame that took its slot was recorded, writes its
 /// own buffers only: that frame's scope counts exactly its own work. Ending
 /// it counts nothing twice.
@@ -227,11 +228,8 @@ fn a_slow_frame_is_abandoned_and_later_uses_fail_on_the_fake_backend() {
         matches!(refused, Err(ProfilerError::FrameAbandoned { frame: 0 })),
         "{refused:?}"
     );
-    let ended = open.end(&mut slow_cmd);
-    assert!(
-        matches!(ended, Err(ProfilerError::FrameAbandoned { frame: 0 })),
-        "{ended:?}"
-    );
+    // Its open scope still ends in its recorder, without a result.
+    open.end(&mut slow_cmd).unwrap();
     // Its work runs (after the frame in its old slot was recorded), then
     // that frame's.
     let slow_submission = device.submit(slow_cmd).unwrap();

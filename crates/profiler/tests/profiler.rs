@@ -1113,10 +1113,11 @@ fn leaked_scope_guards_are_counted_on_vulkan() {
 /// validation: frame 0 is leaked with `mem::forget` after one scope; frame
 /// 1 is only slow, a scope open on its command buffer. Both are abandoned
 /// as the ring comes back to their slots, counted, and returned in order;
-/// the slow frame's scope still ends in its command buffer (with
-/// `FrameAbandoned`), and so does the frame. Their command buffers are
-/// committed and run last, into the buffers the frames kept: every later
-/// frame has its own exact result, and the validation layer says nothing.
+/// the slow frame's scope still ends in its command buffer (without a
+/// result), and ending the frame fails with `FrameAbandoned`. Their command
+/// buffers are committed and run last, into the buffers the frames kept:
+/// every later frame has its own exact result, and the validation layer
+/// says nothing.
 #[test]
 fn frames_that_never_end_are_abandoned_on_vulkan() {
     let device = device();
@@ -1152,10 +1153,7 @@ fn frames_that_never_end_are_abandoned_on_vulkan() {
         results.extend(profiler.collect().unwrap());
     }
     assert!(slow.is_abandoned());
-    assert!(matches!(
-        open.end(&mut slow_cmd),
-        Err(ProfilerError::FrameAbandoned { frame: 1 })
-    ));
+    open.end(&mut slow_cmd).unwrap();
     assert!(matches!(
         profiler.end_frame(slow, None),
         Err(ProfilerError::FrameAbandoned { frame: 1 })
