@@ -350,6 +350,7 @@ impl BackendSampleBuffer for FakeSampleBuffer {
         let s = &self.storage.samples;
         let (first, count) = s.check_range(&range)?;
         let mut slots = s.lock()?;
+        s.check_not_submitted(&slots, first, count)?;
         s.check_host_reset(&mut slots, &*self.storage, first, count, "reset")?;
         for i in first..first + count {
             self.storage.clear(i);
@@ -400,6 +401,7 @@ impl BackendHeap for FakeHeap {
         let s = &self.storage.samples;
         let (first, count) = s.check_range(&range)?;
         let mut slots = s.lock()?;
+        s.check_not_submitted(&slots, first, count)?;
         s.check_host_reset(&mut slots, &*self.storage, first, count, "invalidating")?;
         for i in first..first + count {
             self.storage.clear(i);

@@ -59,6 +59,21 @@ pub enum ProfilerError {
     /// A frame was handed to another profiler than the one that began it.
     #[error("the frame was begun by another profiler")]
     ForeignFrame,
+    /// The profiler abandoned the frame while it was still being recorded
+    /// (see [`Profiler`](crate::Profiler)), and went on without it: a scope
+    /// begun on it, or its end, comes too late. Its
+    /// scopes are counted in its result's
+    /// [`DropCounts::frame_abandoned`](crate::DropCounts::frame_abandoned);
+    /// nothing recorded with it reaches another frame.
+    #[error(
+        "frame {frame} was abandoned while it was still being recorded: the profiler went on \
+         without it after `frames_in_flight` later frames (its scopes are counted as \
+         frame_abandoned)"
+    )]
+    FrameAbandoned {
+        /// The frame's index.
+        frame: u64,
+    },
 }
 
 /// The result type of the profiler layer.

@@ -18,8 +18,8 @@ use gpu_counters_core::bookkeeping::{Phase, Ticket};
 use gpu_counters_core::timeline::PassKind;
 use gpu_counters_core::{BackendDevice, BackendRecorder, TimestampGranularity};
 use std::cell::{RefCell, UnsafeCell};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// No scope: the parent of an outermost scope.
 pub(crate) const NO_SCOPE: u32 = u32::MAX;
@@ -201,9 +201,9 @@ impl RecordCell {
     /// The scope's label, kind, thread and statistics flag.
     ///
     /// # Safety
-    /// The cell's frame has ended (its store is back in the profiler's ring,
-    /// so no scope of it is being recorded), or the caller holds the
-    /// recorder on whose stack the cell's scope was put, or is the scope.
+    /// The cell's frame has ended (ending a frame takes it by value, so no
+    /// scope of it is being recorded), or the caller holds the recorder on
+    /// whose stack the cell's scope was put, or is the scope.
     #[inline]
     #[allow(unsafe_code)]
     pub(crate) unsafe fn meta(&self) -> &ScopeMeta {
@@ -213,20 +213,49 @@ impl RecordCell {
     }
 }
 
-/// What a ring slot holds, lent to the frame that records into it: its
-/// pages of sample buffers and records, and, once the frame ended, how many
-/// scopes it used and what it dropped.
+/// What a ring slot lends to the frame that records into it, shared with
+/// the profiler: its pages of sample buffers and records, and the counts of
+/// the scopes the frame dropped as it recorded. While the frame records, the
+/// profiler reads it only to count what the frame held if it abandons it
+/// (see [`Profiler`]): the records' words and the counts, all atomics.
 pub(crate) struct FrameStore<D: BackendDevice> {
     /// Appended to while a frame records (under [`WhenFull::Grow`]); read
     /// without a lock.
     pub(crate) pages: boxcar::Vec<Page<D>>,
-    /// Scope ids the ended frame used: `0..used`, scope `id` at record
-    /// `id % per` of page `id / per`, sampling `2 * (id % per)` and the
-    /// next index.
-    pub(crate) used: u32,
-    pub(crate) drops: DropCounts,
-    /// The recorders the frame's scopes took ids on.
-    pub(crate) recorders: Recorders,
+    /// Scopes begun without a slot ([`DropCounts::no_slot`]).
+    pub(crate) no_slot: AtomicU32,
+    /// Scopes past the room ([`DropCounts::over_capacity`]).
+    pub(crate) over_capacity: AtomicU32,
+    /// Scopes whose recording failed ([`DropCounts::failed`]).
+    pub(crate) failed: AtomicU32,
+    /// Set, under the profiler's state lock, when the profiler abandons the
+    /// frame recording into it: the store is the frame's alone from then on,
+    /// and its slot has another.
+    pub(crate) abandoned: AtomicBool,
+    /// What the profiler counted of it when it abandoned it
+    /// ([`Held::total`]): the frame's end counts the rest.
+    pub(crate) counted: AtomicU32,
+}
+
+/// What a frame's scopes came to, read from its store while it may still be
+/// recording: every scope begun or dropped is in one of these.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Held {
+    /// Begun, with a record that has not failed (open, ended or dropped).
+    pub(crate) begun: u32,
+    /// Begun, with a record that failed.
+    pub(crate) failed: u32,
+    /// Dropped without a slot.
+    pub(crate) no_slot: u32,
+    /// Dropped past the room.
+    pub(crate) over_capacity: u32,
+}
+
+impl Held {
+    /// All of them.
+    pub(crate) fn total(&self) -> u32 {
+        self.begun + self.failed + self.no_slot + self.over_capacity
+    }
 }
 
 /// The recorders a frame's scopes were recorded on, each noted once, when
@@ -272,15 +301,17 @@ impl Recorders {
         self.all_in(&[Phase::Done, Phase::Abandoned])
     }
 
-    fn clear(&mut self) {
+    /// Whether a recorder is known to be still recording, or submitted and
+    /// not seen finished: the GPU may still use the frame's queries.
+    pub(crate) fn in_flight(&self) -> bool {
+        self.tickets
+            .iter()
+            .any(|t| matches!(t.phase(), Phase::Recording | Phase::Submitted))
+    }
+
+    pub(crate) fn clear(&mut self) {
         self.tickets.clear();
         self.untracked = false;
-    }
-}
-
-impl<D: BackendDevice> Default for FrameStore<D> {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -289,9 +320,44 @@ impl<D: BackendDevice> FrameStore<D> {
     pub(crate) fn new() -> Self {
         Self {
             pages: boxcar::Vec::new(),
-            used: 0,
-            drops: DropCounts::default(),
-            recorders: Recorders::default(),
+            no_slot: AtomicU32::new(0),
+            over_capacity: AtomicU32::new(0),
+            failed: AtomicU32::new(0),
+            abandoned: AtomicBool::new(false),
+            counted: AtomicU32::new(0),
+        }
+    }
+
+    /// What its frame's scopes came to so far: every record of every page
+    /// read once (those of ids never claimed are unrecorded), and the
+    /// counts. A record written by a scope begun on another thread at this
+    /// moment may not be seen yet.
+    pub(crate) fn held(&self) -> Held {
+        let mut held = Held {
+            no_slot: self.no_slot.load(Ordering::Relaxed),
+            over_capacity: self.over_capacity.load(Ordering::Relaxed),
+            ..Held::default()
+        };
+        for (_, page) in self.pages.iter() {
+            for cell in page.records.iter() {
+                match cell.state() {
+                    state::UNCLAIMED => {}
+                    state::FAILED => held.failed += 1,
+                    _ => held.begun += 1,
+                }
+            }
+        }
+        held
+    }
+
+    /// The drop counts of its ended frame, as its scopes dropped them while
+    /// it recorded.
+    pub(crate) fn drops(&self) -> DropCounts {
+        DropCounts {
+            no_slot: self.no_slot.load(Ordering::Relaxed),
+            over_capacity: self.over_capacity.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            ..DropCounts::default()
         }
     }
 
@@ -309,16 +375,17 @@ impl<D: BackendDevice> FrameStore<D> {
             .map(move |(p, page)| (p, page, (used - p * per).min(per)))
     }
 
-    /// Forgets the scopes, keeping the pages.
-    pub(crate) fn clear(&mut self, per: u32) {
-        for (_, page, n) in self.used_pages(self.used, per) {
+    /// Forgets the scopes of ids `0..used`, and the counts, keeping the
+    /// pages.
+    pub(crate) fn clear(&self, used: u32, per: u32) {
+        for (_, page, n) in self.used_pages(used, per) {
             for cell in &page.records[..n] {
                 cell.reset();
             }
         }
-        self.used = 0;
-        self.drops = DropCounts::default();
-        self.recorders.clear();
+        self.no_slot.store(0, Ordering::Relaxed);
+        self.over_capacity.store(0, Ordering::Relaxed);
+        self.failed.store(0, Ordering::Relaxed);
     }
 
     /// The record of scope `id`.
@@ -428,7 +495,8 @@ pub struct Frame<'p, D: BackendDevice> {
     /// Unique in the process (see [`NEXT_FRAME_KEY`]).
     key: u64,
     slot: Option<usize>,
-    store: FrameStore<D>,
+    /// Its slot's store (shared with the profiler, see [`FrameStore`]).
+    store: Arc<FrameStore<D>>,
     /// Scope ids handed out (some past the pages: dropped), a segment (see
     /// [`Frame::segment_end`]) or part of one at a time.
     next: AtomicU64,
@@ -436,9 +504,6 @@ pub struct Frame<'p, D: BackendDevice> {
     claimants: AtomicU32,
     /// Scopes per page: `max_scopes_per_frame`.
     per: u32,
-    no_slot: AtomicU32,
-    over_capacity: AtomicU32,
-    failed: AtomicU32,
     /// Held while adding a page.
     grow: Mutex<()>,
     /// The recorders that took scope ids (see [`Recorders`]).
@@ -460,9 +525,9 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         profiler: &'p Profiler<D>,
         index: u64,
         slot: Option<usize>,
-        mut store: FrameStore<D>,
+        store: Arc<FrameStore<D>>,
+        recorders: Recorders,
     ) -> Self {
-        let recorders = std::mem::take(&mut store.recorders);
         Self {
             profiler,
             index,
@@ -472,9 +537,6 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             next: AtomicU64::new(0),
             claimants: AtomicU32::new(0),
             per: profiler.options.max_scopes_per_frame,
-            no_slot: AtomicU32::new(0),
-            over_capacity: AtomicU32::new(0),
-            failed: AtomicU32::new(0),
             grow: Mutex::new(()),
             recorders: Mutex::new(recorders),
             ended: false,
@@ -495,9 +557,19 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
 
     /// Scopes of this frame dropped so far.
     pub fn dropped_scopes(&self) -> u32 {
-        self.no_slot.load(Ordering::Relaxed)
-            + self.over_capacity.load(Ordering::Relaxed)
-            + self.failed.load(Ordering::Relaxed)
+        self.store.no_slot.load(Ordering::Relaxed)
+            + self.store.over_capacity.load(Ordering::Relaxed)
+            + self.store.failed.load(Ordering::Relaxed)
+    }
+
+    /// Whether the profiler abandoned the frame (see [`Profiler`]): it was
+    /// still being recorded when the profiler went on without it. Its
+    /// scopes were counted in its result's [`DropCounts::frame_abandoned`]
+    /// (those still open may be ended, for their command buffers' sake, but
+    /// have no result); new scopes are refused and ending the frame fails,
+    /// with [`ProfilerError::FrameAbandoned`].
+    pub fn is_abandoned(&self) -> bool {
+        self.store.abandoned.load(Ordering::Relaxed)
     }
 
     /// Begins a scope labelled `label` in `cmd`: records a timestamp after
@@ -508,7 +580,9 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     ///
     /// When the frame has no slot or no room left (see [`WhenFull`]), the
     /// scope records nothing, is counted in the frame's [`DropCounts`], and
-    /// its `end` does nothing.
+    /// its `end` does nothing. On a frame the profiler abandoned (see
+    /// [`Profiler`]), it fails with [`ProfilerError::FrameAbandoned`] and
+    /// records nothing.
     ///
     /// With statistics, a command buffer's statistic query stays open from
     /// its first scope's start to its outermost scope's end, so encoders
@@ -576,8 +650,11 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     /// or no room), counted.
     #[inline(always)]
     fn place(&self, cmd: &mut Recorder<D>) -> Result<Option<(&Page<D>, u32, u32)>> {
+        if self.is_abandoned() {
+            return Err(self.abandoned());
+        }
         if self.slot.is_none() {
-            self.count_dropped(&self.no_slot);
+            self.count_dropped(&self.store.no_slot);
             return Ok(None);
         }
         let claimed = match cmd.scope_stack().take_claimed(self.key) {
@@ -587,7 +664,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         let per = u64::from(self.per);
         // Ids are u32, NO_SCOPE excluded.
         if claimed >= u64::from(NO_SCOPE) {
-            self.count_dropped(&self.over_capacity);
+            self.count_dropped(&self.store.over_capacity);
             return Ok(None);
         }
         let id = claimed as u32;
@@ -601,7 +678,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             None => match self.grow(page_no)? {
                 Some(p) => p,
                 None => {
-                    self.count_dropped(&self.over_capacity);
+                    self.count_dropped(&self.store.over_capacity);
                     return Ok(None);
                 }
             },
@@ -623,7 +700,8 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     /// [`Scope::end`] for scopes that count them.
     ///
     /// `None` when the frame drops the scope, as [`Frame::scope`] does
-    /// (counted in the frame's [`DropCounts`]).
+    /// (counted in the frame's [`DropCounts`]); on a frame the profiler
+    /// abandoned, [`ProfilerError::FrameAbandoned`].
     #[allow(unsafe_code)]
     #[inline]
     pub fn pass_scope(
@@ -749,8 +827,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
                     self.store.pages.push(p);
                 }
                 Err(e) => {
-                    self.over_capacity.fetch_add(1, Ordering::Relaxed);
-                    self.count_drop();
+                    self.store.over_capacity.fetch_add(1, Ordering::Relaxed);
                     return Err(e);
                 }
             }
@@ -758,11 +835,11 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         Ok(self.store.pages.get(page_no))
     }
 
-    /// Counts a scope that records nothing in `why`.
+    /// Counts a scope that records nothing in `why` (added to the
+    /// profiler's total when the frame ends).
     #[cold]
     fn count_dropped(&self, why: &AtomicU32) {
         why.fetch_add(1, Ordering::Relaxed);
-        self.count_drop();
     }
 
     /// Notes that recording one end of the scope of `cell` failed with `e`.
@@ -770,13 +847,15 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     #[inline(never)]
     fn failed(&self, cell: &RecordCell, e: ProfilerError) -> ProfilerError {
         cell.set_state(state::FAILED);
-        self.failed.fetch_add(1, Ordering::Relaxed);
-        self.count_drop();
+        self.store.failed.fetch_add(1, Ordering::Relaxed);
         e
     }
 
-    fn count_drop(&self) {
-        self.profiler.dropped_total.fetch_add(1, Ordering::Relaxed);
+    /// The error of a scope begun on the frame once abandoned.
+    #[cold]
+    #[inline(never)]
+    fn abandoned(&self) -> ProfilerError {
+        ProfilerError::FrameAbandoned { frame: self.index }
     }
 
     /// The innermost scope still open from `innermost` outwards: dropped
@@ -826,7 +905,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             .unwrap_or_default()
     }
 
-    /// Hands the store back to the profiler (once).
+    /// Ends the frame (once): tells the profiler what it used.
     pub(crate) fn finish(&mut self, cpu_submit_ns: Option<u64>) -> Result<()> {
         if self.ended {
             return Ok(());
@@ -836,24 +915,19 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         let used = (*self.next.get_mut())
             .min(capacity)
             .min(u64::from(NO_SCOPE)) as u32;
-        self.store.used = used;
-        self.store.recorders = std::mem::take(
+        let recorders = std::mem::take(
             self.recorders
                 .get_mut()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        self.store.drops = DropCounts {
-            no_slot: *self.no_slot.get_mut(),
-            over_capacity: *self.over_capacity.get_mut(),
-            // Counted as the frame is resolved, which reads every record
-            // anyway.
-            not_ended: 0,
-            failed: *self.failed.get_mut(),
-            abandoned: 0,
-        };
-        let store = std::mem::take(&mut self.store);
-        self.profiler
-            .frame_ended(self.index, self.slot, store, cpu_submit_ns)
+        self.profiler.frame_ended(
+            self.index,
+            self.slot,
+            &self.store,
+            used,
+            recorders,
+            cpu_submit_ns,
+        )
     }
 }
 
@@ -908,7 +982,11 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
     /// on a recorder are kept in it, so a Vulkan command buffer wrapped
     /// again (`CommandBuffer::from_raw`) is another recorder, and ending a
     /// scope there is [`ProfilerError::WrongCommandBuffer`]. On an error the scope is reported as not ended (or
-    /// failed, if recording a sample failed).
+    /// failed, if recording a sample failed). A scope of a frame the
+    /// profiler abandoned (see [`Profiler`]) is ended in `cmd` as usual, so
+    /// that `cmd` stays valid, but has no result: it was counted when its
+    /// frame was abandoned ([`Frame::is_abandoned`] tells, and ending the
+    /// frame fails).
     #[allow(unsafe_code)]
     #[inline]
     pub fn end(self, cmd: &mut Recorder<D>) -> Result<()> {

@@ -12,7 +12,9 @@
 //! pipeline statistics. Slots are reset and reused, so a steady state
 //! allocates no GPU objects. When the ring is full, the profiler waits, grows
 //! or drops, as [`WhenFull`] says; a dropped scope is always counted
-//! ([`DropCounts`]), never lost silently.
+//! ([`DropCounts`]), never lost silently. A frame that is never ended (leaked)
+//! is abandoned once the ring comes back to its slot, its scopes counted
+//! ([`Profiler`] states the rule), so it holds back no later frame.
 //!
 //! A backend whose passes write their own start and end timestamps (wgpu's
 //! profiled passes) takes [`Frame::pass_scope`] instead of a [`Scope`]: the

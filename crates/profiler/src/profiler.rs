@@ -1,7 +1,7 @@
 //! The profiler: options, the ring of sample buffers, and collection.
 
 use crate::error::{ProfilerError, Result};
-use crate::frame::{state, Frame, FrameStore, RecordCell, NO_SCOPE};
+use crate::frame::{state, Frame, FrameStore, RecordCell, Recorders, NO_SCOPE};
 use crate::result::{to_timeline, DropCounts, FrameResult, ScopeResult};
 use crate::shared_str::Interner;
 use gpu_counters_core::timeline::Timeline;
@@ -12,28 +12,38 @@ use gpu_counters_core::{
 use gpu_counters_core::{BackendDevice, BackendMarker, BackendSampleBuffer, DeviceInfo};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// What [`Profiler::begin_frame`] does when the next ring slot still holds a
 /// frame the GPU has not finished, and what [`Frame::scope`] does when a
 /// frame's slot has no room for another scope.
+///
+/// Whatever the policy, a frame still being recorded in that slot (not
+/// ended) is abandoned, as [`Profiler`] says, and the new frame takes the
+/// slot: the ring never grows for a frame that may never end, nor stalls
+/// for it longer than `Wait`'s timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WhenFull {
     /// Poll the oldest frame until it finishes, for at most `timeout`; then
-    /// fail with [`ProfilerError::RingFull`]. Scopes past a frame's capacity
-    /// are dropped and counted (waiting cannot free room in a live frame).
+    /// fail with [`ProfilerError::RingFull`], or, if that frame is still
+    /// being recorded, abandon it. Scopes past a frame's capacity are
+    /// dropped and counted (waiting cannot free room in a live frame).
     Wait {
         /// The longest `begin_frame` waits.
         timeout: Duration,
     },
     /// Allocate another ring slot (the ring grows for good, see
     /// [`Profiler::ring_size`]); a frame past its capacity gets another set
-    /// of sample buffers, which its slot keeps for later frames.
+    /// of sample buffers, which its slot keeps for later frames. A slot
+    /// held by a frame still being recorded is not grown for: that frame is
+    /// abandoned at once.
     Grow,
     /// Begin the frame without a slot: its scopes record nothing and are
     /// reported in [`DropCounts::no_slot`]. Scopes past a frame's capacity
-    /// are dropped and counted in [`DropCounts::over_capacity`].
+    /// are dropped and counted in [`DropCounts::over_capacity`]. A slot held
+    /// by a frame still being recorded goes to the new frame: that frame is
+    /// abandoned at once.
     Drop,
 }
 
@@ -125,8 +135,19 @@ impl<D: BackendDevice> Page<D> {
 }
 
 struct RingSlot<D: BackendDevice> {
-    /// The buffers and bookkeeping; empty while lent to a live [`Frame`].
-    store: FrameStore<D>,
+    /// The buffers and records, shared with the frame recording into them.
+    /// A frame the profiler abandons keeps them, and the slot gets a new
+    /// store, whose first page the next frame lent the slot allocates.
+    store: Arc<FrameStore<D>>,
+    /// Scope ids its ended frame used: `0..used`, scope `id` at record
+    /// `id % per` of page `id / per`, sampling `2 * (id % per)` and the
+    /// next index.
+    used: u32,
+    /// What its ended frame dropped as it recorded.
+    drops: DropCounts,
+    /// The recorders its frame's scopes took ids on (lent to the frame
+    /// while it records).
+    recorders: Recorders,
     /// The frame using the slot (recording, in flight, or finished but not
     /// yet reset).
     frame: Option<u64>,
@@ -145,10 +166,13 @@ enum Stage {
     Done(FrameResult),
 }
 
-struct Pending {
+struct Pending<D: BackendDevice> {
     index: u64,
     slot: Option<usize>,
     stage: Stage,
+    /// The frame's store while it is being recorded, to count what it held
+    /// if it is abandoned.
+    recording: Option<Arc<FrameStore<D>>>,
 }
 
 struct State<D: BackendDevice> {
@@ -159,7 +183,7 @@ struct State<D: BackendDevice> {
     cursor: usize,
     next_frame: u64,
     /// Every frame begun and not yet collected, oldest first.
-    pending: VecDeque<Pending>,
+    pending: VecDeque<Pending<D>>,
 }
 
 /// GPU scope profiler: nested, labelled scopes around passes and command
@@ -175,6 +199,35 @@ struct State<D: BackendDevice> {
 ///
 /// Nothing is lost silently: every scope begun comes back in a
 /// [`FrameResult`] or is counted in its [`DropCounts`].
+///
+/// # Frames that never end
+///
+/// A frame that is never ended (leaked with `mem::forget`, or recorded for
+/// longer than the ring allows) does not hold back the frames after it. It
+/// is *abandoned* once it is still being recorded when
+///
+/// - the ring comes back to its slot ([`Profiler::begin_frame`] needs it
+///   for the frame `ring_size` after it): at once under [`WhenFull::Grow`]
+///   and [`WhenFull::Drop`], and once `timeout` has run out under
+///   [`WhenFull::Wait`]; or
+/// - [`ProfilerOptions::frames_in_flight`] frames begun after it have ended
+///   (or were abandoned): this covers a frame that got no slot.
+///
+/// An abandoned frame comes back from [`Profiler::collect`] in its place in
+/// frame order, without scopes: every scope begun in it by then is counted
+/// in [`DropCounts::frame_abandoned`] (ended or not), and those it dropped
+/// in their own counts, all added to [`Profiler::dropped_scopes_total`].
+/// Its slot gets new sample buffers; the frame keeps the old ones, so what
+/// it recorded, even submitted later, writes no other frame's samples (a
+/// leaked frame's buffers are leaked with it). From then on
+/// [`Frame::scope`], [`Frame::pass_scope`] and [`Profiler::end_frame`] on
+/// it fail with [`ProfilerError::FrameAbandoned`] (its open scopes may still
+/// be ended, for their command buffers' sake, and have no result);
+/// [`Frame::is_abandoned`] tells. A
+/// scope begun on another thread at the very moment of abandoning is
+/// counted when the frame ends. A frame is never abandoned while at most
+/// `frames_in_flight - 1` frames were begun after it: raise
+/// [`ProfilerOptions::frames_in_flight`] for frames recorded across more.
 pub struct Profiler<D: BackendDevice> {
     pub(crate) device: D,
     pub(crate) options: ProfilerOptions,
@@ -323,7 +376,8 @@ impl<D: BackendDevice> Profiler<D> {
     }
 
     /// Scopes dropped so far over all frames, collected or not (see
-    /// [`DropCounts`]).
+    /// [`DropCounts`]): a frame's are counted as it ends or is abandoned,
+    /// and as its samples are resolved.
     pub fn dropped_scopes_total(&self) -> u64 {
         self.dropped_total.load(Ordering::Relaxed)
     }
@@ -335,38 +389,62 @@ impl<D: BackendDevice> Profiler<D> {
 
     /// Begins the next frame on the next ring slot. When that slot still
     /// holds an unfinished frame, [`ProfilerOptions::when_full`] decides:
-    /// wait for it, grow the ring, or begin the frame without a slot.
+    /// wait for it, grow the ring, or begin the frame without a slot. When
+    /// the frame holding it is still being recorded, it is abandoned and the
+    /// new frame takes the slot: at once under [`WhenFull::Grow`] and
+    /// [`WhenFull::Drop`], once the timeout ran out under
+    /// [`WhenFull::Wait`] (see [`Profiler`]).
+    ///
+    /// # Errors
+    /// [`ProfilerError::RingFull`] under [`WhenFull::Wait`] when the slot's
+    /// frame, ended, is still unfinished after the timeout; the backend's
+    /// error when a slot's sample buffers cannot be allocated.
     pub fn begin_frame(&self) -> Result<Frame<'_, D>> {
         let started = Instant::now();
         let mut nap = Duration::from_micros(50);
         loop {
             let mut st = lock(&self.state);
             let s = st.order[st.cursor];
-            if self.try_free_slot(&mut st, s)? {
-                return Ok(self.lend(&mut st, Some(s)));
-            }
-            match self.options.when_full {
-                WhenFull::Grow => {
-                    let new = self.new_slot(&mut st)?;
-                    let at = st.cursor;
-                    st.order.insert(at, new);
-                    return Ok(self.lend(&mut st, Some(new)));
-                }
-                WhenFull::Drop => return Ok(self.lend(&mut st, None)),
-                WhenFull::Wait { timeout } => {
+            if !self.try_free_slot(&mut st, s)? {
+                if let WhenFull::Wait { timeout } = self.options.when_full {
                     let waited = started.elapsed();
-                    if waited >= timeout {
-                        return Err(ProfilerError::RingFull {
-                            busy_frame: st.slots[s].frame.unwrap_or_default(),
-                            ring_size: st.order.len(),
-                            waited,
-                        });
+                    if waited < timeout {
+                        drop(st);
+                        std::thread::sleep(nap.min(timeout - waited));
+                        nap = (nap * 2).min(Duration::from_millis(1));
+                        continue;
                     }
-                    drop(st);
-                    std::thread::sleep(nap.min(timeout - waited));
-                    nap = (nap * 2).min(Duration::from_millis(1));
+                }
+                match self.recording_in(&st, s) {
+                    // Frames that can never end must not hold the ring.
+                    Some(i) => {
+                        self.abandon(&mut st, i);
+                        self.abandon_behind(&mut st);
+                    }
+                    None => match self.options.when_full {
+                        WhenFull::Grow => {
+                            let new = self.new_slot(&mut st)?;
+                            let at = st.cursor;
+                            st.order.insert(at, new);
+                            return Ok(self.lend(&mut st, Some(new)));
+                        }
+                        WhenFull::Drop => return Ok(self.lend(&mut st, None)),
+                        WhenFull::Wait { .. } => {
+                            return Err(ProfilerError::RingFull {
+                                busy_frame: st.slots[s].frame.unwrap_or_default(),
+                                ring_size: st.order.len(),
+                                waited: started.elapsed(),
+                            });
+                        }
+                    },
                 }
             }
+            if st.slots[s].store.pages.count() == 0 {
+                // The slot's frame was abandoned and kept its pages.
+                let page = self.new_page(s, 0)?;
+                st.slots[s].store.pages.push(page);
+            }
+            return Ok(self.lend(&mut st, Some(s)));
         }
     }
 
@@ -390,6 +468,13 @@ impl<D: BackendDevice> Profiler<D> {
     /// is done. With `None` (not submitted yet, or no time known) the marker
     /// is queued once all the frame's samples are seen available. Dropping a
     /// frame ends it with `None`.
+    ///
+    /// # Errors
+    /// [`ProfilerError::ForeignFrame`] for a frame of another profiler;
+    /// [`ProfilerError::FrameAbandoned`] for a frame the profiler abandoned
+    /// (its scopes were counted then, and those begun since are counted in
+    /// [`Profiler::dropped_scopes_total`] now); the backend's error when a
+    /// frame marker cannot be submitted.
     pub fn end_frame(&self, mut frame: Frame<'_, D>, cpu_submit_ns: Option<u64>) -> Result<()> {
         if !std::ptr::eq(frame.profiler, self) {
             return Err(ProfilerError::ForeignFrame);
@@ -513,43 +598,64 @@ impl<D: BackendDevice> Profiler<D> {
     fn lend(&self, st: &mut State<D>, slot: Option<usize>) -> Frame<'_, D> {
         let index = st.next_frame;
         st.next_frame += 1;
-        let store = match slot {
+        let (store, recorders) = match slot {
             Some(s) => {
                 st.slots[s].frame = Some(index);
                 st.cursor = (st.cursor + 1) % st.order.len();
-                std::mem::take(&mut st.slots[s].store)
+                let slot = &mut st.slots[s];
+                (slot.store.clone(), std::mem::take(&mut slot.recorders))
             }
-            None => FrameStore::new(),
+            None => (Arc::new(FrameStore::new()), Recorders::default()),
         };
         st.pending.push_back(Pending {
             index,
             slot,
             stage: Stage::Recording,
+            recording: Some(store.clone()),
         });
-        Frame::new(self, index, slot, store)
+        Frame::new(self, index, slot, store, recorders)
     }
 
-    /// Takes a frame's store back when it ends.
+    /// Takes back what a frame used when it ends: the ids `0..used` of
+    /// `store`, its slot's, and the recorders they were recorded on.
     pub(crate) fn frame_ended(
         &self,
         index: u64,
         slot: Option<usize>,
-        store: FrameStore<D>,
+        store: &Arc<FrameStore<D>>,
+        used: u32,
+        recorders: Recorders,
         cpu_submit_ns: Option<u64>,
     ) -> Result<()> {
         let mut st = lock(&self.state);
+        // Set under this lock: the store is the frame's alone, its slot has
+        // another, and its result was made when it was abandoned.
+        if store.abandoned.load(Ordering::Relaxed) {
+            let counted = store.counted.load(Ordering::Relaxed);
+            // Scopes begun as it was abandoned, on another thread, that
+            // were not seen then.
+            let late = store.held().total().saturating_sub(counted);
+            self.dropped_total
+                .fetch_add(u64::from(late), Ordering::Relaxed);
+            return Err(ProfilerError::FrameAbandoned { frame: index });
+        }
+        let drops = store.drops();
+        self.dropped_total
+            .fetch_add(u64::from(drops.total()), Ordering::Relaxed);
         let mut marked = Ok(());
         let stage = match slot {
             Some(s) => {
                 if let Some(rs) = st.slots.get_mut(s) {
-                    rs.store = store;
+                    rs.used = used;
+                    rs.drops = drops;
+                    rs.recorders = recorders;
                     // Recorders the backend sees finish by themselves need
                     // no marker (on Vulkan, a submission of its own): the
                     // frame is done once their tickets are.
                     if cpu_submit_ns.is_some()
-                        && rs.store.used > 0
+                        && rs.used > 0
                         && !rs.marker
-                        && !rs.store.recorders.report_themselves()
+                        && !rs.recorders.report_themselves()
                     {
                         marked = self.submit_marker(rs);
                     }
@@ -562,14 +668,84 @@ impl<D: BackendDevice> Profiler<D> {
                 cpu_submit_ns,
                 cpu_complete_ns: cpu_monotonic_ns(),
                 scopes: Vec::new(),
-                dropped_scopes: store.drops.total(),
-                drops: store.drops,
+                dropped_scopes: drops.total(),
+                drops,
             }),
         };
         if let Some(p) = st.pending.iter_mut().find(|p| p.index == index) {
             p.stage = stage;
+            p.recording = None;
         }
+        self.abandon_behind(&mut st);
         marked
+    }
+
+    /// The position in `pending` of the frame holding slot `s`, if it is
+    /// still being recorded.
+    fn recording_in(&self, st: &State<D>, s: usize) -> Option<usize> {
+        let f = st.slots[s].frame?;
+        st.pending
+            .iter()
+            .position(|p| p.index == f && p.recording.is_some())
+    }
+
+    /// Abandons every frame still being recorded once
+    /// `frames_in_flight` frames begun after it have ended or were
+    /// abandoned.
+    fn abandon_behind(&self, st: &mut State<D>) {
+        let mut later = 0usize;
+        for i in (0..st.pending.len()).rev() {
+            if st.pending[i].recording.is_some() {
+                if later < self.options.frames_in_flight {
+                    continue;
+                }
+                self.abandon(st, i);
+            }
+            later += 1;
+        }
+    }
+
+    /// Abandons pending frame `i`, still being recorded: its result is made
+    /// now, without scopes, every scope it held counted (in
+    /// [`DropCounts::frame_abandoned`] those begun, in the other counts
+    /// those it dropped), and its slot gets a new store, its frame keeping
+    /// the old one (so nothing it recorded, or records still, aliases a
+    /// later frame's samples).
+    fn abandon(&self, st: &mut State<D>, i: usize) {
+        let Some(store) = st.pending[i].recording.take() else {
+            return;
+        };
+        store.abandoned.store(true, Ordering::Relaxed);
+        let held = store.held();
+        store.counted.store(held.total(), Ordering::Relaxed);
+        let drops = DropCounts {
+            no_slot: held.no_slot,
+            over_capacity: held.over_capacity,
+            failed: held.failed,
+            frame_abandoned: held.begun,
+            ..DropCounts::default()
+        };
+        self.dropped_total
+            .fetch_add(u64::from(drops.total()), Ordering::Relaxed);
+        let p = &mut st.pending[i];
+        p.stage = Stage::Done(FrameResult {
+            index: p.index,
+            queue: self.queue_name.clone(),
+            cpu_submit_ns: None,
+            cpu_complete_ns: cpu_monotonic_ns(),
+            scopes: Vec::new(),
+            dropped_scopes: drops.total(),
+            drops,
+        });
+        if let Some(s) = p.slot {
+            // No marker was queued for it: it never ended.
+            let slot = &mut st.slots[s];
+            slot.store = Arc::new(FrameStore::new());
+            slot.used = 0;
+            slot.drops = DropCounts::default();
+            slot.recorders = Recorders::default();
+            slot.frame = None;
+        }
     }
 
     /// Queues the frame marker: an empty submission that signals the slot's
@@ -589,7 +765,10 @@ impl<D: BackendDevice> Profiler<D> {
         let store = FrameStore::new();
         store.pages.push(page);
         st.slots.push(RingSlot {
-            store,
+            store: Arc::new(store),
+            used: 0,
+            drops: DropCounts::default(),
+            recorders: Recorders::default(),
             frame: None,
             fence,
             marker: false,
@@ -679,14 +858,17 @@ impl<D: BackendDevice> Profiler<D> {
         // other sample of the slot is still unwritten since the reset after
         // the frame that last used it.
         let per = self.options.max_scopes_per_frame;
-        for (_, page, n) in slot.store.used_pages(slot.store.used, per) {
+        for (_, page, n) in slot.store.used_pages(slot.used, per) {
             let range = 0..2 * n as u64;
             page.timestamps.reset_range(range.clone())?;
             if let Some(stats) = &page.statistics {
                 stats.reset_range(range)?;
             }
         }
-        slot.store.clear(self.options.max_scopes_per_frame);
+        slot.store.clear(slot.used, per);
+        slot.used = 0;
+        slot.drops = DropCounts::default();
+        slot.recorders.clear();
         slot.frame = None;
         Ok(())
     }
@@ -712,7 +894,7 @@ impl<D: BackendDevice> Profiler<D> {
         };
         let index = st.pending[i].index;
         let slot = &mut st.slots[s];
-        let gpu_work = slot.store.used > 0;
+        let gpu_work = slot.used > 0;
         // The GPU finished every recorder of the frame: its queries are no
         // longer in use, marker or not.
         let mut retired = false;
@@ -721,9 +903,9 @@ impl<D: BackendDevice> Profiler<D> {
             if !signalled {
                 return Ok(false);
             }
-        } else if gpu_work && slot.store.recorders.retired() {
+        } else if gpu_work && slot.recorders.retired() {
             retired = true;
-        } else if gpu_work && cpu_submit_ns.is_some() && slot.store.recorders.report_themselves() {
+        } else if gpu_work && cpu_submit_ns.is_some() && slot.recorders.report_themselves() {
             // Submitted and not seen finished yet. A caller waiting for it
             // gets a marker behind it (its submissions may never be looked
             // at); otherwise the tickets will tell.
@@ -732,12 +914,17 @@ impl<D: BackendDevice> Profiler<D> {
             }
             return Ok(false);
         }
-        let result = self.resolve(&slot.store, index, cpu_submit_ns)?;
+        let result = self.resolve(&slot.store, slot.used, slot.drops, index, cpu_submit_ns)?;
         // A frame none of whose samples the GPU wrote (its command buffers
-        // were dropped unsubmitted) has no work to wait for.
+        // were dropped unsubmitted) has no work to wait for, unless a
+        // recorder is known to be in flight (its scopes may all have been
+        // left unended): its queries are reset only once it is seen done.
         let ran = |r: &FrameResult| !r.scopes.is_empty() || r.drops.failed > 0;
+        let idle = !slot.recorders.in_flight();
         match result {
-            Some((result, found)) if slot.marker || retired || !gpu_work || !ran(&result) => {
+            Some((result, found))
+                if slot.marker || retired || !gpu_work || (idle && !ran(&result)) =>
+            {
                 // Counted once, here: a frame may be resolved again before
                 // it is done.
                 self.dropped_total
@@ -773,10 +960,12 @@ impl<D: BackendDevice> Profiler<D> {
     fn resolve(
         &self,
         store: &FrameStore<D>,
+        ids: u32,
+        drops: DropCounts,
         index: u64,
         cpu_submit_ns: Option<u64>,
     ) -> Result<Option<(FrameResult, u32)>> {
-        let n = store.used as usize;
+        let n = ids as usize;
         let per = self.options.max_scopes_per_frame as usize;
         let used = n.div_ceil(per);
         let mut resolved = lock(&self.resolved);
@@ -787,7 +976,7 @@ impl<D: BackendDevice> Profiler<D> {
         } = &mut *resolved;
         stamps.resize_with(stamps.len().max(used), ResolvedTimestamps::default);
         let mut pages_with_stats = 0;
-        for (p, page, count) in store.used_pages(store.used, per as u32) {
+        for (p, page, count) in store.used_pages(ids, per as u32) {
             let range = 0..2 * count as u64;
             let r = &mut stamps[p];
             page.timestamps.resolve_timestamps_into(range.clone(), r)?;
@@ -813,7 +1002,7 @@ impl<D: BackendDevice> Profiler<D> {
         let mut calibration = lock(&self.calibration);
         self.device.refresh_calibration(&mut calibration)?;
 
-        let mut drops: DropCounts = store.drops;
+        let mut drops = drops;
         let mut gpu_failed = 0u32;
         let mut abandoned = 0u32;
         let mut not_ended = 0u32;
@@ -826,7 +1015,7 @@ impl<D: BackendDevice> Profiler<D> {
         scopes.reserve(n.saturating_sub(scopes.len()));
         let mut len = 0usize;
         let convert = calibration.converter();
-        for (p, page, count) in store.used_pages(store.used, per as u32) {
+        for (p, page, count) in store.used_pages(ids, per as u32) {
             let stamps = &stamps[p];
             if stamps.span_count() != count {
                 return Err(ProfilerError::Counters(gpu_counters_core::Error::Internal(

@@ -26,12 +26,23 @@ pub struct DropCounts {
     /// ever being submitted: the GPU never ran it.
     #[serde(default)]
     pub abandoned: u32,
+    /// The scope's frame was abandoned while it was still being recorded
+    /// (never ended: leaked with `mem::forget`, or slower than the ring
+    /// allows, see [`Profiler`](crate::Profiler)): begun in it by then, the
+    /// scope has no result, whether it was ended or not.
+    #[serde(default)]
+    pub frame_abandoned: u32,
 }
 
 impl DropCounts {
     /// All dropped scopes.
     pub fn total(&self) -> u32 {
-        self.no_slot + self.over_capacity + self.not_ended + self.failed + self.abandoned
+        self.no_slot
+            + self.over_capacity
+            + self.not_ended
+            + self.failed
+            + self.abandoned
+            + self.frame_abandoned
     }
 }
 

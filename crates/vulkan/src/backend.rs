@@ -4,6 +4,7 @@
 use crate::util::vk_err;
 use crate::{CommandBuffer, CounterHeap, CounterSampleBuffer, Device};
 use ash::vk;
+use gpu_counters_core::bookkeeping::Ticket;
 use gpu_counters_core::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
     Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo, Error,
@@ -11,6 +12,12 @@ use gpu_counters_core::{
 };
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Tickets only: a panic elsewhere leaves the list consistent.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// The Vulkan backend: [`Device`], [`CounterSampleBuffer`], [`CommandBuffer`]
 /// and a fence as the completion marker.
@@ -26,11 +33,18 @@ impl Backend for Vulkan {
 }
 
 /// A fence signaled by an empty submission queued behind earlier work.
+///
+/// Its signal says that every command buffer submitted before it has
+/// finished: seen signaled, it completes their tickets, as
+/// [`Device::wait_idle`] does, so their samples may be reset on the host.
 pub struct FenceMarker {
     device: Device,
     fence: vk::Fence,
     /// Submitted and not seen signaled since.
     in_flight: AtomicBool,
+    /// The tickets of the command buffers submitted before it and not seen
+    /// finished when it was submitted.
+    covered: Mutex<Vec<Ticket>>,
 }
 
 impl std::fmt::Debug for FenceMarker {
@@ -48,6 +62,10 @@ impl BackendMarker for FenceMarker {
             .map_err(vk_err("vkGetFenceStatus (marker)"))?;
         if done {
             self.in_flight.store(false, Ordering::Release);
+            let covered = std::mem::take(&mut *lock(&self.covered));
+            for t in covered {
+                t.complete();
+            }
         }
         Ok(done)
     }
@@ -124,6 +142,7 @@ impl BackendDevice for Device {
             device: self.clone(),
             fence,
             in_flight: AtomicBool::new(false),
+            covered: Mutex::new(Vec::new()),
         })
     }
 
@@ -135,12 +154,16 @@ impl BackendDevice for Device {
             .queue()
             .lock()
             .map_err(|_| Error::Internal("queue lock poisoned".into()))?;
+        // Under the queue's lock: every one of them is submitted before the
+        // marker, so its signal says they finished.
+        *lock(&marker.covered) = self.submitted_unfinished();
         // SAFETY: the queue is externally synchronized by its lock; the fence
         // belongs to this device and is unsignaled (reset since it last
         // signaled, or new).
         let r = unsafe { self.raw().queue_submit2(*queue, &[], marker.fence) };
         drop(queue);
         if let Err(e) = r {
+            lock(&marker.covered).clear();
             marker.in_flight.store(false, Ordering::Release);
             return Err(vk_err("vkQueueSubmit2 (marker)")(e));
         }

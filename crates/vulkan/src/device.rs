@@ -608,6 +608,14 @@ impl Device {
         list.push(ticket.clone());
     }
 
+    /// The tickets of command buffers submitted to the queue and not seen
+    /// finished; called with the queue's lock held, so that each was
+    /// submitted before what the caller submits next.
+    pub(crate) fn submitted_unfinished(&self) -> Vec<Ticket> {
+        let list = self.shared.submitted_list();
+        list.iter().filter(|t| !t.is_done()).cloned().collect()
+    }
+
     pub(crate) fn memory_type(&self, bits: u32, flags: vk::MemoryPropertyFlags) -> Option<u32> {
         let m = &self.shared.memory;
         (0..m.memory_type_count).find(|&i| {

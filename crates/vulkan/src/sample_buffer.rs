@@ -157,15 +157,26 @@ impl CounterSampleBuffer {
     }
 
     /// Resets every sample to "not written" on the host, so the buffer can be
-    /// sampled again. Fails while a sample is still pending on the GPU.
+    /// sampled again.
+    ///
+    /// Fails at once, never waiting for the GPU, with
+    /// [`InvalidInput::SampleIndexReuse`] naming the first such index, while
+    /// a sample may still be used by the GPU: its command buffer is still
+    /// recording, or was committed and not yet seen finished (its
+    /// [`Submission`](crate::Submission) waited for, polled complete, reused
+    /// or dropped, [`Device::wait_idle`] returned, or a profiler's frame
+    /// marker queued after it signaled), or a caller's command buffer's
+    /// query is not available yet; and while a recorded GPU resolve of the
+    /// buffer has not finished.
     pub fn reset(&self) -> Result<()> {
         self.inner.reset()
     }
 
     /// Resets the samples of `range` to "not written" on the host, as
     /// [`CounterSampleBuffer::reset`] does for every sample (one
-    /// `vkResetQueryPool` of the range). Fails for a range past the end and
-    /// while one of them is still pending on the GPU.
+    /// `vkResetQueryPool` of the range). Fails for a range past the end, and
+    /// at once while the GPU may still use one of them (as
+    /// [`CounterSampleBuffer::reset`] says).
     pub fn reset_counter_range(&self, range: Range<u64>) -> Result<()> {
         self.inner
             .host_reset_range(&range, "resetting", SlotState::Fresh)
@@ -248,7 +259,8 @@ impl CounterHeap {
     }
 
     /// Invalidates entries (`invalidateCounterRange`): they resolve to 0 until
-    /// written again. Fails while one of them is still pending on the GPU.
+    /// written again. Fails at once while the GPU may still use one of them,
+    /// as [`CounterSampleBuffer::reset`] says.
     pub fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
         self.inner
             .host_reset_range(&range, "invalidating", SlotState::Invalidated)

@@ -221,7 +221,11 @@ impl Samples {
         Ok(())
     }
 
-    /// Fails unless `first..first+count` may be reset on the host now.
+    /// Fails unless `first..first+count` may be reset on the host now. An
+    /// index whose command buffer was submitted and not seen finished fails
+    /// at once, before the driver is asked about the rest: some drivers'
+    /// query reads (lavapipe's) wait for the device to go idle, and a reset
+    /// must not wait for the GPU.
     pub(crate) fn check_host_reset(
         &self,
         slots: &mut Slots,
@@ -229,6 +233,7 @@ impl Samples {
         count: u32,
         what: &'static str,
     ) -> Result<()> {
+        self.core.check_not_submitted(slots, first, count)?;
         self.core
             .check_host_reset(slots, &self.main, first, count, what)
     }

@@ -560,3 +560,71 @@ fn range_reset_resets_only_its_range() {
     );
     common::assert_no_validation_messages(&device);
 }
+
+/// A host reset, range reset or invalidate of samples whose command buffer
+/// was submitted and not yet seen finished fails at once with
+/// `SampleIndexReuse` ("still pending on the GPU"), without asking the
+/// driver: the GPU is held back behind a gate the whole time, so a reset
+/// that waited for it could not return. Before, lavapipe's query read waited
+/// for the device to go idle, and the reset went through once it did. Once
+/// the submission is waited for, every sample is written and each reset
+/// goes through. The worker's answer is awaited on a channel; the long
+/// limit only turns a reset that waits for the GPU into a failure instead
+/// of a hang, and a passing run never comes near it.
+#[test]
+fn host_reset_of_submitted_samples_fails_at_once() {
+    let device = common::device();
+    let times = buffer(&device, CommonCounterSet::Timestamp, "in flight", 2);
+    let stats = buffer(&device, CommonCounterSet::Statistic, "in flight", 2);
+    let entries = heap(&device, 2);
+    let gate = Gate::new(&device);
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    let sample = |cmd: &mut CommandBuffer, i: u32| {
+        cmd.sample_counters(&times, i, true).unwrap();
+        cmd.sample_counters(&stats, i, false).unwrap();
+        cmd.write_timestamp(TimestampGranularity::Precise, &entries, i)
+            .unwrap();
+    };
+    sample(&mut cmd, 0);
+    gate.record_wait(cmd.raw());
+    sample(&mut cmd, 1);
+    let submission = cmd.commit().unwrap();
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = {
+        let (times, stats, entries) = (times.clone(), stats.clone(), entries.clone());
+        std::thread::spawn(move || {
+            let answers = [
+                times.reset(),
+                times.reset_counter_range(1..2),
+                stats.reset(),
+                entries.invalidate_counter_range(0..2),
+            ];
+            let _ = tx.send(answers.map(|r| r.map_err(reuse_reason)));
+        })
+    };
+    let answers = rx.recv_timeout(std::time::Duration::from_secs(60));
+    gate.open();
+    worker.join().unwrap();
+    let answers = answers.expect("the resets returned while the GPU was held back");
+    for (what, answer) in ["reset", "range reset", "statistics reset", "invalidate"]
+        .into_iter()
+        .zip(answers)
+    {
+        assert!(
+            matches!(answer, Err(reason) if reason.contains("pending on the GPU")),
+            "{what}: {answer:?}"
+        );
+    }
+
+    submission.wait().unwrap();
+    assert!(times.resolve_counter_range(0..2).unwrap().all_written());
+    assert!(stats.resolve_counter_range(0..2).unwrap().all_written());
+    assert!(entries.resolve_counter_range(0..2).unwrap().all_written());
+    times.reset().unwrap();
+    stats.reset_counter_range(0..2).unwrap();
+    entries.invalidate_counter_range(0..2).unwrap();
+    drop(submission);
+    drop(gate);
+    common::assert_no_validation_messages(&device);
+}

@@ -336,6 +336,22 @@ impl SampleSet {
         Ok(())
     }
 
+    /// Fails when an index of `first..first+count` was last written or reset
+    /// by a recording that was submitted and is not seen finished yet: the
+    /// GPU may still use it, whatever its query's availability says, and a
+    /// host reset must wait until the submission is seen finished (waited
+    /// for, polled, or its backend's completion marker signalled). Asks the
+    /// driver nothing, so it never waits, on drivers whose query reads wait
+    /// for the GPU too. For backends whose submissions' tickets complete
+    /// once their work is seen done; call it before
+    /// [`SampleSet::check_host_reset`].
+    pub fn check_not_submitted(&self, slots: &SampleTable, first: u32, count: u32) -> Result<()> {
+        match slots.first_submitted(first as usize..(first + count) as usize) {
+            Some(i) => Err(self.reuse(i as u32, PENDING)),
+            None => Ok(()),
+        }
+    }
+
     /// The first index of `first..first+count` whose query the GPU may still
     /// use, and why: recorded in a command buffer not submitted yet, recorded
     /// and not available yet, or re-recorded after an inline reset the GPU

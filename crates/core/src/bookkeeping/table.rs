@@ -67,8 +67,9 @@ pub struct SampleTable {
     /// For statistics: the chain the sample belongs to (see the module
     /// docs); samples of different chains are not comparable.
     pub chain: Vec<u64>,
-    /// Tickets of command buffers that recorded into these samples and were
-    /// still recording when they did (pruned of the others as it grows).
+    /// Tickets of command buffers that recorded into these samples, while
+    /// they are still recording or submitted and not seen finished (pruned
+    /// of the others as it grows).
     pub(crate) live: Vec<Ticket>,
     /// Tickets of command buffers with a GPU resolve of these samples: no
     /// host reset may happen before they finish, or the resolve, which waits
@@ -262,8 +263,35 @@ impl SampleTable {
 
     /// Notes that `ticket`'s command buffer records into these samples.
     pub fn register(&mut self, ticket: &Ticket) {
-        self.live.retain(|t| t.phase() == Phase::Recording);
+        self.live
+            .retain(|t| matches!(t.phase(), Phase::Recording | Phase::Submitted));
         self.live.push(ticket.clone());
+    }
+
+    /// The first index of `range` last written or reset by a recording that
+    /// was submitted and is not seen finished yet (its ticket is
+    /// [`Phase::Submitted`]). Reads only the table: no driver call.
+    pub fn first_submitted(&self, range: Range<usize>) -> Option<usize> {
+        let submitted = |id: u64| {
+            self.live
+                .iter()
+                .any(|t| t.id() == id && t.phase() == Phase::Submitted)
+        };
+        if !self.live.iter().any(|t| t.phase() == Phase::Submitted) {
+            return None;
+        }
+        // Recordings repeat along a range: ask about each one once.
+        let mut last = (0u64, false);
+        range.into_iter().find(|&i| {
+            let rec = self.rec[i];
+            if rec == 0 {
+                return false;
+            }
+            if rec != last.0 {
+                last = (rec, submitted(rec));
+            }
+            last.1
+        })
     }
 
     /// A GPU resolve of these samples that has not finished, if any.

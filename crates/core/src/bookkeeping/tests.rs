@@ -237,6 +237,41 @@ fn abandoned_recordings_are_forgotten() {
     );
 }
 
+/// An index whose recording was submitted and not seen finished cannot be
+/// reset on the host, even where its query reads available (the GPU may
+/// still be running the rest of the recording); `check_not_submitted` says
+/// so from the table alone, naming the first such index. Once the ticket
+/// completes, or for indices of other recordings, it passes.
+#[test]
+fn submitted_recordings_keep_their_indices_from_host_resets() {
+    let samples = set(CommonCounterSet::Timestamp, 4, [ABSENT; 8]);
+    let done = Ticket::new();
+    let flying = Ticket::new();
+    let mut slots = samples.lock().unwrap();
+    slots.register(&done);
+    slots.mark_recorded(0, NONE, false, done.id(), 0);
+    slots.register(&flying);
+    slots.mark_recorded(2, NONE, false, flying.id(), 0);
+    slots.mark_recorded(3, NONE, false, flying.id(), 0);
+    done.set_phase(Phase::Submitted);
+    done.complete();
+    samples.check_not_submitted(&slots, 0, 4).unwrap();
+    flying.set_phase(Phase::Submitted);
+    // A later recording registering prunes finished tickets only.
+    slots.register(&Ticket::new());
+    samples.check_not_submitted(&slots, 0, 2).unwrap();
+    let e = samples.check_not_submitted(&slots, 1, 3).unwrap_err();
+    assert!(
+        matches!(
+            e.invalid(),
+            Some(InvalidInput::SampleIndexReuse { index: 2, reason, .. }) if reason.contains("pending on the GPU")
+        ),
+        "{e}"
+    );
+    flying.complete();
+    samples.check_not_submitted(&slots, 0, 4).unwrap();
+}
+
 /// Stage utilization resolves through the same chains as statistics, into
 /// its 6-field layout: total cycles summed along the chain, the other
 /// fields the error value, origins per chain (it used to index past the 6
