@@ -408,7 +408,8 @@ fn check_frame(
     if frame.dropped_scopes > 0 || !one_per_pass {
         return Err(CliError::Failure(format!(
             "frame {}: {} of {} passes have results ({} scopes dropped: {} failed, \
-             {} not ended, {} without a ring slot, {} over capacity, {} abandoned)",
+             {} not ended, {} without a ring slot, {} over capacity, {} abandoned, \
+             {} in an abandoned frame)",
             frame.index,
             frame.scopes.len(),
             passes.len(),
@@ -417,7 +418,8 @@ fn check_frame(
             d.not_ended,
             d.no_slot,
             d.over_capacity,
-            d.abandoned
+            d.abandoned,
+            d.frame_abandoned
         )));
     }
     Ok(frame
