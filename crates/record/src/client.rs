@@ -55,6 +55,7 @@ struct QueueState {
 pub struct Queue {
     state: Mutex<QueueState>,
     wake: Condvar,
+    space: Condvar,
     cap: usize,
     threshold: usize,
     dropped: AtomicU64,
@@ -79,6 +80,7 @@ impl Queue {
                 records: 0,
             }),
             wake: Condvar::new(),
+            space: Condvar::new(),
             cap: cap_bytes,
             threshold: SEND_THRESHOLD.min(cap_bytes.max(1)),
             dropped: AtomicU64::new(0),
@@ -114,6 +116,42 @@ impl Queue {
         true
     }
 
+    /// Appends `record`, waiting at most `timeout` for room when the queue
+    /// is full (for the last records of a process: its Stats and Goodbye).
+    /// Returns `false`, counting it, when there was no room in time or it
+    /// cannot be encoded.
+    pub fn push_wait(&self, record: &Record<'_>, timeout: Duration) -> bool {
+        let until = std::time::Instant::now() + timeout;
+        let mut s = self.lock();
+        loop {
+            let before = s.buf.len();
+            match record.encode(&mut s.buf) {
+                Err(_) => break,
+                Ok(()) if s.buf.len() <= self.cap => {
+                    s.records += 1;
+                    drop(s);
+                    self.pushed.fetch_add(1, Ordering::Relaxed);
+                    self.wake.notify_one();
+                    return true;
+                }
+                Ok(()) => s.buf.truncate(before),
+            }
+            let now = std::time::Instant::now();
+            if now >= until {
+                break;
+            }
+            self.wake.notify_one();
+            s = self
+                .space
+                .wait_timeout(s, until - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        drop(s);
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+
     /// Records dropped so far.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
@@ -130,7 +168,10 @@ impl Queue {
         into.clear();
         let mut s = self.lock();
         std::mem::swap(&mut s.buf, into);
-        std::mem::replace(&mut s.records, 0)
+        let n = std::mem::replace(&mut s.records, 0);
+        drop(s);
+        self.space.notify_all();
+        n
     }
 
     /// Bytes queued now.

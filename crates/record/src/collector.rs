@@ -579,6 +579,31 @@ impl Writer {
     }
 }
 
+/// Writes the trace of one connection's frames, as they were received, to
+/// `out` (none for the summary only) and returns the summary: the writer
+/// thread's work without the socket (for converting a saved stream, tests
+/// and benchmarks). A frame that fails its check ends the stream as the
+/// collector would end the connection.
+pub fn write_frames<'a, W: Write>(
+    frames: impl IntoIterator<Item = &'a [u8]>,
+    out: Option<W>,
+    caps: Caps,
+) -> Outcome {
+    let mut state = State::new(out, caps, clock_readings);
+    let mut ended = Ended::Eof;
+    for f in frames {
+        match validate_frame(f) {
+            Ok((h, _)) => state.frame(1, h, f),
+            Err(e) => {
+                ended = Ended::Refused(e.to_string());
+                break;
+            }
+        }
+    }
+    state.closed(1, ended);
+    state.finish()
+}
+
 /// Writes `config.json` for the injection into `dir`.
 pub fn write_config(dir: &Path, json: &serde_json::Value) -> io::Result<()> {
     let path = dir.join("config.json");

@@ -5,6 +5,7 @@
 //! - [`client`]: the injection's side of the connection: a bounded process
 //!   queue with counted drops, a sender that connects lazily and sends
 //!   numbered frames, and a sender thread.
+//! - [`synthetic`]: scripted record streams for tests and benchmarks.
 //! - `collector` (feature `collector`, default): the private directory and
 //!   listening socket, a reader thread per connection, a bounded channel to
 //!   one writer thread that streams the Perfetto GPU trace and aggregates
@@ -16,6 +17,7 @@
 
 pub mod client;
 pub mod protocol;
+pub mod synthetic;
 
 #[cfg(feature = "collector")]
 pub mod collector;
