@@ -27,6 +27,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+/// `SIGINT`, which [`reraise`] is for.
+pub const SIGINT: i32 = libc::SIGINT;
+
 /// The signals forwarded to the child.
 pub const FORWARDED: [libc::c_int; 6] = [
     libc::SIGINT,

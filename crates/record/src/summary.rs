@@ -172,7 +172,8 @@ pub struct ClockSummary {
 /// Everything that was lost or not drawn, counted.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
 pub struct Drops {
-    /// The processes' own counts (the last `Stats` of each, summed).
+    /// The processes' own counts (the last `Stats` of each, summed; the
+    /// losses among them are [`LOSSES`]).
     pub injected: BTreeMap<String, u64>,
     /// Frames lost between a process and the collector (numbering gaps).
     pub frames_lost: u64,
@@ -199,10 +200,32 @@ pub struct Drops {
     pub spans_late: u64,
 }
 
+/// The fields of the processes' `Stats` that count losses (the others,
+/// `records` and `own_kernels`, are totals).
+pub const LOSSES: [&str; 9] = [
+    "cupti_dropped",
+    "buffers_refused",
+    "incomplete",
+    "queue_dropped",
+    "unmatched_launches",
+    "nvtx_unterminated",
+    "nvtx_pop_empty",
+    "pm_overflows",
+    "pm_gaps",
+];
+
 impl Drops {
+    /// The processes' losses that are not 0.
+    pub fn injected_losses(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.injected
+            .iter()
+            .filter(|(k, &v)| v > 0 && LOSSES.contains(&k.as_str()))
+            .map(|(k, &v)| (k.as_str(), v))
+    }
+
     /// Whether anything at all was lost or not drawn.
     pub fn any(&self) -> bool {
-        self.injected.values().any(|&v| v > 0)
+        self.injected_losses().next().is_some()
             || self.frames_lost
                 + self.processes_without_goodbye
                 + self.connections_refused
@@ -431,10 +454,8 @@ impl Summary {
         if self.drops.any() {
             let d = &self.drops;
             let mut parts: Vec<String> = d
-                .injected
-                .iter()
-                .filter(|(_, &v)| v > 0)
-                .map(|(k, v)| format!("{k} {v}"))
+                .injected_losses()
+                .map(|(k, v)| format!("{} {v}", k.replace('_', " ")))
                 .collect();
             for (k, v) in [
                 ("frames lost", d.frames_lost),
