@@ -33,6 +33,8 @@ pub struct Script {
     pub base_ns: u64,
     /// Hello flags ([`init`]).
     pub flags: u32,
+    /// Leave the last NVTX step open (a process killed inside it).
+    pub leave_open: bool,
 }
 
 impl Default for Script {
@@ -49,6 +51,7 @@ impl Default for Script {
             memset_every: 0,
             base_ns: 1_000_000_000,
             flags: init::CUDA,
+            leave_open: false,
         }
     }
 }
@@ -276,7 +279,7 @@ impl Script {
                 }
             }
             if self.step_kernels > 0
-                && ((k + 1) % self.step_kernels == 0 || k + 1 == self.kernels)
+                && ((k + 1) % self.step_kernels == 0 || (k + 1 == self.kernels && !self.leave_open))
             {
                 emit(&Record::NvtxPop(NvtxPop {
                     tid: self.tid,

@@ -11,6 +11,7 @@
 //! - `--children N`: start N copies of itself (without `--children`), as
 //!   exec'd children; `--fork N`: fork N children first, each sending its
 //!   own stream;
+//! - `--leave-open`: leave the last NVTX step open;
 //! - `--no-goodbye`: end without a Goodbye; `--sigkill`: send everything
 //!   queued, then kill itself with SIGKILL (no Goodbye);
 //! - `--queue-bytes B`: the queue's cap (default 64 MiB), to make it drop;
@@ -80,6 +81,7 @@ fn parse() -> Result<Args, String> {
             "--fork" => a.fork = num("--fork")? as u32,
             "--no-goodbye" => a.goodbye = false,
             "--sigkill" => a.sigkill = true,
+            "--leave-open" => a.script.leave_open = true,
             "--queue-bytes" => a.queue_bytes = num("--queue-bytes")? as usize,
             "--cupti-dropped" => a.cupti_dropped = num("--cupti-dropped")?,
             "--notice" => a.notice = Some(it.next().ok_or("--notice needs a text")?),
