@@ -233,6 +233,32 @@ fn poll_in(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<bool>> {
     }
 }
 
+/// Frame buffers (each [`MAX_FRAME`] + 1 bytes) passed back from the writer
+/// to the readers, so that frames cost no allocation (and memory freed on
+/// one thread is not kept by the allocator for another).
+#[derive(Clone, Default)]
+struct Pool(Arc<Mutex<Vec<Vec<u8>>>>);
+
+impl Pool {
+    fn take(&self) -> Vec<u8> {
+        let mut b = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(MAX_FRAME + 1));
+        b.resize(MAX_FRAME + 1, 0);
+        b
+    }
+
+    fn give(&self, b: Vec<u8>, cap: usize) {
+        let mut p = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if p.len() < cap {
+            p.push(b);
+        }
+    }
+}
+
 /// Connections open now, and a condition signalled when one ends.
 #[derive(Default)]
 struct Live {
@@ -262,6 +288,7 @@ impl std::fmt::Debug for Collector {
 pub struct Writer {
     rx: Receiver<Msg>,
     opts: Options,
+    pool: Pool,
 }
 
 impl std::fmt::Debug for Writer {
@@ -291,9 +318,11 @@ pub fn start(opts: Options) -> io::Result<(Collector, Writer)> {
     let (tx, rx) = sync_channel(opts.channel_frames.max(1));
     let live = Arc::new(Live::default());
     let l = live.clone();
+    let pool = Pool::default();
+    let p = pool.clone();
     let accept = std::thread::Builder::new()
         .name("gpu-counters-accept".into())
-        .spawn(move || accept_loop(listener, stop_r, tx, l))?;
+        .spawn(move || accept_loop(listener, stop_r, tx, l, p))?;
     Ok((
         Collector {
             dir: Some(dir),
@@ -302,7 +331,7 @@ pub fn start(opts: Options) -> io::Result<(Collector, Writer)> {
             accept: Some(accept),
             live,
         },
-        Writer { rx, opts },
+        Writer { rx, opts, pool },
     ))
 }
 
@@ -328,6 +357,7 @@ fn accept_loop(
     stop: OwnedFd,
     tx: SyncSender<Msg>,
     live: Arc<Live>,
+    pool: Pool,
 ) -> Vec<JoinHandle<()>> {
     let mut readers = Vec::new();
     let mut next_conn = 1u64;
@@ -339,10 +369,10 @@ fn accept_loop(
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(conn, fd.clone());
-        let (tx2, live2) = (tx.clone(), live.clone());
+        let (tx2, live2, pool2) = (tx.clone(), live.clone(), pool.clone());
         match std::thread::Builder::new()
             .name(format!("gpu-counters-read-{conn}"))
-            .spawn(move || read_loop(conn, fd, tx2, live2))
+            .spawn(move || read_loop(conn, fd, tx2, live2, pool2))
         {
             Ok(h) => readers.push(h),
             Err(e) => {
@@ -386,10 +416,10 @@ fn accept_loop(
     readers
 }
 
-fn read_loop(conn: u64, fd: Arc<OwnedFd>, tx: SyncSender<Msg>, live: Arc<Live>) {
-    let mut buf = vec![0u8; MAX_FRAME + 1];
+fn read_loop(conn: u64, fd: Arc<OwnedFd>, tx: SyncSender<Msg>, live: Arc<Live>, pool: Pool) {
     let mut pid: Option<u32> = None;
     let ended = loop {
+        let mut buf = pool.take();
         // SAFETY: `buf` is writable for its length; `fd` is an open socket.
         let n = unsafe {
             libc::recv(
@@ -413,7 +443,8 @@ fn read_loop(conn: u64, fd: Arc<OwnedFd>, tx: SyncSender<Msg>, live: Arc<Live>) 
         if n > MAX_FRAME {
             break Ended::Refused(DecodeError::LongFrame { len: n }.to_string());
         }
-        let frame = &buf[..n];
+        buf.truncate(n);
+        let frame = &buf[..];
         let header = match validate_frame(frame) {
             Ok((h, _)) => h,
             Err(e) => break Ended::Refused(e.to_string()),
@@ -431,7 +462,7 @@ fn read_loop(conn: u64, fd: Arc<OwnedFd>, tx: SyncSender<Msg>, live: Arc<Live>) 
         let msg = Msg::Frame {
             conn,
             header,
-            data: frame.to_vec(),
+            data: buf,
         };
         if tx.send(msg).is_err() {
             break Ended::Error("the writer stopped".into());
@@ -565,9 +596,13 @@ impl Writer {
     pub fn run<W: Write>(self, out: Option<W>) -> Outcome {
         let mut state = State::new(out, self.opts.caps, clock_readings);
         let mut last_snapshot = Instant::now();
+        let keep = self.opts.channel_frames + 16;
         for msg in self.rx.iter() {
             match msg {
-                Msg::Frame { conn, header, data } => state.frame(conn, header, &data),
+                Msg::Frame { conn, header, data } => {
+                    state.frame(conn, header, &data);
+                    self.pool.give(data, keep);
+                }
                 Msg::Closed { conn, ended } => state.closed(conn, ended),
             }
             if last_snapshot.elapsed() >= self.opts.clock_snapshot_every {

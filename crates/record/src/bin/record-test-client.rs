@@ -15,6 +15,8 @@
 //! - `--no-goodbye`: end without a Goodbye; `--sigkill`: send everything
 //!   queued, then kill itself with SIGKILL (no Goodbye);
 //! - `--queue-bytes B`: the queue's cap (default 64 MiB), to make it drop;
+//! - `--deadline S`: wait at most S seconds (default 10) for room for the
+//!   Stats and Goodbye, and for the stream to be sent at the end;
 //! - `--cupti-dropped N`: report N records dropped by CUPTI in its Stats;
 //! - `--notice TEXT`: send a warning notice;
 //! - `--malformed`: send a Hello, then a frame with a record running past
@@ -45,6 +47,7 @@ struct Args {
     cupti_dropped: u64,
     notice: Option<String>,
     malformed: bool,
+    deadline: u64,
     raw: Vec<String>,
 }
 
@@ -60,6 +63,7 @@ fn parse() -> Result<Args, String> {
         cupti_dropped: 0,
         notice: None,
         malformed: false,
+        deadline: 10,
         raw: raw.clone(),
     };
     let mut it = raw.into_iter();
@@ -86,6 +90,7 @@ fn parse() -> Result<Args, String> {
             "--cupti-dropped" => a.cupti_dropped = num("--cupti-dropped")?,
             "--notice" => a.notice = Some(it.next().ok_or("--notice needs a text")?),
             "--malformed" => a.malformed = true,
+            "--deadline" => a.deadline = num("--deadline")?,
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -166,7 +171,7 @@ fn send(a: &Args) -> u8 {
     script.run(&mut |r| {
         queue.push(r);
     });
-    let wait = Duration::from_secs(10);
+    let wait = Duration::from_secs(a.deadline);
     let stats = Stats {
         records: a.script.kernels,
         cupti_dropped: a.cupti_dropped,
