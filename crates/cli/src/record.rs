@@ -87,7 +87,12 @@ pub struct RecordArgs {
     /// Which CUDA API calls become slices on their thread: launches (kernel
     /// launches, copies, memsets, synchronizations) or none [default:
     /// launches]
-    #[arg(long, value_name = "MODE", default_value = "launches", hide_default_value = true)]
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "launches",
+        hide_default_value = true
+    )]
     pub api: String,
 
     /// Do not record NVTX ranges.
@@ -101,7 +106,12 @@ pub struct RecordArgs {
 
     /// Seconds to wait after the program ends for its processes to finish
     /// sending [default: 5]
-    #[arg(long, value_name = "SECONDS", default_value = "5", hide_default_value = true)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value = "5",
+        hide_default_value = true
+    )]
     pub drain_timeout: f64,
 
     /// The program and its arguments, after `--`.
@@ -128,8 +138,7 @@ fn usage(m: impl Into<String>) -> CliError {
 /// A metric name as the profiler spells them: `unit__counter[.rollup...]`.
 fn check_metric(flag: &str, m: &str) -> Result<(), CliError> {
     let ok = m.contains("__")
-        && m
-            .chars()
+        && m.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
         && !m.starts_with("__");
     if ok {
@@ -203,7 +212,9 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
         Some(other) => return Err(usage(format!("--replay {other}: must be kernel"))),
     };
     if a.replay.is_some() && a.counters.is_empty() {
-        return Err(usage("--replay kernel: applies to --counters, which is not given"));
+        return Err(usage(
+            "--replay kernel: applies to --counters, which is not given",
+        ));
     }
     for m in &a.gpu_metric {
         check_metric("--gpu-metric", m)?;
@@ -235,12 +246,14 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
         )));
     }
     if a.summary_only && a.output.is_some() {
-        return Err(usage("--summary-only with -o: --summary-only writes no trace"));
+        return Err(usage(
+            "--summary-only with -o: --summary-only writes no trace",
+        ));
     }
     let cupti = match &a.cupti {
-        Some(p) if p.is_file() => Some(std::fs::canonicalize(p).map_err(|e| {
-            usage(format!("--cupti {}: {e}", p.display()))
-        })?),
+        Some(p) if p.is_file() => Some(
+            std::fs::canonicalize(p).map_err(|e| usage(format!("--cupti {}: {e}", p.display())))?,
+        ),
         Some(p) => return Err(usage(format!("--cupti {}: not a file", p.display()))),
         None => None,
     };
@@ -263,7 +276,8 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
         let pending = PendingOutput::prepare("--output", &path)?;
         Some((path, pending))
     };
-    let mut env: Vec<(OsString, OsString)> = vec![("CUDA_INJECTION64_PATH".into(), lib.clone().into())];
+    let mut env: Vec<(OsString, OsString)> =
+        vec![("CUDA_INJECTION64_PATH".into(), lib.clone().into())];
     if !a.no_nvtx {
         env.push(("NVTX_INJECTION64_PATH".into(), lib.clone().into()));
     }
@@ -287,9 +301,14 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
     })
 }
 
+/// Where the trace went, and whether committing it succeeded.
+type Written = (PathBuf, Result<(), CliError>);
+
 /// The command as text, for messages.
 fn shown(cmd: &[OsString]) -> Vec<String> {
-    cmd.iter().map(|a| a.to_string_lossy().into_owned()).collect()
+    cmd.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
 }
 
 /// `gpu-counters record`; returns the exit code (or ends the process with
@@ -329,7 +348,7 @@ fn record(a: &RecordArgs) -> Result<ExitCode, CliError> {
     let abort2 = abort.clone();
     let writer_thread = std::thread::Builder::new()
         .name("gpu-counters-write".into())
-        .spawn(move || -> (Outcome, Option<(PathBuf, Result<(), CliError>)>) {
+        .spawn(move || -> (Outcome, Option<Written>) {
             match output {
                 None => (writer.run(None::<io::Sink>), None),
                 Some((path, pending)) => {
@@ -375,7 +394,8 @@ fn record(a: &RecordArgs) -> Result<ExitCode, CliError> {
     if let Ok(f) = forwarder {
         f.stop();
     }
-    let exit = exit.map_err(|e| CliError::Failure(format!("record: waiting for the program: {e}")))?;
+    let exit =
+        exit.map_err(|e| CliError::Failure(format!("record: waiting for the program: {e}")))?;
     // Connections closed at the deadline are counted in the summary.
     collector.finish(plan.drain);
     let (outcome, written) = writer_thread
@@ -408,7 +428,9 @@ fn record(a: &RecordArgs) -> Result<ExitCode, CliError> {
         let _ = serde_json::to_writer_pretty(&mut out, &summary);
         let _ = writeln!(out);
     } else {
-        let _ = io::stderr().lock().write_all(summary.render_text().as_bytes());
+        let _ = io::stderr()
+            .lock()
+            .write_all(summary.render_text().as_bytes());
     }
     if let Some(e) = &write_failed {
         eprintln!("error: {e}");

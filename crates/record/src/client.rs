@@ -254,7 +254,11 @@ impl std::fmt::Debug for Sender {
 impl Sender {
     /// A sender of process `pid` to the collector listening at `socket`,
     /// which first sends `hello`. Nothing is connected yet.
-    pub fn new(socket: impl Into<PathBuf>, pid: u32, hello: &Hello<'_>) -> Result<Self, EncodeError> {
+    pub fn new(
+        socket: impl Into<PathBuf>,
+        pid: u32,
+        hello: &Hello<'_>,
+    ) -> Result<Self, EncodeError> {
         let mut h = Vec::new();
         Record::Hello(*hello).encode(&mut h)?;
         Ok(Sender {
@@ -338,7 +342,11 @@ impl Sender {
         let mut count = 0u64;
         let limit = MAX_FRAME - HEADER_LEN;
         let spans: Vec<_> = record_spans(records).collect();
-        for span in spans.iter().cloned().chain(std::iter::once(records.len()..records.len())) {
+        for span in spans
+            .iter()
+            .cloned()
+            .chain(std::iter::once(records.len()..records.len()))
+        {
             let last = span.is_empty();
             if last || span.end - start > limit {
                 if end > start {
@@ -451,13 +459,7 @@ fn merge(prev: Option<SendError>, e: SendError) -> SendError {
 pub fn connect_seqpacket(path: &Path) -> io::Result<OwnedFd> {
     let addr = sockaddr_un(path)?;
     // SAFETY: plain socket(2) call; the result is checked.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -509,7 +511,9 @@ fn set_send_timeout(fd: &OwnedFd, timeout: Option<Duration>) -> io::Result<()> {
     let t = timeout.unwrap_or(Duration::ZERO);
     let tv = libc::timeval {
         tv_sec: t.as_secs() as libc::time_t,
-        tv_usec: t.subsec_micros().max(u32::from(timeout.is_some() && t.is_zero())) as libc::suseconds_t,
+        tv_usec: t
+            .subsec_micros()
+            .max(u32::from(timeout.is_some() && t.is_zero())) as libc::suseconds_t,
     };
     // SAFETY: `tv` is a valid timeval for SO_SNDTIMEO on an open socket.
     let r = unsafe {

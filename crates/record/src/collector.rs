@@ -140,7 +140,10 @@ impl Drop for PrivateDir {
 }
 
 fn mkdtemp(base: &Path) -> io::Result<PathBuf> {
-    let mut template = base.join("gpu-counters-record-XXXXXX").into_os_string().into_vec();
+    let mut template = base
+        .join("gpu-counters-record-XXXXXX")
+        .into_os_string()
+        .into_vec();
     template.push(0);
     let mut buf = template;
     // SAFETY: `buf` is a NUL-terminated, writable template ending in XXXXXX.
@@ -387,11 +390,7 @@ fn accept_loop(
             }
         }
     };
-    loop {
-        let ready = match poll_in(&[listener.as_raw_fd(), stop.as_raw_fd()], -1) {
-            Ok(r) => r,
-            Err(_) => break,
-        };
+    while let Ok(ready) = poll_in(&[listener.as_raw_fd(), stop.as_raw_fd()], -1) {
         if ready[0] {
             match accept_one(&listener) {
                 Ok(fd) => spawn_reader(fd, &mut readers),
@@ -491,7 +490,11 @@ pub struct Finish {
 impl Collector {
     /// The private directory (for `config.json` and the like).
     pub fn dir(&self) -> &Path {
-        &self.dir.as_ref().expect("the directory lives until finish").0
+        &self
+            .dir
+            .as_ref()
+            .expect("the directory lives until finish")
+            .0
     }
 
     /// The listening socket.
@@ -501,7 +504,11 @@ impl Collector {
 
     /// Connections open now.
     pub fn open_connections(&self) -> usize {
-        self.live.conns.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.live
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// Stops accepting (after taking every connection already waiting),

@@ -323,7 +323,13 @@ fn forward_loop(sfd: OwnedFd, stop: OwnedFd, child: u32, forwarded: Arc<AtomicU6
         let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
         let size = std::mem::size_of::<libc::signalfd_siginfo>();
         // SAFETY: reading at most `size` bytes into `info`.
-        let n = unsafe { libc::read(sfd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
+        let n = unsafe {
+            libc::read(
+                sfd.as_raw_fd(),
+                (&mut info as *mut libc::signalfd_siginfo).cast(),
+                size,
+            )
+        };
         if n != size as isize {
             continue;
         }

@@ -147,7 +147,8 @@ impl FrameHeader {
         if frame.len() > MAX_FRAME {
             return Err(DecodeError::LongFrame { len: frame.len() });
         }
-        let u32_at = |i: usize| u32::from_le_bytes([frame[i], frame[i + 1], frame[i + 2], frame[i + 3]]);
+        let u32_at =
+            |i: usize| u32::from_le_bytes([frame[i], frame[i + 1], frame[i + 2], frame[i + 3]]);
         let u16_at = |i: usize| u16::from_le_bytes([frame[i], frame[i + 1]]);
         let magic = u32_at(0);
         if magic != MAGIC {
@@ -1091,7 +1092,10 @@ impl Record<'_> {
                     .u32(d.chip);
             }
             Record::Clock(c) => {
-                w.u32(c.device).u64(c.cpu_ns).i64(c.offset_ns).u64(c.bound_ns);
+                w.u32(c.device)
+                    .u64(c.cpu_ns)
+                    .i64(c.offset_ns)
+                    .u64(c.bound_ns);
             }
             Record::Init(i) => {
                 w.u32(i.flags).u32(i.cupti_version).i32(i.driver_version);

@@ -360,7 +360,10 @@ impl Summary {
                 "  GPU{}: {}{}",
                 d.index,
                 d.name,
-                d.uuid.as_deref().map(|u| format!(" ({u})")).unwrap_or_default()
+                d.uuid
+                    .as_deref()
+                    .map(|u| format!(" ({u})"))
+                    .unwrap_or_default()
             );
         }
         if self.kernels.count > 0 {
@@ -593,7 +596,7 @@ pub(crate) struct Aggregates {
     copies: HashMap<(u8, u8, u8), (u64, u64, u64)>,
     memsets: MemsetRow,
     busy: Vec<Busy>,
-    ranges: HashMap<(Rc<str>, Rc<str>), (u64, u64, u64, u64)>,
+    ranges: HashMap<RangeKey, (u64, u64, u64, u64)>,
     range_cap: usize,
     bounds: Vec<u64>,
     calibrations: u64,
@@ -605,6 +608,9 @@ pub(crate) struct Aggregates {
 }
 
 const OTHER: &str = "(other)";
+
+/// An NVTX range's (domain, name).
+type RangeKey = (Rc<str>, Rc<str>);
 
 impl Aggregates {
     pub(crate) fn new(kernel_cap: usize, range_cap: usize, notice_cap: usize) -> Self {
@@ -628,7 +634,10 @@ impl Aggregates {
         if let Some(a) = self.kernels.get_mut(name) {
             a.add(duration);
         } else if self.kernels.len() < self.kernel_cap {
-            self.kernels.entry(name.clone()).or_insert(fresh).add(duration);
+            self.kernels
+                .entry(name.clone())
+                .or_insert(fresh)
+                .add(duration);
         } else {
             self.kernels
                 .entry(Rc::from(OTHER))
@@ -735,7 +744,11 @@ impl Aggregates {
                 count,
                 bytes,
                 total_ns: ns,
-                gb_per_s: if ns > 0 { bytes as f64 / ns as f64 } else { 0.0 },
+                gb_per_s: if ns > 0 {
+                    bytes as f64 / ns as f64
+                } else {
+                    0.0
+                },
             })
             .collect();
         copies.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.direction.cmp(&b.direction)));

@@ -76,7 +76,9 @@ pub fn kernel_name_demangled(i: u32) -> String {
 /// The kernel name index of kernel `n`: a fixed skewed mix (low indices
 /// far more often), as training loops repeat a few kernels most.
 pub fn name_of(n: u64, names: u32) -> u32 {
-    let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(0x2545_F491_4F6C_DD1D);
+    let mut x = n
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(0x2545_F491_4F6C_DD1D);
     x ^= x >> 29;
     let r = (x % 1_000_003) as f64 / 1_000_003.0;
     ((r * r * r) * f64::from(names.max(1))) as u32
@@ -107,13 +109,18 @@ fn id_device(names: u32) -> u32 {
 impl Script {
     /// Counts the script will produce: (kernels, copies, memsets, steps).
     pub fn counts(&self) -> (u64, u64, u64, u64) {
-        let per = |e: u64| if e == 0 { 0 } else { self.kernels / e };
+        let per = |e: u64| self.kernels.checked_div(e).unwrap_or(0);
         let steps = if self.step_kernels == 0 {
             0
         } else {
             self.kernels.div_ceil(self.step_kernels)
         };
-        (self.kernels, per(self.copy_every), per(self.memset_every), steps)
+        (
+            self.kernels,
+            per(self.copy_every),
+            per(self.memset_every),
+            steps,
+        )
     }
 
     /// The preamble: Hello and the strings, thread and device.

@@ -378,10 +378,7 @@ impl<W: Write> State<W> {
             return g;
         }
         let key = GpuKey::Local(conn.pid, ordinal);
-        self.gpu_of(
-            key,
-            format!("CUDA device {ordinal} of pid {}", conn.pid),
-        )
+        self.gpu_of(key, format!("CUDA device {ordinal} of pid {}", conn.pid))
     }
 
     fn gpu_of(&mut self, key: GpuKey, name: String) -> usize {
@@ -980,7 +977,8 @@ impl<W: Write> State<W> {
                     self.drops.unknown_references += 1;
                     return;
                 };
-                let values: Vec<(u32, f64)> = cfg.ids.iter().copied().zip(k.values.iter()).collect();
+                let values: Vec<(u32, f64)> =
+                    cfg.ids.iter().copied().zip(k.values.iter()).collect();
                 let descriptor = (!cfg.described).then(|| cfg.specs.clone());
                 cfg.described = true;
                 let gpu = cfg.gpu as i32;
@@ -1085,7 +1083,8 @@ impl<W: Write> State<W> {
             if let Some((a, _)) = gpu {
                 if let Some(t) = self.span_track(conn, tid, domain) {
                     let name = conn.spans[&id].name.clone();
-                    self.out.put(|w| w.slice_begin(t, a, &name, Some("gpu span"), None));
+                    self.out
+                        .put(|w| w.slice_begin(t, a, &name, Some("gpu span"), None));
                 }
             }
             stack.push((id, true));

@@ -5,6 +5,11 @@
 
 mod common;
 
+/// The test client binary.
+fn client() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_BIN_EXE_record-test-client"))
+}
+
 use gpu_counters_record::collector::{self, write_frames, Caps, Options, Outcome};
 use gpu_counters_record::protocol::{FrameHeader, Record, MAX_FRAME};
 use gpu_counters_record::synthetic::{kernel_name_demangled, Script};
@@ -22,7 +27,7 @@ fn record(runs: &[&[&str]], trace: &Path) -> Outcome {
     let file = std::fs::File::create(trace).expect("trace file");
     let w = std::thread::spawn(move || writer.run(Some(BufWriter::new(file))));
     for args in runs {
-        let out = Command::new(common::client())
+        let out = Command::new(client())
             .args(*args)
             .env("GPU_COUNTERS_RECORD_DIR", collector.dir())
             .output()
@@ -45,7 +50,9 @@ fn record(runs: &[&[&str]], trace: &Path) -> Outcome {
 fn by_name<'a>(v: &'a Value, key: &str) -> HashMap<String, Vec<&'a Value>> {
     let mut m: HashMap<String, Vec<&Value>> = HashMap::new();
     for x in v[key].as_array().unwrap() {
-        m.entry(x["name"].as_str().unwrap_or("").to_string()).or_default().push(x);
+        m.entry(x["name"].as_str().unwrap_or("").to_string())
+            .or_default()
+            .push(x);
     }
     m
 }
@@ -55,14 +62,30 @@ fn children_and_forks_land_in_one_trace() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.pftrace");
     let args = [
-        "--kernels", "200", "--names", "5", "--steps", "50", "--copy-every", "20",
-        "--memset-every", "100", "--children", "2", "--fork", "1",
+        "--kernels",
+        "200",
+        "--names",
+        "5",
+        "--steps",
+        "50",
+        "--copy-every",
+        "20",
+        "--memset-every",
+        "100",
+        "--children",
+        "2",
+        "--fork",
+        "1",
     ];
     let o = record(&[&args], &trace);
     let s = &o.summary;
     // The parent, two exec'd children and one forked child.
     assert_eq!(s.processes.len(), 4, "{:?}", s.processes);
-    assert!(s.processes.iter().all(|p| p.goodbye && p.cuda), "{:?}", s.processes);
+    assert!(
+        s.processes.iter().all(|p| p.goodbye && p.cuda),
+        "{:?}",
+        s.processes
+    );
     let pids: HashSet<u32> = s.processes.iter().map(|p| p.pid).collect();
     assert_eq!(pids.len(), 4);
     assert!(s.cuda_initialized);
@@ -76,9 +99,15 @@ fn children_and_forks_land_in_one_trace() {
     assert_eq!(s.gpu_busy.len(), 1);
     assert!(s.gpu_busy[0].busy_ns > 0);
     // Four steps per process, each with its GPU span.
-    let steps: Vec<_> = s.nvtx.iter().filter(|r| r.name.starts_with("step ")).collect();
+    let steps: Vec<_> = s
+        .nvtx
+        .iter()
+        .filter(|r| r.name.starts_with("step "))
+        .collect();
     assert_eq!(steps.len(), 4);
-    assert!(steps.iter().all(|r| r.count == 4 && r.gpu_span_ns > 0 && r.gpu_kernel_ns > 0));
+    assert!(steps
+        .iter()
+        .all(|r| r.count == 4 && r.gpu_span_ns > 0 && r.gpu_kernel_ns > 0));
 
     let Some(py) = common::python("children_and_forks_land_in_one_trace") else {
         return;
@@ -86,11 +115,19 @@ fn children_and_forks_land_in_one_trace() {
     let v = common::dump(&py, &trace, &[]);
     assert_eq!(v["clock"]["primary"], "BUILTIN_CLOCK_MONOTONIC");
     assert_eq!(v["clock"]["defaults_clock_id"], 3);
-    let trace_pids: HashSet<String> = v["processes"].as_object().unwrap().keys().cloned().collect();
+    let trace_pids: HashSet<String> = v["processes"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
     assert_eq!(trace_pids, pids.iter().map(|p| p.to_string()).collect());
     let stages = v["render_stages"].as_array().unwrap();
     assert_eq!(stages.len(), 800 + 40 + 8);
-    let kernels: Vec<_> = stages.iter().filter(|r| r["category"] == "COMPUTE").collect();
+    let kernels: Vec<_> = stages
+        .iter()
+        .filter(|r| r["category"] == "COMPUTE")
+        .collect();
     assert_eq!(kernels.len(), 800);
     for k in &kernels {
         let name = k["stage"].as_str().unwrap();
@@ -101,13 +138,19 @@ fn children_and_forks_land_in_one_trace() {
         assert_eq!(k["event_id"].as_u64().unwrap() >> 32, pid);
     }
     // One hardware queue per process (one stream each).
-    let queues: HashSet<&str> = stages.iter().map(|r| r["queue"].as_str().unwrap()).collect();
+    let queues: HashSet<&str> = stages
+        .iter()
+        .map(|r| r["queue"].as_str().unwrap())
+        .collect();
     assert_eq!(queues.len(), 4);
     // Launch slices name their kernels' events.
     let slices = by_name(&v, "slices");
     let launches = &slices["cuLaunchKernel"];
     assert_eq!(launches.len(), 800);
-    let kernel_ids: HashSet<u64> = kernels.iter().map(|k| k["event_id"].as_u64().unwrap()).collect();
+    let kernel_ids: HashSet<u64> = kernels
+        .iter()
+        .map(|k| k["event_id"].as_u64().unwrap())
+        .collect();
     let launched: HashSet<u64> = launches
         .iter()
         .map(|l| {
@@ -125,8 +168,14 @@ fn children_and_forks_land_in_one_trace() {
         .iter()
         .filter(|x| x["name"].as_str().unwrap().starts_with("step "))
         .collect();
-    assert_eq!(steps.iter().filter(|x| x["track"] == "launcher").count(), 16);
-    assert_eq!(steps.iter().filter(|x| x["track"] == "GPU span").count(), 16);
+    assert_eq!(
+        steps.iter().filter(|x| x["track"] == "launcher").count(),
+        16
+    );
+    assert_eq!(
+        steps.iter().filter(|x| x["track"] == "GPU span").count(),
+        16
+    );
     for l in launches {
         assert_eq!(l["depth"], 1, "a launch nests inside its step");
         assert_eq!(l["category"], "cuda");
@@ -138,7 +187,14 @@ fn a_client_killed_with_sigkill_leaves_a_readable_trace_and_counted_loss() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.pftrace");
     let o = record(
-        &[&["--kernels", "120", "--steps", "1000", "--leave-open", "--sigkill"]],
+        &[&[
+            "--kernels",
+            "120",
+            "--steps",
+            "1000",
+            "--leave-open",
+            "--sigkill",
+        ]],
         &trace,
     );
     let s = &o.summary;
@@ -146,8 +202,14 @@ fn a_client_killed_with_sigkill_leaves_a_readable_trace_and_counted_loss() {
     assert!(!s.processes[0].goodbye);
     assert_eq!(s.processes[0].ended, "ended without goodbye");
     assert_eq!(s.drops.processes_without_goodbye, 1);
-    assert_eq!(s.drops.nvtx_unterminated, 1, "the open step was closed and counted");
-    assert_eq!(s.kernels.count, 120, "everything sent before the kill arrived");
+    assert_eq!(
+        s.drops.nvtx_unterminated, 1,
+        "the open step was closed and counted"
+    );
+    assert_eq!(
+        s.kernels.count, 120,
+        "everything sent before the kill arrived"
+    );
     let Some(py) = common::python("a_client_killed_with_sigkill_leaves_a_readable_trace") else {
         return;
     };
@@ -162,7 +224,15 @@ fn a_client_without_goodbye_and_a_malformed_one_are_counted() {
     let trace = dir.path().join("t.pftrace");
     let o = record(
         &[
-            &["--kernels", "30", "--no-goodbye", "--cupti-dropped", "5", "--notice", "counters are not permitted"],
+            &[
+                "--kernels",
+                "30",
+                "--no-goodbye",
+                "--cupti-dropped",
+                "5",
+                "--notice",
+                "counters are not permitted",
+            ],
             &["--malformed"],
             &["--kernels", "10"],
         ],
@@ -171,24 +241,57 @@ fn a_client_without_goodbye_and_a_malformed_one_are_counted() {
     let s = &o.summary;
     assert_eq!(s.processes.len(), 3);
     assert_eq!(s.kernels.count, 40);
-    assert_eq!(s.drops.processes_without_goodbye, 2, "no goodbye, and the refused one");
+    assert_eq!(
+        s.drops.processes_without_goodbye, 2,
+        "no goodbye, and the refused one"
+    );
     assert_eq!(s.drops.connections_refused, 1);
     assert_eq!(s.drops.injected["cupti_dropped"], 5);
-    let refused = s.processes.iter().find(|p| p.ended.starts_with("connection refused")).unwrap();
-    assert!(refused.ended.contains("runs past the frame's end"), "{}", refused.ended);
+    let refused = s
+        .processes
+        .iter()
+        .find(|p| p.ended.starts_with("connection refused"))
+        .unwrap();
+    assert!(
+        refused.ended.contains("runs past the frame's end"),
+        "{}",
+        refused.ended
+    );
     let texts: Vec<&str> = s.notices.iter().map(|n| n.text.as_str()).collect();
-    assert!(texts.iter().any(|t| t.ends_with(": counters are not permitted")), "{texts:?}");
-    assert!(texts.iter().any(|t| t.contains("connection refused")), "{texts:?}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.ends_with(": counters are not permitted")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.contains("connection refused")),
+        "{texts:?}"
+    );
     let text = s.render_text();
     assert!(text.contains("cupti dropped 5"), "{text}");
     assert!(text.contains("processes without goodbye 2"), "{text}");
-    let Some(py) = common::python("a_client_without_goodbye_and_a_malformed_one_are_counted") else {
+    let Some(py) = common::python("a_client_without_goodbye_and_a_malformed_one_are_counted")
+    else {
         return;
     };
     let v = common::dump(&py, &trace, &[]);
-    let instants: Vec<&str> = v["instants"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
-    assert!(instants.contains(&"gpu-counters: counters are not permitted"), "{instants:?}");
-    let drops: Vec<&Value> = v["counters"].as_array().unwrap().iter().filter(|c| c["track"] == "dropped records").collect();
+    let instants: Vec<&str> = v["instants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        instants.contains(&"gpu-counters: counters are not permitted"),
+        "{instants:?}"
+    );
+    let drops: Vec<&Value> = v["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["track"] == "dropped records")
+        .collect();
     assert_eq!(drops.last().unwrap()["value"], 5);
 }
 
@@ -198,13 +301,28 @@ fn a_flooding_client_loses_only_what_it_counts() {
     let trace = dir.path().join("t.pftrace");
     let n = 200_000u64;
     let o = record(
-        &[&["--kernels", &n.to_string(), "--no-api", "--names", "10", "--queue-bytes", "65536"]],
+        &[&[
+            "--kernels",
+            &n.to_string(),
+            "--no-api",
+            "--names",
+            "10",
+            "--queue-bytes",
+            "65536",
+        ]],
         &trace,
     );
     let s = &o.summary;
     let dropped = s.drops.injected["queue_dropped"];
-    eprintln!("flood: {} kernels drawn, {dropped} dropped in the client's queue", s.kernels.count);
-    assert_eq!(s.kernels.count + dropped, n, "every kernel is drawn or counted");
+    eprintln!(
+        "flood: {} kernels drawn, {dropped} dropped in the client's queue",
+        s.kernels.count
+    );
+    assert_eq!(
+        s.kernels.count + dropped,
+        n,
+        "every kernel is drawn or counted"
+    );
     assert_eq!(s.drops.frames_lost, 0);
     assert!(s.processes[0].goodbye, "Stats and Goodbye wait for room");
 }
@@ -222,7 +340,12 @@ fn frames(script: &Script) -> Vec<Vec<u8>> {
             frames.push(std::mem::take(&mut cur));
         }
         if cur.is_empty() {
-            FrameHeader { flags: 0, pid: script.pid, seq }.encode(&mut cur);
+            FrameHeader {
+                flags: 0,
+                pid: script.pid,
+                seq,
+            }
+            .encode(&mut cur);
             seq += 1;
         }
         cur.extend_from_slice(&rec);
@@ -258,11 +381,18 @@ fn bytes_per_kernel_are_a_small_fraction_of_a_scope_in_the_old_export() {
 
 #[test]
 fn a_gap_in_frame_numbers_is_counted() {
-    let script = Script { kernels: 5000, ..Script::default() };
+    let script = Script {
+        kernels: 5000,
+        ..Script::default()
+    };
     let mut f = frames(&script);
     assert!(f.len() >= 3);
     f.remove(1);
-    let o = write_frames(f.iter().map(Vec::as_slice), None::<Vec<u8>>, Caps::default());
+    let o = write_frames(
+        f.iter().map(Vec::as_slice),
+        None::<Vec<u8>>,
+        Caps::default(),
+    );
     assert_eq!(o.summary.drops.frames_lost, 1);
     assert!(o.summary.kernels.count < 5000);
 }

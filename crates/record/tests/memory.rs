@@ -4,6 +4,11 @@
 
 mod common;
 
+/// The test client binary.
+fn client() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_BIN_EXE_record-test-client"))
+}
+
 use gpu_counters_record::collector::{self, Options};
 use std::io::BufWriter;
 use std::process::Command;
@@ -29,8 +34,14 @@ fn run(kernels: u64, trace: &std::path::Path) -> u64 {
     let (collector, writer) = collector::start(opts).expect("collector");
     let file = std::fs::File::create(trace).expect("trace file");
     let w = std::thread::spawn(move || writer.run(Some(BufWriter::new(file))));
-    let status = Command::new(common::client())
-        .args(["--kernels", &kernels.to_string(), "--names", "300", "--no-api"])
+    let status = Command::new(client())
+        .args([
+            "--kernels",
+            &kernels.to_string(),
+            "--names",
+            "300",
+            "--no-api",
+        ])
         // A queue that holds the whole stream: the client never drops, so
         // every kernel reaches the collector at the collector's pace.
         .args(["--queue-bytes", "268435456", "--deadline", "600"])
@@ -50,7 +61,11 @@ fn run(kernels: u64, trace: &std::path::Path) -> u64 {
 /// allocator gave earlier threads, which a long single run does not have.
 fn peak_of_fresh_process(kernels: u64) -> u64 {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "the_collector_memory_stays_flat_as_the_trace_grows", "--nocapture"])
+        .args([
+            "--exact",
+            "the_collector_memory_stays_flat_as_the_trace_grows",
+            "--nocapture",
+        ])
         .env("MEMORY_RUN", kernels.to_string())
         .output()
         .expect("run this test binary again");
@@ -79,6 +94,9 @@ fn the_collector_memory_stays_flat_as_the_trace_grows() {
     let small = peak_of_fresh_process(1_000_000);
     let large = peak_of_fresh_process(3_000_000);
     eprintln!("VmHWM {small} KiB after 1000000 kernels, {large} KiB after 3000000");
-    assert!(large <= small + 2 * 1024, "VmHWM grew from {small} to {large} KiB");
+    assert!(
+        large <= small + 2 * 1024,
+        "VmHWM grew from {small} to {large} KiB"
+    );
     assert!(large < 64 * 1024, "VmHWM {large} KiB");
 }

@@ -35,7 +35,10 @@ fn every_record() -> Vec<Record<'static>> {
             exe: Text::from_str("/usr/bin/python3"),
             cmdline: Text::new(b"python3\0train.py\0"),
         }),
-        Record::Str(Str { id: 1, text: Text::from_str("_Z6kernelPf") }),
+        Record::Str(Str {
+            id: 1,
+            text: Text::from_str("_Z6kernelPf"),
+        }),
         Record::Thread(Thread { tid: 9, name: 1 }),
         Record::Device(Device {
             ordinal: 0,
@@ -46,8 +49,17 @@ fn every_record() -> Vec<Record<'static>> {
             name: 2,
             chip: 3,
         }),
-        Record::Clock(Clock { device: 0, cpu_ns: 10, offset_ns: -20, bound_ns: 30 }),
-        Record::Init(Init { flags: init::CUDA, cupti_version: 24, driver_version: 13000 }),
+        Record::Clock(Clock {
+            device: 0,
+            cpu_ns: 10,
+            offset_ns: -20,
+            bound_ns: 30,
+        }),
+        Record::Init(Init {
+            flags: init::CUDA,
+            cupti_version: 24,
+            driver_version: 13000,
+        }),
         Record::Api(Api {
             tid: 9,
             domain: 1,
@@ -76,7 +88,12 @@ fn every_record() -> Vec<Record<'static>> {
             dst_kind: memory_kind::DEVICE,
             bytes: 1 << 30,
         }),
-        Record::Memset(Memset { work: work(44), memory_kind: 3, value: 0xff, bytes: 4096 }),
+        Record::Memset(Memset {
+            work: work(44),
+            memory_kind: 3,
+            value: 0xff,
+            bytes: 4096,
+        }),
         Record::Sync(SyncEvent {
             correlation: 45,
             sync_type: 3,
@@ -95,7 +112,12 @@ fn every_record() -> Vec<Record<'static>> {
             color: 0xff00ff00,
             category: 2,
         }),
-        Record::NvtxPop(NvtxPop { tid: 9, ts_ns: 2, domain: 0, range_id: 8 }),
+        Record::NvtxPop(NvtxPop {
+            tid: 9,
+            ts_ns: 2,
+            domain: 0,
+            range_id: 8,
+        }),
         Record::NvtxStart(NvtxRange {
             tid: 9,
             ts_ns: 3,
@@ -105,7 +127,11 @@ fn every_record() -> Vec<Record<'static>> {
             color: 0,
             category: 0,
         }),
-        Record::NvtxEnd(NvtxEnd { tid: 10, ts_ns: 4, range_id: 9 }),
+        Record::NvtxEnd(NvtxEnd {
+            tid: 10,
+            ts_ns: 4,
+            range_id: 9,
+        }),
         Record::NvtxMark(NvtxRange {
             tid: 9,
             ts_ns: 5,
@@ -115,15 +141,24 @@ fn every_record() -> Vec<Record<'static>> {
             color: 0,
             category: 0,
         }),
-        Record::NvtxDomain(NvtxDomain { id: 1, name: Text::from_str("NCCL") }),
-        Record::PmConfig(MetricConfig { device: 0, metrics: Seq::Slice(&[6, 7]) }),
+        Record::NvtxDomain(NvtxDomain {
+            id: 1,
+            name: Text::from_str("NCCL"),
+        }),
+        Record::PmConfig(MetricConfig {
+            device: 0,
+            metrics: Seq::Slice(&[6, 7]),
+        }),
         Record::PmSample(PmSample {
             device: 0,
             start_ns: 1,
             end_ns: 2,
             values: Seq::Slice(&[1.5, -2.25]),
         }),
-        Record::CounterConfig(MetricConfig { device: 0, metrics: Seq::Slice(&[8]) }),
+        Record::CounterConfig(MetricConfig {
+            device: 0,
+            metrics: Seq::Slice(&[8]),
+        }),
         Record::KernelCounters(KernelCounters {
             correlation: 42,
             device: 0,
@@ -147,14 +182,25 @@ fn every_record() -> Vec<Record<'static>> {
             severity: severity::WARNING,
             text: Text::from_str("hardware counters are not permitted"),
         }),
-        Record::Goodbye(Goodbye { reason: goodbye::ATEXIT, unsent: 3 }),
-        Record::Unknown { tag: 200, payload: &[1, 2, 3] },
+        Record::Goodbye(Goodbye {
+            reason: goodbye::ATEXIT,
+            unsent: 3,
+        }),
+        Record::Unknown {
+            tag: 200,
+            payload: &[1, 2, 3],
+        },
     ]
 }
 
 fn frame_of(records: &[Record<'_>], seq: u32) -> Vec<u8> {
     let mut f = Vec::new();
-    FrameHeader { flags: 0, pid: 1234, seq }.encode(&mut f);
+    FrameHeader {
+        flags: 0,
+        pid: 1234,
+        seq,
+    }
+    .encode(&mut f);
     for r in records {
         r.encode(&mut f).expect("fits");
     }
@@ -166,7 +212,14 @@ fn every_record_round_trips_in_one_frame() {
     let records = every_record();
     let frame = frame_of(&records, 7);
     let (header, decoded) = decode_frame(&frame).expect("valid");
-    assert_eq!(header, FrameHeader { flags: 0, pid: 1234, seq: 7 });
+    assert_eq!(
+        header,
+        FrameHeader {
+            flags: 0,
+            pid: 1234,
+            seq: 7
+        }
+    );
     let decoded: Vec<Record<'_>> = decoded.map(|r| r.expect("valid record")).collect();
     assert_eq!(decoded, records);
     assert_eq!(validate_frame(&frame), Ok((header, records.len())));
@@ -186,10 +239,7 @@ fn every_cut_of_a_frame_is_a_typed_error() {
         // cut is an error naming the record.
         match r {
             Ok((_, n)) => assert!(n < whole, "cut {cut}"),
-            Err(
-                DecodeError::RecordHeader { .. }
-                | DecodeError::RecordLength { .. },
-            ) => {}
+            Err(DecodeError::RecordHeader { .. } | DecodeError::RecordLength { .. }) => {}
             Err(e) => panic!("cut {cut}: unexpected {e:?}"),
         }
     }
@@ -202,14 +252,22 @@ fn a_payload_too_short_or_too_long_for_its_fields_is_an_error() {
     short.extend_from_slice(&[tag::GOODBYE, 0, 5, 0, 1, 0, 0, 0, 0]);
     assert_eq!(
         validate_frame(&short),
-        Err(DecodeError::Truncated { offset: HEADER_LEN, tag: tag::GOODBYE, field: "unsent" })
+        Err(DecodeError::Truncated {
+            offset: HEADER_LEN,
+            tag: tag::GOODBYE,
+            field: "unsent"
+        })
     );
     let mut long = frame_of(&[], 0);
     long.extend_from_slice(&[tag::GOODBYE, 0, 12, 0]);
     long.extend_from_slice(&[0u8; 12]);
     assert_eq!(
         validate_frame(&long),
-        Err(DecodeError::Trailing { offset: HEADER_LEN, tag: tag::GOODBYE, extra: 3 })
+        Err(DecodeError::Trailing {
+            offset: HEADER_LEN,
+            tag: tag::GOODBYE,
+            extra: 3
+        })
     );
 }
 
@@ -222,7 +280,10 @@ fn bad_magic_version_and_sizes_are_refused() {
     f[4] = 2;
     assert_eq!(validate_frame(&f), Err(DecodeError::Version(2)));
     let big = vec![0u8; MAX_FRAME + 1];
-    assert_eq!(validate_frame(&big), Err(DecodeError::LongFrame { len: MAX_FRAME + 1 }));
+    assert_eq!(
+        validate_frame(&big),
+        Err(DecodeError::LongFrame { len: MAX_FRAME + 1 })
+    );
 }
 
 #[test]
@@ -235,13 +296,19 @@ fn a_text_over_its_limit_is_refused_and_long_texts_are_cut_and_flagged() {
     f.extend_from_slice(&[tag::STR, 0]);
     f.extend_from_slice(&(payload.len() as u16).to_le_bytes());
     f.extend_from_slice(&payload);
-    assert!(matches!(validate_frame(&f), Err(DecodeError::TextTooLong { len: 5000, .. })));
+    assert!(matches!(
+        validate_frame(&f),
+        Err(DecodeError::TextTooLong { len: 5000, .. })
+    ));
 
     let long = "é".repeat(3000); // 6000 bytes
     let t = Text::from_str(&long);
     assert!(t.truncated);
     assert!(t.bytes.len() <= MAX_TEXT);
-    assert!(std::str::from_utf8(t.bytes).is_ok(), "cut at a character boundary");
+    assert!(
+        std::str::from_utf8(t.bytes).is_ok(),
+        "cut at a character boundary"
+    );
     let f = frame_of(&[Record::Str(Str { id: 1, text: t })], 0);
     let (_, mut r) = decode_frame(&f).unwrap();
     match r.next().unwrap().unwrap() {
@@ -256,9 +323,17 @@ fn a_text_over_its_limit_is_refused_and_long_texts_are_cut_and_flagged() {
 #[test]
 fn a_list_too_long_for_a_record_is_an_encode_error() {
     let values = vec![0.0f64; 10_000]; // 80 KB
-    let r = Record::PmSample(PmSample { device: 0, start_ns: 0, end_ns: 0, values: Seq::Slice(&values) });
+    let r = Record::PmSample(PmSample {
+        device: 0,
+        start_ns: 0,
+        end_ns: 0,
+        values: Seq::Slice(&values),
+    });
     let mut out = vec![9u8];
-    assert!(matches!(r.encode(&mut out), Err(EncodeError::TooLong { .. })));
+    assert!(matches!(
+        r.encode(&mut out),
+        Err(EncodeError::TooLong { .. })
+    ));
     assert_eq!(out, vec![9u8], "nothing appended");
 }
 
@@ -267,7 +342,9 @@ fn the_sender_cuts_streams_into_frames_at_record_boundaries() {
     // Many records; record_spans finds each whole.
     let mut stream = Vec::new();
     for i in 0..5000u32 {
-        Record::Thread(Thread { tid: i, name: i }).encode(&mut stream).unwrap();
+        Record::Thread(Thread { tid: i, name: i })
+            .encode(&mut stream)
+            .unwrap();
     }
     let spans: Vec<_> = record_spans(&stream).collect();
     assert_eq!(spans.len(), 5000);

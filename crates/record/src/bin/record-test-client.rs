@@ -200,7 +200,11 @@ fn send(a: &Args) -> u8 {
     0
 }
 
-fn malformed(path: &std::path::Path, pid: u32, hello: &gpu_counters_record::protocol::Hello<'_>) -> u8 {
+fn malformed(
+    path: &std::path::Path,
+    pid: u32,
+    hello: &gpu_counters_record::protocol::Hello<'_>,
+) -> u8 {
     let fd = match connect_seqpacket(path) {
         Ok(fd) => fd,
         Err(e) => {
@@ -209,10 +213,22 @@ fn malformed(path: &std::path::Path, pid: u32, hello: &gpu_counters_record::prot
         }
     };
     let mut good = Vec::new();
-    FrameHeader { flags: 0, pid, seq: 0 }.encode(&mut good);
-    Record::Hello(*hello).encode(&mut good).expect("a Hello fits");
+    FrameHeader {
+        flags: 0,
+        pid,
+        seq: 0,
+    }
+    .encode(&mut good);
+    Record::Hello(*hello)
+        .encode(&mut good)
+        .expect("a Hello fits");
     let mut bad = Vec::new();
-    FrameHeader { flags: 0, pid, seq: 1 }.encode(&mut bad);
+    FrameHeader {
+        flags: 0,
+        pid,
+        seq: 1,
+    }
+    .encode(&mut bad);
     // A Kernel record whose length runs 100 bytes past the frame's end.
     bad.extend_from_slice(&[11, 0, 200, 0]);
     bad.extend_from_slice(&[0u8; 100]);
@@ -221,7 +237,12 @@ fn malformed(path: &std::path::Path, pid: u32, hello: &gpu_counters_record::prot
         use std::os::fd::AsRawFd;
         // SAFETY: sending a valid buffer on an open socket.
         let n = unsafe {
-            libc::send(fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), libc::MSG_NOSIGNAL)
+            libc::send(
+                fd.as_raw_fd(),
+                frame.as_ptr().cast(),
+                frame.len(),
+                libc::MSG_NOSIGNAL,
+            )
         };
         if n < 0 {
             eprintln!("test-client: send: {}", std::io::Error::last_os_error());
@@ -259,7 +280,10 @@ fn main() -> ExitCode {
     let mut children = Vec::new();
     let exe = std::env::current_exe().expect("the test client's path");
     for _ in 0..a.children {
-        match std::process::Command::new(&exe).args(child_args(&a.raw)).spawn() {
+        match std::process::Command::new(&exe)
+            .args(child_args(&a.raw))
+            .spawn()
+        {
             Ok(c) => children.push(c),
             Err(e) => {
                 eprintln!("test-client: cannot start a child: {e}");

@@ -1,6 +1,6 @@
 //! Helpers of the collector's tests: a Python with Perfetto's schema to
 //! decode traces (`scripts/gpu_trace_dump.py`), skipped cleanly when absent
-//! only if `GPU_COUNTERS_SKIP_PYTHON` is set, and the test client.
+//! only if `GPU_COUNTERS_SKIP_PYTHON` is set. Also used by the CLI's tests.
 
 #![allow(dead_code)]
 
@@ -64,11 +64,10 @@ pub fn dump(python: &Path, path: &Path, flags: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).expect("gpu_trace_dump.py prints JSON");
-    assert_eq!(v["errors"], serde_json::json!([]), "the trace breaks a rule");
+    assert_eq!(
+        v["errors"],
+        serde_json::json!([]),
+        "the trace breaks a rule"
+    );
     v
-}
-
-/// The test client binary.
-pub fn client() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_record-test-client"))
 }
