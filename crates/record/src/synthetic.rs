@@ -4,8 +4,8 @@
 //! stats), with exact counts known in advance.
 
 use crate::protocol::{
-    activity, api_kind, copy_kind, init, memory_kind, Api, Device, Hello, Kernel, MemCopy, Memset,
-    Name, Notice, NvtxPop, NvtxRange, Record, Str, Text, Thread, Work,
+    activity, api_kind, copy_kind, init, memory_kind, Api, Device, FrameHeader, Hello, Kernel,
+    MemCopy, Memset, Name, Notice, NvtxPop, NvtxRange, Record, Str, Text, Thread, Work, MAX_FRAME,
 };
 
 /// A scripted workload; see the module documentation.
@@ -297,6 +297,37 @@ impl Script {
                 step += 1;
             }
         }
+    }
+
+    /// The whole stream (Hello, then [`Script::run`]'s records) cut into
+    /// numbered frames of at most [`MAX_FRAME`] bytes, as a sender would
+    /// send it.
+    pub fn frames(&self) -> Vec<Vec<u8>> {
+        let cmd = b"synthetic\0".to_vec();
+        let mut frames = Vec::new();
+        let mut cur = Vec::new();
+        let mut seq = 0;
+        let pid = self.pid;
+        let mut push = |r: &Record<'_>, frames: &mut Vec<Vec<u8>>| {
+            let mut rec = Vec::new();
+            if r.encode(&mut rec).is_err() {
+                return;
+            }
+            if !cur.is_empty() && cur.len() + rec.len() > MAX_FRAME {
+                frames.push(std::mem::take(&mut cur));
+            }
+            if cur.is_empty() {
+                FrameHeader { flags: 0, pid, seq }.encode(&mut cur);
+                seq += 1;
+            }
+            cur.extend_from_slice(&rec);
+        };
+        push(&Record::Hello(self.hello(&cmd)), &mut frames);
+        self.run(&mut |r| push(r, &mut frames));
+        if !cur.is_empty() {
+            frames.push(cur);
+        }
+        frames
     }
 
     /// A notice record.

@@ -11,7 +11,6 @@ fn client() -> std::path::PathBuf {
 }
 
 use gpu_counters_record::collector::{self, write_frames, Caps, Options, Outcome};
-use gpu_counters_record::protocol::{FrameHeader, Record, MAX_FRAME};
 use gpu_counters_record::synthetic::{kernel_name_demangled, Script};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -327,37 +326,6 @@ fn a_flooding_client_loses_only_what_it_counts() {
     assert!(s.processes[0].goodbye, "Stats and Goodbye wait for room");
 }
 
-/// Frames of one process's scripted stream, as the sender would cut them.
-fn frames(script: &Script) -> Vec<Vec<u8>> {
-    let cmd = b"train\0".to_vec();
-    let mut frames = Vec::new();
-    let mut cur = Vec::new();
-    let mut seq = 0;
-    let mut push = |r: &Record<'_>, frames: &mut Vec<Vec<u8>>| {
-        let mut rec = Vec::new();
-        r.encode(&mut rec).unwrap();
-        if !cur.is_empty() && cur.len() + rec.len() > MAX_FRAME {
-            frames.push(std::mem::take(&mut cur));
-        }
-        if cur.is_empty() {
-            FrameHeader {
-                flags: 0,
-                pid: script.pid,
-                seq,
-            }
-            .encode(&mut cur);
-            seq += 1;
-        }
-        cur.extend_from_slice(&rec);
-    };
-    push(&Record::Hello(script.hello(&cmd)), &mut frames);
-    script.run(&mut |r| push(r, &mut frames));
-    if !cur.is_empty() {
-        frames.push(cur);
-    }
-    frames
-}
-
 #[test]
 fn bytes_per_kernel_are_a_small_fraction_of_a_scope_in_the_old_export() {
     for (api, limit) in [(false, 36.0), (true, 90.0)] {
@@ -368,7 +336,7 @@ fn bytes_per_kernel_are_a_small_fraction_of_a_scope_in_the_old_export() {
             api,
             ..Script::default()
         };
-        let f = frames(&script);
+        let f = script.frames();
         let mut out = Vec::new();
         let o = write_frames(f.iter().map(Vec::as_slice), Some(&mut out), Caps::default());
         let per = o.summary.trace.bytes_per_kernel.unwrap();
@@ -385,7 +353,7 @@ fn a_gap_in_frame_numbers_is_counted() {
         kernels: 5000,
         ..Script::default()
     };
-    let mut f = frames(&script);
+    let mut f = script.frames();
     assert!(f.len() >= 3);
     f.remove(1);
     let o = write_frames(
