@@ -198,6 +198,8 @@ pub struct Drops {
     pub nvtx_unterminated: u64,
     /// GPU work that arrived after its NVTX range's GPU span was written.
     pub spans_late: u64,
+    /// Records the processes still held, unsent, when they said goodbye.
+    pub unsent_at_exit: u64,
 }
 
 /// The fields of the processes' `Stats` that count losses (the others,
@@ -237,6 +239,7 @@ impl Drops {
                 + self.nvtx_pop_empty
                 + self.nvtx_unterminated
                 + self.spans_late
+                + self.unsent_at_exit
                 > 0
     }
 }
@@ -472,6 +475,7 @@ impl Summary {
                 ("NVTX pops of an empty stack", d.nvtx_pop_empty),
                 ("NVTX ranges left open", d.nvtx_unterminated),
                 ("GPU work after its range's span", d.spans_late),
+                ("records unsent at exit", d.unsent_at_exit),
             ] {
                 if v > 0 {
                     parts.push(format!("{k} {v}"));

@@ -1011,7 +1011,10 @@ impl<W: Write> State<W> {
                     w.instant(p, ts, &format!("gpu-counters: {msg}"), Some("gpu-counters"))
                 });
             }
-            Record::Goodbye(g) => conn.goodbye = Some(g.reason),
+            Record::Goodbye(g) => {
+                conn.goodbye = Some(g.reason);
+                self.drops.unsent_at_exit += g.unsent;
+            }
             Record::Unknown { .. } => self.drops.unknown_records += 1,
         }
     }

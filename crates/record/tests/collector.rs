@@ -246,6 +246,7 @@ fn a_client_without_goodbye_and_a_malformed_one_are_counted() {
     );
     assert_eq!(s.drops.connections_refused, 1);
     assert_eq!(s.drops.injected["cupti_dropped"], 5);
+    assert_eq!(s.drops.unsent_at_exit, 0);
     let refused = s
         .processes
         .iter()
