@@ -41,6 +41,10 @@ pub enum Command {
     /// and wgpu-profiler, side by side in one run; CPU resolve throughput;
     /// calibration quality and drift.
     Bench(gpu_counters_bench::BenchArgs),
+    /// Run a program with every CUDA kernel, copy and NVTX range it (and
+    /// its child processes) makes recorded into one Perfetto trace, and
+    /// print a summary: `record [-o FILE.pftrace] [OPTIONS] -- CMD ARGS...`.
+    Record(crate::record::RecordArgs),
 }
 
 /// Options of `devices`.

@@ -38,6 +38,7 @@ mod devices;
 mod error;
 mod multi;
 mod output;
+mod record;
 mod report;
 mod run;
 mod run_cuda;
@@ -131,6 +132,7 @@ fn main() -> ExitCode {
             cli::Command::Devices(args) => devices::run(args),
             cli::Command::Run(args) => run::run(args),
             cli::Command::Bench(args) => bench(args),
+            cli::Command::Record(args) => return record::run(args),
         },
         Err(e) => parse_error(e),
     };

@@ -1194,7 +1194,7 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "frame 4: 1 of 2 passes have results (1 scopes dropped: 1 failed, 0 not ended, \
-             0 without a ring slot, 0 over capacity, 0 abandoned)"
+             0 without a ring slot, 0 over capacity, 0 abandoned, 0 in an abandoned frame)"
         );
         let swapped = frame(
             vec![

@@ -53,6 +53,8 @@ pub mod csv;
 pub(crate) mod lanes;
 #[cfg(feature = "perfetto")]
 pub mod perfetto;
+#[cfg(feature = "perfetto")]
+pub mod perfetto_gpu;
 pub mod svg;
 pub mod tracy;
 #[cfg(feature = "tracy")]

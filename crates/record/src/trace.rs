@@ -1,0 +1,1256 @@
+//! The writer thread's state: records of every connection → the Perfetto
+//! GPU trace ([`GpuTraceWriter`]) and the summary's aggregates.
+//!
+//! Per connection: its strings (per-process ids → names), devices
+//! (ordinal → global GPU index by UUID, first seen first), threads (a track
+//! each, NVTX push/pop stacks per domain), queues (a hardware queue per
+//! process, context and stream), open start/end ranges (on lanes of a
+//! per-domain track, since they need not nest) and NVTX ranges awaiting
+//! their GPU span. Globally: the process tracks, GPUs, interned stages
+//! (kernel name and shape; copies and memsets by kind) and the summary's
+//! aggregates. Every table has a cap from [`Caps`]; what does not fit is
+//! counted in [`Drops`] and drawn more plainly or not at all.
+
+use crate::collector::{Caps, Ended, Outcome};
+use crate::protocol::{
+    activity, api_kind, copy_kind, decode_frame, init, memory_kind, severity, FrameHeader, Name,
+    Record, Stats, Text, Work,
+};
+use crate::summary::{Aggregates, DeviceSummary, Drops, ProcessSummary, Summary, TraceSummary};
+use gpu_counters_profiler::export::perfetto_gpu::{
+    ClockReadings, CounterUnit, GpuCounterSpec, GpuTraceWriter, RenderStage, StageCategory,
+    GRAPHICS_API_CUDA,
+};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Write};
+use std::rc::Rc;
+
+/// Processes listed in the summary at most (all are counted and traced).
+const SUMMARY_PROCESSES: usize = 10_000;
+/// Kernels remembered for their counters, per connection.
+const RECENT_KERNELS: usize = 65_536;
+/// Start/end range lanes per process and domain.
+const ASYNC_LANES: usize = 64;
+/// GPU counter ids per GPU: PM metrics first, per-kernel counters after.
+const COUNTERS_PER_GPU: u32 = 64;
+
+/// The trace output, which stops at its first error.
+struct Out<W: Write> {
+    w: Option<GpuTraceWriter<W>>,
+    error: Option<io::Error>,
+}
+
+impl<W: Write> Out<W> {
+    fn put<R>(&mut self, f: impl FnOnce(&mut GpuTraceWriter<W>) -> io::Result<R>) -> Option<R> {
+        let w = self.w.as_mut()?;
+        match f(w) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.error.get_or_insert(e);
+                self.w = None;
+                None
+            }
+        }
+    }
+
+    /// A track uuid from `f`, or 0 when nothing is written.
+    fn track(&mut self, f: impl FnOnce(&mut GpuTraceWriter<W>) -> io::Result<u64>) -> u64 {
+        self.put(f).unwrap_or(0)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum GpuKey {
+    Uuid([u8; 16]),
+    Local(u32, u32),
+}
+
+struct OpenRange {
+    range_id: u64,
+    ts: u64,
+    name: Rc<str>,
+}
+
+#[derive(Default)]
+struct Stack {
+    open: Vec<OpenRange>,
+    hidden: usize,
+}
+
+struct ThreadState {
+    uuid: u64,
+    stacks: HashMap<u32, Stack>,
+    domain_tracks: HashMap<u32, u64>,
+    span_tracks: HashMap<u32, u64>,
+}
+
+struct Span {
+    tid: u32,
+    domain: u32,
+    parent: u64,
+    name: Rc<str>,
+    start: u64,
+    end: Option<u64>,
+    gpu: Option<(u64, u64)>,
+    kernel_ns: u64,
+}
+
+struct AsyncOpen {
+    domain: u32,
+    lane: usize,
+    ts: u64,
+    name: Rc<str>,
+}
+
+struct PmConfig {
+    gpu: usize,
+    ids: Vec<u32>,
+    specs: Vec<GpuCounterSpec>,
+    described: bool,
+}
+
+#[derive(Default)]
+struct Conn {
+    pid: u32,
+    ppid: u32,
+    hello: bool,
+    refused: bool,
+    flags: u32,
+    cmdline: Vec<String>,
+    next_seq: u32,
+    frames_lost: u64,
+    goodbye: Option<u8>,
+    stats: Stats,
+    last_ts: u64,
+    process: u64,
+    strings: HashMap<u32, Rc<str>>,
+    kernel_names: HashMap<u32, Rc<str>>,
+    domains: HashMap<u32, Rc<str>>,
+    devices: HashMap<u32, usize>,
+    threads: HashMap<u32, ThreadState>,
+    queues: HashMap<(u32, u32, usize), u64>,
+    contexts: HashMap<u32, u64>,
+    lanes: HashMap<u32, Vec<(u64, bool)>>,
+    async_open: HashMap<u64, AsyncOpen>,
+    spans: HashMap<u64, Span>,
+    spans_flushed_upto: u64,
+    pm: HashMap<u32, PmConfig>,
+    counters: HashMap<u32, PmConfig>,
+    recent: HashMap<u32, (u64, usize)>,
+    recent_order: VecDeque<u32>,
+    drops_track: u64,
+}
+
+/// Everything the writer thread keeps; see the module documentation.
+pub(crate) struct State<W: Write> {
+    out: Out<W>,
+    caps: Caps,
+    clocks: fn() -> ClockReadings,
+    conns: HashMap<u64, Conn>,
+    process_tracks: HashMap<u32, u64>,
+    gpus: Vec<(GpuKey, String)>,
+    gpu_index: HashMap<GpuKey, usize>,
+    stages: HashMap<(Rc<str>, [u32; 8], u16), u64>,
+    other_stages: HashMap<String, u64>,
+    overflow_queues: HashMap<usize, u64>,
+    queue_count: usize,
+    agg: Aggregates,
+    drops: Drops,
+    processes: Vec<ProcessSummary>,
+    cuda: bool,
+    gpu_events: u64,
+    kernels: u64,
+    pm_ran: bool,
+    serialized: bool,
+}
+
+fn event_id(pid: u32, correlation: u32) -> u64 {
+    (u64::from(pid) << 32) | u64::from(correlation)
+}
+
+fn demangle(name: &str) -> String {
+    if !name.starts_with("_Z") {
+        return name.to_string();
+    }
+    cpp_demangle::Symbol::new(name.as_bytes())
+        .ok()
+        .and_then(|s| s.demangle(&cpp_demangle::DemangleOptions::default()).ok())
+        .unwrap_or_else(|| name.to_string())
+}
+
+fn text(t: Text<'_>) -> String {
+    let mut s = t.lossy().into_owned();
+    if t.truncated {
+        s.push('…');
+    }
+    s
+}
+
+fn severity_name(s: u8) -> &'static str {
+    match s {
+        severity::INFO => "info",
+        severity::WARNING => "warning",
+        _ => "error",
+    }
+}
+
+fn goodbye_name(r: u8) -> &'static str {
+    match r {
+        crate::protocol::goodbye::ATEXIT => "goodbye (exit)",
+        crate::protocol::goodbye::SIGTERM => "goodbye (SIGTERM)",
+        crate::protocol::goodbye::FORK_CHILD => "goodbye (forked child)",
+        _ => "goodbye",
+    }
+}
+
+impl<W: Write> State<W> {
+    pub(crate) fn new(out: Option<W>, caps: Caps, clocks: fn() -> ClockReadings) -> Self {
+        let mut o = Out {
+            w: None,
+            error: None,
+        };
+        if let Some(w) = out {
+            match GpuTraceWriter::new(w, clocks()) {
+                Ok(w) => o.w = Some(w),
+                Err(e) => o.error = Some(e),
+            }
+        }
+        State {
+            out: o,
+            caps,
+            clocks,
+            conns: HashMap::new(),
+            process_tracks: HashMap::new(),
+            gpus: Vec::new(),
+            gpu_index: HashMap::new(),
+            stages: HashMap::new(),
+            other_stages: HashMap::new(),
+            overflow_queues: HashMap::new(),
+            queue_count: 0,
+            agg: Aggregates::new(caps.summary_kernels, caps.summary_ranges, caps.notices),
+            drops: Drops::default(),
+            processes: Vec::new(),
+            cuda: false,
+            gpu_events: 0,
+            kernels: 0,
+            pm_ran: false,
+            serialized: false,
+        }
+    }
+
+    pub(crate) fn clock_snapshot(&mut self) {
+        let c = (self.clocks)();
+        self.out.put(|w| w.clock_snapshot(c));
+    }
+
+    /// Applies one frame (already checked by its reader).
+    pub(crate) fn frame(&mut self, conn_id: u64, header: FrameHeader, data: &[u8]) {
+        let mut conn = self.conns.remove(&conn_id).unwrap_or_default();
+        if conn.refused {
+            self.conns.insert(conn_id, conn);
+            return;
+        }
+        if header.seq != conn.next_seq {
+            conn.frames_lost += u64::from(header.seq.wrapping_sub(conn.next_seq));
+        }
+        conn.next_seq = header.seq.wrapping_add(1);
+        conn.pid = header.pid;
+        if let Ok((_, records)) = decode_frame(data) {
+            for r in records {
+                match r {
+                    Ok(r) => {
+                        self.record(&mut conn, &r);
+                        if conn.refused {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        self.refuse(&mut conn, &e.to_string());
+                        break;
+                    }
+                }
+            }
+        }
+        self.conns.insert(conn_id, conn);
+    }
+
+    fn refuse(&mut self, conn: &mut Conn, why: &str) {
+        conn.refused = true;
+        self.drops.connections_refused += 1;
+        self.agg.notice(
+            "error",
+            &format!("pid {}: connection refused: {why}", conn.pid),
+        );
+    }
+
+    fn string(&mut self, conn: &Conn, id: u32) -> Rc<str> {
+        match conn.strings.get(&id) {
+            Some(s) => s.clone(),
+            None => {
+                self.drops.unknown_references += 1;
+                Rc::from(format!("(unknown string {id})"))
+            }
+        }
+    }
+
+    fn name(&mut self, conn: &Conn, n: &Name<'_>) -> Rc<str> {
+        match n {
+            Name::Id(id) => self.string(conn, *id),
+            Name::Text(t) => Rc::from(text(*t)),
+        }
+    }
+
+    fn domain(&self, conn: &Conn, domain: u32) -> Rc<str> {
+        if domain == 0 {
+            return Rc::from("default");
+        }
+        conn.domains
+            .get(&domain)
+            .cloned()
+            .unwrap_or_else(|| Rc::from(format!("domain {domain}")))
+    }
+
+    fn process_track(&mut self, conn: &mut Conn) -> u64 {
+        if conn.process != 0 || self.out.w.is_none() {
+            return conn.process;
+        }
+        if let Some(&u) = self.process_tracks.get(&conn.pid) {
+            conn.process = u;
+            return u;
+        }
+        let name = conn
+            .cmdline
+            .first()
+            .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+            .unwrap_or_default();
+        let args: Vec<&str> = conn.cmdline.iter().map(String::as_str).collect();
+        let pid = conn.pid as i32;
+        let u = self.out.track(|w| w.process(pid, &name, &args));
+        if self.process_tracks.len() < self.caps.threads_per_connection {
+            self.process_tracks.insert(conn.pid, u);
+        }
+        conn.process = u;
+        u
+    }
+
+    fn thread(&mut self, conn: &mut Conn, tid: u32) -> Option<u64> {
+        if let Some(t) = conn.threads.get(&tid) {
+            return Some(t.uuid);
+        }
+        if conn.threads.len() >= self.caps.threads_per_connection {
+            self.drops.over_cap += 1;
+            return None;
+        }
+        self.process_track(conn);
+        let pid = conn.pid as i32;
+        let uuid = self.out.track(|w| w.thread(pid, tid as i32, None));
+        conn.threads.insert(
+            tid,
+            ThreadState {
+                uuid,
+                stacks: HashMap::new(),
+                domain_tracks: HashMap::new(),
+                span_tracks: HashMap::new(),
+            },
+        );
+        Some(uuid)
+    }
+
+    /// The track NVTX push/pop ranges of `domain` go on: the thread's own
+    /// for the default domain, a child track per other domain (ranges of
+    /// two domains need not nest).
+    fn nvtx_track(&mut self, conn: &mut Conn, tid: u32, domain: u32) -> Option<u64> {
+        let uuid = self.thread(conn, tid)?;
+        if domain == 0 {
+            return Some(uuid);
+        }
+        if let Some(&u) = conn.threads.get(&tid)?.domain_tracks.get(&domain) {
+            return Some(u);
+        }
+        let name = self.domain(conn, domain);
+        let u = self.out.track(|w| w.track(uuid, &name));
+        conn.threads.get_mut(&tid)?.domain_tracks.insert(domain, u);
+        Some(u)
+    }
+
+    fn gpu(&mut self, conn: &Conn, ordinal: u32) -> usize {
+        if let Some(&g) = conn.devices.get(&ordinal) {
+            return g;
+        }
+        let key = GpuKey::Local(conn.pid, ordinal);
+        self.gpu_of(key, format!("CUDA device {ordinal} of pid {}", conn.pid))
+    }
+
+    fn gpu_of(&mut self, key: GpuKey, name: String) -> usize {
+        if let Some(&g) = self.gpu_index.get(&key) {
+            return g;
+        }
+        let g = self.gpus.len();
+        self.gpus.push((key.clone(), name));
+        self.gpu_index.insert(key, g);
+        g
+    }
+
+    fn queue(&mut self, conn: &mut Conn, w: &Work, gpu: usize) -> u64 {
+        let key = (w.context, w.stream, gpu);
+        if let Some(&q) = conn.queues.get(&key) {
+            return q;
+        }
+        if self.queue_count >= self.caps.queues {
+            self.drops.over_cap += 1;
+            if let Some(&q) = self.overflow_queues.get(&gpu) {
+                return q;
+            }
+            let q = self
+                .out
+                .put(|wr| Ok(wr.queue(&format!("GPU{gpu} (more streams)"))))
+                .unwrap_or(0);
+            self.overflow_queues.insert(gpu, q);
+            return q;
+        }
+        self.queue_count += 1;
+        let name = format!("GPU{gpu} {}:stream {}", conn.pid, w.stream);
+        let q = self.out.put(|wr| Ok(wr.queue(&name))).unwrap_or(0);
+        conn.queues.insert(key, q);
+        q
+    }
+
+    fn context(&mut self, conn: &mut Conn, context: u32) -> Option<u64> {
+        if let Some(&c) = conn.contexts.get(&context) {
+            return Some(c);
+        }
+        let pid = conn.pid as i32;
+        let c = self
+            .out
+            .put(|w| Ok(w.graphics_context(pid, GRAPHICS_API_CUDA)))?;
+        if conn.contexts.len() < self.caps.queues {
+            conn.contexts.insert(context, c);
+        }
+        Some(c)
+    }
+
+    fn other_stage(&mut self, name: &str) -> Option<u64> {
+        if let Some(&s) = self.other_stages.get(name) {
+            return Some(s);
+        }
+        if self.other_stages.len() >= self.caps.stages {
+            self.drops.over_cap += 1;
+            return None;
+        }
+        let s = self
+            .out
+            .put(|w| Ok(w.stage(name, "", StageCategory::Other)))?;
+        self.other_stages.insert(name.to_string(), s);
+        Some(s)
+    }
+
+    /// Checks a work record; counts and skips an incomplete one.
+    fn complete(&mut self, w: &Work) -> bool {
+        if w.flags & activity::INCOMPLETE != 0 || w.start_ns == 0 || w.end_ns < w.start_ns {
+            self.drops.incomplete += 1;
+            return false;
+        }
+        true
+    }
+
+    /// Adds GPU work to the NVTX range it was launched in.
+    fn attribute(&mut self, conn: &mut Conn, w: &Work) {
+        if w.flags & activity::JOINED == 0 || w.range_id == 0 {
+            return;
+        }
+        match conn.spans.get_mut(&w.range_id) {
+            Some(s) => {
+                s.gpu = Some(match s.gpu {
+                    None => (w.start_ns, w.end_ns),
+                    Some((a, b)) => (a.min(w.start_ns), b.max(w.end_ns)),
+                });
+                s.kernel_ns += w.end_ns - w.start_ns;
+            }
+            None if w.range_id <= conn.spans_flushed_upto => self.drops.spans_late += 1,
+            None => {}
+        }
+    }
+
+    fn work_common(&mut self, conn: &mut Conn, w: &Work) -> (usize, u64, Option<u64>) {
+        self.process_track(conn);
+        let gpu = self.gpu(conn, u32::from(w.device));
+        let queue = self.queue(conn, w, gpu);
+        let context = self.context(conn, w.context);
+        conn.last_ts = conn.last_ts.max(w.end_ns);
+        self.agg.busy(gpu, w.start_ns, w.end_ns);
+        self.gpu_events += 1;
+        (gpu, queue, context)
+    }
+
+    fn record(&mut self, conn: &mut Conn, r: &Record<'_>) {
+        if !conn.hello {
+            match r {
+                Record::Hello(h) => {
+                    conn.hello = true;
+                    conn.ppid = h.ppid;
+                    conn.flags = h.flags;
+                    conn.cmdline = h
+                        .cmdline
+                        .lossy()
+                        .split('\0')
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect();
+                    if conn.cmdline.is_empty() {
+                        conn.cmdline.push(text(h.exe));
+                    }
+                    conn.last_ts = h.start_ns;
+                    if h.flags & init::CUDA != 0 {
+                        self.cuda = true;
+                    }
+                    self.process_track(conn);
+                }
+                other => {
+                    let why = format!("its first record has tag {}, not Hello", other.tag());
+                    self.refuse(conn, &why);
+                }
+            }
+            return;
+        }
+        match r {
+            Record::Hello(_) => self.refuse(conn, "a second Hello"),
+            Record::Str(s) => {
+                if s.id == 0 {
+                    self.drops.unknown_references += 1;
+                } else if conn.strings.len() < self.caps.strings_per_connection
+                    || conn.strings.contains_key(&s.id)
+                {
+                    conn.strings.insert(s.id, Rc::from(text(s.text)));
+                } else {
+                    self.drops.over_cap += 1;
+                }
+            }
+            Record::Thread(t) => {
+                let name = self.string(conn, t.name);
+                if let Some(uuid) = self.thread(conn, t.tid) {
+                    let pid = conn.pid as i32;
+                    self.out
+                        .put(|w| w.thread_descriptor(uuid, pid, t.tid as i32, Some(&name)));
+                }
+            }
+            Record::Device(d) => {
+                let name = self.string(conn, d.name);
+                let g = self.gpu_of(GpuKey::Uuid(d.uuid), name.to_string());
+                conn.devices.insert(d.ordinal, g);
+            }
+            Record::Clock(c) => {
+                self.agg.clock(c.bound_ns);
+                conn.last_ts = conn.last_ts.max(c.cpu_ns);
+            }
+            Record::Init(i) => {
+                conn.flags |= i.flags;
+                if i.flags & init::CUDA != 0 {
+                    self.cuda = true;
+                }
+            }
+            Record::Api(a) => {
+                conn.last_ts = conn.last_ts.max(a.exit_ns);
+                let name = self.string(conn, a.name);
+                let launched = matches!(
+                    a.kind,
+                    api_kind::LAUNCH | api_kind::GRAPH | api_kind::COPY | api_kind::MEMSET
+                )
+                .then(|| event_id(conn.pid, a.correlation));
+                if let Some(t) = self.thread(conn, a.tid) {
+                    self.out
+                        .put(|w| w.slice_begin(t, a.enter_ns, &name, Some("cuda"), launched));
+                    self.out.put(|w| w.slice_end(t, a.exit_ns.max(a.enter_ns)));
+                }
+            }
+            Record::Kernel(k) => {
+                if !self.complete(&k.work) {
+                    return;
+                }
+                let name = match conn.kernel_names.get(&k.name) {
+                    Some(n) => n.clone(),
+                    None => {
+                        let mangled = self.string(conn, k.name);
+                        let n: Rc<str> = Rc::from(demangle(&mangled));
+                        if conn.kernel_names.len() < self.caps.strings_per_connection {
+                            conn.kernel_names.insert(k.name, n.clone());
+                        }
+                        n
+                    }
+                };
+                let (gpu, queue, context) = self.work_common(conn, &k.work);
+                let shape = [
+                    k.grid[0],
+                    k.grid[1],
+                    k.grid[2],
+                    k.block[0],
+                    k.block[1],
+                    k.block[2],
+                    k.smem_static,
+                    k.smem_dynamic,
+                ];
+                let key = (name.clone(), shape, k.registers);
+                let describe = || {
+                    let mut d = format!(
+                        "grid {}x{}x{} block {}x{}x{} smem {}+{} regs {}",
+                        k.grid[0],
+                        k.grid[1],
+                        k.grid[2],
+                        k.block[0],
+                        k.block[1],
+                        k.block[2],
+                        k.smem_static,
+                        k.smem_dynamic,
+                        k.registers
+                    );
+                    if k.work.graph_id != 0 {
+                        d.push_str(&format!(" graph {}/{}", k.work.graph_id, k.work.graph_node));
+                    }
+                    d
+                };
+                let stage = match self.stages.get(&key) {
+                    Some(&s) => Some(s),
+                    None if self.stages.len() < self.caps.stages => {
+                        let desc = describe();
+                        let s = self
+                            .out
+                            .put(|w| Ok(w.stage(&name, &desc, StageCategory::Compute)));
+                        if let Some(s) = s {
+                            self.stages.insert(key, s);
+                        }
+                        s
+                    }
+                    None => {
+                        self.drops.over_cap += 1;
+                        None
+                    }
+                };
+                let desc = if stage.is_none() {
+                    describe()
+                } else {
+                    String::new()
+                };
+                let extra: &[(&str, &str)] = if stage.is_none() {
+                    &[("shape", desc.as_str())]
+                } else {
+                    &[]
+                };
+                let ev = RenderStage {
+                    ts: k.work.start_ns,
+                    duration: k.work.end_ns - k.work.start_ns,
+                    event_id: event_id(conn.pid, k.work.correlation),
+                    queue,
+                    stage,
+                    context,
+                    gpu_id: gpu as i32,
+                    name: &name,
+                    extra,
+                };
+                self.out.put(|w| w.render_stage(&ev));
+                self.kernels += 1;
+                self.agg.kernel(&name, k.work.end_ns - k.work.start_ns);
+                self.attribute(conn, &k.work);
+                if conn.recent.len() >= RECENT_KERNELS {
+                    if let Some(old) = conn.recent_order.pop_front() {
+                        conn.recent.remove(&old);
+                    }
+                }
+                if conn
+                    .recent
+                    .insert(k.work.correlation, (k.work.end_ns, gpu))
+                    .is_none()
+                {
+                    conn.recent_order.push_back(k.work.correlation);
+                }
+            }
+            Record::Copy(c) => {
+                if !self.complete(&c.work) {
+                    return;
+                }
+                let (gpu, queue, context) = self.work_common(conn, &c.work);
+                let name = format!(
+                    "memcpy {} {}→{}",
+                    copy_kind::name(c.kind),
+                    memory_kind::name(c.src_kind),
+                    memory_kind::name(c.dst_kind)
+                );
+                let stage = self.other_stage(&name);
+                let bytes = c.bytes.to_string();
+                let ev = RenderStage {
+                    ts: c.work.start_ns,
+                    duration: c.work.end_ns - c.work.start_ns,
+                    event_id: event_id(conn.pid, c.work.correlation),
+                    queue,
+                    stage,
+                    context,
+                    gpu_id: gpu as i32,
+                    name: &name,
+                    extra: &[("bytes", &bytes)],
+                };
+                self.out.put(|w| w.render_stage(&ev));
+                self.agg.copy(
+                    (c.kind, c.src_kind, c.dst_kind),
+                    c.bytes,
+                    c.work.end_ns - c.work.start_ns,
+                );
+                self.attribute(conn, &c.work);
+            }
+            Record::Memset(m) => {
+                if !self.complete(&m.work) {
+                    return;
+                }
+                let (gpu, queue, context) = self.work_common(conn, &m.work);
+                let name = format!("memset {}", memory_kind::name(m.memory_kind as u8));
+                let stage = self.other_stage(&name);
+                let bytes = m.bytes.to_string();
+                let ev = RenderStage {
+                    ts: m.work.start_ns,
+                    duration: m.work.end_ns - m.work.start_ns,
+                    event_id: event_id(conn.pid, m.work.correlation),
+                    queue,
+                    stage,
+                    context,
+                    gpu_id: gpu as i32,
+                    name: &name,
+                    extra: &[("bytes", &bytes)],
+                };
+                self.out.put(|w| w.render_stage(&ev));
+                self.agg.memset(m.bytes, m.work.end_ns - m.work.start_ns);
+                self.attribute(conn, &m.work);
+            }
+            Record::Sync(s) => {
+                if s.start_ns == 0 || s.end_ns < s.start_ns {
+                    self.drops.incomplete += 1;
+                    return;
+                }
+                conn.last_ts = conn.last_ts.max(s.end_ns);
+                let what = match s.sync_type {
+                    1 => "event",
+                    2 => "stream wait event",
+                    3 => "stream",
+                    4 => "context",
+                    _ => "unknown",
+                };
+                let name = format!("synchronize ({what})");
+                self.process_track(conn);
+                let gpu = self.gpu(conn, 0);
+                let w = Work {
+                    context: s.context,
+                    stream: s.stream,
+                    ..Work::default()
+                };
+                let queue = self.queue(conn, &w, gpu);
+                let context = self.context(conn, s.context);
+                let stage = self.other_stage(&name);
+                let ev = RenderStage {
+                    ts: s.start_ns,
+                    duration: s.end_ns - s.start_ns,
+                    event_id: event_id(conn.pid, s.correlation),
+                    queue,
+                    stage,
+                    context,
+                    gpu_id: gpu as i32,
+                    name: &name,
+                    extra: &[],
+                };
+                self.out.put(|w| w.render_stage(&ev));
+            }
+            Record::NvtxPush(p) => {
+                conn.last_ts = conn.last_ts.max(p.ts_ns);
+                let name = self.name(conn, &p.name);
+                let domain_name = self.domain(conn, p.domain);
+                let Some(track) = self.nvtx_track(conn, p.tid, p.domain) else {
+                    return;
+                };
+                let depth_cap = self.caps.nvtx_depth;
+                let t = conn.threads.get_mut(&p.tid).expect("made by nvtx_track");
+                let stack = t.stacks.entry(p.domain).or_default();
+                if stack.open.len() >= depth_cap || stack.hidden > 0 {
+                    stack.hidden += 1;
+                    self.drops.over_cap += 1;
+                    return;
+                }
+                let parent = stack.open.last().map_or(0, |o| o.range_id);
+                stack.open.push(OpenRange {
+                    range_id: p.range_id,
+                    ts: p.ts_ns,
+                    name: name.clone(),
+                });
+                let category = if p.domain == 0 { "nvtx" } else { &domain_name };
+                self.out
+                    .put(|w| w.slice_begin(track, p.ts_ns, &name, Some(category), None));
+                if p.range_id != 0 {
+                    if conn.spans.len() >= self.caps.span_ranges {
+                        self.flush_spans(conn, true);
+                    }
+                    if conn.spans.len() < self.caps.span_ranges {
+                        conn.spans.insert(
+                            p.range_id,
+                            Span {
+                                tid: p.tid,
+                                domain: p.domain,
+                                parent,
+                                name,
+                                start: p.ts_ns,
+                                end: None,
+                                gpu: None,
+                                kernel_ns: 0,
+                            },
+                        );
+                    } else {
+                        self.drops.over_cap += 1;
+                    }
+                }
+            }
+            Record::NvtxPop(p) => {
+                conn.last_ts = conn.last_ts.max(p.ts_ns);
+                let Some(track) = self.nvtx_track(conn, p.tid, p.domain) else {
+                    return;
+                };
+                let t = conn.threads.get_mut(&p.tid).expect("made by nvtx_track");
+                let stack = t.stacks.entry(p.domain).or_default();
+                if stack.hidden > 0 {
+                    stack.hidden -= 1;
+                    return;
+                }
+                let Some(open) = stack.open.pop() else {
+                    self.drops.nvtx_pop_empty += 1;
+                    return;
+                };
+                self.out.put(|w| w.slice_end(track, p.ts_ns.max(open.ts)));
+                self.close_span(conn, open, p.domain, p.ts_ns);
+            }
+            Record::NvtxStart(s) => {
+                conn.last_ts = conn.last_ts.max(s.ts_ns);
+                let name = self.name(conn, &s.name);
+                if conn.async_open.len() >= self.caps.open_ranges {
+                    self.drops.over_cap += 1;
+                    return;
+                }
+                self.process_track(conn);
+                let process = conn.process;
+                let domain_name = self.domain(conn, s.domain);
+                let lanes = conn.lanes.entry(s.domain).or_default();
+                let lane = match lanes.iter().position(|(_, busy)| !busy) {
+                    Some(l) => l,
+                    None if lanes.len() < ASYNC_LANES => {
+                        let n = lanes.len();
+                        let track_name = if n == 0 {
+                            format!("NVTX {domain_name}")
+                        } else {
+                            format!("NVTX {domain_name} ({})", n + 1)
+                        };
+                        let u = self.out.track(|w| w.track(process, &track_name));
+                        let lanes = conn.lanes.get_mut(&s.domain).expect("entry made above");
+                        lanes.push((u, false));
+                        n
+                    }
+                    None => {
+                        self.drops.over_cap += 1;
+                        return;
+                    }
+                };
+                let lanes = conn.lanes.get_mut(&s.domain).expect("entry made above");
+                lanes[lane].1 = true;
+                let track = lanes[lane].0;
+                let category = if s.domain == 0 { "nvtx" } else { &domain_name };
+                self.out
+                    .put(|w| w.slice_begin(track, s.ts_ns, &name, Some(category), None));
+                conn.async_open.insert(
+                    s.range_id,
+                    AsyncOpen {
+                        domain: s.domain,
+                        lane,
+                        ts: s.ts_ns,
+                        name,
+                    },
+                );
+            }
+            Record::NvtxEnd(e) => {
+                conn.last_ts = conn.last_ts.max(e.ts_ns);
+                let Some(open) = conn.async_open.remove(&e.range_id) else {
+                    self.drops.nvtx_pop_empty += 1;
+                    return;
+                };
+                if let Some(lanes) = conn.lanes.get_mut(&open.domain) {
+                    let (track, _) = lanes[open.lane];
+                    lanes[open.lane].1 = false;
+                    self.out.put(|w| w.slice_end(track, e.ts_ns.max(open.ts)));
+                }
+                let domain = self.domain(conn, open.domain);
+                self.agg
+                    .range(&domain, &open.name, e.ts_ns.saturating_sub(open.ts), 0, 0);
+            }
+            Record::NvtxMark(m) => {
+                conn.last_ts = conn.last_ts.max(m.ts_ns);
+                let name = self.name(conn, &m.name);
+                if let Some(track) = self.nvtx_track(conn, m.tid, m.domain) {
+                    self.out
+                        .put(|w| w.instant(track, m.ts_ns, &name, Some("nvtx")));
+                }
+            }
+            Record::NvtxDomain(d) => {
+                if conn.domains.len() < self.caps.strings_per_connection {
+                    conn.domains.insert(d.id, Rc::from(text(d.name)));
+                } else {
+                    self.drops.over_cap += 1;
+                }
+            }
+            Record::PmConfig(c) | Record::CounterConfig(c) => {
+                let pm = matches!(r, Record::PmConfig(_));
+                let gpu = self.gpu(conn, c.device);
+                let base = if pm { 0 } else { COUNTERS_PER_GPU / 2 };
+                let mut ids = Vec::new();
+                let mut specs = Vec::new();
+                for (i, m) in c.metrics.iter().enumerate().take(32) {
+                    let id = gpu as u32 * COUNTERS_PER_GPU + base + i as u32 + 1;
+                    let name = self.string(conn, m);
+                    let unit = if name.contains("pct") {
+                        CounterUnit::Percent
+                    } else if name.contains("bytes") {
+                        CounterUnit::BytesPerSecond
+                    } else {
+                        CounterUnit::Count
+                    };
+                    ids.push(id);
+                    specs.push(GpuCounterSpec {
+                        id,
+                        name: if pm {
+                            name.to_string()
+                        } else {
+                            format!("{name} (per kernel)")
+                        },
+                        description: if pm {
+                            format!("PM sampling of {name} on GPU{gpu}")
+                        } else {
+                            format!("{name} of each kernel on GPU{gpu}, at its end")
+                        },
+                        unit,
+                    });
+                }
+                let cfg = PmConfig {
+                    gpu,
+                    ids,
+                    specs,
+                    described: false,
+                };
+                if pm {
+                    conn.pm.insert(c.device, cfg);
+                } else {
+                    self.serialized = true;
+                    conn.counters.insert(c.device, cfg);
+                }
+            }
+            Record::PmSample(s) => {
+                self.pm_ran = true;
+                conn.last_ts = conn.last_ts.max(s.end_ns);
+                let Some(cfg) = conn.pm.get_mut(&s.device) else {
+                    self.drops.unknown_references += 1;
+                    return;
+                };
+                let span = s.end_ns.saturating_sub(s.start_ns).max(1) as f64 / 1e9;
+                let values: Vec<(u32, f64)> = cfg
+                    .ids
+                    .iter()
+                    .zip(cfg.specs.iter())
+                    .zip(s.values.iter())
+                    .map(|((&id, spec), v)| {
+                        let v = if spec.unit == CounterUnit::BytesPerSecond {
+                            v / span
+                        } else {
+                            v
+                        };
+                        (id, v)
+                    })
+                    .collect();
+                let descriptor = (!cfg.described).then(|| cfg.specs.clone());
+                cfg.described = true;
+                let gpu = cfg.gpu as i32;
+                self.out
+                    .put(|w| w.gpu_counters(s.end_ns, gpu, descriptor.as_deref(), &values));
+            }
+            Record::KernelCounters(k) => {
+                let Some(&(end, _)) = conn.recent.get(&k.correlation) else {
+                    self.drops.unknown_references += 1;
+                    return;
+                };
+                let Some(cfg) = conn.counters.get_mut(&k.device) else {
+                    self.drops.unknown_references += 1;
+                    return;
+                };
+                let values: Vec<(u32, f64)> =
+                    cfg.ids.iter().copied().zip(k.values.iter()).collect();
+                let descriptor = (!cfg.described).then(|| cfg.specs.clone());
+                cfg.described = true;
+                let gpu = cfg.gpu as i32;
+                self.out
+                    .put(|w| w.gpu_counters(end, gpu, descriptor.as_deref(), &values));
+            }
+            Record::Stats(s) => {
+                conn.stats = *s;
+                let total: u64 = s.cupti_dropped + s.queue_dropped + s.buffers_refused;
+                self.process_track(conn);
+                if conn.drops_track == 0 && total > 0 {
+                    let p = conn.process;
+                    conn.drops_track = self
+                        .out
+                        .track(|w| w.counter_track(p, "dropped records", CounterUnit::Count));
+                }
+                if conn.drops_track != 0 {
+                    let (t, ts) = (conn.drops_track, conn.last_ts);
+                    self.out.put(|w| w.counter(t, ts, total as i64));
+                }
+            }
+            Record::Notice(n) => {
+                let msg = text(n.text);
+                let sev = severity_name(n.severity);
+                self.agg.notice(sev, &format!("pid {}: {msg}", conn.pid));
+                let p = self.process_track(conn);
+                let ts = if n.ts_ns != 0 { n.ts_ns } else { conn.last_ts };
+                conn.last_ts = conn.last_ts.max(ts);
+                self.out.put(|w| {
+                    w.instant(p, ts, &format!("gpu-counters: {msg}"), Some("gpu-counters"))
+                });
+            }
+            Record::Goodbye(g) => {
+                conn.goodbye = Some(g.reason);
+                self.drops.unsent_at_exit += g.unsent;
+            }
+            Record::Unknown { .. } => self.drops.unknown_records += 1,
+        }
+    }
+
+    fn close_span(&mut self, conn: &mut Conn, open: OpenRange, domain: u32, ts: u64) {
+        let cpu = ts.saturating_sub(open.ts);
+        match conn.spans.get_mut(&open.range_id) {
+            Some(s) => s.end = Some(ts.max(s.start)),
+            None => {
+                let d = self.domain(conn, domain);
+                self.agg.range(&d, &open.name, cpu, 0, 0);
+            }
+        }
+    }
+
+    /// Writes the GPU spans of closed ranges (all, when `only_closed` is
+    /// false: the connection ended) and adds them to the summary.
+    fn flush_spans(&mut self, conn: &mut Conn, only_closed: bool) {
+        let mut ids: Vec<u64> = conn
+            .spans
+            .iter()
+            .filter(|(_, s)| !only_closed || s.end.is_some())
+            .map(|(&id, _)| id)
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        ids.sort_unstable();
+        // Children (later ids) fold into their parents first.
+        for &id in ids.iter().rev() {
+            let (parent, gpu, k) = {
+                let s = &conn.spans[&id];
+                (s.parent, s.gpu, s.kernel_ns)
+            };
+            if let (Some((a, b)), Some(p)) = (gpu, conn.spans.get_mut(&parent)) {
+                p.gpu = Some(match p.gpu {
+                    None => (a, b),
+                    Some((pa, pb)) => (pa.min(a), pb.max(b)),
+                });
+                p.kernel_ns += k;
+            }
+        }
+        let set: std::collections::HashSet<u64> = ids.iter().copied().collect();
+        let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
+        let mut roots = Vec::new();
+        for &id in &ids {
+            let p = conn.spans[&id].parent;
+            if set.contains(&p) {
+                children.entry(p).or_default().push(id);
+            } else {
+                roots.push(id);
+            }
+        }
+        // Depth-first: a parent's begin before its children's, its end after.
+        let mut stack: Vec<(u64, bool)> = roots.into_iter().rev().map(|r| (r, false)).collect();
+        while let Some((id, done)) = stack.pop() {
+            let (tid, domain, gpu) = {
+                let s = &conn.spans[&id];
+                (s.tid, s.domain, s.gpu)
+            };
+            if done {
+                if let Some((_, b)) = gpu {
+                    if let Some(t) = self.span_track(conn, tid, domain) {
+                        self.out.put(|w| w.slice_end(t, b));
+                    }
+                }
+                continue;
+            }
+            if let Some((a, _)) = gpu {
+                if let Some(t) = self.span_track(conn, tid, domain) {
+                    let name = conn.spans[&id].name.clone();
+                    self.out
+                        .put(|w| w.slice_begin(t, a, &name, Some("gpu span"), None));
+                }
+            }
+            stack.push((id, true));
+            if let Some(c) = children.get(&id) {
+                stack.extend(c.iter().rev().map(|&c| (c, false)));
+            }
+        }
+        for id in ids {
+            let s = conn.spans.remove(&id).expect("listed above");
+            conn.spans_flushed_upto = conn.spans_flushed_upto.max(id);
+            let d = self.domain(conn, s.domain);
+            let cpu = s.end.unwrap_or(conn.last_ts).saturating_sub(s.start);
+            let span = s.gpu.map_or(0, |(a, b)| b - a);
+            self.agg.range(&d, &s.name, cpu, span, s.kernel_ns);
+        }
+    }
+
+    fn span_track(&mut self, conn: &mut Conn, tid: u32, domain: u32) -> Option<u64> {
+        let uuid = self.thread(conn, tid)?;
+        if let Some(&u) = conn.threads.get(&tid)?.span_tracks.get(&domain) {
+            return Some(u);
+        }
+        let name = if domain == 0 {
+            "GPU span".to_string()
+        } else {
+            format!("GPU span ({})", self.domain(conn, domain))
+        };
+        let u = self.out.track(|w| w.track(uuid, &name));
+        conn.threads.get_mut(&tid)?.span_tracks.insert(domain, u);
+        Some(u)
+    }
+
+    /// A connection ended: closes what it left open, writes its spans,
+    /// and adds it to the summary.
+    pub(crate) fn closed(&mut self, conn_id: u64, ended: Ended) {
+        let Some(mut conn) = self.conns.remove(&conn_id) else {
+            if let Ended::Refused(why) = ended {
+                self.drops.connections_refused += 1;
+                self.agg
+                    .notice("error", &format!("a connection was refused: {why}"));
+            }
+            return;
+        };
+        let end_ts = conn.last_ts;
+        // Ranges left open end where the process's last event was.
+        let mut tids: Vec<u32> = conn.threads.keys().copied().collect();
+        tids.sort_unstable();
+        for tid in tids {
+            let mut domains: Vec<u32> = conn.threads[&tid].stacks.keys().copied().collect();
+            domains.sort_unstable();
+            for domain in domains {
+                while let Some(open) = conn
+                    .threads
+                    .get_mut(&tid)
+                    .and_then(|t| t.stacks.get_mut(&domain))
+                    .and_then(|s| s.open.pop())
+                {
+                    self.drops.nvtx_unterminated += 1;
+                    if let Some(track) = self.nvtx_track(&mut conn, tid, domain) {
+                        self.out.put(|w| w.slice_end(track, end_ts.max(open.ts)));
+                    }
+                    self.close_span(&mut conn, open, domain, end_ts);
+                }
+            }
+        }
+        let open: Vec<(u64, AsyncOpen)> = conn.async_open.drain().collect();
+        for (_, o) in open {
+            self.drops.nvtx_unterminated += 1;
+            if let Some(lanes) = conn.lanes.get(&o.domain) {
+                let track = lanes[o.lane].0;
+                self.out.put(|w| w.slice_end(track, end_ts.max(o.ts)));
+            }
+        }
+        self.flush_spans(&mut conn, false);
+        let how = match (&ended, conn.goodbye) {
+            (_, Some(r)) => goodbye_name(r).to_string(),
+            (Ended::Eof, None) => "ended without goodbye".to_string(),
+            (Ended::Forced, None) => "still connected at the drain deadline".to_string(),
+            (Ended::Error(e), None) => format!("connection failed: {e}"),
+            (Ended::Refused(e), None) => format!("connection refused: {e}"),
+        };
+        match &ended {
+            Ended::Forced => self.drops.connections_forced += 1,
+            Ended::Refused(why) => self.refuse(&mut conn, why),
+            _ => {}
+        }
+        if conn.hello && conn.goodbye.is_none() {
+            self.drops.processes_without_goodbye += 1;
+        }
+        self.drops.frames_lost += conn.frames_lost;
+        for (k, v) in conn.stats.named() {
+            *self.drops.injected.entry(k.to_string()).or_default() += v;
+        }
+        if conn.hello {
+            if self.processes.len() < SUMMARY_PROCESSES {
+                self.processes.push(ProcessSummary {
+                    pid: conn.pid,
+                    ppid: conn.ppid,
+                    cmdline: conn.cmdline.clone(),
+                    cuda: conn.flags & init::CUDA != 0,
+                    nvtx: conn.flags & init::NVTX != 0,
+                    ended: how,
+                    goodbye: conn.goodbye.is_some(),
+                    frames_lost: conn.frames_lost,
+                });
+            } else {
+                self.drops.over_cap += 1;
+            }
+        }
+    }
+
+    /// Ends every connection still known, flushes the trace, and builds the
+    /// summary.
+    pub(crate) fn finish(mut self) -> Outcome {
+        let mut ids: Vec<u64> = self.conns.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.closed(id, Ended::Forced);
+        }
+        let (bytes, packets) = self
+            .out
+            .w
+            .as_ref()
+            .map_or((0, 0), |w| (w.bytes_written(), w.packets_written()));
+        if let Some(w) = self.out.w.as_mut() {
+            if let Err(e) = w.flush() {
+                self.out.error.get_or_insert(e);
+            }
+        }
+        let mut summary = Summary {
+            cuda_initialized: self.cuda,
+            processes: std::mem::take(&mut self.processes),
+            devices: self
+                .gpus
+                .iter()
+                .enumerate()
+                .map(|(index, (key, name))| DeviceSummary {
+                    index,
+                    name: name.clone(),
+                    uuid: match key {
+                        GpuKey::Uuid(u) => Some(u.iter().map(|b| format!("{b:02x}")).collect()),
+                        GpuKey::Local(..) => None,
+                    },
+                })
+                .collect(),
+            drops: std::mem::take(&mut self.drops),
+            trace: TraceSummary {
+                path: None,
+                bytes,
+                packets,
+                gpu_events: self.gpu_events,
+                bytes_per_kernel: (self.kernels > 0).then(|| bytes as f64 / self.kernels as f64),
+            },
+            serialized: self.serialized,
+            pm_clocks_locked: self.pm_ran,
+            ..Summary::default()
+        };
+        summary.drops.over_cap += self.agg.notices_dropped;
+        summary.processes.sort_by_key(|p| p.pid);
+        self.agg.fill(&mut summary);
+        Outcome {
+            summary,
+            write_error: self.out.error.take(),
+        }
+    }
+}
