@@ -7,9 +7,11 @@ use std::collections::VecDeque;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CalibrationMethod {
-    /// The driver reads the GPU and the CPU clock together and states the
-    /// most the two reads may be apart ([`DeviceInfo::calibration_source`]
-    /// says through what).
+    /// The driver reads the GPU and the CPU clock together
+    /// ([`DeviceInfo::calibration_source`] says through what); the pair's
+    /// bound is the deviation the driver states (Vulkan), or half the
+    /// CPU window around the call where it states none (D3D12's
+    /// `GetClockCalibration`, Metal's `sampleTimestamps`).
     ///
     /// [`DeviceInfo::calibration_source`]: crate::DeviceInfo::calibration_source
     CalibratedPair,
@@ -32,7 +34,7 @@ impl CalibrationMethod {
 /// `sampleTimestamps()`, plus how far apart the two reads may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TimestampPair {
-    /// `CLOCK_MONOTONIC` nanoseconds.
+    /// Nanoseconds on the CPU clock ([`cpu_monotonic_ns`](crate::cpu_monotonic_ns)).
     pub cpu_ns: u64,
     /// GPU ticks, masked to the valid bits.
     pub gpu_ticks: u64,
@@ -44,7 +46,8 @@ pub struct TimestampPair {
 /// A GPU timestamp mapped onto the CPU clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CalibratedTime {
-    /// `CLOCK_MONOTONIC` nanoseconds; never [`COUNTER_ERROR_VALUE`].
+    /// Nanoseconds on the CPU clock ([`cpu_monotonic_ns`](crate::cpu_monotonic_ns));
+    /// never [`COUNTER_ERROR_VALUE`].
     pub ns: u64,
     /// The true time lies within `ns ± error_bound_ns` (saturated at
     /// `u64::MAX`, never wrapped).
