@@ -9,6 +9,17 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
+
+# `scripts/setup.sh --cross`: only what scripts/test.sh's cross-platform stage
+# needs: the Windows (GNU) and macOS (Apple Silicon) Rust standard libraries,
+# the mingw-w64 linker, and Wine to run the Windows test binaries.
+if [ "${1:-}" = "--cross" ]; then
+  rustup target add x86_64-pc-windows-gnu aarch64-apple-darwin
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends gcc-mingw-w64-x86-64 wine64 >/dev/null
+  echo "gpu-counters: Windows and macOS targets, mingw-w64 and Wine installed"
+  exit 0
+fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   libvulkan1 mesa-vulkan-drivers vulkan-validationlayers fonts-dejavu-core ca-certificates >/dev/null

@@ -15,6 +15,10 @@
 #      driver each GPU test prints one line saying it skipped;
 #   5. the wgpu backend's tests again on its portable path (without its
 #      `vulkan` feature: no wgpu-hal, as on every non-Vulkan wgpu backend).
+#   6. cross-platform: `cargo check` of the libraries a wgpu user adds for
+#      Windows (x86_64-pc-windows-gnu) and macOS (aarch64-apple-darwin), and
+#      the core and fake-backend profiler tests built for Windows and run
+#      under Wine (installs the targets, mingw-w64 and Wine: setup.sh --cross).
 # Once set up, `cargo test --workspace --locked` alone runs step 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,3 +57,29 @@ for t in $cuda_tests; do "$t" --nocapture --test-threads=1; done
 
 echo "== 5/5 the wgpu backend on its portable path (no wgpu-hal)"
 cargo test --locked -p gpu-counters-wgpu --no-default-features --features profiler
+
+echo "== 6/6 cross-platform: cargo check for Windows and macOS, and the fake-backend tests under Wine"
+bash scripts/setup.sh --cross
+# The libraries a wgpu user adds (the facade crate `gpu-counters` joins this
+# list when it exists). The Vulkan, CUDA and CLI crates are Linux-first and
+# not checked here.
+xplat=(-p gpu-counters-core -p gpu-counters-profiler -p gpu-counters-wgpu)
+cargo check --locked --target x86_64-pc-windows-gnu --target aarch64-apple-darwin "${xplat[@]}"
+# The Windows test binaries run under Wine in a throwaway prefix, so the
+# Windows clock (QueryPerformanceCounter) runs somewhere.
+wine=$(command -v wine64 || command -v wine || echo /usr/lib/wine/wine64)
+wineserver=$(command -v wineserver || echo /usr/lib/wine/wineserver)
+WINEPREFIX=$(mktemp -d)
+trap '"$wineserver" -k 2>/dev/null || true; rm -rf "$WINEPREFIX"' EXIT
+export WINEPREFIX WINEARCH=win64 WINEDEBUG=-all
+"$wine" wineboot --init >/dev/null 2>&1 || true
+if [ ! -e "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" ]; then
+  # Wine before 8.13 (Debian 12's 8.0) lacks the DLL Rust's std imports.
+  x86_64-w64-mingw32-gcc -O2 -shared -s scripts/wine/bcryptprimitives.c -ladvapi32 \
+    -o "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll"
+fi
+export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER="$wine"
+cargo test --locked --target x86_64-pc-windows-gnu -p gpu-counters-core
+# Without the Perfetto export's schema crate (checked above, built for
+# Windows it is most of this build), which these tests do not use.
+cargo test --locked --target x86_64-pc-windows-gnu -p gpu-counters-profiler --no-default-features --lib --test fake

@@ -7,9 +7,11 @@ use std::collections::VecDeque;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CalibrationMethod {
-    /// The driver reads the GPU and the CPU clock together and states the
-    /// most the two reads may be apart ([`DeviceInfo::calibration_source`]
-    /// says through what).
+    /// The driver reads the GPU and the CPU clock together
+    /// ([`DeviceInfo::calibration_source`] says through what); the pair's
+    /// bound is the deviation the driver states (Vulkan), or half the
+    /// CPU window around the call where it states none (D3D12's
+    /// `GetClockCalibration`, Metal's `sampleTimestamps`).
     ///
     /// [`DeviceInfo::calibration_source`]: crate::DeviceInfo::calibration_source
     CalibratedPair,
@@ -32,7 +34,7 @@ impl CalibrationMethod {
 /// `sampleTimestamps()`, plus how far apart the two reads may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TimestampPair {
-    /// `CLOCK_MONOTONIC` nanoseconds.
+    /// Nanoseconds on the CPU clock ([`cpu_monotonic_ns`](crate::cpu_monotonic_ns)).
     pub cpu_ns: u64,
     /// GPU ticks, masked to the valid bits.
     pub gpu_ticks: u64,
@@ -44,7 +46,8 @@ pub struct TimestampPair {
 /// A GPU timestamp mapped onto the CPU clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CalibratedTime {
-    /// `CLOCK_MONOTONIC` nanoseconds; never [`COUNTER_ERROR_VALUE`].
+    /// Nanoseconds on the CPU clock ([`cpu_monotonic_ns`](crate::cpu_monotonic_ns));
+    /// never [`COUNTER_ERROR_VALUE`].
     pub ns: u64,
     /// The true time lies within `ns ± error_bound_ns` (saturated at
     /// `u64::MAX`, never wrapped).
@@ -1744,9 +1747,20 @@ mod tests {
             values.push(x);
             values.push(x.trunc() + 0.5);
         }
+        // `round`'s definition (half away from zero) on the exact fraction,
+        // not `f64::round`: on windows-gnu that calls the C library's
+        // `round`, and Wine 8's rounds 0.49999999999999994 to 1.
+        let round = |x: f64| {
+            let t = x.trunc();
+            if (x - t).abs() >= 0.5 {
+                t + x.signum()
+            } else {
+                t
+            }
+        };
         for x in values {
             if x.abs() < 9.0e18 {
-                assert_eq!(round_i64(x), x.round() as i64, "round {x:e}");
+                assert_eq!(round_i64(x), round(x) as i64, "round {x:e}");
             }
             let want = if x.is_nan() || x >= u64::MAX as f64 {
                 u64::MAX

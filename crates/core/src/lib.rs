@@ -21,7 +21,7 @@
 pub mod backend;
 pub mod bookkeeping;
 mod calibration;
-mod clock;
+pub mod clock;
 mod counters;
 mod descriptors;
 mod device_info;

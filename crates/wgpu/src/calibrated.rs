@@ -1,109 +1,160 @@
-//! Calibrated timestamps on wgpu's Vulkan backend: `vkGetCalibratedTimestamps`
-//! (`VK_EXT_calibrated_timestamps`, else `VK_KHR_calibrated_timestamps`)
-//! through wgpu-hal's raw Vulkan device, for the device and
-//! `CLOCK_MONOTONIC` domains. Calibrated reads touch no queue, so nothing of
-//! wgpu's needs locking for them.
+//! Calibrated pairs through wgpu-hal's raw device, on each wgpu backend with
+//! a call that reads the GPU and CPU clocks together:
+//!
+//! - Vulkan (feature `vulkan`; Windows, Linux, Android, FreeBSD):
+//!   `vkGetCalibratedTimestamps`, whose deviation the driver states;
+//! - DX12 (feature `dx12`; Windows): `ID3D12CommandQueue::GetClockCalibration`;
+//! - Metal (feature `metal`; macOS, iOS): `MTLDevice.sampleTimestamps`.
+//!
+//! D3D12 and Metal state no bound for their pairs, so each call is bracketed
+//! between two reads of the CPU clock ([`bracketed_pair`]): the pair's CPU
+//! time is the middle of that window and its deviation half the window,
+//! which holds whatever the driver does inside the call.
+//!
+//! A path is compiled where wgpu has its backend (wgpu's own cfgs: Vulkan
+//! without MoltenVK, DX12 on Windows, Metal on Apple targets) and its feature
+//! is on; otherwise it is `calibrated_none.rs`, whose `Extension` has no
+//! values. Where no path applies (GLES, WebGPU, a path compiled out, or
+//! its call failing on a device) [`probe`] finds nothing and calibration
+//! brackets a timestamp-only submission through wgpu's portable API.
 
-use gpu_counters_core::{Error, Result, TimestampPair};
+use gpu_counters_core::{Result, TimestampPair};
 use std::ffi::CStr;
 use std::sync::OnceLock;
-use wgpu::hal::api::Vulkan;
-use wgpu::hal::vulkan as hv;
 
-/// Reads in one [`CalibratedTimestamps::read_burst`]; the one with the
-/// smallest deviation is kept (as in the Vulkan backend).
-pub(crate) const CALIBRATION_BURST: usize = 32;
+#[cfg(all(
+    feature = "vulkan",
+    any(
+        windows,
+        target_os = "linux",
+        target_os = "android",
+        target_os = "freebsd"
+    )
+))]
+#[path = "calibrated_vulkan.rs"]
+mod vulkan;
+#[cfg(not(all(
+    feature = "vulkan",
+    any(
+        windows,
+        target_os = "linux",
+        target_os = "android",
+        target_os = "freebsd"
+    )
+)))]
+use none as vulkan;
 
-/// Which calibrated-timestamps extension the reads go through.
+#[cfg(all(feature = "dx12", windows))]
+#[path = "calibrated_dx12.rs"]
+mod dx12;
+#[cfg(not(all(feature = "dx12", windows)))]
+use none as dx12;
+
+#[cfg(all(feature = "metal", target_vendor = "apple"))]
+#[path = "calibrated_metal.rs"]
+mod metal;
+#[cfg(not(all(feature = "metal", target_vendor = "apple")))]
+use none as metal;
+
+/// The paths compiled out.
+#[path = "calibrated_none.rs"]
+mod none;
+
+/// What calibration reads through on one device: an extension or call of
+/// the device's backend. A compiled-out path's variant holds a type without
+/// values, so it is never built (hence `dead_code`).
+#[allow(dead_code)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Extension {
-    Ext,
-    Khr,
+    Vulkan(vulkan::Extension),
+    Dx12(dx12::Extension),
+    Metal(metal::Extension),
 }
 
 impl Extension {
+    /// The extension's or call's name.
     pub(crate) fn name(self) -> &'static CStr {
         match self {
-            Extension::Ext => ash::ext::calibrated_timestamps::NAME,
-            Extension::Khr => ash::khr::calibrated_timestamps::NAME,
+            Extension::Vulkan(e) => e.name(),
+            Extension::Dx12(e) => e.name(),
+            Extension::Metal(e) => e.name(),
         }
     }
 
-    /// The extension's name as a string, for `calibration_source`.
+    /// The name as a string, for `calibration_source`.
     pub(crate) fn source(self) -> String {
         self.name().to_string_lossy().into_owned()
     }
 }
 
-/// What [`probe`] found on a wgpu device: the extension it calibrates
-/// through (when enabled and both domains are calibrateable) and the
-/// queue family's timestamp valid bits.
+/// What [`probe`] found on a wgpu device.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Probe {
+    /// What calibration reads through, if a call works on the device.
     pub(crate) extension: Option<Extension>,
+    /// The GPU timestamps' valid bits, where the backend states them.
     pub(crate) valid_bits: Option<u32>,
+    /// The GPU timestamp period in ns, where the backend gives it more
+    /// precisely than wgpu's `f32` period.
+    pub(crate) period_ns: Option<f64>,
 }
 
-/// Looks at wgpu's device through wgpu-hal: `None` when it is not a Vulkan
-/// device.
+/// Looks at wgpu's device through wgpu-hal: `None` when it is on no backend
+/// with a path compiled in.
 pub(crate) fn probe(device: &wgpu::Device) -> Option<Probe> {
-    // SAFETY: the guard is only read from: no handle it reaches is
-    // destroyed or has its state changed here, and it is dropped before
-    // this function returns.
-    let hal = unsafe { device.as_hal::<Vulkan>() }?;
-    let enabled = hal.enabled_device_extensions();
-    let instance = hal.shared_instance();
-    let physical = hal.raw_physical_device();
-    let extension = [Extension::Ext, Extension::Khr]
-        .into_iter()
-        .filter(|e| enabled.contains(&e.name()))
-        .find(|&e| {
-            // SAFETY: `physical` is the physical device of wgpu's device on
-            // `instance`, which the guard keeps alive, and `e` is enabled on
-            // that device, so the physical-device query it brings is there.
-            let domains = unsafe {
-                match e {
-                    Extension::Ext => ash::ext::calibrated_timestamps::Instance::new(
-                        instance.entry(),
-                        instance.raw_instance(),
-                    )
-                    .get_physical_device_calibrateable_time_domains(physical),
-                    Extension::Khr => ash::khr::calibrated_timestamps::Instance::new(
-                        instance.entry(),
-                        instance.raw_instance(),
-                    )
-                    .get_physical_device_calibrateable_time_domains(physical),
-                }
-            };
-            domains.is_ok_and(|d| {
-                d.contains(&ash::vk::TimeDomainKHR::DEVICE)
-                    && d.contains(&ash::vk::TimeDomainKHR::CLOCK_MONOTONIC)
-            })
-        });
-    // SAFETY: as above: a read-only query of the guarded physical device.
-    let families = unsafe {
-        instance
-            .raw_instance()
-            .get_physical_device_queue_family_properties(physical)
-    };
-    let valid_bits = families
-        .get(hal.queue_family_index() as usize)
-        .map(|f| f.timestamp_valid_bits);
-    Some(Probe {
-        extension,
-        valid_bits,
-    })
+    vulkan::probe(device)
+        .or_else(|| dx12::probe(device))
+        .or_else(|| metal::probe(device))
 }
 
-fn vk_err(what: &'static str) -> impl Fn(ash::vk::Result) -> Error {
-    move |e| match e {
-        ash::vk::Result::ERROR_DEVICE_LOST => Error::DeviceLost(format!("{what}: {e}")),
-        e => Error::Internal(format!("{what}: {e}")),
+/// What the Vulkan path keeps between reads: its entry point, looked up once.
+pub(crate) use vulkan::Loaded;
+
+/// A calibrated pair of wgpu's device through `extension` (what [`probe`]
+/// found on this `device`), the best of a short burst of reads; GPU ticks
+/// masked to `valid_bits`. `loaded` keeps what the Vulkan path looks up
+/// once: it must only ever be given this `device`.
+pub(crate) fn read_burst(
+    device: &wgpu::Device,
+    extension: Extension,
+    valid_bits: u32,
+    loaded: &OnceLock<Loaded>,
+) -> Result<TimestampPair> {
+    match extension {
+        Extension::Vulkan(e) => vulkan::read_burst(device, e, valid_bits, loaded),
+        Extension::Dx12(e) => dx12::read_burst(device, e, valid_bits, loaded),
+        Extension::Metal(e) => metal::read_burst(device, e, valid_bits, loaded),
     }
 }
 
-/// All ones in the low `bits` bits.
-fn mask(bits: u32) -> u64 {
+/// Opens a device on `adapter` through wgpu-hal with what calibration needs
+/// and wgpu's `request_device` leaves off (Vulkan's calibrated-timestamps
+/// extension); `Ok(None)`: open it with `request_device`. D3D12's and
+/// Metal's calls need nothing enabled.
+pub(crate) fn open_with_extension(
+    adapter: &wgpu::Adapter,
+    desc: &wgpu::DeviceDescriptor<'_>,
+) -> std::result::Result<Option<(wgpu::Device, wgpu::Queue)>, wgpu::RequestDeviceError> {
+    vulkan::open_with_extension(adapter, desc)
+}
+
+/// The pair in the middle of a CPU window `[before, after]` around a call
+/// that read `gpu_ticks`: the GPU read happened inside the window, so the
+/// middle is at most half the window (rounded up) from it. `None` if the
+/// clock went backwards.
+#[allow(dead_code)] // unused where no DX12 or Metal path is compiled in
+pub(crate) fn bracketed_pair(before: u64, after: u64, gpu_ticks: u64) -> Option<TimestampPair> {
+    let window = after.checked_sub(before)?;
+    Some(TimestampPair {
+        cpu_ns: before + window / 2,
+        gpu_ticks,
+        max_deviation_ns: window - window / 2,
+    })
+}
+
+/// All ones in the low `bits` bits: the mask of GPU timestamps' valid bits.
+#[allow(dead_code)] // unused where every path is compiled out
+pub(crate) fn mask(bits: u32) -> u64 {
     if bits >= 64 {
         u64::MAX
     } else {
@@ -111,130 +162,39 @@ fn mask(bits: u32) -> u64 {
     }
 }
 
-/// The `vkGetCalibratedTimestamps*` entry point of one wgpu device, looked
-/// up once: the loader finds a device function by comparing its name with
-/// each of its table's, thousands of string compares a lookup, and the
-/// profiler calibrates every frame.
-#[derive(Clone)]
-pub(crate) enum Loaded {
-    Ext(ash::ext::calibrated_timestamps::Device),
-    Khr(ash::khr::calibrated_timestamps::Device),
-}
-
-/// A burst of [`CALIBRATION_BURST`] calibrated reads of wgpu's device,
-/// keeping the one with the smallest deviation; device ticks masked to
-/// `valid_bits`. The device must have `extension` enabled (what [`probe`]
-/// found); an error if it is no longer a Vulkan device. `loaded` keeps
-/// the entry point between calls: it must only ever be given this
-/// `device`.
-pub(crate) fn read_burst(
-    device: &wgpu::Device,
-    extension: Extension,
-    valid_bits: u32,
-    loaded: &OnceLock<Loaded>,
+/// The pair with the narrowest window of a burst of reads of a call that
+/// states no bound ([`bracketed_pair`]). Fewer reads than Vulkan's 32: a
+/// D3D12 or Metal call may enter the kernel.
+#[allow(dead_code)] // unused where no DX12 or Metal path is compiled in
+pub(crate) fn narrowest_of_burst(
+    mut read: impl FnMut() -> Result<TimestampPair>,
 ) -> Result<TimestampPair> {
-    // SAFETY: the guard is only used to read timestamps (no handle is
-    // destroyed or changed) and keeps wgpu-hal's device, hence the raw
-    // `VkDevice`, alive while the loader below is used.
-    let hal = unsafe { device.as_hal::<Vulkan>() }
-        .ok_or_else(|| Error::Internal("wgpu device is no longer a Vulkan device".into()))?;
-    let raw: &hv::Device = &hal;
-    let instance = raw.shared_instance().raw_instance();
-    let ash_device = raw.raw_device();
-    let infos = [
-        ash::vk::CalibratedTimestampInfoKHR::default().time_domain(ash::vk::TimeDomainKHR::DEVICE),
-        ash::vk::CalibratedTimestampInfoKHR::default()
-            .time_domain(ash::vk::TimeDomainKHR::CLOCK_MONOTONIC),
-    ];
-    // Looked up with this device's handle, which stays its for the wgpu
-    // device's life; used only under the guard above, which keeps it alive.
-    let loaded = loaded.get_or_init(|| match extension {
-        Extension::Ext => Loaded::Ext(ash::ext::calibrated_timestamps::Device::new(
-            instance, ash_device,
-        )),
-        Extension::Khr => Loaded::Khr(ash::khr::calibrated_timestamps::Device::new(
-            instance, ash_device,
-        )),
-    });
-    let m = mask(valid_bits);
-    let mut best: Option<TimestampPair> = None;
-    for _ in 0..CALIBRATION_BURST {
-        // SAFETY: `extension` is enabled on this device and both domains
-        // were found calibrateable by `probe`; `loaded` was looked up with
-        // this device's handle (one `OnceLock` per device: `Shared` keeps
-        // it beside the device, and its extension never changes); the
-        // device is alive (the guard), and vkGetCalibratedTimestamps needs
-        // no external synchronization of the device or any queue.
-        let (values, deviation) = unsafe {
-            match loaded {
-                Loaded::Ext(ext) => ext.get_calibrated_timestamps(&infos),
-                Loaded::Khr(khr) => khr.get_calibrated_timestamps(&infos),
-            }
-        }
-        .map_err(vk_err("vkGetCalibratedTimestamps"))?;
-        let pair = TimestampPair {
-            cpu_ns: values[1],
-            gpu_ticks: values[0] & m,
-            max_deviation_ns: deviation,
-        };
-        if best.is_none_or(|b| pair.max_deviation_ns < b.max_deviation_ns) {
-            best = Some(pair);
+    const BURST: usize = 4;
+    let mut best = read()?;
+    for _ in 1..BURST {
+        let pair = read()?;
+        if pair.max_deviation_ns < best.max_deviation_ns {
+            best = pair;
         }
     }
-    best.ok_or_else(|| Error::Internal("no calibrated read".into()))
+    Ok(best)
 }
 
-/// Opens a device on `adapter` through wgpu-hal with the calibrated
-/// timestamps extension added (EXT where supported, else KHR), if the
-/// adapter is a Vulkan one that supports it; `Ok(None)` otherwise.
-pub(crate) fn open_with_extension(
-    adapter: &wgpu::Adapter,
-    desc: &wgpu::DeviceDescriptor<'_>,
-) -> std::result::Result<Option<(wgpu::Device, wgpu::Queue)>, wgpu::RequestDeviceError> {
-    // The checks wgpu's request_device makes, which create_device_from_hal
-    // skips.
-    if !adapter.features().contains(desc.required_features)
-        || !desc.required_limits.check_limits(&adapter.limits())
-        || desc
-            .required_features
-            .intersects(wgpu::Features::all_experimental_mask())
-    {
-        return Ok(None);
+#[cfg(test)]
+mod tests {
+    use super::bracketed_pair;
+
+    #[test]
+    fn a_bracketed_pair_is_the_middle_of_its_window() {
+        let p = bracketed_pair(1_000, 1_000, 7).unwrap();
+        assert_eq!((p.cpu_ns, p.gpu_ticks, p.max_deviation_ns), (1_000, 7, 0));
+        // An odd window: the bound rounds up, so both ends are within it.
+        let p = bracketed_pair(1_000, 1_005, 9).unwrap();
+        assert_eq!((p.cpu_ns, p.max_deviation_ns), (1_002, 3));
+        assert!(p.cpu_ns - 1_000 <= p.max_deviation_ns);
+        assert!(1_005 - p.cpu_ns <= p.max_deviation_ns);
+        let p = bracketed_pair(u64::MAX - 1, u64::MAX, 0).unwrap();
+        assert_eq!((p.cpu_ns, p.max_deviation_ns), (u64::MAX - 1, 1));
+        assert_eq!(bracketed_pair(10, 9, 0), None);
     }
-    let open = {
-        // SAFETY: the adapter guard is only read from and used to open a
-        // device; it is dropped before the device is handed to wgpu.
-        let Some(hal) = (unsafe { adapter.as_hal::<Vulkan>() }) else {
-            return Ok(None);
-        };
-        let Some(extension) = [Extension::Ext, Extension::Khr].into_iter().find(|e| {
-            hal.physical_device_capabilities()
-                .supports_extension(e.name())
-        }) else {
-            return Ok(None);
-        };
-        let add: Box<hv::CreateDeviceCallback<'_>> = Box::new(move |args| {
-            if !args.extensions.contains(&extension.name()) {
-                args.extensions.push(extension.name());
-            }
-        });
-        // SAFETY: the features and limits were checked against the
-        // adapter's above (what `open` needs); the callback only adds an
-        // extension the physical device supports, removing nothing.
-        unsafe {
-            hal.open_with_callback(
-                desc.required_features,
-                &desc.required_limits,
-                &desc.memory_hints,
-                Some(add),
-            )
-        }
-        .ok()
-    };
-    let Some(open) = open else {
-        return Ok(None);
-    };
-    // SAFETY: `open` was created from this adapter's wgpu-hal adapter, with
-    // exactly `desc.required_features`.
-    unsafe { adapter.create_device_from_hal(open, desc) }.map(Some)
 }

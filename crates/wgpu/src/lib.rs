@@ -30,26 +30,31 @@
 //!   a pass that is a scope of a `gpu_counters_profiler::Frame`, timed by the
 //!   pass's own timestamp writes (and counted by its statistics query): the
 //!   profiler then needs only [`wgpu::Features::TIMESTAMP_QUERY`].
-//! - Calibration: on wgpu's Vulkan backend with `VK_EXT_calibrated_timestamps`
-//!   (or KHR) enabled on the device, `vkGetCalibratedTimestamps` of the
-//!   device and `CLOCK_MONOTONIC` domains through wgpu-hal's raw device
-//!   ([`CalibrationMethod::CalibratedPair`], a burst of 32 reads keeping the
-//!   smallest deviation); otherwise a bracketed timestamp-only submission.
-//!   wgpu does not enable the extension itself: [`WgpuDevice::request`]
-//!   opens a device with it. This wgpu-hal path is the `vulkan` feature (on
-//!   by default); without it the crate uses only wgpu's portable API, as on
-//!   every other backend, and calibration always brackets a submission.
+//! - Calibration: a calibrated pair through wgpu-hal's raw device where the
+//!   backend has a call for one ([`CalibrationMethod::CalibratedPair`]);
+//!   otherwise a bracketed timestamp-only submission. Each path is a feature
+//!   (all on by default, as in wgpu) and is compiled where wgpu has the backend:
+//!   - `vulkan` (Windows, Linux, Android, FreeBSD): `vkGetCalibratedTimestamps`
+//!     of the device domain and the CPU clock's (`CLOCK_MONOTONIC`, or the
+//!     performance counter on Windows) with `VK_EXT_calibrated_timestamps`
+//!     (or KHR) enabled, a burst of 32 reads keeping the smallest stated
+//!     deviation. wgpu does not enable the extension itself:
+//!     [`WgpuDevice::request`] opens a device with it.
+//!   - `dx12` (Windows): `ID3D12CommandQueue::GetClockCalibration`, and the
+//!     exact period from `GetTimestampFrequency`.
+//!   - `metal` (macOS, iOS): `MTLDevice.sampleTimestamps`.
+//!
+//!   D3D12 and Metal state no bound: each call is bracketed by two CPU clock
+//!   reads, and the pair's bound is half that window. The DX12 and Metal
+//!   paths are built for their targets in CI but have not yet run on a
+//!   device.
 //!
 //! Every object holds clones of the wgpu handles it uses (wgpu handles are
 //! reference counted), so there is no drop order to get wrong.
 
 mod backend;
-// wgpu-hal's Vulkan device for calibrated timestamps; without the `vulkan`
-// feature only wgpu's portable API is used (what runs on every backend).
-#[cfg(feature = "vulkan")]
-mod calibrated;
-#[cfg(not(feature = "vulkan"))]
-#[path = "calibrated_portable.rs"]
+// Calibrated pairs through wgpu-hal's raw device (features `vulkan`, `dx12`,
+// `metal`, where wgpu has the backend); elsewhere only wgpu's portable API.
 mod calibrated;
 mod scope;
 mod stats;
@@ -163,7 +168,9 @@ impl WgpuDevice {
             name: adapter_info.name.clone(),
             backend: BackendKind::Wgpu,
             device_type: device_type(adapter_info.device_type),
-            timestamp_period_ns: f64::from(queue.get_timestamp_period()),
+            timestamp_period_ns: probe
+                .and_then(|p| p.period_ns)
+                .unwrap_or_else(|| f64::from(queue.get_timestamp_period())),
             // Vulkan's queue family says; elsewhere wgpu does not, and its
             // resolve hands back full 64-bit values.
             timestamp_valid_bits: probe
@@ -211,8 +218,10 @@ impl WgpuDevice {
         Ok(Self::new(device, queue, adapter.get_info()))
     }
 
-    /// The calibrated-timestamps extension calibration reads through, if
-    /// any (`None`: calibration brackets a submission).
+    /// The calibrated-timestamps extension (Vulkan) or call
+    /// (`ID3D12CommandQueue::GetClockCalibration`,
+    /// `MTLDevice.sampleTimestamps`) calibration reads through, if any
+    /// (`None`: calibration brackets a submission).
     pub fn calibrated_timestamps_extension(&self) -> Option<&'static str> {
         self.shared
             .calibrated
@@ -220,7 +229,7 @@ impl WgpuDevice {
     }
 
     /// A CPU time and a GPU timestamp taken together: a calibrated pair
-    /// where the device has the extension, else a bracketed submission.
+    /// where the device has a calibration call, else a bracketed submission.
     pub(crate) fn timestamp_pair(&self) -> Result<TimestampPair> {
         self.require(
             wgpu::Features::TIMESTAMP_QUERY,
