@@ -6,7 +6,7 @@ use crate::{CommandBuffer, CounterHeap, CounterSampleBuffer, Device};
 use ash::vk;
 use gpu_counters_core::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
-    Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo, Error,
+    Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId, DeviceInfo, Error,
     ResolvedCounters, ResolvedTimestamps, Result, TimestampGranularity, TimestampPair,
 };
 use std::ops::Range;
@@ -84,6 +84,10 @@ impl BackendDevice for Device {
 
     fn info(&self) -> &DeviceInfo {
         Device::info(self)
+    }
+
+    fn device_id(&self) -> DeviceId {
+        self.id()
     }
 
     fn queue_name(&self) -> String {
@@ -223,6 +227,11 @@ impl BackendRecorder for CommandBuffer {
     fn recorder_id(&self) -> u64 {
         use ash::vk::Handle;
         self.raw().as_raw()
+    }
+
+    #[inline]
+    fn device_id(&self) -> DeviceId {
+        self.device().id()
     }
 
     #[inline]
