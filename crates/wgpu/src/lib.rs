@@ -10,7 +10,9 @@
 //!   availability comes from the bookkeeping: a sample is available once the
 //!   submission that last wrote it is done and its read-back values arrived.
 //!   A sample never written resolves to the error value with
-//!   [`gpu_counters_core::SampleStatus::NotWritten`], never to wgpu's 0.
+//!   [`gpu_counters_core::SampleStatus::NotWritten`], never to wgpu's 0; so
+//!   does a pass timestamp write handed out and never used by a pass, once
+//!   its submission is done (its 0 is read back: no GPU clock reads 0).
 //! - [`WgpuRecorder`] wraps the caller's [`wgpu::CommandEncoder`]. Between
 //!   passes it samples timestamps with `CommandEncoder::write_timestamp`
 //!   (needs [`wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS`]); in passes,
@@ -42,6 +44,22 @@
 //!
 //! Every object holds clones of the wgpu handles it uses (wgpu handles are
 //! reference counted), so there is no drop order to get wrong.
+//!
+//! Hostile use:
+//!
+//! - Another device's object: every sample buffer, heap and recorder keeps
+//!   its device's [`gpu_counters_core::DeviceId`], and every call that takes
+//!   two of them refuses another device's with `ForeignObject` before
+//!   anything reaches wgpu (a profiler frame checks the recorder itself).
+//!   wgpu 30 cannot tell an encoder's device, so [`WgpuDevice::wrap`] cannot
+//!   check one: [`WgpuDevice::submit`] catches another device's encoder in an
+//!   error scope and refuses it (see there).
+//! - A leaked pass guard ([`WgpuComputePass`], [`WgpuRenderPass`], profiled
+//!   or counted): the recorder tracks the pass its guards hold open, so
+//!   everything after the leak that would record into the locked encoder,
+//!   and the submission, is refused with `EncoderState` naming the pass; the
+//!   recording, dropped, is abandoned (samples `NotWritten`, profiler scopes
+//!   counted as abandoned).
 
 mod backend;
 // wgpu-hal's Vulkan device for calibrated timestamps; without the `vulkan`
@@ -859,7 +877,12 @@ impl WgpuRecorder {
     /// `buffer[end]`, for the caller's `ComputePassDescriptor`, after core's
     /// bookkeeping for both indices. Put it in the pass you record into this
     /// recorder's encoder: an index handed back and never written by a pass
-    /// would read as wgpu's 0.
+    /// reads as wgpu's 0, which resolves `NotWritten` (the error value) once
+    /// the submission is done, never as a value.
+    ///
+    /// Refused: another device's `buffer` (`ForeignObject`), and any write
+    /// while a pass guard of this recorder was leaked (`EncoderState` naming
+    /// the pass).
     #[inline]
     pub fn compute_pass_timestamp_writes<'a>(
         &mut self,
