@@ -24,7 +24,7 @@
 
 use crate::bookkeeping::Ticket;
 use crate::{
-    Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo,
+    Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId, DeviceInfo,
     ResolvedCounters, ResolvedTimestamps, Result, TimestampGranularity, TimestampPair,
 };
 use std::ops::Range;
@@ -50,6 +50,10 @@ pub trait BackendDevice: Clone + Send + Sync + std::fmt::Debug + 'static {
 
     /// Everything gpu-counters reports about the device.
     fn info(&self) -> &DeviceInfo;
+
+    /// Which device this is: what its objects are checked against
+    /// ([`DeviceId::check`]).
+    fn device_id(&self) -> DeviceId;
 
     /// The name of the queue (or stream) work is submitted to, for results.
     fn queue_name(&self) -> String;
@@ -207,6 +211,11 @@ pub trait BackendRecorder {
 
     /// Tells recorders apart while they record.
     fn recorder_id(&self) -> u64;
+
+    /// The device it records for: a layer above checks it against its own
+    /// device's ([`DeviceId::check`]) before recording into it, as the
+    /// profiler's frames do.
+    fn device_id(&self) -> DeviceId;
 
     /// The profiler's record of the scopes open on this recorder. Each
     /// recorder holds its own (new and empty when it begins recording), so

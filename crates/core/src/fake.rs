@@ -21,8 +21,8 @@ use crate::bookkeeping::{Phase, QueryRead, SampleSet, SlotState, Ticket, ABSENT,
 use crate::{
     cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
     CounterHeapDescriptor, CounterSampleBufferDescriptor, CounterSamplingPoint, CounterSet,
-    DeviceInfo, DeviceType, Error, InvalidInput, ResolvedCounters, ResolvedTimestamps, Result,
-    TimestampGranularity, TimestampPair,
+    DeviceId, DeviceInfo, DeviceType, Error, InvalidInput, ResolvedCounters, ResolvedTimestamps,
+    Result, TimestampGranularity, TimestampPair,
 };
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -76,6 +76,7 @@ struct Gpu {
 }
 
 struct Shared {
+    id: DeviceId,
     info: DeviceInfo,
     gpu: Mutex<Gpu>,
     mask: u64,
@@ -144,6 +145,7 @@ impl FakeDevice {
         };
         Ok(Self {
             shared: Arc::new(Shared {
+                id: DeviceId::allocate(),
                 info,
                 gpu: Mutex::new(Gpu {
                     invocations: 0,
@@ -171,6 +173,7 @@ impl FakeDevice {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         FakeRecorder {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
+            device_id: self.shared.id,
             ops: Vec::new(),
             chain: None,
             ticket: Ticket::new(),
@@ -182,7 +185,10 @@ impl FakeDevice {
 
     /// Submits `recorder`'s commands (closing its statistic chain first).
     /// They run when the submission is waited for.
+    /// Another device's recorder is refused (and, dropped unsubmitted,
+    /// abandoned).
     pub fn submit(&self, mut recorder: FakeRecorder) -> Result<FakeSubmission> {
+        self.shared.id.check(recorder.device_id, "recorder")?;
         recorder.end_statistics()?;
         recorder.submitted = true;
         recorder.ticket.set_phase(Phase::Submitted);
@@ -266,6 +272,8 @@ impl FakeSubmission {
 /// Query values and availability of one fake sample buffer.
 struct Storage {
     samples: SampleSet,
+    /// The device it belongs to.
+    device_id: DeviceId,
     /// Per query: the value, then the availability word.
     data: Mutex<Vec<u64>>,
     /// Invocations counted when each statistic query began.
@@ -436,6 +444,7 @@ impl BackendMarker for FakeMarker {
 /// Records fake commands.
 pub struct FakeRecorder {
     id: u64,
+    device_id: DeviceId,
     ops: Vec<Op>,
     /// The open statistic chain: buffer, index, chain id.
     chain: Option<(Arc<Storage>, u32, u64)>,
@@ -483,6 +492,10 @@ impl BackendRecorder for FakeRecorder {
         self.id
     }
 
+    fn device_id(&self) -> DeviceId {
+        self.device_id
+    }
+
     fn scope_stack(&mut self) -> &mut crate::ScopeStack {
         &mut self.scope_stack
     }
@@ -498,7 +511,7 @@ impl BackendRecorder for FakeRecorder {
         index: u32,
         _placement: TimestampGranularity,
     ) -> Result<()> {
-        self.sample(buffer.storage.clone(), index)
+        self.sample(buffer.storage.clone(), index, "counter sample buffer")
     }
 
     fn write_timestamp(
@@ -507,7 +520,7 @@ impl BackendRecorder for FakeRecorder {
         heap: &FakeHeap,
         index: u32,
     ) -> Result<()> {
-        self.sample(heap.storage.clone(), index)
+        self.sample(heap.storage.clone(), index, "counter heap")
     }
 
     fn end_statistics(&mut self) -> Result<()> {
@@ -521,8 +534,9 @@ impl BackendRecorder for FakeRecorder {
 
 impl FakeRecorder {
     /// Records a sample of `s[index]`: a timestamp, or a statistic chain
-    /// element.
-    fn sample(&mut self, s: Arc<Storage>, index: u32) -> Result<()> {
+    /// element. Another device's storage (`what`) is refused.
+    fn sample(&mut self, s: Arc<Storage>, index: u32, what: &'static str) -> Result<()> {
+        self.device_id.check(s.device_id, what)?;
         let samples = &s.samples;
         let mut slots = samples.lock()?;
         let dirty = samples.check_write(&slots, index, false, self.ticket.id())?;
@@ -575,6 +589,10 @@ impl BackendDevice for FakeDevice {
         &self.shared.info
     }
 
+    fn device_id(&self) -> DeviceId {
+        self.shared.id
+    }
+
     fn queue_name(&self) -> String {
         "fake queue".into()
     }
@@ -607,6 +625,7 @@ impl BackendDevice for FakeDevice {
                     self.shared.mask,
                     "sample",
                 )?,
+                device_id: self.shared.id,
                 data: Mutex::new(vec![0; 2 * n as usize]),
                 begun: Mutex::new(vec![0; n as usize]),
             }),
@@ -633,6 +652,7 @@ impl BackendDevice for FakeDevice {
                     self.shared.mask,
                     "heap entry",
                 )?,
+                device_id: self.shared.id,
                 data: Mutex::new(vec![0; 2 * n as usize]),
                 begun: Mutex::new(vec![0; n as usize]),
             }),

@@ -24,6 +24,7 @@ mod calibration;
 pub mod clock;
 mod counters;
 mod descriptors;
+mod device_id;
 mod device_info;
 mod error;
 pub mod fake;
@@ -44,6 +45,7 @@ pub use descriptors::{
     CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor, StorageMode,
     TimestampGranularity,
 };
+pub use device_id::DeviceId;
 pub use device_info::{BackendKind, DeviceInfo, DeviceType};
 pub use error::{CounterErrorKind, Error, InvalidInput, Result};
 pub use results::{

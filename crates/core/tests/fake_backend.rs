@@ -81,3 +81,65 @@ fn statistics_are_exact_within_a_recorder_only() {
     );
     assert_eq!(r.statistics_between(2, 3).unwrap(), SampleValue::NotWritten);
 }
+
+/// What an `InvalidInput::ForeignObject` error names.
+fn foreign(e: gpu_counters_core::Error) -> &'static str {
+    match e.invalid() {
+        Some(gpu_counters_core::InvalidInput::ForeignObject { what }) => what,
+        other => panic!("expected ForeignObject, got {other:?} ({e})"),
+    }
+}
+
+/// Two fake devices: each has its own id (its recorders the same), and
+/// every call that takes two objects refuses the other device's with
+/// `ForeignObject` naming it: a sample buffer, a heap, a statistic buffer on
+/// a recorder, and a recorder submitted through the other device (dropped
+/// unsubmitted: its samples resolve NotWritten). Nothing of the other
+/// device's is written.
+#[test]
+fn objects_of_another_fake_device_are_refused() {
+    let (a, b) = (
+        FakeDevice::new("a", 64).unwrap(),
+        FakeDevice::new("b", 64).unwrap(),
+    );
+    assert_ne!(a.device_id(), b.device_id());
+    assert_eq!(a.recorder().device_id(), a.device_id());
+    assert_eq!(a.clone().device_id(), a.device_id());
+    let make = |d: &FakeDevice, set| {
+        d.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(set, "s", 4))
+            .unwrap()
+    };
+    let (ts_b, stats_b) = (
+        make(&b, CommonCounterSet::Timestamp),
+        make(&b, CommonCounterSet::Statistic),
+    );
+    let heap_b = b
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(4))
+        .unwrap();
+    let mut rec = a.recorder();
+    let precise = TimestampGranularity::Precise;
+    assert_eq!(
+        foreign(rec.sample_counters(&ts_b, 0, precise).unwrap_err()),
+        "counter sample buffer"
+    );
+    assert_eq!(
+        foreign(rec.sample_counters(&stats_b, 0, precise).unwrap_err()),
+        "counter sample buffer"
+    );
+    assert_eq!(
+        foreign(rec.write_timestamp(precise, &heap_b, 0).unwrap_err()),
+        "counter heap"
+    );
+    a.submit(rec).unwrap().wait();
+    let mut rec_b = b.recorder();
+    rec_b.sample_counters(&ts_b, 1, precise).unwrap();
+    assert_eq!(foreign(a.submit(rec_b).unwrap_err()), "recorder");
+    b.run_all();
+    for r in [
+        ts_b.resolve_counter_range(0..4).unwrap(),
+        stats_b.resolve_counter_range(0..4).unwrap(),
+        heap_b.resolve_counter_range(0..4).unwrap(),
+    ] {
+        assert_eq!(r.statuses(), &[SampleStatus::NotWritten; 4]);
+    }
+}

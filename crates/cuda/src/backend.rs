@@ -12,7 +12,7 @@ use gpu_counters_core::bookkeeping::{Held, SampleSet, SlotState, Ticket, ABSENT,
 use gpu_counters_core::COUNTER_ERROR_VALUE;
 use gpu_counters_core::{
     cpu_monotonic_ns, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
-    CounterSampleBufferDescriptor, DeviceInfo, Error, InvalidInput, ResolvedCounters,
+    CounterSampleBufferDescriptor, DeviceId, DeviceInfo, Error, InvalidInput, ResolvedCounters,
     ResolvedTimestamps, Result, StorageMode, TimestampGranularity, TimestampPair,
 };
 use std::ops::Range;
@@ -331,14 +331,13 @@ impl CudaRecorder {
         })
     }
 
+    /// Refuses another device's buffer or heap (core's shared check).
+    #[inline]
     fn check_device(&self, storage: &Storage) -> Result<()> {
-        if storage.device_id != self.device.shared.id {
-            return Err(InvalidInput::ForeignObject {
-                what: "sample buffer or heap",
-            }
-            .into());
-        }
-        Ok(())
+        self.device
+            .shared
+            .id
+            .check(storage.device_id, storage.samples.object_name())
     }
 
     /// Fails unless [`CudaRecorder::timestamp`] of `index` (if any) would
@@ -696,6 +695,10 @@ impl BackendRecorder for CudaRecorder {
         self.id
     }
 
+    fn device_id(&self) -> DeviceId {
+        self.device.shared.id
+    }
+
     fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
         &mut self.scope_stack
     }
@@ -808,6 +811,10 @@ impl BackendDevice for CudaDevice {
 
     fn info(&self) -> &DeviceInfo {
         &self.shared.info
+    }
+
+    fn device_id(&self) -> DeviceId {
+        self.shared.id
     }
 
     fn queue_name(&self) -> String {

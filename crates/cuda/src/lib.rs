@@ -78,7 +78,8 @@ use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream, Driv
 use gpu_counters_core::bookkeeping::Ticket;
 use gpu_counters_core::{
     cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
-    CounterSamplingPoint, CounterSet, DeviceInfo, DeviceType, Error, Result, TimestampPair,
+    CounterSamplingPoint, CounterSet, DeviceId, DeviceInfo, DeviceType, Error, Result,
+    TimestampPair,
 };
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -311,7 +312,7 @@ type Pending = VecDeque<(Arc<CudaEvent>, Ticket)>;
 
 pub(crate) struct Shared {
     /// Tells devices apart, for refusing another device's objects.
-    pub(crate) id: u64,
+    pub(crate) id: DeviceId,
     pub(crate) ctx: Arc<CudaContext>,
     /// The caller's stream, that samples are launched on.
     pub(crate) stream: Arc<CudaStream>,
@@ -590,7 +591,6 @@ impl CudaDevice {
         if v != sys::CUresult::CUDA_SUCCESS {
             return Err(driver("cuDriverGetVersion")(DriverError(v)));
         }
-        static NEXT: AtomicU64 = AtomicU64::new(1);
         let info = DeviceInfo {
             index: ctx.ordinal(),
             name,
@@ -607,7 +607,7 @@ impl CudaDevice {
             max_sample_count: MAX_SAMPLE_COUNT,
         };
         let mut shared = Shared {
-            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            id: DeviceId::allocate(),
             ctx,
             stream,
             calibration_stream,
@@ -720,8 +720,14 @@ impl CudaDevice {
     }
 
     /// Ends `recorder`'s range: its samples become available once all work
-    /// launched on the stream so far is done.
+    /// launched on the stream so far is done. Another device's recorder is
+    /// refused with `ForeignObject` (its drop then submits it to its own
+    /// device, as for any recorder dropped unsubmitted).
     pub fn submit(&self, recorder: CudaRecorder) -> Result<CudaSubmission> {
+        self.shared.id.check(
+            gpu_counters_core::BackendRecorder::device_id(&recorder),
+            "recorder",
+        )?;
         recorder.submit()
     }
 

@@ -112,7 +112,7 @@ pub(crate) struct Storage {
     /// device's pending work holds storages).
     pub(crate) device: Weak<Shared>,
     /// Which device it belongs to, for refusing foreign objects.
-    pub(crate) device_id: u64,
+    pub(crate) device_id: gpu_counters_core::DeviceId,
 }
 
 impl Storage {

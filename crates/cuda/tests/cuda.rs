@@ -616,3 +616,183 @@ fn statistics_count_graph_kernels_until_the_instance_changes() {
         sys::cuGraphDestroy(child);
     }
 }
+
+/// What an `InvalidInput::ForeignObject` error names.
+fn foreign(e: gpu_counters_core::Error) -> &'static str {
+    match e.invalid() {
+        Some(InvalidInput::ForeignObject { what }) => what,
+        other => panic!("expected ForeignObject, got {other:?} ({e})"),
+    }
+}
+
+/// Two devices opened on ordinal 0 (two gpu-counters devices, one GPU):
+/// every call that takes two objects refuses the other device's with
+/// `ForeignObject` naming it, before anything is launched (core's shared
+/// `DeviceId` check): its sample buffer, heap and statistic buffer on a
+/// recorder, its buffer as a pass attachment, its recorder submitted
+/// through this device, and its profiler's frame with this device's
+/// recorder. Nothing of the other device's is written; this device's
+/// recording still runs and writes exactly its own samples.
+#[test]
+fn objects_of_another_device_are_refused() {
+    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_cuda::CudaPassAttachment;
+    use gpu_counters_profiler::{Profiler, ProfilerError, ProfilerOptions};
+    let Some(d) = device("objects_of_another_device_are_refused") else {
+        return;
+    };
+    let other = CudaDevice::open(0).unwrap();
+    assert_ne!(d.device_id(), other.device_id());
+    let (mine, theirs) = (timestamps(&d, 4), timestamps(&other, 4));
+    let heap = other
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(4))
+        .unwrap();
+    let mut rec = d.recorder();
+    assert_eq!(rec.device_id(), d.device_id());
+    rec.sample_counters(&mine, 0, TimestampGranularity::Precise)
+        .unwrap();
+    let buffer = "counter sample buffer";
+    assert_eq!(
+        foreign(
+            rec.sample_counters(&theirs, 0, TimestampGranularity::Precise)
+                .unwrap_err()
+        ),
+        buffer
+    );
+    assert_eq!(
+        foreign(
+            rec.write_timestamp(TimestampGranularity::Relaxed, &heap, 0)
+                .unwrap_err()
+        ),
+        "counter heap"
+    );
+    if other.statistics_unavailable().is_none() {
+        let stats = other
+            .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+                CommonCounterSet::Statistic,
+                "their statistics",
+                2,
+            ))
+            .unwrap();
+        assert_eq!(
+            foreign(
+                rec.sample_counters(&stats, 0, TimestampGranularity::Precise)
+                    .unwrap_err()
+            ),
+            buffer
+        );
+        let r = stats.resolve_counter_range(0..2).unwrap();
+        assert_eq!(r.statuses(), &[SampleStatus::NotWritten; 2]);
+    }
+    let attach = |b| CudaPassAttachment {
+        sample_buffer: b,
+        start_of_encoder_sample_index: Some(1),
+        end_of_encoder_sample_index: Some(2),
+    };
+    assert_eq!(
+        foreign(
+            rec.begin_compute_pass(&[attach(&mine), attach(&theirs)])
+                .err()
+                .unwrap()
+        ),
+        buffer
+    );
+    // Their profiler's frame with this recorder.
+    let profiler = Profiler::new(&other, ProfilerOptions::default()).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let refused = |e: ProfilerError| match e {
+        ProfilerError::Counters(e) => foreign(e),
+        other => panic!("expected a counters error, got {other:?}"),
+    };
+    assert_eq!(
+        refused(
+            frame
+                .scope(&mut rec, "foreign", PassKind::Scope)
+                .unwrap_err()
+        ),
+        "recorder"
+    );
+    assert_eq!(
+        refused(
+            frame
+                .pass_scope(&mut rec, "foreign", PassKind::Compute)
+                .unwrap_err()
+        ),
+        "recorder"
+    );
+    profiler.end_frame(frame, None).unwrap();
+    let frames = profiler
+        .wait_collect_all(std::time::Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(frames[0].dropped_scopes, 0, "{:?}", frames[0].drops);
+    // Their recorder through this device: refused (its drop submits it to
+    // its own device, as any recorder dropped unsubmitted).
+    let mut theirs_rec = other.recorder();
+    theirs_rec
+        .sample_counters(&theirs, 3, TimestampGranularity::Precise)
+        .unwrap();
+    assert_eq!(foreign(d.submit(theirs_rec).unwrap_err()), "recorder");
+    d.submit(rec).unwrap().wait().unwrap();
+    let r = mine.resolve_counter_range(0..4).unwrap();
+    assert_eq!(
+        r.statuses(),
+        &[
+            SampleStatus::Written,
+            SampleStatus::NotWritten,
+            SampleStatus::NotWritten,
+            SampleStatus::NotWritten
+        ]
+    );
+    other.wait_idle().unwrap();
+    let r = theirs.resolve_counter_range(0..3).unwrap();
+    assert_eq!(r.statuses(), &[SampleStatus::NotWritten; 3]);
+    let r = heap.resolve_counter_range(0..4).unwrap();
+    assert_eq!(r.statuses(), &[SampleStatus::NotWritten; 4]);
+}
+
+/// A compute pass leaked with `mem::forget`: its start sample is written,
+/// its end sample never is and resolves NotWritten with the error value
+/// (never a made-up value), and the recorder goes on recording and
+/// submitting as usual.
+#[test]
+fn a_leaked_compute_pass_leaves_its_end_sample_not_written() {
+    use gpu_counters_cuda::CudaPassAttachment;
+    let Some(d) = device("a_leaked_compute_pass_leaves_its_end_sample_not_written") else {
+        return;
+    };
+    let buffer = timestamps(&d, 4);
+    let mut rec = d.recorder();
+    std::mem::forget(
+        rec.begin_compute_pass(&[CudaPassAttachment {
+            sample_buffer: &buffer,
+            start_of_encoder_sample_index: Some(0),
+            end_of_encoder_sample_index: Some(1),
+        }])
+        .unwrap(),
+    );
+    rec.sample_counters(&buffer, 2, TimestampGranularity::Precise)
+        .unwrap();
+    d.submit(rec).unwrap().wait().unwrap();
+    let r = buffer.resolve_counter_range(0..4).unwrap();
+    assert_eq!(
+        r.statuses(),
+        &[
+            SampleStatus::Written,
+            SampleStatus::NotWritten,
+            SampleStatus::Written,
+            SampleStatus::NotWritten
+        ]
+    );
+    let t = r.timestamps().unwrap();
+    assert_eq!(t[1].timestamp, COUNTER_ERROR_VALUE);
+    assert!(t[0].timestamp <= t[2].timestamp);
+    // The end index is free for a later recording.
+    let mut rec = d.recorder();
+    rec.sample_counters(&buffer, 1, TimestampGranularity::Precise)
+        .unwrap();
+    d.submit(rec).unwrap().wait().unwrap();
+    assert_eq!(
+        buffer.resolve_counter_range(1..2).unwrap().statuses(),
+        &[SampleStatus::Written]
+    );
+}

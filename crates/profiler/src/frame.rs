@@ -16,7 +16,7 @@ use crate::result::DropCounts;
 use crate::shared_str::{Interner, SharedStr};
 use gpu_counters_core::bookkeeping::{Phase, Ticket};
 use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{BackendDevice, BackendRecorder, TimestampGranularity};
+use gpu_counters_core::{BackendDevice, BackendRecorder, DeviceId, TimestampGranularity};
 use std::cell::{RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -494,6 +494,8 @@ pub struct Frame<'p, D: BackendDevice> {
     index: u64,
     /// Unique in the process (see [`NEXT_FRAME_KEY`]).
     key: u64,
+    /// The profiler's device: a recorder of another is refused.
+    device_id: DeviceId,
     slot: Option<usize>,
     /// Its slot's store (shared with the profiler, see [`FrameStore`]).
     store: Arc<FrameStore<D>>,
@@ -532,6 +534,7 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             profiler,
             index,
             key: NEXT_FRAME_KEY.fetch_add(1, Ordering::Relaxed),
+            device_id: profiler.device.device_id(),
             slot,
             store,
             next: AtomicU64::new(0),
@@ -582,7 +585,8 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     /// scope records nothing, is counted in the frame's [`DropCounts`], and
     /// its `end` does nothing. On a frame the profiler abandoned (see
     /// [`Profiler`]), it fails with [`ProfilerError::FrameAbandoned`] and
-    /// records nothing.
+    /// records nothing. A recorder of another device than the profiler's is
+    /// refused with `InvalidInput::ForeignObject`.
     ///
     /// With statistics, a command buffer's statistic query stays open from
     /// its first scope's start to its outermost scope's end, so encoders
@@ -647,9 +651,12 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
 
     /// A scope id for a scope begun on `cmd`, its page and its record's
     /// place there (below `per`); `None` when the scope is dropped (no slot
-    /// or no room), counted.
+    /// or no room), counted. A recorder of another device than the
+    /// profiler's is refused (`ForeignObject`, naming the recorder) before
+    /// anything is claimed or recorded.
     #[inline(always)]
     fn place(&self, cmd: &mut Recorder<D>) -> Result<Option<(&Page<D>, u32, u32)>> {
+        self.device_id.check(cmd.device_id(), "recorder")?;
         if self.is_abandoned() {
             return Err(self.abandoned());
         }
@@ -701,7 +708,8 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     ///
     /// `None` when the frame drops the scope, as [`Frame::scope`] does
     /// (counted in the frame's [`DropCounts`]); on a frame the profiler
-    /// abandoned, [`ProfilerError::FrameAbandoned`].
+    /// abandoned, [`ProfilerError::FrameAbandoned`]; another device's
+    /// recorder is refused, as there.
     #[allow(unsafe_code)]
     #[inline]
     pub fn pass_scope(

@@ -7,7 +7,7 @@ use ash::vk;
 use gpu_counters_core::bookkeeping::Ticket;
 use gpu_counters_core::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
-    Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo, Error,
+    Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId, DeviceInfo, Error,
     ResolvedCounters, ResolvedTimestamps, Result, TimestampGranularity, TimestampPair,
 };
 use std::ops::Range;
@@ -102,6 +102,10 @@ impl BackendDevice for Device {
 
     fn info(&self) -> &DeviceInfo {
         Device::info(self)
+    }
+
+    fn device_id(&self) -> DeviceId {
+        self.id()
     }
 
     fn queue_name(&self) -> String {
@@ -246,6 +250,11 @@ impl BackendRecorder for CommandBuffer {
     fn recorder_id(&self) -> u64 {
         use ash::vk::Handle;
         self.raw().as_raw()
+    }
+
+    #[inline]
+    fn device_id(&self) -> DeviceId {
+        self.device().id()
     }
 
     #[inline]

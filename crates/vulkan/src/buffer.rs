@@ -254,7 +254,7 @@ impl Drop for BufferShared {
 /// then keeps alive) or a caller's buffer ([`BufferRef::from_raw`]).
 #[derive(Clone)]
 pub struct BufferRef {
-    pub(crate) device_id: u64,
+    pub(crate) device_id: gpu_counters_core::DeviceId,
     pub(crate) raw: vk::Buffer,
     pub(crate) size: u64,
     pub(crate) usage: vk::BufferUsageFlags,

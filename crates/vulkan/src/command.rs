@@ -333,10 +333,7 @@ impl CommandBuffer {
 
     #[inline]
     pub(crate) fn check_device(&self, samples: &Samples, what: &'static str) -> Result<()> {
-        if !Arc::ptr_eq(&samples.device.shared, &self.device.shared) {
-            return Err(InvalidInput::ForeignObject { what }.into());
-        }
-        Ok(())
+        self.device.id().check(samples.device.id(), what)
     }
 
     /// Samples counters between passes, outside any encoder: the building

@@ -7,13 +7,10 @@ use ash::vk;
 use gpu_counters_core::bookkeeping::{QueryRead, Ticket};
 use gpu_counters_core::{
     cpu_monotonic_ns, Calibration, CalibrationMethod, CommonCounterSet, CounterSamplingPoint,
-    DeviceInfo, Error, InvalidInput, Result, TimestampPair,
+    DeviceId, DeviceInfo, Error, InvalidInput, Result, TimestampPair,
 };
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-
-static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Calibration reads taken per [`Device::sample_timestamps`]; the one with the
 /// smallest max deviation wins. On NVIDIA a read takes about 5.5 us and its
@@ -89,7 +86,8 @@ pub struct Device {
 }
 
 pub(crate) struct DeviceShared {
-    pub(crate) id: u64,
+    /// Tells devices apart, for refusing another device's objects.
+    pub(crate) id: DeviceId,
     pub(crate) instance: Instance,
     pub(crate) caps: Capabilities,
     pub(crate) info: DeviceInfo,
@@ -376,7 +374,7 @@ impl Device {
         }
         Self {
             shared: Arc::new(DeviceShared {
-                id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+                id: DeviceId::allocate(),
                 instance,
                 caps,
                 info,
@@ -440,7 +438,7 @@ impl Device {
         1e9 / self.shared.caps.timestamp_period_ns
     }
 
-    pub(crate) fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> DeviceId {
         self.shared.id
     }
 

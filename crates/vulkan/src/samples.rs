@@ -319,12 +319,9 @@ impl Samples {
         offset: u64,
     ) -> Result<()> {
         let (first, count) = self.check_range(&range)?;
-        if dst.device_id != self.device.id() {
-            return Err(InvalidInput::ForeignObject {
-                what: "destination buffer",
-            }
-            .into());
-        }
+        self.device
+            .id()
+            .check(dst.device_id, "destination buffer")?;
         if !offset.is_multiple_of(8) {
             return Err(InvalidInput::DestinationOffsetUnaligned {
                 offset,

@@ -8,9 +8,9 @@ use gpu_counters_core::{
 };
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
-    CommandBuffer, ComputePassDescriptor, CounterSampleBuffer, Device, GpuBuffer, MemoryLocation,
-    PassSampleBufferAttachment, RenderPassDescriptor, RenderPassSampleBufferAttachment,
-    RenderTarget, MAX_SAMPLE_COUNT,
+    BlitPassDescriptor, CommandBuffer, ComputePassDescriptor, CounterSampleBuffer, Device,
+    GpuBuffer, MemoryLocation, PassSampleBufferAttachment, RenderPassDescriptor,
+    RenderPassSampleBufferAttachment, RenderTarget, MAX_SAMPLE_COUNT,
 };
 use gpu_counters_workloads::{CallerCommandBuffer, RenderWorkload};
 
@@ -353,6 +353,144 @@ fn objects_of_another_device() {
         "counter sample buffer"
     );
     drop(cmd);
+    common::assert_no_validation_messages(&a);
+    common::assert_no_validation_messages(&b);
+}
+
+/// The calls `objects_of_another_device` leaves out, each refusing device
+/// A's object on device B's command buffer with `ForeignObject` naming it
+/// (core's shared `DeviceId` check): a recorded reset, a heap's GPU resolve
+/// (its heap and its destination), a blit pass's attachments, resolves and
+/// samples, and a render pass's attachments, samples and heap writes (both
+/// granularities). B's own work still runs; nothing of
+/// A's is written; no validation message on either device.
+#[test]
+fn objects_of_another_device_in_every_call() {
+    let (a, b) = (common::device(), common::device());
+    let heap = |d: &Device| {
+        d.make_counter_heap(&CounterHeapDescriptor::timestamp(4))
+            .unwrap()
+    };
+    let (buffer_a, buffer_b) = (timestamps(&a, "a", 4), timestamps(&b, "b", 4));
+    let (heap_a, heap_b) = (heap(&a), heap(&b));
+    let dst_a = GpuBuffer::new(&a, 256, MemoryLocation::HostVisible).unwrap();
+    let dst_b = GpuBuffer::new(&b, 256, MemoryLocation::HostVisible).unwrap();
+    let buffer = "counter sample buffer";
+    let mut cmd = CommandBuffer::new(&b).unwrap();
+    assert_eq!(
+        foreign(cmd.reset_samples(&buffer_a, 0..2).unwrap_err()),
+        buffer
+    );
+    assert_eq!(
+        foreign(
+            cmd.resolve_counter_heap(&heap_a, 0..2, &dst_b, 0)
+                .unwrap_err()
+        ),
+        "counter heap"
+    );
+    assert_eq!(
+        foreign(
+            cmd.resolve_counter_heap(&heap_b, 0..2, &dst_a, 0)
+                .unwrap_err()
+        ),
+        "destination buffer"
+    );
+    assert_eq!(
+        foreign(
+            cmd.blit_encoder(&BlitPassDescriptor {
+                sample_buffer_attachments: &[attach(&buffer_a, Some(0), Some(1))],
+            })
+            .err()
+            .unwrap()
+        ),
+        buffer
+    );
+    {
+        let mut blit = cmd.blit_encoder(&BlitPassDescriptor::default()).unwrap();
+        assert_eq!(
+            foreign(
+                blit.resolve_counters(&buffer_a, 0..1, &dst_b, 0)
+                    .unwrap_err()
+            ),
+            buffer
+        );
+        assert_eq!(
+            foreign(blit.sample_counters(&buffer_a, 2, true).unwrap_err()),
+            buffer
+        );
+        blit.sample_counters(&buffer_b, 0, true).unwrap();
+        blit.end_encoding().unwrap();
+    }
+    let mut work = RenderWorkload::new(&common::ctx(&b), 1, 16, 16).unwrap();
+    // SAFETY: `cmd.raw()` is recording outside any render pass on `b`, where
+    // the workload was built; the GPU is done with it (`common::run` waits)
+    // before it is destroyed.
+    unsafe { work.record_prepare(b.raw(), cmd.raw()) };
+    let colors = [work.color_attachment()];
+    let info = vk::RenderingInfo::default()
+        .render_area(work.render_area())
+        .layer_count(1)
+        .color_attachments(&colors);
+    let render = |sample_buffer| RenderPassSampleBufferAttachment {
+        sample_buffer,
+        start_of_vertex_sample_index: Some(1),
+        end_of_vertex_sample_index: None,
+        start_of_fragment_sample_index: None,
+        end_of_fragment_sample_index: Some(3),
+    };
+    // SAFETY: the rendering info names the workload's color view (an object
+    // of `b`, destroyed only after the GPU is done), in
+    // COLOR_ATTACHMENT_OPTIMAL as the workload's prepare barrier leaves it,
+    // over its whole extent in one layer; `colors` and `info` outlive the
+    // calls; gpu-counters' devices enable dynamic rendering.
+    let refused = unsafe {
+        cmd.render_encoder(&RenderPassDescriptor {
+            target: RenderTarget::Dynamic(&info),
+            sample_buffer_attachments: &[render(&buffer_a)],
+        })
+    };
+    assert_eq!(foreign(refused.err().unwrap()), buffer);
+    // SAFETY: as above.
+    let mut pass = unsafe {
+        cmd.render_encoder(&RenderPassDescriptor {
+            target: RenderTarget::Dynamic(&info),
+            sample_buffer_attachments: &[render(&buffer_b)],
+        })
+    }
+    .unwrap();
+    assert_eq!(
+        foreign(pass.sample_counters(&buffer_a, 2, true).unwrap_err()),
+        buffer
+    );
+    for granularity in [TimestampGranularity::Precise, TimestampGranularity::Relaxed] {
+        assert_eq!(
+            foreign(pass.write_timestamp(granularity, &heap_a, 2).unwrap_err()),
+            "counter heap"
+        );
+    }
+    // SAFETY: `pass.raw()` is recording inside the rendering instance just
+    // begun with the workload's color attachment (prepared above) and no
+    // depth or stencil; the workload outlives the GPU's use.
+    unsafe { work.record_draw(b.raw(), pass.raw()) };
+    pass.end_encoding().unwrap();
+    common::run(cmd);
+    let mut written = [SampleStatus::Written; 4];
+    written[2] = SampleStatus::NotWritten;
+    assert_eq!(
+        buffer_b.resolve_counter_range(0..4).unwrap().statuses(),
+        &written
+    );
+    assert_eq!(
+        buffer_a.resolve_counter_range(0..4).unwrap().statuses(),
+        &[SampleStatus::NotWritten; 4]
+    );
+    assert_eq!(
+        heap_a.resolve_counter_range(0..4).unwrap().statuses(),
+        &[SampleStatus::NotWritten; 4]
+    );
+    // SAFETY: the device finished every command buffer that used the
+    // workload (`common::run` waits), which was built on `b`.
+    unsafe { work.destroy(b.raw()) };
     common::assert_no_validation_messages(&a);
     common::assert_no_validation_messages(&b);
 }

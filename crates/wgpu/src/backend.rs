@@ -5,9 +5,9 @@ use crate::{poll_err, WgpuDevice, WgpuRecorder, MAX_SAMPLE_COUNT, STATISTIC_TYPE
 use gpu_counters_core::bookkeeping::{SampleSet, SlotState, ABSENT};
 use gpu_counters_core::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
-    CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceInfo, Error,
-    InvalidInput, ResolvedCounters, ResolvedTimestamps, Result, StorageMode, TimestampGranularity,
-    TimestampPair,
+    CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId, DeviceInfo,
+    Error, InvalidInput, ResolvedCounters, ResolvedTimestamps, Result, StorageMode,
+    TimestampGranularity, TimestampPair,
 };
 use std::ops::Range;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -187,6 +187,10 @@ impl BackendRecorder for WgpuRecorder {
         self.id
     }
 
+    fn device_id(&self) -> DeviceId {
+        self.device_id
+    }
+
     fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
         &mut self.scope_stack
     }
@@ -285,7 +289,7 @@ impl WgpuDevice {
         Ok(Arc::new(Storage::new(
             samples,
             query_set,
-            self.device().clone(),
+            (self.device().clone(), self.shared.id),
             values,
         )))
     }
@@ -296,6 +300,10 @@ impl BackendDevice for WgpuDevice {
 
     fn info(&self) -> &DeviceInfo {
         &self.shared.info
+    }
+
+    fn device_id(&self) -> DeviceId {
+        self.shared.id
     }
 
     fn queue_name(&self) -> String {

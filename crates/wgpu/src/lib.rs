@@ -10,7 +10,9 @@
 //!   availability comes from the bookkeeping: a sample is available once the
 //!   submission that last wrote it is done and its read-back values arrived.
 //!   A sample never written resolves to the error value with
-//!   [`gpu_counters_core::SampleStatus::NotWritten`], never to wgpu's 0.
+//!   [`gpu_counters_core::SampleStatus::NotWritten`], never to wgpu's 0; so
+//!   does a pass timestamp write handed out and never used by a pass, once
+//!   its submission is done (its 0 is read back: no GPU clock reads 0).
 //! - [`WgpuRecorder`] wraps the caller's [`wgpu::CommandEncoder`]. Between
 //!   passes it samples timestamps with `CommandEncoder::write_timestamp`
 //!   (needs [`wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS`]); in passes,
@@ -51,6 +53,22 @@
 //!
 //! Every object holds clones of the wgpu handles it uses (wgpu handles are
 //! reference counted), so there is no drop order to get wrong.
+//!
+//! Hostile use:
+//!
+//! - Another device's object: every sample buffer, heap and recorder keeps
+//!   its device's [`gpu_counters_core::DeviceId`], and every call that takes
+//!   two of them refuses another device's with `ForeignObject` before
+//!   anything reaches wgpu (a profiler frame checks the recorder itself).
+//!   wgpu 30 cannot tell an encoder's device, so [`WgpuDevice::wrap`] cannot
+//!   check one: [`WgpuDevice::submit`] catches another device's encoder in an
+//!   error scope and refuses it (see there).
+//! - A leaked pass guard ([`WgpuComputePass`], [`WgpuRenderPass`], profiled
+//!   or counted): the recorder tracks the pass its guards hold open, so
+//!   everything after the leak that would record into the locked encoder,
+//!   and the submission, is refused with `EncoderState` naming the pass; the
+//!   recording, dropped, is abandoned (samples `NotWritten`, profiler scopes
+//!   counted as abandoned).
 
 mod backend;
 // Calibrated pairs through wgpu-hal's raw device (features `vulkan`, `dx12`,
@@ -68,8 +86,8 @@ use gpu_counters_core::bookkeeping::{
 };
 use gpu_counters_core::{
     cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
-    CounterSamplingPoint, CounterSet, DeviceInfo, DeviceType, Error, InvalidInput, Result,
-    TimestampPair,
+    CounterSamplingPoint, CounterSet, DeviceId, DeviceInfo, DeviceType, Error, InvalidInput,
+    Result, TimestampPair,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -83,6 +101,8 @@ pub const MAX_SAMPLE_COUNT: u32 = wgpu::QUERY_SET_MAX_QUERIES;
 const STATISTIC_TYPES: wgpu::PipelineStatisticsTypes = wgpu::PipelineStatisticsTypes::all();
 
 struct Shared {
+    /// Tells devices apart, for refusing another device's objects.
+    id: DeviceId,
     device: wgpu::Device,
     queue: wgpu::Queue,
     info: DeviceInfo,
@@ -124,6 +144,43 @@ pub(crate) fn poll_err(what: &'static str) -> impl Fn(wgpu::PollError) -> Error 
     move |e| match e {
         wgpu::PollError::Timeout => Error::Internal(format!("{what}: wgpu poll timed out")),
         other => Error::DeviceLost(format!("{what}: {other}")),
+    }
+}
+
+/// Pops `scope`, which wgpu (on its native backends) has settled by the
+/// time it is popped: the error it caught, if any. Where the error is not
+/// known at once (wgpu on WebGPU), `None`.
+fn pop_error_scope(scope: wgpu::ErrorScopeGuard) -> Option<wgpu::Error> {
+    use std::future::Future;
+    let mut popped = std::pin::pin!(scope.pop());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match popped.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(error) => error,
+        std::task::Poll::Pending => None,
+    }
+}
+
+/// Whether wgpu refused a submission because an object in it belongs to
+/// another device: the command buffer itself (the queue's check), or, where
+/// the encoder is another device's and so finished with an error there, one
+/// of this device's objects recorded into it (the encoder's error, reported
+/// again by the queue). wgpu-core reports both as a `DeviceMismatch`, nested
+/// in error types whose fields are not all public (nor all reachable
+/// through `source()`): it is found by that type name in the error's debug
+/// form (the tests pin it on wgpu 30). Any other refusal is not another
+/// device's object.
+fn refused_as_foreign(e: &wgpu::Error) -> bool {
+    matches!(e, wgpu::Error::Validation { .. }) && format!("{e:?}").contains("DeviceMismatch")
+}
+
+/// Abandons a recording refused at submit: its ticket, and its writes into
+/// the storages of `readbacks` (nothing of it runs).
+fn abandon(ticket: &Ticket, readbacks: &[(Arc<Storage>, storage::Readback)]) {
+    ticket.set_phase(Phase::Abandoned);
+    for (storage, _) in readbacks {
+        if let Ok(mut slots) = storage.samples.lock() {
+            slots.abandon(ticket.id());
+        }
     }
 }
 
@@ -189,6 +246,7 @@ impl WgpuDevice {
         };
         Self {
             shared: Arc::new(Shared {
+                id: DeviceId::allocate(),
                 device,
                 queue,
                 info,
@@ -294,13 +352,19 @@ impl WgpuDevice {
         self.wrap(encoder)
     }
 
-    /// A recorder over the caller's `encoder` (of this device).
+    /// A recorder over the caller's `encoder`, which must be of this
+    /// device. wgpu 30 cannot tell which device an encoder belongs to, so
+    /// this cannot check it; [`WgpuDevice::submit`] does (another device's
+    /// encoder is refused there with `ForeignObject`, naming the command
+    /// encoder).
     pub fn wrap(&self, encoder: wgpu::CommandEncoder) -> WgpuRecorder {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         WgpuRecorder {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
+            device_id: self.shared.id,
             device: self.clone(),
             encoder: Some(encoder),
+            pass: Default::default(),
             ticket: Ticket::new(),
             written: Vec::new(),
             claims: LocalClaims::default(),
@@ -315,7 +379,29 @@ impl WgpuDevice {
     /// once the submission is done and the device was polled
     /// ([`WgpuSubmission::wait`], or any resolve, which polls without
     /// waiting).
+    ///
+    /// Refused, with the recording dropped unsubmitted (its samples resolve
+    /// `NotWritten`, its profiler scopes are counted as abandoned):
+    ///
+    /// - another device's recorder: `ForeignObject` naming the recorder,
+    ///   before anything reaches wgpu;
+    /// - a recorder whose pass guard was leaked (`mem::forget`): wgpu keeps
+    ///   its encoder locked, so it cannot be finished; `EncoderState` naming
+    ///   the pass, before anything reaches wgpu;
+    /// - an encoder wgpu refuses to finish (a pass of the caller's own left
+    ///   unended, or another command wgpu found invalid): `EncoderState`
+    ///   with wgpu's message, caught in an error scope of this device, so
+    ///   the device's error handler never sees it, and nothing is submitted;
+    /// - another device's encoder given to [`WgpuDevice::wrap`]: the queue
+    ///   refuses its command buffer, caught in an error scope of this
+    ///   device: `ForeignObject` naming the command encoder. wgpu reports
+    ///   an error of its own on the encoder's device when the encoder was
+    ///   invalid there (one of this device's query sets written into it):
+    ///   that error goes to that device's handler, which gpu-counters cannot
+    ///   reach.
     pub fn submit(&self, mut recorder: WgpuRecorder) -> Result<WgpuSubmission> {
+        self.shared.id.check(recorder.device_id, "recorder")?;
+        recorder.pass.check()?;
         let mut encoder = recorder
             .encoder
             .take()
@@ -332,11 +418,34 @@ impl WgpuDevice {
             }
         }
         let ticket = recorder.ticket.clone();
-        // The recorder is consumed: its drop must not abandon the ticket.
+        // The recorder is consumed: its drop must not abandon the ticket
+        // (a refusal below abandons it).
         ticket.set_phase(Phase::Submitted);
         drop(recorder);
+        let d = &self.shared.device;
+        let finishing = d.push_error_scope(wgpu::ErrorFilter::Validation);
+        let commands = encoder.finish();
+        if let Some(e) = pop_error_scope(finishing) {
+            abandon(&ticket, &readbacks);
+            return Err(InvalidInput::EncoderState(format!(
+                "wgpu refused to finish the recording's encoder, so nothing was submitted: {e}"
+            ))
+            .into());
+        }
+        let submitting = d.push_error_scope(wgpu::ErrorFilter::Validation);
         let cpu_submit_ns = cpu_monotonic_ns();
-        let index = self.shared.queue.submit([encoder.finish()]);
+        let index = self.shared.queue.submit([commands]);
+        if let Some(e) = pop_error_scope(submitting) {
+            abandon(&ticket, &readbacks);
+            return Err(if refused_as_foreign(&e) {
+                InvalidInput::ForeignObject {
+                    what: "command encoder",
+                }
+            } else {
+                InvalidInput::Argument(format!("wgpu refused the submission: {e}"))
+            }
+            .into());
+        }
         let mut held: gpu_counters_core::bookkeeping::Held = Vec::new();
         for (storage, rb) in readbacks {
             storage.start_map(rb);
@@ -494,8 +603,12 @@ impl WgpuSubmission {
 /// between passes and attaching timestamp writes to passes.
 pub struct WgpuRecorder {
     id: u64,
+    /// Its device's id, kept here for the checks of every write.
+    device_id: DeviceId,
     device: WgpuDevice,
     encoder: Option<wgpu::CommandEncoder>,
+    /// The pass its guards hold open (see [`stats::PassSlot`]).
+    pass: stats::PassSlot,
     ticket: Ticket,
     /// Per storage written: the indices written.
     written: Vec<(Arc<Storage>, storage::Written)>,
@@ -514,14 +627,45 @@ pub struct WgpuRecorder {
 
 impl WgpuRecorder {
     /// The wrapped encoder, for the caller's own commands and passes.
+    ///
+    /// After a pass guard of this recorder was leaked (`mem::forget`), wgpu
+    /// keeps the wrapped encoder locked for ever, and anything recorded
+    /// into it is a wgpu error: this then hands out a detached encoder of
+    /// the device instead, which is never submitted. What is recorded there
+    /// never runs, and [`WgpuDevice::submit`] refuses the recording, naming
+    /// the leaked pass.
     pub fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
-        // Only `submit` takes it, consuming the recorder.
+        if self.pass.is_open() {
+            return self.pass.detached(&self.device.shared.device);
+        }
+        self.wrapped_encoder()
+    }
+
+    /// The wrapped encoder (made anew where `submit` took it: only
+    /// `submit` does, consuming the recorder).
+    fn wrapped_encoder(&mut self) -> &mut wgpu::CommandEncoder {
         self.encoder.get_or_insert_with(|| {
             self.device
                 .shared
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
         })
+    }
+
+    /// Begins a guarded pass labelled `label` (counting `statistics`, if
+    /// any): the wrapped encoder to begin it on, and the slot its guard
+    /// clears when dropped. The caller checked that no guard was leaked.
+    fn guarded(
+        &mut self,
+        label: &str,
+        statistics: Option<stats::Open>,
+    ) -> (&mut wgpu::CommandEncoder, &mut stats::PassSlot) {
+        self.pass.begin(label, statistics);
+        let device = &self.device.shared.device;
+        let encoder = self.encoder.get_or_insert_with(|| {
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
+        });
+        (encoder, &mut self.pass)
     }
 
     /// The recording's ticket.
@@ -534,13 +678,15 @@ impl WgpuRecorder {
     /// in a block this recording claimed, else core's `check_write` for
     /// each, then `mark_recorded`, and a claim of the block of the last.
     /// All are checked before any is marked.
+    ///
+    /// Another device's storage is refused on the locked path, in
+    /// [`WgpuRecorder::note_writes_with`]: a claim is taken only after a
+    /// locked write passed that check, so a claimed write is always of this
+    /// device's storage.
     #[inline]
     fn note_writes(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> Result<()> {
         if storage.samples.set != CommonCounterSet::Timestamp {
-            return Err(InvalidInput::Unsupported(
-                "wgpu pipeline statistics queries can only be begun and ended inside a pass, not between passes or as pass timestamp writes; count a pass with WgpuRecorder::begin_compute_pass_with_statistics (or the render one)".into(),
-            )
-            .into());
+            return Err(self.not_timestamps(storage));
         }
         let claimed = match *indices {
             [i] => self.claims.try_write(&storage.samples, i),
@@ -553,6 +699,27 @@ impl WgpuRecorder {
             return Ok(());
         }
         self.note_writes_locked(storage, indices)
+    }
+
+    /// Why `storage`, not of timestamps, cannot be written as timestamps
+    /// (or that it is another device's).
+    #[cold]
+    fn not_timestamps(&self, storage: &Storage) -> Error {
+        if let Err(e) = self.check_device(storage) {
+            return e;
+        }
+        InvalidInput::Unsupported(
+            "wgpu pipeline statistics queries can only be begun and ended inside a pass, not between passes or as pass timestamp writes; count a pass with WgpuRecorder::begin_compute_pass_with_statistics (or the render one)".into(),
+        )
+        .into()
+    }
+
+    /// Refuses another device's sample buffer or heap (core's shared
+    /// check, naming which of the two it is).
+    #[inline]
+    pub(crate) fn check_device(&self, storage: &Storage) -> Result<()> {
+        self.device_id
+            .check(storage.device_id, storage.samples.object_name())
     }
 
     /// [`WgpuRecorder::note_writes`] under the bookkeeping lock.
@@ -639,6 +806,7 @@ impl WgpuRecorder {
         indices: &[u32],
         mark: impl FnOnce(&mut SampleTable, &mut LocalClaims, &Ticket),
     ) -> Result<()> {
+        self.check_device(storage)?;
         let s = &storage.samples;
         // Writes into one block read the table only there (see core's
         // `SampleSet::lock_block`): other threads' claims stay theirs.
@@ -704,6 +872,7 @@ impl WgpuRecorder {
         start: Option<u32>,
         end: Option<u32>,
     ) -> Result<()> {
+        self.pass.check()?;
         self.device.require(
             wgpu::Features::TIMESTAMP_QUERY,
             "TIMESTAMP_QUERY",
@@ -717,7 +886,12 @@ impl WgpuRecorder {
     /// `buffer[end]`, for the caller's `ComputePassDescriptor`, after core's
     /// bookkeeping for both indices. Put it in the pass you record into this
     /// recorder's encoder: an index handed back and never written by a pass
-    /// would read as wgpu's 0.
+    /// reads as wgpu's 0, which resolves `NotWritten` (the error value) once
+    /// the submission is done, never as a value.
+    ///
+    /// Refused: another device's `buffer` (`ForeignObject`), and any write
+    /// while a pass guard of this recorder was leaked (`EncoderState` naming
+    /// the pass).
     #[inline]
     pub fn compute_pass_timestamp_writes<'a>(
         &mut self,
@@ -751,6 +925,7 @@ impl WgpuRecorder {
 
     /// A timestamp into `storage[index]` between passes.
     fn encoder_timestamp(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+        self.pass.check()?;
         self.device.require(
             wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS,
             "TIMESTAMP_QUERY_INSIDE_ENCODERS",
@@ -758,13 +933,17 @@ impl WgpuRecorder {
         )?;
         self.note_writes(storage, &[index])?;
         let set = storage.query_set.clone();
-        self.encoder().write_timestamp(&set, index);
+        self.wrapped_encoder().write_timestamp(&set, index);
         Ok(())
     }
 }
 
 impl Drop for WgpuRecorder {
     fn drop(&mut self) {
+        // A leaked pass's statistics query: closed first, while its
+        // samples are still this recording's (so no other recording's open
+        // query is closed).
+        self.pass.close_leaked();
         if self.ticket.phase() != Phase::Recording {
             return;
         }

@@ -72,6 +72,7 @@ impl WgpuRecorder {
             }
             CommonCounterSet::Statistic => match self.capture.statistic_start.take() {
                 None if self.capture.statistics.is_none() => {
+                    self.check_device(&buffer.storage)?;
                     let s = &buffer.storage.samples;
                     let slots = s.lock()?;
                     s.check_write(&slots, index, false, self.ticket.id())?;
@@ -107,19 +108,21 @@ mod profiled {
     use gpu_counters_core::Error;
     use gpu_counters_profiler::{Frame, ProfilerError};
 
-    /// What a profiled pass writes: its timestamps and statistics query.
-    #[derive(Default)]
-    struct PassWrites {
-        timestamps: Option<(WgpuSampleBuffer, u32, u32)>,
-        statistics: Option<(WgpuSampleBuffer, u32, crate::stats::Open)>,
-    }
+    /// A profiled pass's timestamp writes, `(buffer, start, end)`, where
+    /// the scope owns them (with statistics).
+    type OwnedStamps = Option<(WgpuSampleBuffer, u32, u32)>;
+
+    /// A profiled pass's statistics query: buffer, start index, the open
+    /// chain.
+    type Counted = Option<(WgpuSampleBuffer, u32, crate::stats::Open)>;
 
     /// The timestamp writes of a profiled pass: `(query set, start, end)`.
     type Stamps<'a> = Option<(&'a wgpu::QuerySet, u32, u32)>;
 
     impl WgpuRecorder {
         /// The scope of a profiled pass labelled `label`: its timestamp
-        /// writes, borrowed from `frame` or from `owned`.
+        /// writes, borrowed from `frame` or from `owned`, and its
+        /// statistics query.
         ///
         /// Without statistics, through [`Frame::pass_scope`]: the scope's
         /// two timestamps are noted at once, as a pass's pair of writes (one
@@ -132,18 +135,19 @@ mod profiled {
             frame: &'a Frame<'_, WgpuDevice>,
             label: &str,
             kind: PassKind,
-            owned: &'a mut PassWrites,
-        ) -> Result<Stamps<'a>, ProfilerError> {
+            owned: &'a mut OwnedStamps,
+        ) -> Result<(Stamps<'a>, Counted), ProfilerError> {
             if frame.samples_statistics() {
-                *owned = self.profiled_scope(frame, label, kind)?;
-                return Ok(owned
-                    .timestamps
+                let (timestamps, counted) = self.profiled_scope(frame, label, kind)?;
+                *owned = timestamps;
+                let stamps = owned
                     .as_ref()
-                    .map(|(b, start, end)| (&b.storage.query_set, *start, *end)));
+                    .map(|(b, start, end)| (&b.storage.query_set, *start, *end));
+                return Ok((stamps, counted));
             }
             let Some(scope) = frame.pass_scope(self, label, kind)? else {
                 // Dropped by the frame: the pass writes nothing.
-                return Ok(None);
+                return Ok((None, None));
             };
             let buffer = scope.timestamps();
             let (start, end) = (scope.start_index(), scope.end_index());
@@ -151,7 +155,7 @@ mod profiled {
                 return Err(scope.failed(e));
             }
             scope.recorded();
-            Ok(Some((&buffer.storage.query_set, start, end)))
+            Ok((Some((&buffer.storage.query_set, start, end)), None))
         }
 
         /// Begins and ends `frame`'s scope `label` with the recorder
@@ -161,7 +165,7 @@ mod profiled {
             frame: &Frame<'_, WgpuDevice>,
             label: &str,
             kind: PassKind,
-        ) -> Result<PassWrites, ProfilerError> {
+        ) -> Result<(OwnedStamps, Counted), ProfilerError> {
             self.capture = Capture {
                 active: true,
                 ..Capture::default()
@@ -185,10 +189,7 @@ mod profiled {
                     .into())
                 }
             };
-            Ok(PassWrites {
-                timestamps,
-                statistics,
-            })
+            Ok((timestamps, statistics))
         }
 
         /// Begins a compute pass labelled `label` as a scope of `frame`
@@ -200,32 +201,38 @@ mod profiled {
         /// [`wgpu::Features::TIMESTAMP_QUERY`] (and
         /// [`wgpu::Features::PIPELINE_STATISTICS_QUERY`] for statistics).
         /// A scope the frame drops (see the profiler's `WhenFull`) records
-        /// nothing; the pass is still begun.
+        /// nothing; the pass is still begun. Refused, before anything is
+        /// recorded: `frame` of another device's profiler (`ForeignObject`
+        /// naming the recorder), and any pass while a guard of this
+        /// recorder was leaked (`EncoderState` naming the leaked pass).
         #[inline]
         pub fn begin_profiled_compute_pass<'e>(
             &'e mut self,
             frame: &Frame<'_, WgpuDevice>,
             label: &str,
         ) -> Result<WgpuComputePass<'e>, ProfilerError> {
-            let mut owned = PassWrites::default();
-            let stamps = self.profiled_pass_scope(frame, label, PassKind::Compute, &mut owned)?;
+            self.pass.check()?;
+            let mut owned = None;
+            let (stamps, counted) =
+                self.profiled_pass_scope(frame, label, PassKind::Compute, &mut owned)?;
             let timestamp_writes =
                 stamps.map(|(query_set, start, end)| wgpu::ComputePassTimestampWrites {
                     query_set,
                     beginning_of_pass_write_index: Some(start),
                     end_of_pass_write_index: Some(end),
                 });
-            let mut pass = self
-                .encoder()
-                .begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some(label),
-                    timestamp_writes,
-                });
-            let open = owned.statistics.map(|(b, start, open)| {
-                pass.begin_pipeline_statistics_query(&b.storage.query_set, start);
-                open
-            });
-            Ok(WgpuComputePass { pass, open })
+            let descriptor = wgpu::ComputePassDescriptor {
+                label: Some(label),
+                timestamp_writes,
+            };
+            Ok(match counted {
+                Some((b, start, open)) => self.guarded_compute_pass(
+                    &descriptor,
+                    label,
+                    Some((&b.storage.query_set, start, open)),
+                ),
+                None => self.guarded_compute_pass(&descriptor, label, None),
+            })
         }
 
         /// As [`WgpuRecorder::begin_profiled_compute_pass`], for a render pass
@@ -238,6 +245,7 @@ mod profiled {
             frame: &Frame<'_, WgpuDevice>,
             descriptor: &wgpu::RenderPassDescriptor<'_>,
         ) -> Result<WgpuRenderPass<'e>, ProfilerError> {
+            self.pass.check()?;
             if descriptor.timestamp_writes.is_some() {
                 return Err(Error::from(gpu_counters_core::InvalidInput::Argument(
                     "a profiled render pass's descriptor has timestamp writes of its own: the scope's take their place".into(),
@@ -245,25 +253,27 @@ mod profiled {
                 .into());
             }
             let label = descriptor.label.unwrap_or("render pass");
-            let mut owned = PassWrites::default();
-            let stamps = self.profiled_pass_scope(frame, label, PassKind::Render, &mut owned)?;
+            let mut owned = None;
+            let (stamps, counted) =
+                self.profiled_pass_scope(frame, label, PassKind::Render, &mut owned)?;
             let timestamp_writes =
                 stamps.map(|(query_set, start, end)| wgpu::RenderPassTimestampWrites {
                     query_set,
                     beginning_of_pass_write_index: Some(start),
                     end_of_pass_write_index: Some(end),
                 });
-            let mut pass = self
-                .encoder()
-                .begin_render_pass(&wgpu::RenderPassDescriptor {
-                    timestamp_writes,
-                    ..descriptor.clone()
-                });
-            let open = owned.statistics.map(|(b, start, open)| {
-                pass.begin_pipeline_statistics_query(&b.storage.query_set, start);
-                open
-            });
-            Ok(WgpuRenderPass { pass, open })
+            let descriptor = wgpu::RenderPassDescriptor {
+                timestamp_writes,
+                ..descriptor.clone()
+            };
+            Ok(match counted {
+                Some((b, start, open)) => self.guarded_render_pass(
+                    &descriptor,
+                    label,
+                    Some((&b.storage.query_set, start, open)),
+                ),
+                None => self.guarded_render_pass(&descriptor, label, None),
+            })
         }
     }
 }

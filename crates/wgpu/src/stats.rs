@@ -20,7 +20,7 @@
 use crate::storage::Storage;
 use crate::{WgpuRecorder, WgpuSampleBuffer};
 use gpu_counters_core::bookkeeping::NONE;
-use gpu_counters_core::{CommonCounterSet, InvalidInput, Result};
+use gpu_counters_core::{CommonCounterSet, Error, InvalidInput, Result};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -49,18 +49,104 @@ impl Drop for Open {
     }
 }
 
-/// A compute pass whose pipeline statistics are counted into a statistic
-/// sample buffer (see [`WgpuRecorder::begin_compute_pass_with_statistics`]).
-/// Dereferences to the [`wgpu::ComputePass`]; dropping it ends the
+/// The pass a recorder's guard ([`WgpuComputePass`], [`WgpuRenderPass`])
+/// holds open on the recorder's encoder. Every guard the recorder hands out
+/// is begun through here ([`WgpuRecorder::guarded`]) and clears it when
+/// dropped. A guard borrows its recorder for as long as it lives, so where
+/// the recorder is used again while a pass is still open, its guard was
+/// leaked (`mem::forget`): wgpu keeps the encoder locked for ever. The
+/// recorder then refuses, naming the pass, everything that would record
+/// into its encoder and its submission ([`PassSlot::check`]).
+#[derive(Default)]
+pub(crate) struct PassSlot {
+    /// A guard is out (or was leaked).
+    open: bool,
+    /// The open pass's label, for the errors naming it (a buffer kept from
+    /// pass to pass: no allocation per pass).
+    label: String,
+    /// Its statistics query, if it counts: ended by the guard's drop;
+    /// closed in the bookkeeping by the recorder's drop if leaked.
+    statistics: Option<Open>,
+    /// Where [`WgpuRecorder::encoder`] records once a guard was leaked:
+    /// never submitted.
+    detached: Option<wgpu::CommandEncoder>,
+}
+
+impl PassSlot {
+    /// Notes a pass labelled `label` begun, counting `statistics`.
+    #[inline]
+    pub(crate) fn begin(&mut self, label: &str, statistics: Option<Open>) {
+        self.open = true;
+        self.label.clear();
+        self.label.push_str(label);
+        self.statistics = statistics;
+    }
+
+    /// Notes the pass ended (its guard dropped): its statistics query, to
+    /// end in the pass, if it counts.
+    #[inline]
+    fn end(&mut self) -> Option<Open> {
+        self.open = false;
+        self.statistics.take()
+    }
+
+    /// Whether a pass is open: with the recorder in hand, a leaked guard's.
+    #[inline]
+    pub(crate) fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// Fails, naming the pass, where a guard was leaked.
+    #[inline]
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.open {
+            return Err(self.leaked());
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn leaked(&self) -> Error {
+        InvalidInput::EncoderState(format!(
+            "pass `{}` is still open: its guard was leaked (never dropped), so wgpu keeps the recorder's encoder locked; nothing more can be recorded into it, and it cannot be submitted (dropped, its samples resolve NotWritten)",
+            self.label
+        ))
+        .into()
+    }
+
+    /// Closes a leaked pass's statistics query in the bookkeeping (its
+    /// samples are no longer open); its recording is being dropped.
+    pub(crate) fn close_leaked(&mut self) {
+        self.statistics = None;
+    }
+
+    /// The detached encoder (made on first use) of `device`.
+    pub(crate) fn detached(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
+        self.detached.get_or_insert_with(|| {
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("gpu-counters: detached after a leaked pass (never submitted)"),
+            })
+        })
+    }
+}
+
+/// A compute pass begun by a [`WgpuRecorder`]: counting its pipeline
+/// statistics into a statistic sample buffer (see
+/// [`WgpuRecorder::begin_compute_pass_with_statistics`]), or a profiled
+/// pass. Dereferences to the [`wgpu::ComputePass`]; dropping it ends the
 /// statistics query, then the pass.
 ///
-/// Leaking it (`std::mem::forget`) is safe but leaves the pass unended: wgpu
-/// then refuses to finish the encoder, and the pass's two samples stay marked
-/// open, so writing them again is refused with a typed error.
+/// Leaking it (`std::mem::forget`) is safe: wgpu then keeps the recorder's
+/// encoder locked, so the recorder refuses everything that would record
+/// into it, and its submission, with a typed error naming the pass; the
+/// recording, dropped, is abandoned (its samples resolve `NotWritten`,
+/// never wgpu's 0), and the pass's statistic samples stay open (refused to
+/// other recordings) until then.
 pub struct WgpuComputePass<'e> {
     pub(crate) pass: wgpu::ComputePass<'e>,
-    /// `None` where nothing is counted (a profiled pass without statistics).
-    pub(crate) open: Option<Open>,
+    /// The recorder's pass slot, cleared by the drop.
+    slot: &'e mut PassSlot,
 }
 
 impl<'e> Deref for WgpuComputePass<'e> {
@@ -78,25 +164,22 @@ impl DerefMut for WgpuComputePass<'_> {
 
 impl Drop for WgpuComputePass<'_> {
     fn drop(&mut self) {
-        if let Some(open) = self.open.take() {
+        if let Some(open) = self.slot.end() {
             self.pass.end_pipeline_statistics_query();
             drop(open);
         }
     }
 }
 
-/// A render pass whose pipeline statistics are counted into a statistic
-/// sample buffer (see [`WgpuRecorder::begin_render_pass_with_statistics`]).
+/// A render pass begun by a [`WgpuRecorder`], as [`WgpuComputePass`] is for
+/// compute (see [`WgpuRecorder::begin_render_pass_with_statistics`]).
 /// Dereferences to the [`wgpu::RenderPass`]; dropping it ends the
-/// statistics query, then the pass.
-///
-/// Leaking it (`std::mem::forget`) is safe but leaves the pass unended: wgpu
-/// then refuses to finish the encoder, and the pass's two samples stay marked
-/// open, so writing them again is refused with a typed error.
+/// statistics query, then the pass. Leaking it is safe, with the same
+/// outcome as leaking a [`WgpuComputePass`].
 pub struct WgpuRenderPass<'e> {
     pub(crate) pass: wgpu::RenderPass<'e>,
-    /// `None` where nothing is counted (a profiled pass without statistics).
-    pub(crate) open: Option<Open>,
+    /// The recorder's pass slot, cleared by the drop.
+    slot: &'e mut PassSlot,
 }
 
 impl<'e> Deref for WgpuRenderPass<'e> {
@@ -114,10 +197,58 @@ impl DerefMut for WgpuRenderPass<'_> {
 
 impl Drop for WgpuRenderPass<'_> {
     fn drop(&mut self) {
-        if let Some(open) = self.open.take() {
+        if let Some(open) = self.slot.end() {
             self.pass.end_pipeline_statistics_query();
             drop(open);
         }
+    }
+}
+
+impl WgpuRecorder {
+    /// Begins a compute pass of `descriptor` on the wrapped encoder, its
+    /// guard holding the recorder's pass slot (labelled `label`), with the
+    /// statistics query of `statistics` (`(query set, start, open)`) begun
+    /// first. The caller checked the slot.
+    pub(crate) fn guarded_compute_pass<'e>(
+        &'e mut self,
+        descriptor: &wgpu::ComputePassDescriptor<'_>,
+        label: &str,
+        statistics: Option<(&wgpu::QuerySet, u32, Open)>,
+    ) -> WgpuComputePass<'e> {
+        let (query, open) = split(statistics);
+        let (encoder, slot) = self.guarded(label, open);
+        let mut pass = encoder.begin_compute_pass(descriptor);
+        if let Some((set, start)) = query {
+            pass.begin_pipeline_statistics_query(set, start);
+        }
+        WgpuComputePass { pass, slot }
+    }
+
+    /// As [`WgpuRecorder::guarded_compute_pass`], for a render pass.
+    pub(crate) fn guarded_render_pass<'e>(
+        &'e mut self,
+        descriptor: &wgpu::RenderPassDescriptor<'_>,
+        label: &str,
+        statistics: Option<(&wgpu::QuerySet, u32, Open)>,
+    ) -> WgpuRenderPass<'e> {
+        let (query, open) = split(statistics);
+        let (encoder, slot) = self.guarded(label, open);
+        let mut pass = encoder.begin_render_pass(descriptor);
+        if let Some((set, start)) = query {
+            pass.begin_pipeline_statistics_query(set, start);
+        }
+        WgpuRenderPass { pass, slot }
+    }
+}
+
+/// A pass's statistics query and its bookkeeping, apart.
+#[allow(clippy::type_complexity)]
+fn split(
+    statistics: Option<(&wgpu::QuerySet, u32, Open)>,
+) -> (Option<(&wgpu::QuerySet, u32)>, Option<Open>) {
+    match statistics {
+        Some((set, start, open)) => (Some((set, start)), Some(open)),
+        None => (None, None),
     }
 }
 
@@ -132,6 +263,7 @@ impl WgpuRecorder {
         end: u32,
     ) -> Result<Open> {
         let storage = &buffer.storage;
+        self.check_device(storage)?;
         if storage.samples.set != CommonCounterSet::Statistic {
             return Err(InvalidInput::Argument(format!(
                 "`{}` holds {:?} samples: a pass's pipeline statistics need a statistic sample buffer",
@@ -172,9 +304,11 @@ impl WgpuRecorder {
     /// docs of the mapping). The statistics query is begun before anything
     /// the caller records in the pass, and ended when the pass is dropped.
     ///
-    /// Refused, before anything is recorded: a buffer of another counter
-    /// set, `start == end`, an index out of range, open (still counted by a
-    /// pass) or recorded by another recording still open.
+    /// Refused, before anything is recorded: a buffer of another device
+    /// (`ForeignObject`) or counter set, `start == end`, an index out of
+    /// range, open (still counted by a pass) or recorded by another
+    /// recording still open, and any pass while a guard of this recorder
+    /// was leaked (`EncoderState` naming the leaked pass).
     pub fn begin_compute_pass_with_statistics<'e>(
         &'e mut self,
         descriptor: &wgpu::ComputePassDescriptor<'_>,
@@ -182,13 +316,14 @@ impl WgpuRecorder {
         start: u32,
         end: u32,
     ) -> Result<WgpuComputePass<'e>> {
+        self.pass.check()?;
         let open = self.note_statistics(buffer, start, end)?;
-        let mut pass = self.encoder().begin_compute_pass(descriptor);
-        pass.begin_pipeline_statistics_query(&buffer.storage.query_set, start);
-        Ok(WgpuComputePass {
-            pass,
-            open: Some(open),
-        })
+        let label = descriptor.label.unwrap_or("compute pass");
+        Ok(self.guarded_compute_pass(
+            descriptor,
+            label,
+            Some((&buffer.storage.query_set, start, open)),
+        ))
     }
 
     /// As [`WgpuRecorder::begin_compute_pass_with_statistics`], for a render
@@ -200,12 +335,13 @@ impl WgpuRecorder {
         start: u32,
         end: u32,
     ) -> Result<WgpuRenderPass<'e>> {
+        self.pass.check()?;
         let open = self.note_statistics(buffer, start, end)?;
-        let mut pass = self.encoder().begin_render_pass(descriptor);
-        pass.begin_pipeline_statistics_query(&buffer.storage.query_set, start);
-        Ok(WgpuRenderPass {
-            pass,
-            open: Some(open),
-        })
+        let label = descriptor.label.unwrap_or("render pass");
+        Ok(self.guarded_render_pass(
+            descriptor,
+            label,
+            Some((&buffer.storage.query_set, start, open)),
+        ))
     }
 }

@@ -116,6 +116,8 @@ struct Host {
 pub(crate) struct Storage {
     pub(crate) samples: SampleSet,
     pub(crate) query_set: wgpu::QuerySet,
+    /// The device it belongs to: a recorder of another refuses it.
+    pub(crate) device_id: gpu_counters_core::DeviceId,
     device: wgpu::Device,
     /// `u64` values per query.
     values: u32,
@@ -134,13 +136,15 @@ impl Storage {
     pub(crate) fn new(
         samples: SampleSet,
         query_set: wgpu::QuerySet,
-        device: wgpu::Device,
+        device: (wgpu::Device, gpu_counters_core::DeviceId),
         values: u32,
     ) -> Self {
         let n = samples.count as usize;
+        let (device, device_id) = device;
         Self {
             samples,
             query_set,
+            device_id,
             device,
             values,
             latest: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -283,7 +287,12 @@ impl Storage {
     }
 
     /// Polls the device without waiting, then takes in the values of every
-    /// read-back whose submission is done and whose buffer is mapped.
+    /// read-back whose submission is done and whose buffer is mapped. A
+    /// timestamp that came back 0 was never written by the GPU (a pass's
+    /// timestamp write handed out and never used: wgpu reads it as 0, and no
+    /// GPU clock reads exactly 0 ticks): the bookkeeping forgets that write
+    /// ([`SampleTable::forget_unwritten`](gpu_counters_core::bookkeeping::SampleTable::forget_unwritten)),
+    /// so it resolves NotWritten, not NotReady for ever.
     pub(crate) fn harvest(&self) -> Result<()> {
         self.device
             .poll(wgpu::PollType::Poll)
@@ -294,6 +303,8 @@ impl Storage {
         }
         let pending = std::mem::take(&mut host.pending);
         let mut first_error = None;
+        // Timestamps that came back unwritten: (index, the write's ticket).
+        let mut unwritten: Vec<(u32, u64)> = Vec::new();
         let values = self.values as usize;
         let timestamps = self.samples.set == gpu_counters_core::CommonCounterSet::Timestamp;
         for rb in pending {
@@ -347,11 +358,12 @@ impl Storage {
                     if values == 1 {
                         // Timestamps: one value a query, the loop below
                         // without its inner one.
-                        for (((src, l), d), a) in src
+                        for (k, (((src, l), d), a)) in src
                             .chunks_exact(8)
                             .zip(latest)
                             .zip(dst.iter_mut())
                             .zip(arrived)
+                            .enumerate()
                         {
                             if l.load(Ordering::Relaxed) != id {
                                 continue;
@@ -359,15 +371,21 @@ impl Storage {
                             let mut w = [0u8; 8];
                             w.copy_from_slice(src);
                             *d = u64::from_ne_bytes(w);
-                            *a = if timestamps && *d == 0 { 0 } else { id };
+                            *a = if timestamps && *d == 0 {
+                                unwritten.push((first + k as u32, id));
+                                0
+                            } else {
+                                id
+                            };
                         }
                         continue;
                     }
-                    for (((src, l), dst), a) in src
+                    for (k, (((src, l), dst), a)) in src
                         .chunks_exact(8 * values)
                         .zip(latest)
                         .zip(dst.chunks_exact_mut(values))
                         .zip(arrived)
+                        .enumerate()
                     {
                         // A later write (or a host reset) since: this value
                         // is old.
@@ -385,6 +403,9 @@ impl Storage {
                         // of 0 has no value: it stays unavailable and
                         // resolves to the error value, never to 0.
                         let unwritten_timestamp = timestamps && dst[0] == 0;
+                        if unwritten_timestamp {
+                            unwritten.push((first + k as u32, id));
+                        }
                         *a = if unwritten_timestamp { 0 } else { id };
                     }
                 }
@@ -392,6 +413,22 @@ impl Storage {
             rb.buffer.unmap();
             if host.spare.len() < SPARE_READBACKS {
                 host.spare.push((rb.resolve, rb.buffer));
+            }
+        }
+        drop(host);
+        if !unwritten.is_empty() {
+            // The bookkeeping's lock is taken before the host values'
+            // elsewhere: never both in the other order.
+            let mut slots = self.samples.lock()?;
+            for (i, id) in unwritten {
+                // Still that write (no later write or reset since).
+                if self
+                    .latest
+                    .get(i as usize)
+                    .is_some_and(|l| l.load(Ordering::Relaxed) == id)
+                {
+                    slots.forget_unwritten(i, id);
+                }
             }
         }
         first_error.map_or(Ok(()), Err)

@@ -192,6 +192,17 @@ impl SampleSet {
         })
     }
 
+    /// What the set is, as a foreign-object error names it
+    /// ([`crate::DeviceId::check`]): `counter heap` for a heap's entries,
+    /// `counter sample buffer` otherwise.
+    pub fn object_name(&self) -> &'static str {
+        if self.what == "heap entry" {
+            "counter heap"
+        } else {
+            "counter sample buffer"
+        }
+    }
+
     #[inline]
     /// Locks the bookkeeping, with every write that recordings made into
     /// their claimed blocks so far applied (see [`LocalClaims`]).

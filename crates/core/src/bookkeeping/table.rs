@@ -307,20 +307,43 @@ impl SampleTable {
     /// them first.
     pub fn abandon(&mut self, id: u64) {
         for i in 0..self.rec.len() {
-            if self.rec[i] != id {
-                continue;
+            if self.rec[i] == id {
+                self.forget(i, id);
             }
-            self.rec[i] = 0;
-            self.state[i] = SlotState::Fresh;
-            self.gen[i] = self.gen[i].wrapping_add(1);
-            self.link[i] = NONE;
-            self.open[i] = false;
-            self.occlusion[i] = false;
-            self.dirty[i] = true;
-            self.seen[i] = false;
-            if self.ticket[i].as_ref().is_some_and(|t| t.id() == id) {
-                self.clear_ticket(i);
-            }
+        }
+    }
+
+    /// Notes that the GPU wrote nothing into timestamp `index` for the
+    /// recording of ticket `id`, which recorded the write and is done: a
+    /// backend without an availability word learns so from the value its
+    /// read-back found (wgpu: a pass's timestamp write handed out and never
+    /// used in a pass reads as 0). The index then resolves as never written
+    /// ([`SlotState::Fresh`]: `NotWritten`), not as pending for ever, and
+    /// stays dirty. Returns whether it did: a later write or reset of the
+    /// index since (its `rec` is another ticket's) leaves it as it is.
+    pub fn forget_unwritten(&mut self, index: u32, id: u64) -> bool {
+        let i = index as usize;
+        if id == 0 || self.rec.get(i) != Some(&id) || self.state[i] != SlotState::Recorded {
+            return false;
+        }
+        self.forget(i, id);
+        true
+    }
+
+    /// Forgets index `i`'s write by ticket `id`: never written since, its
+    /// query dirty (an older value may be there, so the next write resets
+    /// it first).
+    fn forget(&mut self, i: usize, id: u64) {
+        self.rec[i] = 0;
+        self.state[i] = SlotState::Fresh;
+        self.gen[i] = self.gen[i].wrapping_add(1);
+        self.link[i] = NONE;
+        self.open[i] = false;
+        self.occlusion[i] = false;
+        self.dirty[i] = true;
+        self.seen[i] = false;
+        if self.ticket[i].as_ref().is_some_and(|t| t.id() == id) {
+            self.clear_ticket(i);
         }
     }
 

@@ -272,6 +272,72 @@ fn submitted_recordings_keep_their_indices_from_host_resets() {
     samples.check_not_submitted(&slots, 0, 4).unwrap();
 }
 
+/// A timestamp a done recording wrote, that the GPU left unwritten (a
+/// wgpu pass's timestamp write handed out and never used): forgotten, it
+/// resolves NotWritten with the error value, never NotReady for ever nor
+/// its query's value, stays dirty, and is written again at once; a write
+/// of another recording since, or an index never written, is left as it
+/// is.
+#[test]
+fn unwritten_timestamps_of_a_done_recording_resolve_not_written() {
+    let samples = set(CommonCounterSet::Timestamp, 4, [ABSENT; 8]);
+    let (done, later) = (Ticket::new(), Ticket::new());
+    // Query 1 "available" with wgpu's 0 for an unwritten query: only the
+    // bookkeeping can tell.
+    let mut queries = Scripted {
+        values: 1,
+        data: vec![5, 1, 0, 1, 0, 0, 0, 0],
+    };
+    let mut slots = samples.lock().unwrap();
+    slots.register(&done);
+    for i in 0..3 {
+        slots.mark_recorded(i, NONE, false, done.id(), 0);
+    }
+    done.complete();
+    // Index 2 written again by a later recording before the read-back.
+    slots.register(&later);
+    slots.mark_recorded(2, NONE, false, later.id(), 0);
+    assert!(slots.forget_unwritten(1, done.id()));
+    assert!(!slots.forget_unwritten(1, done.id()), "already forgotten");
+    assert!(
+        !slots.forget_unwritten(2, done.id()),
+        "the later write stays"
+    );
+    assert!(!slots.forget_unwritten(3, done.id()), "never written");
+    assert!(!slots.forget_unwritten(0, 0), "no ticket");
+    assert!(!slots.forget_unwritten(9, done.id()), "past the end");
+    assert_eq!(slots.state[1], SlotState::Fresh);
+    assert!(slots.dirty[1], "its query may hold an older value");
+    assert_eq!(slots.rec[2], later.id());
+    assert!(samples.check_write(&slots, 1, false, later.id()).unwrap());
+    drop(slots);
+    later.complete();
+    queries.data[4..6].copy_from_slice(&[9, 1]);
+    let r = samples.resolve_cpu(0..4, &queries, None).unwrap();
+    assert_eq!(
+        r.statuses(),
+        &[
+            SampleStatus::Written,
+            SampleStatus::NotWritten,
+            SampleStatus::Written,
+            SampleStatus::NotWritten
+        ]
+    );
+    let t = r.timestamps().unwrap();
+    assert_eq!(
+        [t[0].timestamp, t[1].timestamp, t[2].timestamp],
+        [5, COUNTER_ERROR_VALUE, 9]
+    );
+    let mut once = ResolvedTimestamps::default();
+    samples
+        .resolve_timestamps_into(0..4, &queries, &mut once)
+        .unwrap();
+    assert_eq!(
+        once.get(1),
+        Some((COUNTER_ERROR_VALUE, SampleStatus::NotWritten))
+    );
+}
+
 /// Stage utilization resolves through the same chains as statistics, into
 /// its 6-field layout: total cycles summed along the chain, the other
 /// fields the error value, origins per chain (it used to index past the 6
