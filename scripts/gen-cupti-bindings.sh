@@ -43,6 +43,7 @@ cat > "$work/wrapper.h" <<'H'
 #include <cupti_profiler_host.h>
 #include <cupti_range_profiler.h>
 #include <cupti_pmsampling.h>
+#include <cupti_version.h>
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
 #include <cupti_driver_cbid.h>

@@ -1146,6 +1146,7 @@ pub struct Cupti {
     pub cuptiPmSamplingCounterDataGetSampleInfo: unsafe extern "C" fn(
         pParams: *mut CUpti_PmSampling_CounterData_GetSampleInfo_Params,
     ) -> CUptiResult,
+    pub cuptiGetVersion: unsafe extern "C" fn(version: *mut u32) -> CUptiResult,
     pub cuptiSubscribe: unsafe extern "C" fn(
         subscriber: *mut CUpti_SubscriberHandle,
         callback: CUpti_CallbackFunc,
@@ -7006,6 +7007,7 @@ impl Cupti {
         let cuptiPmSamplingCounterDataGetSampleInfo = __library
             .get(b"cuptiPmSamplingCounterDataGetSampleInfo\0")
             .map(|sym| *sym)?;
+        let cuptiGetVersion = __library.get(b"cuptiGetVersion\0").map(|sym| *sym)?;
         let cuptiSubscribe = __library.get(b"cuptiSubscribe\0").map(|sym| *sym)?;
         let cuptiUnsubscribe = __library.get(b"cuptiUnsubscribe\0").map(|sym| *sym)?;
         let cuptiEnableCallback = __library.get(b"cuptiEnableCallback\0").map(|sym| *sym)?;
@@ -7081,6 +7083,7 @@ impl Cupti {
             cuptiPmSamplingCounterDataImageInitialize,
             cuptiPmSamplingGetCounterDataInfo,
             cuptiPmSamplingCounterDataGetSampleInfo,
+            cuptiGetVersion,
             cuptiSubscribe,
             cuptiUnsubscribe,
             cuptiEnableCallback,
@@ -7354,6 +7357,9 @@ impl Cupti {
         pParams: *mut CUpti_PmSampling_CounterData_GetSampleInfo_Params,
     ) -> CUptiResult {
         (self.cuptiPmSamplingCounterDataGetSampleInfo)(pParams)
+    }
+    pub unsafe fn cuptiGetVersion(&self, version: *mut u32) -> CUptiResult {
+        (self.cuptiGetVersion)(version)
     }
     pub unsafe fn cuptiSubscribe(
         &self,
