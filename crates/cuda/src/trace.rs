@@ -644,3 +644,16 @@ pub fn cupti_path() -> Option<std::path::PathBuf> {
     cs::cupti().ok()?;
     cs::mapped_cupti()
 }
+
+/// The ordinal of the device of context `context` (a `CUcontext`), from
+/// CUPTI (`cuptiGetDeviceId`).
+pub fn context_device(context: usize) -> Result<u32, String> {
+    let api = activity::cupti_api()?;
+    let mut id = 0u32;
+    // SAFETY: a context the caller was told of by a resource callback;
+    // a valid out-pointer.
+    activity::check("cuptiGetDeviceId", unsafe {
+        api.cuptiGetDeviceId(context as cs::CUcontext, &mut id)
+    })?;
+    Ok(id)
+}
