@@ -321,8 +321,9 @@ fn subscribe() -> Result<Launches, String> {
             // SAFETY: the subscriber is ours; no callback of it is enabled
             // that could still be running with this failure returned.
             let _ = unsafe { api.cuptiUnsubscribe(subscriber) };
-            return Err(crate::activity::check(&format!("cuptiEnableCallback({})", cbid.0), r)
-                .unwrap_err());
+            return Err(
+                crate::activity::check(&format!("cuptiEnableCallback({})", cbid.0), r).unwrap_err(),
+            );
         }
     }
     Ok(Launches {

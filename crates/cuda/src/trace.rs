@@ -217,7 +217,11 @@ pub fn callback_name(domain: Domain, cbid: u32) -> Option<String> {
         return None;
     }
     // SAFETY: non-null, CUPTI's NUL-terminated static string.
-    Some(unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
+    Some(
+        unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 fn cstr<'a>(p: *const std::os::raw::c_char) -> Option<&'a CStr> {

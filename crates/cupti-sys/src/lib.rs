@@ -149,9 +149,7 @@ const fn libc_rtld_noload() -> std::os::raw::c_int {
 /// The file of the first mapped object whose name starts with
 /// `libcupti.so`, if any.
 pub fn mapped_cupti() -> Option<std::path::PathBuf> {
-    mapped_objects()
-        .into_iter()
-        .find(|p| is_cupti_name(p))
+    mapped_objects().into_iter().find(|p| is_cupti_name(p))
 }
 
 /// Whether `path`'s file name is a CUPTI library's (`libcupti.so`,
@@ -197,7 +195,11 @@ struct DlPhdrInfo {
 extern "C" {
     fn dl_iterate_phdr(
         callback: Option<
-            unsafe extern "C" fn(*mut DlPhdrInfo, usize, *mut std::os::raw::c_void) -> std::os::raw::c_int,
+            unsafe extern "C" fn(
+                *mut DlPhdrInfo,
+                usize,
+                *mut std::os::raw::c_void,
+            ) -> std::os::raw::c_int,
         >,
         data: *mut std::os::raw::c_void,
     ) -> std::os::raw::c_int;
@@ -226,7 +228,9 @@ mod tests {
     #[test]
     fn cupti_names() {
         use std::path::Path;
-        assert!(is_cupti_name(Path::new("/x/nvidia/cu13/lib/libcupti.so.13")));
+        assert!(is_cupti_name(Path::new(
+            "/x/nvidia/cu13/lib/libcupti.so.13"
+        )));
         assert!(is_cupti_name(Path::new("libcupti.so")));
         assert!(is_cupti_name(Path::new("/usr/lib/libcupti.so.2025.3.1")));
         assert!(!is_cupti_name(Path::new("/usr/lib/libcuptiX.so")));

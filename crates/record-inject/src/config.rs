@@ -48,7 +48,10 @@ impl Config {
     pub fn parse(text: &str) -> Result<Config, String> {
         let c: Config = serde_json::from_str(text).map_err(|e| format!("config.json: {e}"))?;
         if c.version != 1 {
-            return Err(format!("config.json: version {} (this library reads 1)", c.version));
+            return Err(format!(
+                "config.json: version {} (this library reads 1)",
+                c.version
+            ));
         }
         if c.api != "launches" && c.api != "none" {
             return Err(format!("config.json: api {:?} (launches or none)", c.api));
@@ -104,8 +107,12 @@ mod tests {
     /// the defaults and says why.
     #[test]
     fn bad_configs_are_errors() {
-        assert!(Config::parse(r#"{"version":2}"#).unwrap_err().contains("version 2"));
-        assert!(Config::parse(r#"{"api":"all"}"#).unwrap_err().contains("api"));
+        assert!(Config::parse(r#"{"version":2}"#)
+            .unwrap_err()
+            .contains("version 2"));
+        assert!(Config::parse(r#"{"api":"all"}"#)
+            .unwrap_err()
+            .contains("api"));
         assert!(Config::parse(r#"{"nvtx":"yes"}"#).is_err());
         assert!(Config::parse("[").is_err());
         let dir = tempfile::tempdir().unwrap();

@@ -13,8 +13,8 @@ use crate::join::{Kind, Launch};
 use crate::state::{self, gettid, now_ns, State};
 use gpu_counters_cuda::trace::{self, ApiCall, Callback, Domain, Record as Cupti, Site};
 use gpu_counters_record::protocol::{
-    activity, api_kind, init, severity, Api, Clock, Device, Init, Kernel, MemCopy, Memset,
-    Notice, Record, SyncEvent, Text, Work,
+    activity, api_kind, init, severity, Api, Clock, Device, Init, Kernel, MemCopy, Memset, Notice,
+    Record, SyncEvent, Text, Work,
 };
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -167,10 +167,11 @@ fn api_call(s: &State, a: &ApiCall<'_>) {
             // CUDA_SUCCESS and cudaSuccess are both 0.
             let ok = a.result == Some(0);
             if expects.is_some() {
-                s.join
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .exit(a.correlation, ok, trace::newest_buffer());
+                s.join.lock().unwrap_or_else(|e| e.into_inner()).exit(
+                    a.correlation,
+                    ok,
+                    trace::newest_buffer(),
+                );
             }
             if outermost && s.config.api_slices() {
                 let name = match a.function {
@@ -443,7 +444,10 @@ fn open_device(s: &State, context: usize) -> Result<Calibrated, String> {
     let sms = ctx
         .attribute(ds::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .unwrap_or(0);
-    let uuid = ctx.uuid().map(|u| u.bytes.map(|b| b as u8)).unwrap_or([0; 16]);
+    let uuid = ctx
+        .uuid()
+        .map(|u| u.bytes.map(|b| b as u8))
+        .unwrap_or([0; 16]);
     let name_id = s.intern(name.as_bytes()).unwrap_or(0);
     s.push(&Record::Device(Device {
         ordinal,
@@ -489,7 +493,8 @@ pub fn send_stats(s: &State, cupti: Option<gpu_counters_cuda::ActivityStats>) {
     let join = s.join.lock().unwrap_or_else(|e| e.into_inner()).stats();
     if let Some(a) = cupti {
         c.cupti_dropped.store(a.dropped, Ordering::Relaxed);
-        c.buffers_refused.store(a.buffers_refused, Ordering::Relaxed);
+        c.buffers_refused
+            .store(a.buffers_refused, Ordering::Relaxed);
     }
     let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     s.push(&Record::Stats(Stats {
@@ -612,8 +617,14 @@ mod tests {
         assert_eq!(classify("cuLaunchKernel_ptsz"), Some(api_kind::LAUNCH));
         assert_eq!(classify("cuLaunchKernelEx_ptsz"), Some(api_kind::LAUNCH));
         assert_eq!(classify("cudaLaunchKernel_v7000"), Some(api_kind::LAUNCH));
-        assert_eq!(classify("cudaLaunchKernel_ptsz_v7000"), Some(api_kind::LAUNCH));
-        assert_eq!(classify("cudaLaunchKernelExC_v11060"), Some(api_kind::LAUNCH));
+        assert_eq!(
+            classify("cudaLaunchKernel_ptsz_v7000"),
+            Some(api_kind::LAUNCH)
+        );
+        assert_eq!(
+            classify("cudaLaunchKernelExC_v11060"),
+            Some(api_kind::LAUNCH)
+        );
         assert_eq!(classify("cuGraphLaunch"), Some(api_kind::GRAPH));
         assert_eq!(classify("cudaGraphLaunch_v10000"), Some(api_kind::GRAPH));
         assert_eq!(classify("cuMemcpyHtoDAsync_v2"), Some(api_kind::COPY));
@@ -621,8 +632,14 @@ mod tests {
         assert_eq!(classify("cuMemsetD32Async_ptsz"), Some(api_kind::MEMSET));
         assert_eq!(classify("cudaMemsetAsync_v3020"), Some(api_kind::MEMSET));
         assert_eq!(classify("cuStreamSynchronize"), Some(api_kind::SYNC));
-        assert_eq!(classify("cudaDeviceSynchronize_v3020"), Some(api_kind::SYNC));
-        assert_eq!(classify("cudaStreamWaitEvent_ptsz_v7000"), Some(api_kind::SYNC));
+        assert_eq!(
+            classify("cudaDeviceSynchronize_v3020"),
+            Some(api_kind::SYNC)
+        );
+        assert_eq!(
+            classify("cudaStreamWaitEvent_ptsz_v7000"),
+            Some(api_kind::SYNC)
+        );
         assert_eq!(classify("cuCtxGetCurrent"), None);
         assert_eq!(classify("cudaGetDevice_v3020"), None);
         assert_eq!(classify("cuLaunchHostFunc"), None);

@@ -97,6 +97,21 @@ pub fn exit_sequence(reason: u8) {
             deadline,
         );
     }
+    if std::env::var_os("GPU_COUNTERS_INJECT_DEBUG").is_some() {
+        let j = s.join.lock().map(|j| j.stats()).unwrap_or_default();
+        let c = &s.counts;
+        eprintln!(
+            "gpu-counters-inject pid {}: join {:?}; records {}, incomplete {}, own kernels {}, nvtx open {}, queue dropped {}, cupti {:?}",
+            s.pid,
+            j,
+            c.records.load(Ordering::Relaxed),
+            c.incomplete.load(Ordering::Relaxed),
+            c.own_kernels.load(Ordering::Relaxed),
+            open,
+            s.queue.dropped(),
+            cupti
+        );
+    }
     s.done.store(true, Ordering::Release);
     s.queue.push_wait(
         &Record::Goodbye(Goodbye { reason, unsent: 0 }),

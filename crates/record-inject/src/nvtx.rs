@@ -27,8 +27,9 @@ type Slot = *mut Option<unsafe extern "C" fn()>;
 #[repr(C)]
 struct ExportTableCallbacks {
     struct_size: usize,
-    get_module_function_table:
-        Option<unsafe extern "C" fn(module: u32, out_table: *mut *mut Slot, out_size: *mut u32) -> c_int>,
+    get_module_function_table: Option<
+        unsafe extern "C" fn(module: u32, out_table: *mut *mut Slot, out_size: *mut u32) -> c_int,
+    >,
 }
 
 #[repr(C)]
@@ -132,7 +133,11 @@ unsafe fn attributes(a: *const c_void) -> (Message, u32, u32) {
         MSG_REGISTERED => Message::Registered(at.message as u32),
         _ => Message::None,
     };
-    let color = if at.color_type == COLOR_ARGB { at.color } else { 0 };
+    let color = if at.color_type == COLOR_ARGB {
+        at.color
+    } else {
+        0
+    };
     (msg, color, at.category)
 }
 
@@ -165,7 +170,9 @@ fn push(domain: u32, m: Message, color: u32, category: u32) -> c_int {
     let Some(depth) = state::with_nvtx(|n| n.push(domain, id)) else {
         return -1;
     };
-    s.counts.nvtx_open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    s.counts
+        .nvtx_open
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     s.push(&Record::NvtxPush(NvtxRange {
         tid,
         ts_ns: ts,
@@ -184,7 +191,9 @@ fn pop(domain: u32) -> c_int {
     match state::with_nvtx(|n| n.pop(domain)) {
         Some(Ok((id, depth))) => {
             let tid = s.thread();
-            s.counts.nvtx_open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            s.counts
+                .nvtx_open
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             s.push(&Record::NvtxPop(NvtxPop {
                 tid,
                 ts_ns: ts,
@@ -195,7 +204,9 @@ fn pop(domain: u32) -> c_int {
         }
         Some(Err(true)) => 0,
         _ => {
-            s.counts.nvtx_pop_empty.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            s.counts
+                .nvtx_pop_empty
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             -1
         }
     }
@@ -304,7 +315,10 @@ unsafe extern "C" fn name_os_thread_a(tid: u32, name: *const c_char) {
         // SAFETY: as in `mark_a`.
         let n = unsafe { ascii(name) };
         if let Some(id) = s.intern(&n) {
-            s.push(&Record::Thread(gpu_counters_record::protocol::Thread { tid, name: id }));
+            s.push(&Record::Thread(gpu_counters_record::protocol::Thread {
+                tid,
+                name: id,
+            }));
         }
     })
 }
@@ -337,7 +351,10 @@ unsafe extern "C" fn domain_range_push_ex(d: *const c_void, a: *const c_void) ->
 unsafe extern "C" fn domain_range_pop(d: *const c_void) -> c_int {
     guarded(-1, || pop(domain_id(d)))
 }
-unsafe extern "C" fn domain_register_string_a(_d: *const c_void, s: *const c_char) -> *const c_void {
+unsafe extern "C" fn domain_register_string_a(
+    _d: *const c_void,
+    s: *const c_char,
+) -> *const c_void {
     guarded(std::ptr::null(), || {
         let Some(st) = state() else {
             return std::ptr::null();

@@ -99,7 +99,9 @@ pub struct State {
 
 impl std::fmt::Debug for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("State").field("pid", &self.pid).finish_non_exhaustive()
+        f.debug_struct("State")
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
     }
 }
 
@@ -146,7 +148,9 @@ impl State {
         let queue_bytes = std::env::var("GPU_COUNTERS_RECORD_QUEUE_MB")
             .ok()
             .and_then(|v| v.parse::<usize>().ok())
-            .map_or(gpu_counters_record::client::DEFAULT_QUEUE_BYTES, |mb| mb << 20);
+            .map_or(gpu_counters_record::client::DEFAULT_QUEUE_BYTES, |mb| {
+                mb << 20
+            });
         let queue = Arc::new(Queue::new(queue_bytes));
         let mut sender = Sender::new(socket, pid, &hello).ok()?;
         // A collector that stops reading costs a frame at most this long.
@@ -349,7 +353,11 @@ impl NvtxStack {
             let depth = self.open.iter().filter(|(d, _)| *d == domain).count() as i32;
             return Ok((id, depth));
         }
-        if let Some((_, n)) = self.inherited.iter_mut().find(|(d, n)| *d == domain && *n > 0) {
+        if let Some((_, n)) = self
+            .inherited
+            .iter_mut()
+            .find(|(d, n)| *d == domain && *n > 0)
+        {
             *n -= 1;
             return Err(true);
         }
