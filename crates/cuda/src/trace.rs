@@ -490,9 +490,10 @@ pub(crate) unsafe fn sink(base: *const u8, k: u32, ours: bool) {
         return;
     };
     use std::mem::offset_of;
-    // SAFETY (each read below): the offsets are of the binding's structure
-    // for the record's kind, CUPTI 13.0's; CUPTI 12 and later keep these
-    // fields where they are (newer versions only append).
+    // SAFETY: each read is at an offset of the binding's structure for the
+    // record's kind, CUPTI 13.0's, inside the record (the caller's
+    // promise); CUPTI 12 and later keep these fields where they are (newer
+    // versions only append).
     let r = unsafe {
         match k {
             kind::CONCURRENT_KERNEL | kind::KERNEL => {
