@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Runs issue 43's GPU checks of `gpu-counters record` on the H200: a probe,
 # a smoke run, the training loop recorded and under torch.profiler, the
-# overhead runs and a SIGINT'd run. Writes under $OUT (default ./out).
+# overhead runs and a SIGINT'd run. Writes under $OUT (default ./out), at
+# most 8 files: log.txt, smoke.json, smoke.pftrace, train-summary.json,
+# train.pftrace, torch-profiler.json.gz, sigint.pftrace, overhead.jsonl.
+# Needs gpu-counters and libgpu_counters_inject.so beside it (release
+# builds), python3 with PyTorch, ncu. Then, on a machine with
+# .venv-perfetto: scripts/record-h200/analyze.py OUT.
+#
+#   OUT=/tmp/out RUNS=5 bash h200.sh
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
