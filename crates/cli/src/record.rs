@@ -188,6 +188,57 @@ fn find_injection() -> Result<PathBuf, CliError> {
     )))
 }
 
+/// A CUPTI library for programs that load none themselves:
+/// `$GPU_COUNTERS_CUPTI` when set, else the first `libcupti.so*` under
+/// `$CUDA_HOME` or `/usr/local/cuda*` (`extras/CUPTI/lib64`,
+/// `targets/x86_64-linux/lib`, `lib64`).
+fn find_cupti() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("GPU_COUNTERS_CUPTI") {
+        return Some(PathBuf::from(p));
+    }
+    let mut roots: Vec<PathBuf> = std::env::var_os("CUDA_HOME")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    roots.push(PathBuf::from("/usr/local/cuda"));
+    if let Ok(rd) = std::fs::read_dir("/usr/local") {
+        let mut more: Vec<PathBuf> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("cuda-"))
+            })
+            .collect();
+        more.sort();
+        more.reverse();
+        roots.extend(more);
+    }
+    for root in roots {
+        for sub in ["extras/CUPTI/lib64", "targets/x86_64-linux/lib", "lib64"] {
+            let dir = root.join(sub);
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut libs: Vec<PathBuf> = rd
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n == "libcupti.so" || n.starts_with("libcupti.so."))
+                })
+                .collect();
+            libs.sort();
+            if let Some(l) = libs.into_iter().next() {
+                return std::fs::canonicalize(&l).ok();
+            }
+        }
+    }
+    None
+}
+
 fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
     if a.command.is_empty() {
         return Err(usage(
@@ -281,8 +332,10 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
     if !a.no_nvtx {
         env.push(("NVTX_INJECTION64_PATH".into(), lib.clone().into()));
     }
-    if let Some(c) = &cupti {
-        env.push(("GPU_COUNTERS_CUPTI".into(), c.clone().into()));
+    // The program's own libcupti, where it maps one, wins in the library
+    // (one CUPTI per process); this is for programs that map none.
+    if let Some(c) = cupti.or_else(find_cupti) {
+        env.push(("GPU_COUNTERS_CUPTI".into(), c.into()));
     }
     let config = serde_json::json!({
         "version": 1,

@@ -74,8 +74,8 @@
 //! traced launch does not arm: that launch's end is its value.
 
 use crate::lock;
-use cudarc::cupti::sys as cs;
 use cudarc::driver::sys as ds;
+use gpu_counters_cupti_sys as cs;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -99,8 +99,7 @@ const KINDS: [cs::CUpti_ActivityKind; 3] = [
 /// structure of its own version (CUDA 13.0: `CUpti_ActivityKernel10`,
 /// `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemset4`); the fields read here
 /// have kept their offsets since CUDA 12 (checked against the binding's
-/// structures below, and against CUDA 13.0's headers on the H200:
-/// `scripts/cuda-probe`).
+/// structures below, CUPTI 13.0's).
 struct Layout {
     start: usize,
     end: usize,
@@ -127,7 +126,7 @@ const COPY: Layout = Layout {
 
 const _: () = {
     use std::mem::offset_of;
-    type K = cs::CUpti_ActivityKernel9;
+    type K = cs::CUpti_ActivityKernel10;
     assert!(offset_of!(K, start) == KERNEL.start);
     assert!(offset_of!(K, end) == KERNEL.end);
     assert!(offset_of!(K, contextId) == KERNEL.context);
@@ -211,11 +210,11 @@ struct Track {
 }
 
 #[derive(Default)]
-struct State {
+pub(crate) struct State {
     /// Tracked streams, by `CUstream`.
     streams: HashMap<usize, Track>,
     /// CUPTI's (context id, stream id) of the tracked streams.
-    ids: HashSet<(u32, u32)>,
+    pub(crate) ids: HashSet<(u32, u32)>,
     wanted: HashMap<u32, Wanted>,
     /// Records of tracked streams whose launch callback has not run yet.
     early: HashMap<u32, Span>,
@@ -227,7 +226,7 @@ struct State {
     outstanding: BTreeSet<u64>,
     /// Buffer number by address.
     numbers: HashMap<usize, u64>,
-    stats: ActivityStats,
+    pub(crate) stats: ActivityStats,
 }
 
 impl State {
@@ -283,7 +282,8 @@ pub struct ActivityStats {
 
 /// The process's CUPTI activity tracing, once set up.
 pub(crate) struct Activity {
-    state: Mutex<State>,
+    pub(crate) api: &'static cs::Cupti,
+    pub(crate) state: Mutex<State>,
     /// Open users of tracing (recorders, probes): kinds are enabled while
     /// this is above 0.
     enabled: Mutex<u32>,
@@ -308,48 +308,22 @@ thread_local! {
 /// the state lock).
 static REQUESTED: AtomicU64 = AtomicU64::new(0);
 
-/// The CUPTI functions the activity tracing calls (older libraries may lack
-/// some: a missing one is a typed error naming it, never cudarc's panic).
-const SYMBOLS: [&str; 8] = [
-    "cuptiActivityRegisterCallbacks",
-    "cuptiActivityRegisterTimestampCallback",
-    "cuptiActivityEnable",
-    "cuptiActivityDisable",
-    "cuptiActivityFlushAll",
-    "cuptiActivityGetNextRecord",
-    "cuptiActivityGetNumDroppedRecords",
-    "cuptiGetStreamIdEx",
-];
-
-/// The first of `names` that the loaded CUPTI library lacks.
-pub(crate) fn missing_symbol(names: &[&'static str]) -> Option<&'static str> {
-    names.iter().copied().find(|name| {
-        // SAFETY: CUPTI's library is loaded by name by cudarc (the caller
-        // checked it is present); looking a symbol up runs no code.
-        let lib = unsafe { cs::culib() };
-        // SAFETY: only the symbol's presence is checked; it is not called
-        // through this (untyped) pointer.
-        unsafe { lib.get::<*const ()>(name.as_bytes()) }.is_err()
-    })
+/// CUPTI, loaded once per process (`gpu_counters_cupti_sys::cupti`: the
+/// library the process already mapped, else `GPU_COUNTERS_CUPTI`, else by
+/// name), or why not.
+pub(crate) fn cupti_api() -> Result<&'static cs::Cupti, String> {
+    cs::cupti().map_err(|e| format!("{}: {e}", crate::launches::NO_CUPTI))
 }
 
-/// Why CUPTI cannot be used, where it cannot: no library, or a function
-/// missing from it.
-pub(crate) fn cupti_missing(symbols: &[&'static str]) -> Option<String> {
-    // SAFETY: loads (and unloads) CUPTI's library by name, as cudarc does
-    // on its first CUPTI call; its initialisers are NVIDIA's own.
-    if !unsafe { cs::is_culib_present() } {
-        return Some(crate::launches::NO_CUPTI.into());
-    }
-    missing_symbol(symbols)
-        .map(|s| format!("the CUPTI library loaded lacks {s} (a CUPTI older than CUDA 12.8's?)"))
-}
-
-fn check(what: &str, r: cs::CUptiResult) -> Result<(), String> {
+pub(crate) fn check(what: &str, r: cs::CUptiResult) -> Result<(), String> {
     if r == cs::CUptiResult::CUPTI_SUCCESS {
         Ok(())
     } else {
-        Err(format!("{what}: {r:?}"))
+        let name = match cs::cupti() {
+            Ok(api) => crate::hardware::result_name(api, r),
+            Err(_) => format!("CUptiResult {}", r.0),
+        };
+        Err(format!("{what}: {name}"))
     }
 }
 
@@ -373,11 +347,12 @@ impl Activity {
         // SAFETY: valid out-pointers; the context and stream are live (the
         // caller holds them).
         check("cuptiGetContextId", unsafe {
-            cs::cuptiGetContextId(ctx.cast(), &mut context_id)
+            self.api.cuptiGetContextId(ctx.cast(), &mut context_id)
         })?;
         // SAFETY: as above.
         check("cuptiGetStreamIdEx", unsafe {
-            cs::cuptiGetStreamIdEx(ctx.cast(), stream.cast(), 0, &mut stream_id)
+            self.api
+                .cuptiGetStreamIdEx(ctx.cast(), stream.cast(), 0, &mut stream_id)
         })?;
         let mut st = lock(&self.state);
         st.ids.insert((context_id, stream_id));
@@ -422,13 +397,15 @@ impl Activity {
         if *n == 0 {
             for (i, kind) in KINDS.into_iter().enumerate() {
                 // SAFETY: a plain CUPTI call with a kind of its own enum.
-                let r = unsafe { cs::cuptiActivityEnable(kind) };
+                let r = unsafe { self.api.cuptiActivityEnable(kind) };
                 if let Err(e) = check("cuptiActivityEnable", r) {
                     for k in &KINDS[..i] {
-                        // SAFETY: as above.
-                        let _ = unsafe { cs::cuptiActivityDisable(*k) };
+                        if !crate::trace::permanent(*k) {
+                            // SAFETY: as above.
+                            let _ = unsafe { self.api.cuptiActivityDisable(*k) };
+                        }
                     }
-                    return Err(format!("{e} ({kind:?})"));
+                    return Err(format!("{e} (kind {})", kind.0));
                 }
             }
         }
@@ -441,16 +418,25 @@ impl Activity {
     /// (`cuptiActivityFlushAll(0)`) and adds up CUPTI's dropped records.
     /// Takes no lock while CUPTI runs the buffer callbacks.
     pub(crate) fn flush(&self) -> Result<(), String> {
+        self.flush_with(0)
+    }
+
+    /// [`Activity::flush`] with CUPTI's flush flags
+    /// (`CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`: also buffers holding records of
+    /// unfinished work, which come back incomplete).
+    pub(crate) fn flush_with(&self, flags: u32) -> Result<(), String> {
         // SAFETY: a plain CUPTI call; the buffer callbacks it runs lock the
         // state themselves, and no lock is held here.
         check("cuptiActivityFlushAll", unsafe {
-            cs::cuptiActivityFlushAll(0)
+            self.api.cuptiActivityFlushAll(flags)
         })?;
         let mut dropped = 0usize;
         // SAFETY: a valid out-pointer; a null context asks for the global
         // queue's count.
-        let r =
-            unsafe { cs::cuptiActivityGetNumDroppedRecords(std::ptr::null_mut(), 0, &mut dropped) };
+        let r = unsafe {
+            self.api
+                .cuptiActivityGetNumDroppedRecords(std::ptr::null_mut(), 0, &mut dropped)
+        };
         check("cuptiActivityGetNumDroppedRecords", r)?;
         if dropped > 0 {
             lock(&self.state).stats.dropped += dropped as u64;
@@ -732,9 +718,12 @@ impl Drop for Enabled {
         ENABLED.store(*n, Ordering::Release);
         if *n == 0 {
             for kind in KINDS {
+                if crate::trace::permanent(kind) {
+                    continue;
+                }
                 // SAFETY: a plain CUPTI call. Launches already made keep
                 // their records (seen on the H200).
-                let _ = unsafe { cs::cuptiActivityDisable(kind) };
+                let _ = unsafe { self.activity.api.cuptiActivityDisable(kind) };
             }
         }
     }
@@ -745,6 +734,21 @@ impl Drop for Enabled {
 pub(crate) fn launched(stream: ds::CUstream, c: u32, kind: LaunchKind) {
     if let Some(Ok(a)) = ACTIVITY.get() {
         a.launched(stream, c, kind);
+    }
+}
+
+/// The newest activity buffer handed to CUPTI (its number; buffers are
+/// numbered from 1 in the order CUPTI asked for them).
+pub(crate) fn newest_buffer() -> u64 {
+    REQUESTED.load(Ordering::Acquire)
+}
+
+/// Whether a zero-intrusion device tracks `stream` (only those streams'
+/// launches are noted; asked before anything costlier is done for one).
+pub(crate) fn tracks(stream: ds::CUstream) -> bool {
+    match ACTIVITY.get() {
+        Some(Ok(a)) => lock(&a.state).streams.contains_key(&(stream as usize)),
+        _ => false,
     }
 }
 
@@ -779,31 +783,32 @@ pub(crate) fn launch_exited() {
 }
 
 fn set_up() -> Result<Activity, String> {
-    if let Some(why) = cupti_missing(&SYMBOLS) {
-        return Err(why);
-    }
+    let api = cupti_api()?;
     // The correlation ids of launches come from the launch callbacks.
     crate::launches::Launches::get()?;
     // SAFETY: registers a function of CUPTI's callback type; before any
     // activity kind is enabled, as CUPTI asks.
     check("cuptiActivityRegisterTimestampCallback", unsafe {
-        cs::cuptiActivityRegisterTimestampCallback(Some(monotonic_ns))
+        api.cuptiActivityRegisterTimestampCallback(Some(monotonic_ns))
     })?;
     // SAFETY: registers two functions of CUPTI's buffer callback types.
     check("cuptiActivityRegisterCallbacks", unsafe {
-        cs::cuptiActivityRegisterCallbacks(Some(buffer_requested), Some(buffer_completed))
+        api.cuptiActivityRegisterCallbacks(Some(buffer_requested), Some(buffer_completed))
     })?;
     let a = Activity {
+        api,
         state: Mutex::new(State::default()),
         enabled: Mutex::new(0),
     };
     // CUPTI's own start-up, paid once here rather than in a recorder.
     for kind in KINDS {
         // SAFETY: plain CUPTI calls.
-        let r = unsafe { cs::cuptiActivityEnable(kind) };
-        check("cuptiActivityEnable", r).map_err(|e| format!("{e} ({kind:?})"))?;
-        // SAFETY: as above.
-        let _ = unsafe { cs::cuptiActivityDisable(kind) };
+        let r = unsafe { api.cuptiActivityEnable(kind) };
+        check("cuptiActivityEnable", r).map_err(|e| format!("{e} (kind {})", kind.0))?;
+        if !crate::trace::permanent(kind) {
+            // SAFETY: as above.
+            let _ = unsafe { api.cuptiActivityDisable(kind) };
+        }
     }
     Ok(a)
 }
@@ -868,7 +873,7 @@ unsafe fn field<T: Copy>(record: *const u8, offset: usize) -> T {
 
 /// CUPTI hands a buffer back: its records are parsed and it is freed.
 unsafe extern "C" fn buffer_completed(
-    _context: ds::CUcontext,
+    _context: cs::CUcontext,
     _stream: u32,
     buffer: *mut u8,
     _size: usize,
@@ -885,7 +890,7 @@ unsafe extern "C" fn buffer_completed(
     loop {
         // SAFETY: a buffer CUPTI filled, with its valid size; `record` is
         // CUPTI's cursor.
-        let r = unsafe { cs::cuptiActivityGetNextRecord(buffer, valid, &mut record) };
+        let r = unsafe { a.api.cuptiActivityGetNextRecord(buffer, valid, &mut record) };
         if r != cs::CUptiResult::CUPTI_SUCCESS || record.is_null() {
             break;
         }
@@ -894,15 +899,20 @@ unsafe extern "C" fn buffer_completed(
         // enum lacks.
         // SAFETY: every record starts with its kind.
         let kind: u32 = unsafe { field(base, 0) };
-        let layout = if kind == cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL as u32
-            || kind == cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_KERNEL as u32
+        let layout = if kind == cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL.0
+            || kind == cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_KERNEL.0
         {
             &KERNEL
-        } else if kind == cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY as u32
-            || kind == cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET as u32
+        } else if kind == cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY.0
+            || kind == cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET.0
         {
             &COPY
         } else {
+            if crate::trace::sinking() {
+                // SAFETY: a whole record of CUPTI's, of kind `kind`, valid
+                // until the buffer is freed below.
+                unsafe { crate::trace::sink(base, kind, false) };
+            }
             continue;
         };
         // SAFETY: the offsets lie inside records of these kinds (see
@@ -917,11 +927,20 @@ unsafe extern "C" fn buffer_completed(
             )
         };
         a.record(&mut st, context, stream, c, start, end);
+        if crate::trace::sinking() {
+            let ours = st.ids.contains(&(context, stream));
+            // SAFETY: as above; the sink takes no lock of this module.
+            unsafe { crate::trace::sink(base, kind, ours) };
+        }
     }
     if let Some(n) = st.numbers.remove(&(buffer as usize)) {
         st.outstanding.remove(&n);
         st.stats.buffers_returned += 1;
+        let back_to = st.outstanding.first().map_or(st.requested, |&m| m - 1);
         drop(st);
+        if crate::trace::sinking() {
+            crate::trace::buffers_returned(back_to);
+        }
         // SAFETY: `buffer` is one of ours (it was in `numbers`), made by
         // `buffer_requested` from a boxed slice of BUFFER_BYTES / 8 words;
         // CUPTI is done with it.

@@ -34,8 +34,8 @@
 //! Systems, ...) attached, subscribing fails and the statistic set is not
 //! offered.
 
-use cudarc::cupti::sys as cs;
 use cudarc::driver::sys as ds;
+use gpu_counters_cupti_sys as cs;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
@@ -61,7 +61,16 @@ struct Counts {
 /// The process's launch counts, once subscribed.
 pub(crate) struct Launches {
     counts: Mutex<Counts>,
+    /// The subscriber (`CUpti_SubscriberHandle`), for enabling more
+    /// callbacks ([`crate::trace::observe_api`]).
+    pub(crate) subscriber: usize,
+    pub(crate) api: &'static cs::Cupti,
 }
+
+/// Whether a device offering the statistic set was opened: only then are
+/// launches counted (the callbacks run for other users too, such as
+/// [`crate::trace`], which must not pay for counting).
+static COUNTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 static LAUNCHES: OnceLock<Result<Launches, String>> = OnceLock::new();
 
@@ -83,6 +92,7 @@ impl Launches {
 
     /// Notes gpu-counters' own kernel `f`, which is never counted.
     pub(crate) fn exclude(&self, f: ds::CUfunction) {
+        COUNTING.store(true, std::sync::atomic::Ordering::Release);
         let mut c = counts(self);
         if !c.ours.contains(&(f as usize)) {
             c.ours.push(f as usize);
@@ -220,8 +230,8 @@ fn graph_threads(graph: ds::CUgraph, ours: &[usize], depth: u32) -> Option<u64> 
 /// The callbacks subscribed to: launches (counted), and asynchronous
 /// copies and memsets (only their correlation ids, for zero-intrusion
 /// timestamps: [`crate::activity`]).
-const CALLBACKS: [cs::CUpti_driver_api_trace_cbid; 28] = {
-    use cs::CUpti_driver_api_trace_cbid as Id;
+const CALLBACKS: [cs::CUpti_driver_api_trace_cbid_enum; 28] = {
+    use cs::CUpti_driver_api_trace_cbid_enum as Id;
     [
         Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
         Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
@@ -256,8 +266,8 @@ const CALLBACKS: [cs::CUpti_driver_api_trace_cbid; 28] = {
 };
 
 /// The calls that change a graph instance (also subscribed to).
-const GRAPH_CHANGES: [cs::CUpti_driver_api_trace_cbid; 7] = {
-    use cs::CUpti_driver_api_trace_cbid as Id;
+const GRAPH_CHANGES: [cs::CUpti_driver_api_trace_cbid_enum; 7] = {
+    use cs::CUpti_driver_api_trace_cbid_enum as Id;
     [
         Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams,
         Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2,
@@ -282,45 +292,44 @@ struct InstantiateHead {
 const DEVICE_LAUNCH: u64 = 4;
 
 /// What is said where CUPTI's library cannot be loaded.
-pub(crate) const NO_CUPTI: &str = "no CUPTI library (libcupti.so): put the directory holding it (CUDA's extras/CUPTI/lib64, or targets/x86_64-linux/lib) on LD_LIBRARY_PATH";
+pub(crate) const NO_CUPTI: &str = "no CUPTI library (libcupti.so): put the directory holding it (CUDA's extras/CUPTI/lib64, or targets/x86_64-linux/lib) on LD_LIBRARY_PATH, or its path in GPU_COUNTERS_CUPTI";
 
 fn subscribe() -> Result<Launches, String> {
-    if let Some(why) = crate::activity::cupti_missing(&[
-        "cuptiSubscribe",
-        "cuptiUnsubscribe",
-        "cuptiEnableCallback",
-    ]) {
-        return Err(why);
-    }
+    let api = crate::activity::cupti_api()?;
     let mut subscriber: cs::CUpti_SubscriberHandle = std::ptr::null_mut();
     // SAFETY: `subscriber` is a valid out-pointer; `on_launch` has the
     // callback signature and uses no user data.
-    let r = unsafe { cs::cuptiSubscribe(&mut subscriber, Some(on_launch), std::ptr::null_mut()) };
+    let r = unsafe { api.cuptiSubscribe(&mut subscriber, Some(on_launch), std::ptr::null_mut()) };
     if r != cs::CUptiResult::CUPTI_SUCCESS {
         return Err(format!(
-            "cuptiSubscribe: {r:?} (CUPTI allows one subscriber per process: is another profiler attached?)"
+            "{} (CUPTI allows one subscriber per process: is another profiler attached?)",
+            crate::activity::check("cuptiSubscribe", r).unwrap_err()
         ));
     }
     for &cbid in CALLBACKS.iter().chain(&GRAPH_CHANGES) {
         // SAFETY: `subscriber` was just subscribed; the domain and callback
         // ids are CUPTI's own constants.
         let r = unsafe {
-            cs::cuptiEnableCallback(
+            api.cuptiEnableCallback(
                 1,
                 subscriber,
                 cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API,
-                cbid as cs::CUpti_CallbackId,
+                cbid.0,
             )
         };
         if r != cs::CUptiResult::CUPTI_SUCCESS {
             // SAFETY: the subscriber is ours; no callback of it is enabled
             // that could still be running with this failure returned.
-            let _ = unsafe { cs::cuptiUnsubscribe(subscriber) };
-            return Err(format!("cuptiEnableCallback({cbid:?}): {r:?}"));
+            let _ = unsafe { api.cuptiUnsubscribe(subscriber) };
+            return Err(
+                crate::activity::check(&format!("cuptiEnableCallback({})", cbid.0), r).unwrap_err(),
+            );
         }
     }
     Ok(Launches {
         counts: Mutex::new(Counts::default()),
+        subscriber: subscriber as usize,
+        api,
     })
 }
 
@@ -338,7 +347,14 @@ unsafe extern "C" fn on_launch(
     cbid: cs::CUpti_CallbackId,
     cbdata: *const c_void,
 ) {
-    if domain != cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API || cbdata.is_null() {
+    if cbdata.is_null() {
+        return;
+    }
+    // The trace observer sees every callback first (every domain it
+    // enabled), whatever this module does with it.
+    // SAFETY: CUPTI's callback data for `domain`, valid during the call.
+    unsafe { crate::trace::dispatch(domain, cbid, cbdata) };
+    if domain != cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API {
         return;
     }
     // Callbacks can come before subscribing finished: nothing to count into.
@@ -388,8 +404,9 @@ unsafe extern "C" fn on_launch(
     if !ok {
         return;
     }
-    use cs::CUpti_driver_api_trace_cbid as Id;
-    let is = |id: Id| cbid == id as cs::CUpti_CallbackId;
+    use cs::CUpti_driver_api_trace_cbid_enum as Id;
+    let is = |id: Id| cbid == id.0;
+    let counting = COUNTING.load(std::sync::atomic::Ordering::Acquire);
     let params = data.functionParams;
     let correlation = data.correlationId;
     if is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate)
@@ -402,7 +419,7 @@ unsafe extern "C" fn on_launch(
         // (phGraphExec, hGraph); at a successful call's exit the caller's
         // out-pointer (checked for null) holds the new instance.
         let head = unsafe { &*(params as *const InstantiateHead) };
-        if head.exec.is_null() {
+        if head.exec.is_null() || !counting {
             return;
         }
         // SAFETY: as above.
@@ -430,11 +447,11 @@ unsafe extern "C" fn on_launch(
     if is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy) {
         // SAFETY: cuGraphExecDestroy_params: the instance.
         let p = unsafe { &*(params as *const cs::cuGraphExecDestroy_params_st) };
-        launches.graph_destroyed(p.hGraphExec);
+        launches.graph_destroyed(p.hGraphExec.cast());
         return;
     }
     if let Some(stream) = copy_stream(cbid, params) {
-        if !capturing(stream) {
+        if crate::activity::tracks(stream) && !capturing(stream) {
             crate::activity::launched(stream, correlation, crate::activity::LaunchKind::Single);
         }
         return;
@@ -450,10 +467,16 @@ unsafe extern "C" fn on_launch(
             [p.gridDimX, p.gridDimY, p.gridDimZ],
             [p.blockDimX, p.blockDimY, p.blockDimZ],
         );
+        let stream: ds::CUstream = p.hStream.cast();
+        let tracked = crate::activity::tracks(stream);
         // A launch into a stream being captured runs only with its graph.
-        if !capturing(p.hStream) {
-            launches.add(p.f, p.hStream, n);
-            crate::activity::launched(p.hStream, correlation, crate::activity::LaunchKind::Single);
+        if (counting || tracked) && !capturing(stream) {
+            if counting {
+                launches.add(p.f.cast(), stream, n);
+            }
+            if tracked {
+                crate::activity::launched(stream, correlation, crate::activity::LaunchKind::Single);
+            }
         }
     } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)
         || is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz)
@@ -470,18 +493,30 @@ unsafe extern "C" fn on_launch(
             [c.gridDimX, c.gridDimY, c.gridDimZ],
             [c.blockDimX, c.blockDimY, c.blockDimZ],
         );
-        if !capturing(c.hStream) {
-            launches.add(p.f, c.hStream, n);
-            crate::activity::launched(c.hStream, correlation, crate::activity::LaunchKind::Single);
+        let stream: ds::CUstream = c.hStream.cast();
+        let tracked = crate::activity::tracks(stream);
+        if (counting || tracked) && !capturing(stream) {
+            if counting {
+                launches.add(p.f.cast(), stream, n);
+            }
+            if tracked {
+                crate::activity::launched(stream, correlation, crate::activity::LaunchKind::Single);
+            }
         }
     } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)
         || is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)
     {
         // SAFETY: as above, cuGraphLaunch_params.
         let p = unsafe { &*(params as *const cs::cuGraphLaunch_params_st) };
-        if !capturing(p.hStream) {
-            launches.graph_launched(p.hGraph, p.hStream);
-            crate::activity::launched(p.hStream, correlation, crate::activity::LaunchKind::Graph);
+        let stream: ds::CUstream = p.hStream.cast();
+        let tracked = crate::activity::tracks(stream);
+        if (counting || tracked) && !capturing(stream) {
+            if counting {
+                launches.graph_launched(p.hGraph.cast(), stream);
+            }
+            if tracked {
+                crate::activity::launched(stream, correlation, crate::activity::LaunchKind::Graph);
+            }
         }
     }
 }
@@ -489,8 +524,8 @@ unsafe extern "C" fn on_launch(
 /// The stream of any callback subscribed to (`None` for others, or a
 /// kernel launch without its configuration). `params` is not null.
 fn launch_stream(cbid: cs::CUpti_CallbackId, params: *const c_void) -> Option<ds::CUstream> {
-    use cs::CUpti_driver_api_trace_cbid as Id;
-    let is = |id: Id| cbid == id as cs::CUpti_CallbackId;
+    use cs::CUpti_driver_api_trace_cbid_enum as Id;
+    let is = |id: Id| cbid == id.0;
     if let Some(s) = copy_stream(cbid, params) {
         return Some(s);
     }
@@ -498,7 +533,7 @@ fn launch_stream(cbid: cs::CUpti_CallbackId, params: *const c_void) -> Option<ds
         || is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz)
     {
         // SAFETY: as in `on_launch`: cuLaunchKernel_params.
-        Some(unsafe { (*(params as *const cs::cuLaunchKernel_params_st)).hStream })
+        Some(unsafe { (*(params as *const cs::cuLaunchKernel_params_st)).hStream }.cast())
     } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)
         || is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz)
     {
@@ -506,12 +541,12 @@ fn launch_stream(cbid: cs::CUpti_CallbackId, params: *const c_void) -> Option<ds
         // pointer is the caller's, checked for null.
         let config = unsafe { (*(params as *const cs::cuLaunchKernelEx_params_st)).config };
         // SAFETY: non-null, the launch's own configuration.
-        (!config.is_null()).then(|| unsafe { (*config).hStream })
+        (!config.is_null()).then(|| unsafe { (*config).hStream }.cast())
     } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)
         || is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)
     {
         // SAFETY: as in `on_launch`: cuGraphLaunch_params.
-        Some(unsafe { (*(params as *const cs::cuGraphLaunch_params_st)).hStream })
+        Some(unsafe { (*(params as *const cs::cuGraphLaunch_params_st)).hStream }.cast())
     } else {
         None
     }
@@ -522,10 +557,7 @@ fn launch_stream(cbid: cs::CUpti_CallbackId, params: *const c_void) -> Option<ds
 /// one. Each of these ids' `_params` structures begins with the instance,
 /// `hGraphExec`; `params` is not null.
 fn note_change(launches: &Launches, cbid: cs::CUpti_CallbackId, params: *const c_void) -> bool {
-    if !GRAPH_CHANGES
-        .iter()
-        .any(|&id| cbid == id as cs::CUpti_CallbackId)
-    {
+    if !GRAPH_CHANGES.iter().any(|&id| cbid == id.0) {
         return false;
     }
     // SAFETY: see above: the first field is the CUgraphExec.
@@ -548,15 +580,15 @@ fn capturing(stream: ds::CUstream) -> bool {
 /// The stream of an asynchronous copy or memset callback, `None` for other
 /// callbacks.
 fn copy_stream(cbid: cs::CUpti_CallbackId, params: *const c_void) -> Option<ds::CUstream> {
-    use cs::CUpti_driver_api_trace_cbid as Id;
-    let is = |id: Id| cbid == id as cs::CUpti_CallbackId;
+    use cs::CUpti_driver_api_trace_cbid_enum as Id;
+    let is = |id: Id| cbid == id.0;
     macro_rules! stream_of {
         ($t:ty) => {
             // SAFETY: for the callback ids it is used with, CUPTI's
             // functionParams points to the call's parameters, laid out as
             // the named `_params` structure (the `_ptsz` variants have the
             // same layout); the caller checked it is not null.
-            Some(unsafe { (*(params as *const $t)).hStream })
+            Some(unsafe { (*(params as *const $t)).hStream }.cast())
         };
     }
     if is(Id::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2)

@@ -60,6 +60,8 @@ mod launches;
 mod pass;
 mod storage;
 #[cfg(feature = "cupti")]
+pub mod trace;
+#[cfg(feature = "cupti")]
 mod zero;
 
 #[cfg(feature = "cupti")]

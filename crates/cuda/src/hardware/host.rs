@@ -71,7 +71,7 @@ pub(super) fn params<T: Params>() -> T {
 }
 
 /// CUPTI's name for `r` (`CUPTI_ERROR_...`), or its number.
-pub(super) fn result_name(api: &cs::Cupti, r: cs::CUptiResult) -> String {
+pub(crate) fn result_name(api: &cs::Cupti, r: cs::CUptiResult) -> String {
     let mut s: *const c_char = std::ptr::null();
     // SAFETY: a valid out-pointer; CUPTI points it at a static string.
     let ok = unsafe { api.cuptiGetResultString(r, &mut s) } == cs::CUptiResult::CUPTI_SUCCESS;

@@ -42,6 +42,7 @@
 //! says why not where not.
 
 mod host;
+pub(crate) use host::result_name;
 mod range;
 
 pub(crate) use range::{release_idle, Session};
