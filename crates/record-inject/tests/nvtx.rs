@@ -9,11 +9,19 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+/// The cdylib this test's build made: cargo leaves it in `deps/` when the
+/// library is built only as the test's dependency (`cargo test
+/// --workspace`), and also beside the binaries when it is built itself.
 fn library() -> PathBuf {
     let app = PathBuf::from(env!("CARGO_BIN_EXE_nvtx-fake-app"));
-    let lib = app.with_file_name("libgpu_counters_inject.so");
-    assert!(lib.is_file(), "{} not built", lib.display());
-    lib
+    let name = "libgpu_counters_inject.so";
+    let beside = app.with_file_name(name);
+    let deps = app.with_file_name("deps").join(name);
+    let newest = [beside, deps]
+        .into_iter()
+        .filter(|p| p.is_file())
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok());
+    newest.unwrap_or_else(|| panic!("{name} not built beside {}", app.display()))
 }
 
 fn record(args: &[&str]) -> (gpu_counters_record::summary::Summary, String) {
