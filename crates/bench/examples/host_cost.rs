@@ -39,8 +39,8 @@
 //! round by round.
 
 use ash::vk;
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{
     CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
     TimestampGranularity,
 };

@@ -31,7 +31,7 @@
 //! - `memcpy`: a plain copy of 8 N bytes in host memory.
 
 use ash::vk;
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterSampleBufferDescriptor, ResolvedCounters, SampleStatus,
 };
 use gpu_counters_vulkan::{CommandBuffer, Device, InstanceOptions};

@@ -31,8 +31,8 @@
 //! and quartiles). Every result is checked complete.
 
 use ash::vk;
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{CommonCounterSet, CounterSampleBufferDescriptor};
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{CommonCounterSet, CounterSampleBufferDescriptor};
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_vulkan::{CommandBuffer, CounterSampleBuffer, Device, InstanceOptions};
 use std::error::Error;

@@ -43,7 +43,7 @@
 use gpu_counters_bench::{
     check_written, gcw_profiler_options, timestamps_ns, RawWgpuQueries, TinyCompute,
 };
-use gpu_counters_core::{BackendDevice, BackendSampleBuffer, CounterSampleBufferDescriptor};
+use gpu_counters_hal::{BackendDevice, BackendSampleBuffer, CounterSampleBufferDescriptor};
 use gpu_counters_profiler::Profiler;
 use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
 use std::error::Error;
@@ -159,7 +159,7 @@ fn main() -> R<()> {
     let buffers: Vec<WgpuSampleBuffer> = (0..(2 * n).div_ceil(max))
         .map(|k| {
             gc.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
-                gpu_counters_core::CommonCounterSet::Timestamp,
+                gpu_counters_hal::CommonCounterSet::Timestamp,
                 "host cost",
                 (2 * n - k * max).min(max),
             ))

@@ -26,7 +26,7 @@ use crate::{
     ResolveReport, Rows, Tool, Variant, VariantSpec,
 };
 use cudarc::driver::sys;
-use gpu_counters_core::{
+use gpu_counters_hal::{
     cpu_monotonic_ns, BackendDevice, BackendRecorder, BackendSampleBuffer, Calibration,
     CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus, TimestampGranularity,
 };
@@ -918,7 +918,7 @@ pub(crate) fn calibration(
         for (before, ticks, after) in d.handshake_reads(32)? {
             let c = cal
                 .to_cpu_ns(ticks)
-                .map_err(gpu_counters_core::Error::from)?;
+                .map_err(gpu_counters_hal::Error::from)?;
             checked += 1;
             if c.ns + c.error_bound_ns < before || c.ns > after + c.error_bound_ns {
                 outside += 1;
@@ -974,10 +974,10 @@ pub(crate) fn calibration(
         let ticks = r.timestamps()?[0].timestamp;
         let t = refit
             .to_cpu_ns(ticks)
-            .map_err(gpu_counters_core::Error::from)?;
+            .map_err(gpu_counters_hal::Error::from)?;
         let f = fixed
             .to_cpu_ns_near(ticks, before)
-            .map_err(gpu_counters_core::Error::from)?;
+            .map_err(gpu_counters_hal::Error::from)?;
         errors.push(f.ns as f64 - t.ns as f64);
         max_bound = max_bound.max(t.error_bound_ns);
         if t.ns + t.error_bound_ns < before || t.ns > after + t.error_bound_ns {
@@ -1033,8 +1033,8 @@ pub(crate) fn resolve(
     let mut ratios = Vec::new();
     let src = vec![1u64; count as usize];
     let mut dst = vec![0u64; count as usize];
-    let mut r = gpu_counters_core::ResolvedCounters::default();
-    let all_written = |r: &gpu_counters_core::ResolvedCounters| {
+    let mut r = gpu_counters_hal::ResolvedCounters::default();
+    let all_written = |r: &gpu_counters_hal::ResolvedCounters| {
         let written = r.count(SampleStatus::Written);
         if written == count as usize {
             Ok(())
@@ -1089,7 +1089,7 @@ pub(crate) fn resolve(
 }
 
 impl CudaBench {
-    pub(crate) fn info(&self) -> gpu_counters_core::DeviceInfo {
+    pub(crate) fn info(&self) -> gpu_counters_hal::DeviceInfo {
         self.kernel.info().clone()
     }
 

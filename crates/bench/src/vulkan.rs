@@ -12,8 +12,8 @@ use crate::{
     Harness, HarnessRow, Measurement, Placement, Tool, Variant, VariantSpec, Variants,
 };
 use ash::vk;
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{
     Calibration, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
     CounterSampleBufferDescriptor, TimestampGranularity,
 };

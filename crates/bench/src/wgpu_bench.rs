@@ -7,7 +7,7 @@ use crate::{
     check_profiler_frames, check_written, timestamps_ns, BenchError, ComparisonSpec, Harness,
     HarnessRow, Measurement, Placement, Rows, Tool, Variant, VariantSpec,
 };
-use gpu_counters_core::{
+use gpu_counters_hal::{
     BackendDevice, BackendSampleBuffer, Calibration, CounterSampleBufferDescriptor, DeviceInfo,
 };
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
@@ -466,7 +466,7 @@ impl WgpuBench {
         let gc_buffers = (0..(2 * n).div_ceil(max))
             .map(|k| {
                 gc.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
-                    gpu_counters_core::CommonCounterSet::Timestamp,
+                    gpu_counters_hal::CommonCounterSet::Timestamp,
                     "bench samples",
                     (2 * n - k * max).min(max),
                 ))

@@ -5,8 +5,8 @@
 use crate::cli::{DevicesArgs, DevicesBackend};
 use crate::error::{CliError, CliResult};
 use crate::stdio::{errln, outln};
-use gpu_counters_core::backend::BackendDevice;
-use gpu_counters_core::{CommonCounterSet, DeviceInfo};
+use gpu_counters_hal::backend::BackendDevice;
+use gpu_counters_hal::{CommonCounterSet, DeviceInfo};
 use gpu_counters_cuda::hardware::REQUIRED_METRICS;
 use gpu_counters_cuda::{CudaDevice, MetricInfo, OpenError};
 use gpu_counters_vulkan::{Instance, InstanceOptions};

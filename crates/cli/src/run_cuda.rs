@@ -21,7 +21,7 @@ use crate::run::{
     self, workload_error, Backend, DeviceOrder, FrameSource, Pass, PassExpectation, Plan, Ran,
     RanDevice, RanMany, Validation,
 };
-use gpu_counters_core::backend::BackendDevice;
+use gpu_counters_hal::backend::BackendDevice;
 use gpu_counters_cuda::{CudaDevice, CudaSubmission};
 use gpu_counters_profiler::Frame;
 use gpu_counters_workloads::CudaComputeWorkload;

@@ -38,7 +38,7 @@ struct WgpuFrames {
 
 /// Builds the plan's workloads on `device`.
 fn build_passes(device: &WgpuDevice, plan: &Plan) -> CliResult<Vec<Pass<Work>>> {
-    let info = gpu_counters_core::backend::BackendDevice::info(device);
+    let info = gpu_counters_hal::backend::BackendDevice::info(device);
     let mut passes = Vec::new();
     if let Some(c) = plan.compute {
         let work = WgpuComputeWorkload::new(

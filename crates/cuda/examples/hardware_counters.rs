@@ -25,7 +25,7 @@
 
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
-use gpu_counters_core::{
+use gpu_counters_hal::{
     BackendDevice, BackendRecorder, BackendSampleBuffer, CommonCounterSet,
     CounterSampleBufferDescriptor, SampleValue, TimestampGranularity,
 };

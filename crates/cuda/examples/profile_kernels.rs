@@ -11,7 +11,7 @@
 //! says so and exits 1.
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
-use gpu_counters_core::timeline::PassKind;
+use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_cuda::CudaDevice;
 use gpu_counters_profiler::{export, Profiler, ProfilerOptions};
 use std::error::Error;

@@ -10,7 +10,7 @@
 //! Without a CUDA driver or CUPTI it says so and exits 1.
 
 use cudarc::driver::LaunchConfig;
-use gpu_counters_core::{
+use gpu_counters_hal::{
     BackendDevice, BackendSampleBuffer, CommonCounterSet, CounterSampleBufferDescriptor,
     SampleStatus,
 };

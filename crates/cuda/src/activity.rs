@@ -355,7 +355,7 @@ fn check(what: &str, r: cs::CUptiResult) -> Result<(), String> {
 
 /// CUPTI's timestamp callback: `CLOCK_MONOTONIC` ns.
 unsafe extern "C" fn monotonic_ns() -> u64 {
-    gpu_counters_core::cpu_monotonic_ns()
+    gpu_counters_hal::cpu_monotonic_ns()
 }
 
 impl Activity {

@@ -4,13 +4,13 @@
 use crate::storage::{MappedWords, Storage};
 use crate::{driver_err, kernels, CudaDevice, MAX_SAMPLE_COUNT};
 use cudarc::driver::CudaEvent;
-use gpu_counters_core::backend::{
+use gpu_counters_hal::backend::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
 };
-use gpu_counters_core::bookkeeping::{Held, SampleSet, SlotState, Ticket, ABSENT, NONE};
+use gpu_counters_hal::bookkeeping::{Held, SampleSet, SlotState, Ticket, ABSENT, NONE};
 #[cfg(feature = "cupti")]
-use gpu_counters_core::COUNTER_ERROR_VALUE;
-use gpu_counters_core::{
+use gpu_counters_hal::COUNTER_ERROR_VALUE;
+use gpu_counters_hal::{
     cpu_monotonic_ns, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
     CounterSampleBufferDescriptor, DeviceId, DeviceInfo, Error, InvalidInput, ResolvedCounters,
     ResolvedTimestamps, Result, StorageMode, TimestampGranularity, TimestampPair,
@@ -214,7 +214,7 @@ pub struct CudaRecorder {
     /// stream's count when it was sampled.
     chain: Option<OpenStatistic>,
     /// The profiler's scopes open on it.
-    scope_stack: gpu_counters_core::ScopeStack,
+    scope_stack: gpu_counters_hal::ScopeStack,
     /// The stage-utilization chain: its range-profiler session and ranges.
     #[cfg(feature = "cupti")]
     stage: Option<StageChain>,
@@ -331,7 +331,7 @@ impl CudaRecorder {
         })
     }
 
-    /// Refuses another device's buffer or heap (core's shared check).
+    /// Refuses another device's buffer or heap (hal's shared check).
     #[inline]
     fn check_device(&self, storage: &Storage) -> Result<()> {
         self.device
@@ -393,12 +393,12 @@ impl CudaRecorder {
 }
 
 impl CudaRecorder {
-    /// Core's checks of a write of `storage[index]` by this recording, and
+    /// The hal's checks of a write of `storage[index]` by this recording, and
     /// its bookkeeping: the storage held, a dirty index noted as reset.
     fn prepare_write(
         &mut self,
         storage: &Arc<Storage>,
-        slots: &mut gpu_counters_core::bookkeeping::SampleTable,
+        slots: &mut gpu_counters_hal::bookkeeping::SampleTable,
         index: u32,
     ) -> Result<()> {
         let dirty = storage
@@ -699,7 +699,7 @@ impl BackendRecorder for CudaRecorder {
         self.device.shared.id
     }
 
-    fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
+    fn scope_stack(&mut self) -> &mut gpu_counters_hal::ScopeStack {
         &mut self.scope_stack
     }
 

@@ -1,5 +1,5 @@
-//! gpu-counters on CUDA: core's backend interface
-//! ([`gpu_counters_core::Backend`]) over the caller's own cudarc context and
+//! gpu-counters on CUDA: hal's backend interface
+//! ([`gpu_counters_hal::Backend`]) over the caller's own cudarc context and
 //! stream.
 //!
 //! - The driver is loaded at run time (cudarc's dynamic loading): the crate
@@ -11,7 +11,7 @@
 //!   same. The kernel writes the value, one 64-bit store (it is never 0:
 //!   the host zeroes the word before it is written again, so a value that
 //!   is not 0 is its own availability), into page-locked host memory
-//!   mapped into the device, which core's CPU resolve reads without a copy.
+//!   mapped into the device, which hal's CPU resolve reads without a copy.
 //! - A stream is not a command buffer: its work runs as soon as it is
 //!   launched. A [`CudaRecorder`] is a range of one stream's work: samples it
 //!   writes become available once the work launched before
@@ -75,8 +75,8 @@ pub use pass::{CudaComputePass, CudaPassAttachment};
 pub use zero::ActivityClock;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream, DriverError};
-use gpu_counters_core::bookkeeping::Ticket;
-use gpu_counters_core::{
+use gpu_counters_hal::bookkeeping::Ticket;
+use gpu_counters_hal::{
     cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
     CounterSamplingPoint, CounterSet, DeviceId, DeviceInfo, DeviceType, Error, Result,
     TimestampPair,
@@ -278,7 +278,7 @@ pub fn devices() -> std::result::Result<Vec<DeviceInfo>, OpenError> {
         .collect()
 }
 
-/// Maps a driver error of the call `what` onto core's errors: out of memory
+/// Maps a driver error of the call `what` onto hal's errors: out of memory
 /// as [`Error::OutOfMemory`], a failed or faulted launch and a destroyed
 /// context as [`Error::DeviceLost`], anything else as [`Error::Internal`];
 /// the message names `what` and the driver's error.
@@ -286,7 +286,7 @@ pub fn map_driver_error(what: &str, e: DriverError) -> Error {
     driver_err(what)(e)
 }
 
-/// Maps a driver error onto core's errors.
+/// Maps a driver error onto hal's errors.
 pub(crate) fn driver_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
     move |e| match e.0 {
         sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory(format!("{what}: {e}")),
@@ -372,9 +372,9 @@ impl Shared {
     pub(crate) fn enqueue(
         &self,
         ticket: &Ticket,
-        held: gpu_counters_core::bookkeeping::Held,
+        held: gpu_counters_hal::bookkeeping::Held,
     ) -> Result<Arc<CudaEvent>> {
-        ticket.set_phase(gpu_counters_core::bookkeeping::Phase::Submitted);
+        ticket.set_phase(gpu_counters_hal::bookkeeping::Phase::Submitted);
         ticket.hold_until_complete(held);
         let recorded = self
             .ctx
@@ -687,7 +687,7 @@ impl CudaDevice {
     /// device ([`BackendDevice::sample_timestamps`]) includes it. `None` on
     /// a kernel-timestamp device.
     ///
-    /// [`BackendDevice::sample_timestamps`]: gpu_counters_core::BackendDevice::sample_timestamps
+    /// [`BackendDevice::sample_timestamps`]: gpu_counters_hal::BackendDevice::sample_timestamps
     #[cfg(feature = "cupti")]
     pub fn activity_clock(&self) -> Option<ActivityClock> {
         self.shared.zero.as_ref().and_then(|z| z.clock())
@@ -725,7 +725,7 @@ impl CudaDevice {
     /// device, as for any recorder dropped unsubmitted).
     pub fn submit(&self, recorder: CudaRecorder) -> Result<CudaSubmission> {
         self.shared.id.check(
-            gpu_counters_core::BackendRecorder::device_id(&recorder),
+            gpu_counters_hal::BackendRecorder::device_id(&recorder),
             "recorder",
         )?;
         recorder.submit()

@@ -5,8 +5,8 @@
 
 use crate::storage::Storage;
 use crate::{CudaRecorder, CudaSampleBuffer};
-use gpu_counters_core::bookkeeping::check_pass_attachments;
-use gpu_counters_core::Result;
+use gpu_counters_hal::bookkeeping::check_pass_attachments;
+use gpu_counters_hal::Result;
 use std::sync::Arc;
 
 /// Where a compute pass samples a buffer

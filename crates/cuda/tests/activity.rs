@@ -9,7 +9,7 @@
 mod common;
 
 use cudarc::driver::sys;
-use gpu_counters_core::{
+use gpu_counters_hal::{
     cpu_monotonic_ns, BackendDevice, BackendRecorder, BackendSampleBuffer, Calibration,
     CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus, SampleValue,
     TimestampGranularity, COUNTER_ERROR_VALUE,
@@ -179,7 +179,7 @@ impl Drop for Work {
 }
 
 /// The timestamp values of a resolve.
-fn ticks(r: &gpu_counters_core::ResolvedCounters) -> Vec<u64> {
+fn ticks(r: &gpu_counters_hal::ResolvedCounters) -> Vec<u64> {
     r.timestamps()
         .unwrap()
         .iter()
@@ -308,7 +308,7 @@ fn samples_with_no_work_around_them_are_errors_never_zeros() {
         assert_eq!(s.timestamp, COUNTER_ERROR_VALUE);
     }
     assert_eq!(
-        r.sample::<gpu_counters_core::CounterResultTimestamp>(0)
+        r.sample::<gpu_counters_hal::CounterResultTimestamp>(0)
             .unwrap(),
         SampleValue::Error
     );
@@ -527,7 +527,7 @@ fn statistics_on_a_zero_intrusion_device_are_exact() {
 #[test]
 fn profiler_scopes_over_zero_intrusion() {
     let _serial = serial();
-    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_hal::timeline::PassKind;
     use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let Some(d) = zero("profiler_scopes_over_zero_intrusion") else {
         return;

@@ -4,7 +4,7 @@
 
 mod common;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     cpu_monotonic_ns, BackendDevice, BackendHeap, BackendRecorder, BackendSampleBuffer,
     CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, InvalidInput,
     SampleStatus, TimestampGranularity, COUNTER_ERROR_VALUE,
@@ -178,7 +178,7 @@ fn rewritten_and_reset_samples_never_show_their_old_value() {
         "{second:?} {third:?}"
     );
     // A result resolved into again keeps its memory, and holds the same.
-    let mut into = gpu_counters_core::ResolvedCounters::default();
+    let mut into = gpu_counters_hal::ResolvedCounters::default();
     buffer.resolve_counter_range_into(0..2, &mut into).unwrap();
     let at = into.as_bytes().as_ptr();
     buffer.resolve_counter_range_into(0..2, &mut into).unwrap();
@@ -186,7 +186,7 @@ fn rewritten_and_reset_samples_never_show_their_old_value() {
     assert_eq!(into.timestamps().unwrap()[0].timestamp, third[0].timestamp);
     // The profiler's resolve reads the same, whether every sample is
     // written (index 0 alone) or not (both).
-    let mut once = gpu_counters_core::ResolvedTimestamps::default();
+    let mut once = gpu_counters_hal::ResolvedTimestamps::default();
     buffer.resolve_timestamps_into(0..1, &mut once).unwrap();
     assert!(once.all_written());
     assert_eq!(
@@ -265,7 +265,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
 /// scope inside its CPU window ± bound, nothing dropped.
 #[test]
 fn profiler_scopes_from_two_threads() {
-    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_hal::timeline::PassKind;
     use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let Some(d) = device("profiler_scopes_from_two_threads") else {
         return;
@@ -423,7 +423,7 @@ fn pass_attachments_bracket_the_callers_kernels() {
 /// samples of two recorders are not comparable.
 #[test]
 fn statistics_count_the_callers_launches_exactly() {
-    use gpu_counters_core::SampleValue;
+    use gpu_counters_hal::SampleValue;
     let Some(d) = device("statistics_count_the_callers_launches_exactly") else {
         return;
     };
@@ -487,7 +487,7 @@ fn statistics_count_the_callers_launches_exactly() {
 #[test]
 fn statistics_count_graph_kernels_until_the_instance_changes() {
     use cudarc::driver::sys;
-    use gpu_counters_core::SampleValue;
+    use gpu_counters_hal::SampleValue;
     let test = "statistics_count_graph_kernels_until_the_instance_changes";
     let Some(d) = device(test) else {
         return;
@@ -618,7 +618,7 @@ fn statistics_count_graph_kernels_until_the_instance_changes() {
 }
 
 /// What an `InvalidInput::ForeignObject` error names.
-fn foreign(e: gpu_counters_core::Error) -> &'static str {
+fn foreign(e: gpu_counters_hal::Error) -> &'static str {
     match e.invalid() {
         Some(InvalidInput::ForeignObject { what }) => what,
         other => panic!("expected ForeignObject, got {other:?} ({e})"),
@@ -627,7 +627,7 @@ fn foreign(e: gpu_counters_core::Error) -> &'static str {
 
 /// Two devices opened on ordinal 0 (two gpu-counters devices, one GPU):
 /// every call that takes two objects refuses the other device's with
-/// `ForeignObject` naming it, before anything is launched (core's shared
+/// `ForeignObject` naming it, before anything is launched (hal's shared
 /// `DeviceId` check): its sample buffer, heap and statistic buffer on a
 /// recorder, its buffer as a pass attachment, its recorder submitted
 /// through this device, and its profiler's frame with this device's
@@ -635,7 +635,7 @@ fn foreign(e: gpu_counters_core::Error) -> &'static str {
 /// recording still runs and writes exactly its own samples.
 #[test]
 fn objects_of_another_device_are_refused() {
-    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_hal::timeline::PassKind;
     use gpu_counters_cuda::CudaPassAttachment;
     use gpu_counters_profiler::{Profiler, ProfilerError, ProfilerOptions};
     let Some(d) = device("objects_of_another_device_are_refused") else {

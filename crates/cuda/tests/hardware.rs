@@ -15,7 +15,7 @@ mod common;
 
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
-use gpu_counters_core::{
+use gpu_counters_hal::{
     BackendDevice, BackendRecorder, BackendSampleBuffer, CommonCounter, CommonCounterSet,
     CounterSampleBufferDescriptor, InvalidInput, SampleStatus, SampleValue, TimestampGranularity,
     COUNTER_ERROR_VALUE,

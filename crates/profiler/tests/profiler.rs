@@ -2,7 +2,7 @@
 //! validation layer on: nested scopes from two threads, 1000 frames through a
 //! ring of 3, and the drop report.
 
-use gpu_counters_core::timeline::PassKind;
+use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_profiler::{
     export, DropCounts, FrameResult, Profiler, ProfilerError, ProfilerOptions, ScopeResult,
     WhenFull,
@@ -1011,7 +1011,7 @@ fn host_reset_of_a_frames_samples_in_flight_is_refused() {
     assert!(
         matches!(
             refused.as_ref().map_err(|e| e.invalid()),
-            Err(Some(gpu_counters_core::InvalidInput::SampleIndexReuse { reason, .. }))
+            Err(Some(gpu_counters_hal::InvalidInput::SampleIndexReuse { reason, .. }))
                 if reason.contains("pending on the GPU")
         ),
         "{refused:?}"
@@ -1210,7 +1210,7 @@ fn an_encoder_leaked_inside_a_scope_is_counted() {
         let leaked_encoder = |r: Result<(), ProfilerError>| match r {
             Err(ProfilerError::Counters(e)) => matches!(
                 e.invalid(),
-                Some(gpu_counters_core::InvalidInput::EncoderState(m)) if m.contains("never ended")
+                Some(gpu_counters_hal::InvalidInput::EncoderState(m)) if m.contains("never ended")
             ),
             _ => false,
         };

@@ -12,7 +12,7 @@
 //! (defaults: 1000000 timestamps, 7 reps; medians are printed).
 
 use ash::vk;
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
     SampleStatus, TimestampGranularity,
 };

@@ -1,11 +1,11 @@
-//! The Vulkan crate as a gpu-counters backend ([`gpu_counters_core::Backend`]):
+//! The Vulkan crate as a gpu-counters backend ([`gpu_counters_hal::Backend`]):
 //! what the profiler and the other backend-generic layers use.
 
 use crate::util::vk_err;
 use crate::{CommandBuffer, CounterHeap, CounterSampleBuffer, Device};
 use ash::vk;
-use gpu_counters_core::bookkeeping::Ticket;
-use gpu_counters_core::{
+use gpu_counters_hal::bookkeeping::Ticket;
+use gpu_counters_hal::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
     Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId, DeviceInfo, Error,
     ResolvedCounters, ResolvedTimestamps, Result, TimestampGranularity, TimestampPair,
@@ -258,7 +258,7 @@ impl BackendRecorder for CommandBuffer {
     }
 
     #[inline]
-    fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
+    fn scope_stack(&mut self) -> &mut gpu_counters_hal::ScopeStack {
         &mut self.scope_stack
     }
 
@@ -294,7 +294,7 @@ impl BackendRecorder for CommandBuffer {
     /// (waited for, polled, reused or dropped) or its
     /// [`Completion`](crate::Completion) is signaled; abandoned when dropped
     /// unsubmitted.
-    fn ticket(&self) -> Option<&gpu_counters_core::bookkeeping::Ticket> {
+    fn ticket(&self) -> Option<&gpu_counters_hal::bookkeeping::Ticket> {
         Some(&self.tracker.ticket)
     }
 }

@@ -6,11 +6,11 @@ use crate::samples::Samples;
 use crate::util::vk_err;
 use crate::{CounterHeap, CounterSampleBuffer, Device};
 use ash::vk;
-use gpu_counters_core::bookkeeping::SampleTable;
-use gpu_counters_core::bookkeeping::{
+use gpu_counters_hal::bookkeeping::SampleTable;
+use gpu_counters_hal::bookkeeping::{
     LocalClaims, Phase, SlotState, Ticket, STILL_OPEN, WRITTEN_CONCURRENTLY,
 };
-use gpu_counters_core::{cpu_monotonic_ns, Error, InvalidInput, Result, TimestampGranularity};
+use gpu_counters_hal::{cpu_monotonic_ns, Error, InvalidInput, Result, TimestampGranularity};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -26,9 +26,9 @@ impl Held {
         self.samples.is_empty() && self.buffers.is_empty()
     }
 
-    /// The same objects, type-erased for core's [`Ticket`].
-    fn erased(self) -> gpu_counters_core::bookkeeping::Held {
-        let mut out: gpu_counters_core::bookkeeping::Held = Vec::new();
+    /// The same objects, type-erased for hal's [`Ticket`].
+    fn erased(self) -> gpu_counters_hal::bookkeeping::Held {
+        let mut out: gpu_counters_hal::bookkeeping::Held = Vec::new();
         out.extend(
             self.samples
                 .into_iter()
@@ -192,7 +192,7 @@ pub struct CommandBuffer {
     /// everything from then on.
     committed: bool,
     /// The profiler's scopes open on it (new with each recording).
-    pub(crate) scope_stack: gpu_counters_core::ScopeStack,
+    pub(crate) scope_stack: gpu_counters_hal::ScopeStack,
 }
 
 /// Tells gpu-counters that the GPU finished a caller's command buffer
@@ -358,7 +358,7 @@ impl CommandBuffer {
     }
 
     /// Writes a timestamp of `samples` that this recording claimed clean
-    /// (see [`gpu_counters_core::bookkeeping::claim`]), if it is one, with
+    /// (see [`gpu_counters_hal::bookkeeping::claim`]), if it is one, with
     /// nothing else to check: the usual write, small enough to inline into
     /// the caller's loop. Returns whether it wrote.
     #[inline(always)]
@@ -444,7 +444,7 @@ impl CommandBuffer {
         self.check_device(&buffer.inner, "counter sample buffer")?;
         self.check_no_open_encoder()?;
         match buffer.counter_set() {
-            gpu_counters_core::CommonCounterSet::Statistic => crate::encoder::chain_sample(
+            gpu_counters_hal::CommonCounterSet::Statistic => crate::encoder::chain_sample(
                 self.device.raw(),
                 self.raw,
                 &mut self.chain,
@@ -843,7 +843,7 @@ pub(crate) fn write_timestamp(
     in_render_pass: bool,
     tracker: &mut Tracker,
 ) -> Result<()> {
-    if samples.set != gpu_counters_core::CommonCounterSet::Timestamp {
+    if samples.set != gpu_counters_hal::CommonCounterSet::Timestamp {
         return Err(not_timestamps(samples));
     }
     if record_claimed(device, cmd, samples, &mut tracker.claims, index, stage) {
@@ -939,7 +939,7 @@ pub(crate) fn write_timestamp_in(
     };
     slots.mark_recorded(
         index,
-        gpu_counters_core::bookkeeping::NONE,
+        gpu_counters_hal::bookkeeping::NONE,
         false,
         tracker.ticket.id(),
         0,

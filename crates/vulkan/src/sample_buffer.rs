@@ -3,8 +3,8 @@
 
 use crate::samples::Samples;
 use crate::Device;
-use gpu_counters_core::bookkeeping::SlotState;
-use gpu_counters_core::{
+use gpu_counters_hal::bookkeeping::SlotState;
+use gpu_counters_hal::{
     CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
     InvalidInput, ResolvedCounters, ResolvedTimestamps, Result, StorageMode,
 };

@@ -1,7 +1,7 @@
 //! Vulkan's side of counter sample buffers and heaps: query pools, the
-//! recording hooks into core's bookkeeping ([`SampleSet`]), and the GPU
+//! recording hooks into hal's bookkeeping ([`SampleSet`]), and the GPU
 //! resolve. The bookkeeping itself and the CPU resolve live in
-//! `gpu_counters_core::bookkeeping`, shared by every backend.
+//! `gpu_counters_hal::bookkeeping`, shared by every backend.
 
 use crate::buffer::{BufferRef, GpuBuffer, MemoryLocation};
 use crate::command::Tracker;
@@ -9,10 +9,10 @@ use crate::query::QueryPool;
 use crate::resolve::{ResolveParams, RESOLVE_WORKGROUP};
 use crate::Device;
 use ash::vk;
-use gpu_counters_core::bookkeeping::{
+use gpu_counters_hal::bookkeeping::{
     runs, QueryRead, SampleSet, SampleTable, SlotState, ABSENT, OCCLUSION, STILL_OPEN,
 };
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounter, CommonCounterSet, Error, InvalidInput, ResolvedCounters, ResolvedTimestamps,
     Result, StorageMode,
 };

@@ -1,9 +1,9 @@
 //! Timestamp writes into claimed blocks, which skip the bookkeeping lock
-//! (`gpu_counters_core::bookkeeping::LocalClaims`): every rule of the locked
+//! (`gpu_counters_hal::bookkeeping::LocalClaims`): every rule of the locked
 //! path still holds for them, on the real driver with validation on.
 mod common;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterErrorKind, CounterSampleBufferDescriptor, Error, InvalidInput,
     SampleStatus, SampleValue,
 };

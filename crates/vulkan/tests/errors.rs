@@ -2,7 +2,7 @@
 //! no validation-layer message.
 mod common;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterSampleBufferDescriptor,
     Error, InvalidInput, SampleStatus, StorageMode, TimestampGranularity,
 };
@@ -359,7 +359,7 @@ fn objects_of_another_device() {
 
 /// The calls `objects_of_another_device` leaves out, each refusing device
 /// A's object on device B's command buffer with `ForeignObject` naming it
-/// (core's shared `DeviceId` check): a recorded reset, a heap's GPU resolve
+/// (hal's shared `DeviceId` check): a recorded reset, a heap's GPU resolve
 /// (its heap and its destination), a blit pass's attachments, resolves and
 /// samples, and a render pass's attachments, samples and heap writes (both
 /// granularities). B's own work still runs; nothing of
@@ -673,7 +673,7 @@ fn index_reuse_inside_a_render_pass_and_attached_twice() {
     assert_eq!(
         invalid(e),
         InvalidInput::UnsupportedSamplingPoint {
-            point: gpu_counters_core::CounterSamplingPoint::AtTileDispatchBoundary,
+            point: gpu_counters_hal::CounterSamplingPoint::AtTileDispatchBoundary,
             device: device.info().name.clone(),
         }
     );

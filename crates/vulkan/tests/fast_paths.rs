@@ -6,7 +6,7 @@
 //! the same samples and the same typed errors.
 mod common;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, Error, InvalidInput, SampleStatus,
     TimestampGranularity,
 };
@@ -33,7 +33,7 @@ fn attach(
     }]
 }
 
-fn ticks(r: &gpu_counters_core::ResolvedCounters) -> Vec<u64> {
+fn ticks(r: &gpu_counters_hal::ResolvedCounters) -> Vec<u64> {
     r.timestamps()
         .unwrap()
         .iter()
@@ -473,7 +473,7 @@ fn a_noted_end_is_refused_to_other_recordings() {
                 invalid(e),
                 InvalidInput::SampleIndexReuse {
                     index: 3,
-                    reason: gpu_counters_core::bookkeeping::RECORDED_ELSEWHERE,
+                    reason: gpu_counters_hal::bookkeeping::RECORDED_ELSEWHERE,
                     ..
                 }
             ));

@@ -6,7 +6,7 @@ mod common;
 
 use common::sample_buffer as buffer;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, Error, InvalidInput, SampleStatus,
     TimestampGranularity,
 };
@@ -24,7 +24,7 @@ fn invalid(e: Error) -> InvalidInput {
 }
 
 /// Whether `r` is the leaked-encoder error.
-fn leaked<T: std::fmt::Debug>(what: &str, r: gpu_counters_core::Result<T>) {
+fn leaked<T: std::fmt::Debug>(what: &str, r: gpu_counters_hal::Result<T>) {
     match r {
         Err(e) => assert!(
             matches!(invalid(e.clone()), InvalidInput::EncoderState(ref m) if m.contains("never ended")),

@@ -2,7 +2,7 @@
 //! finished, CPU and GPU resolves byte for byte, encoder-level chains.
 mod common;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterResultStatistic, CounterSampleBufferDescriptor, SampleStatus,
     SampleValue, StorageMode, COUNTER_ERROR_VALUE,
 };
@@ -132,7 +132,7 @@ fn resolve_before_completion_never_yields_zeros() {
                 .iter()
                 .all(|&v| v == COUNTER_ERROR_VALUE));
             assert!(matches!(
-                r.sample::<gpu_counters_core::CounterResultTimestamp>(0),
+                r.sample::<gpu_counters_hal::CounterResultTimestamp>(0),
                 Ok(SampleValue::NotReady) | Err(_)
             ));
         }
@@ -348,7 +348,7 @@ fn resampled_indices_are_not_ready_until_their_command_buffer_completes() {
 /// Whether the driver lets the host read query results while the GPU waits
 /// on a host-set event (lavapipe does not: it waits for the device to idle).
 fn gate_allowed(device: &Device) -> bool {
-    device.info().device_type != gpu_counters_core::DeviceType::Cpu
+    device.info().device_type != gpu_counters_hal::DeviceType::Cpu
 }
 
 /// Resolving into a result kept between resolves gives what a new result
@@ -364,7 +364,7 @@ fn resolves_into_a_reused_result_match_new_ones() {
         cmd.sample_counters(&times, i, false).unwrap();
     }
     common::run(cmd);
-    let mut out = gpu_counters_core::ResolvedCounters::default();
+    let mut out = gpu_counters_hal::ResolvedCounters::default();
     for range in [0..u64::from(n), 7..1000, 0..u64::from(n)] {
         times
             .resolve_counter_range_into(range.clone(), &mut out)
@@ -388,8 +388,8 @@ fn resolves_into_a_reused_result_match_new_ones() {
     assert!(err.to_string().contains("range"), "{err}");
     assert_eq!(out.len(), 0);
     let heap = device
-        .make_counter_heap(&gpu_counters_core::CounterHeapDescriptor {
-            heap_type: gpu_counters_core::CounterHeapType::Timestamp,
+        .make_counter_heap(&gpu_counters_hal::CounterHeapDescriptor {
+            heap_type: gpu_counters_hal::CounterHeapType::Timestamp,
             count: 4,
         })
         .unwrap();
@@ -404,8 +404,8 @@ fn resolves_into_a_reused_result_match_new_ones() {
 /// Every sample of `range` as `resolve_timestamps_into` gives it, checked
 /// against `resolve_counter_range` of the same range, sample by sample.
 fn same_as_usual(
-    out: &gpu_counters_core::ResolvedTimestamps,
-    usual: &gpu_counters_core::ResolvedCounters,
+    out: &gpu_counters_hal::ResolvedTimestamps,
+    usual: &gpu_counters_hal::ResolvedCounters,
 ) {
     assert_eq!(out.len(), usual.len());
     let ticks = usual.timestamps().unwrap();
@@ -441,7 +441,7 @@ fn timestamps_resolved_for_one_read_match_the_usual_resolve() {
         cmd.sample_counters(&times, i, i % 2 == 1).unwrap();
     }
     common::run(cmd);
-    let mut out = gpu_counters_core::ResolvedTimestamps::default();
+    let mut out = gpu_counters_hal::ResolvedTimestamps::default();
     for range in [0..u64::from(n), 7..1000] {
         times
             .resolve_timestamps_into(range.clone(), &mut out)
@@ -462,8 +462,8 @@ fn timestamps_resolved_for_one_read_match_the_usual_resolve() {
     // A heap: precise, relaxed (coalesced into the pass's end), invalidated
     // and never written entries.
     let heap = device
-        .make_counter_heap(&gpu_counters_core::CounterHeapDescriptor {
-            heap_type: gpu_counters_core::CounterHeapType::Timestamp,
+        .make_counter_heap(&gpu_counters_hal::CounterHeapDescriptor {
+            heap_type: gpu_counters_hal::CounterHeapType::Timestamp,
             count: 6,
         })
         .unwrap();
@@ -473,7 +473,7 @@ fn timestamps_resolved_for_one_read_match_the_usual_resolve() {
         let mut pass = cmd
             .compute_encoder(&ComputePassDescriptor::default())
             .unwrap();
-        use gpu_counters_core::TimestampGranularity::{Precise, Relaxed};
+        use gpu_counters_hal::TimestampGranularity::{Precise, Relaxed};
         pass.write_timestamp(Precise, &heap, 0).unwrap();
         pass.write_timestamp(Relaxed, &heap, 1).unwrap();
         pass.write_timestamp(Relaxed, &heap, 2).unwrap();

@@ -8,7 +8,7 @@ mod common;
 use common::sample_buffer as buffer;
 
 use common::Gate;
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterResultTimestamp, Error,
     InvalidInput, SampleStatus, SampleValue, TimestampGranularity,
 };

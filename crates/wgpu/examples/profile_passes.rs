@@ -278,7 +278,7 @@ fn run() -> Res<()> {
                 s.error_bound_ns as f64 / 1e3
             );
             if let Some(st) = &s.statistics {
-                if s.kind == gpu_counters_core::timeline::PassKind::Compute {
+                if s.kind == gpu_counters_hal::timeline::PassKind::Compute {
                     line += &format!("  compute invocations {}", st.compute_kernel_invocations);
                 } else {
                     line += &format!(

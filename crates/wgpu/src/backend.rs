@@ -1,9 +1,9 @@
-//! The wgpu crate as a gpu-counters backend ([`gpu_counters_core::Backend`]).
+//! The wgpu crate as a gpu-counters backend ([`gpu_counters_hal::Backend`]).
 
 use crate::storage::Storage;
 use crate::{poll_err, WgpuDevice, WgpuRecorder, MAX_SAMPLE_COUNT, STATISTIC_TYPES};
-use gpu_counters_core::bookkeeping::{SampleSet, SlotState, ABSENT};
-use gpu_counters_core::{
+use gpu_counters_hal::bookkeeping::{SampleSet, SlotState, ABSENT};
+use gpu_counters_hal::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
     CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId, DeviceInfo,
     Error, InvalidInput, ResolvedCounters, ResolvedTimestamps, Result, StorageMode,
@@ -191,7 +191,7 @@ impl BackendRecorder for WgpuRecorder {
         self.device_id
     }
 
-    fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
+    fn scope_stack(&mut self) -> &mut gpu_counters_hal::ScopeStack {
         &mut self.scope_stack
     }
 

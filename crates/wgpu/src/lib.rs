@@ -1,16 +1,16 @@
-//! gpu-counters on wgpu: core's backend interface
-//! ([`gpu_counters_core::Backend`]) over the caller's own [`wgpu::Device`] and
+//! gpu-counters on wgpu: hal's backend interface
+//! ([`gpu_counters_hal::Backend`]) over the caller's own [`wgpu::Device`] and
 //! [`wgpu::Queue`], recording through wgpu's own query sets.
 //!
-//! - A counter sample buffer (or heap) is a [`wgpu::QuerySet`] and a core
-//!   [`SampleSet`](gpu_counters_core::bookkeeping::SampleSet). Raw values come back through `resolve_query_set` into a
+//! - A counter sample buffer (or heap) is a [`wgpu::QuerySet`] and a hal
+//!   [`SampleSet`](gpu_counters_hal::bookkeeping::SampleSet). Raw values come back through `resolve_query_set` into a
 //!   buffer, copied into a `MAP_READ` buffer at the end of each submission and
 //!   mapped once the submission is done.
 //! - wgpu has no availability word and gives 0 for queries never written, so
 //!   availability comes from the bookkeeping: a sample is available once the
 //!   submission that last wrote it is done and its read-back values arrived.
 //!   A sample never written resolves to the error value with
-//!   [`gpu_counters_core::SampleStatus::NotWritten`], never to wgpu's 0; so
+//!   [`gpu_counters_hal::SampleStatus::NotWritten`], never to wgpu's 0; so
 //!   does a pass timestamp write handed out and never used by a pass, once
 //!   its submission is done (its 0 is read back: no GPU clock reads 0).
 //! - [`WgpuRecorder`] wraps the caller's [`wgpu::CommandEncoder`]. Between
@@ -57,7 +57,7 @@
 //! Hostile use:
 //!
 //! - Another device's object: every sample buffer, heap and recorder keeps
-//!   its device's [`gpu_counters_core::DeviceId`], and every call that takes
+//!   its device's [`gpu_counters_hal::DeviceId`], and every call that takes
 //!   two of them refuses another device's with `ForeignObject` before
 //!   anything reaches wgpu (a profiler frame checks the recorder itself).
 //!   wgpu 30 cannot tell an encoder's device, so [`WgpuDevice::wrap`] cannot
@@ -81,10 +81,10 @@ mod storage;
 pub use backend::{Wgpu, WgpuHeap, WgpuMarker, WgpuSampleBuffer};
 pub use stats::{WgpuComputePass, WgpuRenderPass};
 
-use gpu_counters_core::bookkeeping::{
+use gpu_counters_hal::bookkeeping::{
     LocalClaims, Phase, SampleTable, Ticket, WRITTEN_CONCURRENTLY,
 };
-use gpu_counters_core::{
+use gpu_counters_hal::{
     cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
     CounterSamplingPoint, CounterSet, DeviceId, DeviceInfo, DeviceType, Error, InvalidInput,
     Result, TimestampPair,
@@ -139,7 +139,7 @@ fn device_type(t: wgpu::DeviceType) -> DeviceType {
     }
 }
 
-/// Maps a failed poll onto core's errors.
+/// Maps a failed poll onto hal's errors.
 pub(crate) fn poll_err(what: &'static str) -> impl Fn(wgpu::PollError) -> Error {
     move |e| match e {
         wgpu::PollError::Timeout => Error::Internal(format!("{what}: wgpu poll timed out")),
@@ -446,7 +446,7 @@ impl WgpuDevice {
             }
             .into());
         }
-        let mut held: gpu_counters_core::bookkeeping::Held = Vec::new();
+        let mut held: gpu_counters_hal::bookkeeping::Held = Vec::new();
         for (storage, rb) in readbacks {
             storage.start_map(rb);
             held.push(Box::new(storage));
@@ -613,7 +613,7 @@ pub struct WgpuRecorder {
     /// Per storage written: the indices written.
     written: Vec<(Arc<Storage>, storage::Written)>,
     /// Blocks of timestamp indices this recording claimed, written without
-    /// the bookkeeping lock (see [`gpu_counters_core::bookkeeping::claim`]).
+    /// the bookkeeping lock (see [`gpu_counters_hal::bookkeeping::claim`]).
     claims: LocalClaims,
     /// A write another recording made into an index this one claimed:
     /// refuses the submission.
@@ -622,7 +622,7 @@ pub struct WgpuRecorder {
     /// profiler asked for, to be written by the pass itself.
     capture: scope::Capture,
     /// The profiler's scopes open on it.
-    scope_stack: gpu_counters_core::ScopeStack,
+    scope_stack: gpu_counters_hal::ScopeStack,
 }
 
 impl WgpuRecorder {
@@ -675,7 +675,7 @@ impl WgpuRecorder {
 
     /// Notes timestamp writes of `indices` (one or two, in order) of
     /// `storage` by this recording: without the lock where they are clean
-    /// in a block this recording claimed, else core's `check_write` for
+    /// in a block this recording claimed, else hal's `check_write` for
     /// each, then `mark_recorded`, and a claim of the block of the last.
     /// All are checked before any is marked.
     ///
@@ -714,7 +714,7 @@ impl WgpuRecorder {
         .into()
     }
 
-    /// Refuses another device's sample buffer or heap (core's shared
+    /// Refuses another device's sample buffer or heap (hal's shared
     /// check, naming which of the two it is).
     #[inline]
     pub(crate) fn check_device(&self, storage: &Storage) -> Result<()> {
@@ -730,7 +730,7 @@ impl WgpuRecorder {
             for &i in indices {
                 slots.mark_recorded(
                     i,
-                    gpu_counters_core::bookkeeping::NONE,
+                    gpu_counters_hal::bookkeeping::NONE,
                     false,
                     ticket.id(),
                     0,
@@ -795,7 +795,7 @@ impl WgpuRecorder {
         }
     }
 
-    /// Notes writes of `indices` of `storage` by this recording: core's
+    /// Notes writes of `indices` of `storage` by this recording: hal's
     /// `check_write` for each, all before `mark` marks them (under the
     /// bookkeeping's lock, with this recording's claims and ticket, after
     /// its claim on these samples ended); each is read back at the end of
@@ -808,9 +808,9 @@ impl WgpuRecorder {
     ) -> Result<()> {
         self.check_device(storage)?;
         let s = &storage.samples;
-        // Writes into one block read the table only there (see core's
+        // Writes into one block read the table only there (see hal's
         // `SampleSet::lock_block`): other threads' claims stay theirs.
-        let block = gpu_counters_core::bookkeeping::BLOCK;
+        let block = gpu_counters_hal::bookkeeping::BLOCK;
         let mut slots = match indices {
             [first, rest @ ..] if rest.iter().all(|i| i / block == first / block) => {
                 s.lock_block(*first)?
@@ -863,7 +863,7 @@ impl WgpuRecorder {
         .into()
     }
 
-    /// Checks the feature and does core's bookkeeping for a pass's start and
+    /// Checks the feature and does hal's bookkeeping for a pass's start and
     /// end timestamp indices (compute and render passes alike).
     #[inline]
     fn reserve_pass_timestamps(
@@ -883,7 +883,7 @@ impl WgpuRecorder {
     }
 
     /// The timestamp writes of a compute pass into `buffer[start]` and
-    /// `buffer[end]`, for the caller's `ComputePassDescriptor`, after core's
+    /// `buffer[end]`, for the caller's `ComputePassDescriptor`, after hal's
     /// bookkeeping for both indices. Put it in the pass you record into this
     /// recorder's encoder: an index handed back and never written by a pass
     /// reads as wgpu's 0, which resolves `NotWritten` (the error value) once

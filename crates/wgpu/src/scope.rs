@@ -11,14 +11,14 @@
 //! With statistics, the generic profiler's
 //! [`gpu_counters_profiler::Frame::scope`] and
 //! [`gpu_counters_profiler::Scope::end`] sample through
-//! [`gpu_counters_core::BackendRecorder::sample_counters`]; while a profiled
-//! pass is set up, the recorder captures those samples (with core's
+//! [`gpu_counters_hal::BackendRecorder::sample_counters`]; while a profiled
+//! pass is set up, the recorder captures those samples (with hal's
 //! bookkeeping) instead of writing them between passes, and the pass it then
 //! begins writes them.
 
 use crate::stats::Open;
 use crate::{WgpuRecorder, WgpuSampleBuffer};
-use gpu_counters_core::{CommonCounterSet, Error, Result};
+use gpu_counters_hal::{CommonCounterSet, Error, Result};
 
 /// The samples of one profiled pass's scope, as the profiler asked for
 /// them. It lives in its recorder and is filled in place (a capture is made
@@ -42,7 +42,7 @@ pub(crate) struct Capture {
 
 impl WgpuRecorder {
     /// A sample the profiler asked for while a profiled pass is set up:
-    /// core's bookkeeping now (so that a refused index fails the profiler's
+    /// hal's bookkeeping now (so that a refused index fails the profiler's
     /// scope), the write by the pass.
     pub(crate) fn capture_sample(&mut self, buffer: &WgpuSampleBuffer, index: u32) -> Result<()> {
         match buffer.storage.samples.set {
@@ -104,8 +104,8 @@ impl WgpuRecorder {
 mod profiled {
     use super::Capture;
     use crate::{WgpuComputePass, WgpuDevice, WgpuRecorder, WgpuRenderPass, WgpuSampleBuffer};
-    use gpu_counters_core::timeline::PassKind;
-    use gpu_counters_core::Error;
+    use gpu_counters_hal::timeline::PassKind;
+    use gpu_counters_hal::Error;
     use gpu_counters_profiler::{Frame, ProfilerError};
 
     /// A profiled pass's timestamp writes, `(buffer, start, end)`, where
@@ -247,7 +247,7 @@ mod profiled {
         ) -> Result<WgpuRenderPass<'e>, ProfilerError> {
             self.pass.check()?;
             if descriptor.timestamp_writes.is_some() {
-                return Err(Error::from(gpu_counters_core::InvalidInput::Argument(
+                return Err(Error::from(gpu_counters_hal::InvalidInput::Argument(
                     "a profiled render pass's descriptor has timestamp writes of its own: the scope's take their place".into(),
                 ))
                 .into());

@@ -9,7 +9,7 @@
 //!   (nothing is counted before the chain's first sample);
 //! - `end` is never a wgpu query of its own (its resolved 0 is ignored); it
 //!   resolves to the query's values, so
-//!   [`gpu_counters_core::ResolvedCounters::statistics_between`]`(start, end)`
+//!   [`gpu_counters_hal::ResolvedCounters::statistics_between`]`(start, end)`
 //!   is exactly the pass's work.
 //!
 //! Two passes' samples have different origins: comparing them is
@@ -19,8 +19,8 @@
 
 use crate::storage::Storage;
 use crate::{WgpuRecorder, WgpuSampleBuffer};
-use gpu_counters_core::bookkeeping::NONE;
-use gpu_counters_core::{CommonCounterSet, Error, InvalidInput, Result};
+use gpu_counters_hal::bookkeeping::NONE;
+use gpu_counters_hal::{CommonCounterSet, Error, InvalidInput, Result};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -253,7 +253,7 @@ fn split(
 }
 
 impl WgpuRecorder {
-    /// Core's bookkeeping of a counted pass: `start` and `end` of `buffer`
+    /// The hal's bookkeeping of a counted pass: `start` and `end` of `buffer`
     /// checked, then recorded as a new two-sample chain, both open until the
     /// pass ends.
     pub(crate) fn note_statistics(

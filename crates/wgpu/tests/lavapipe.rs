@@ -2,7 +2,7 @@
 //! validation (and the Khronos validation layer where installed) on: any
 //! validation error captured fails the test.
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     cpu_monotonic_ns, BackendDevice, BackendRecorder, BackendSampleBuffer, CalibrationMethod,
     CommonCounterSet, CounterSampleBufferDescriptor, Error, InvalidInput, SampleStatus,
     SampleValue, TimestampGranularity, COUNTER_ERROR_VALUE,
@@ -373,7 +373,7 @@ fn encoder_timestamps_between_passes() {
     assert_eq!(ts[1].timestamp, COUNTER_ERROR_VALUE);
     // A result resolved into again keeps its memory (steady-state resolves
     // allocate nothing), and holds the same.
-    let mut into = gpu_counters_core::ResolvedCounters::default();
+    let mut into = gpu_counters_hal::ResolvedCounters::default();
     buffer.resolve_counter_range_into(0..3, &mut into).unwrap();
     let at = into.as_bytes().as_ptr();
     buffer.resolve_counter_range_into(0..3, &mut into).unwrap();
@@ -471,7 +471,7 @@ fn statistics_between_passes_are_a_typed_error() {
 /// The profiler over encoders, where encoder timestamps are available.
 #[test]
 fn profiler_over_an_encoder() {
-    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_hal::timeline::PassKind;
     use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let gpu = gpu();
     let d = &gpu.device;
@@ -517,7 +517,7 @@ fn profiler_over_an_encoder() {
 /// the work before them is done.
 #[test]
 fn rerecorded_samples_heaps_and_markers() {
-    use gpu_counters_core::{BackendHeap, BackendMarker, CounterHeapDescriptor};
+    use gpu_counters_hal::{BackendHeap, BackendMarker, CounterHeapDescriptor};
     let Some(gpu) = timestamp_gpu() else {
         return;
     };
@@ -607,7 +607,7 @@ fn unused_pass_timestamp_writes_are_never_a_zero() {
         assert_eq!(t.timestamp, COUNTER_ERROR_VALUE);
     }
     // The profiler's resolve says the same.
-    let mut once = gpu_counters_core::ResolvedTimestamps::default();
+    let mut once = gpu_counters_hal::ResolvedTimestamps::default();
     buffer.resolve_timestamps_into(0..2, &mut once).unwrap();
     assert!(!once.all_written());
     for (i, st) in r.statuses().iter().enumerate() {
@@ -647,7 +647,7 @@ fn count_pass(
     buffer: &WgpuSampleBuffer,
     (dispatches, groups, size): (u32, u32, u32),
     (start, end): (u32, u32),
-) -> gpu_counters_core::ResolvedCounters {
+) -> gpu_counters_hal::ResolvedCounters {
     let raw = d.device();
     let module = raw.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("counted kernel"),
@@ -1044,7 +1044,7 @@ fn profiled_compute_passes(
     bind: &wgpu::BindGroup,
     statistics: bool,
 ) {
-    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_hal::timeline::PassKind;
     use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let profiler = Profiler::new(
         d,
@@ -1103,7 +1103,7 @@ fn profiled_compute_passes(
 /// count) has none, rather than failing.
 #[test]
 fn profiled_render_pass_nests_in_an_encoder_scope() {
-    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_hal::timeline::PassKind;
     use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let gpu = gpu();
     let d = &gpu.device;
@@ -1265,7 +1265,7 @@ fn timed_pass(
     rec: &mut gpu_counters_wgpu::WgpuRecorder,
     buffer: &WgpuSampleBuffer,
     start: u32,
-) -> gpu_counters_core::Result<()> {
+) -> gpu_counters_hal::Result<()> {
     let w = rec.compute_pass_timestamp_writes(buffer, Some(start), Some(start + 1))?;
     drop(
         rec.encoder()
@@ -1339,7 +1339,7 @@ fn claimed_pass_writes_are_refused_to_other_recorders() {
     let e = timed_pass(&mut second, &buffer, 2).unwrap_err();
     assert_eq!(
         reuse_reason(e),
-        gpu_counters_core::bookkeeping::RECORDED_ELSEWHERE
+        gpu_counters_hal::bookkeeping::RECORDED_ELSEWHERE
     );
     // Clean in the first's claim: the second may write it, and the first
     // may not any more.
@@ -1347,7 +1347,7 @@ fn claimed_pass_writes_are_refused_to_other_recorders() {
     let e = timed_pass(&mut first, &buffer, 10).unwrap_err();
     assert_eq!(
         reuse_reason(e),
-        gpu_counters_core::bookkeeping::RECORDED_ELSEWHERE
+        gpu_counters_hal::bookkeeping::RECORDED_ELSEWHERE
     );
     timed_pass(&mut first, &buffer, 12).unwrap();
     d.submit(first).unwrap().wait().unwrap();
@@ -1600,7 +1600,7 @@ fn foreign(e: &Error) -> &'static str {
     }
 }
 
-/// The core error inside a profiler error.
+/// The hal error inside a profiler error.
 fn counters(e: gpu_counters_profiler::ProfilerError) -> Error {
     match e {
         gpu_counters_profiler::ProfilerError::Counters(e) => e,
@@ -1710,7 +1710,7 @@ enum Guard {
 /// abandoned and the scope refused after the leak as failed.
 #[test]
 fn every_leaked_guard_is_refused_at_submit_and_never_reads_zero() {
-    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_hal::timeline::PassKind;
     use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let Some(gpu) = timestamp_gpu() else {
         return;
@@ -2012,8 +2012,8 @@ fn leaked_passes_under_the_default_handler_are_errors_not_panics() {
 /// recording still submits and writes exactly its own samples.
 #[test]
 fn objects_of_another_device_are_refused() {
-    use gpu_counters_core::timeline::PassKind;
-    use gpu_counters_core::{BackendHeap, CounterHeapDescriptor};
+    use gpu_counters_hal::timeline::PassKind;
+    use gpu_counters_hal::{BackendHeap, CounterHeapDescriptor};
     use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let (Some(a), Some(b)) = (timestamp_gpu(), timestamp_gpu()) else {
         return;
@@ -2232,7 +2232,7 @@ fn unused_pass_timestamp_writes_resolve_not_written_once_complete() {
         (t[2].timestamp, t[3].timestamp),
         (COUNTER_ERROR_VALUE, COUNTER_ERROR_VALUE)
     );
-    let mut once = gpu_counters_core::ResolvedTimestamps::default();
+    let mut once = gpu_counters_hal::ResolvedTimestamps::default();
     buffer.resolve_timestamps_into(0..4, &mut once).unwrap();
     assert_eq!(
         once.get(2),
@@ -2256,7 +2256,7 @@ fn unused_pass_timestamp_writes_resolve_not_written_once_complete() {
 /// pass inside it counts its invocations exactly.
 #[test]
 fn an_encoder_scope_with_statistics_is_timed_without_them() {
-    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_hal::timeline::PassKind;
     use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let gpu = gpu();
     let d = &gpu.device;

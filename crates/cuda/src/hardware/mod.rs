@@ -48,7 +48,7 @@ pub(crate) use range::{release_idle, Session};
 
 use crate::lock;
 use cudarc::driver::{CudaContext, CudaStream};
-use gpu_counters_core::{CounterResultStageUtilization, COUNTER_ERROR_VALUE};
+use gpu_counters_hal::{CounterResultStageUtilization, COUNTER_ERROR_VALUE};
 use gpu_counters_cupti_sys as cs;
 use host::HostObject;
 use std::collections::HashMap;
@@ -162,9 +162,9 @@ pub enum HardwareError {
     },
 }
 
-impl From<HardwareError> for gpu_counters_core::Error {
+impl From<HardwareError> for gpu_counters_hal::Error {
     fn from(e: HardwareError) -> Self {
-        use gpu_counters_core::{Error, InvalidInput};
+        use gpu_counters_hal::{Error, InvalidInput};
         match e {
             HardwareError::UnknownMetric { .. }
             | HardwareError::TooManyPasses { .. }
@@ -798,7 +798,7 @@ mod tests {
             m.contains("ERR_NVGPUCTRPERM") && m.contains("INSUFFICIENT_PRIVILEGES"),
             "{m}"
         );
-        let core: gpu_counters_core::Error = HardwareError::Busy.into();
+        let core: gpu_counters_hal::Error = HardwareError::Busy.into();
         assert!(core.invalid().is_some(), "{core}");
     }
 

@@ -1,8 +1,8 @@
-//! The fake backend through the backend traits: what the layers above core
+//! The fake backend through the backend traits: what the layers above hal
 //! rely on, checked without a GPU.
 
-use gpu_counters_core::fake::FakeDevice;
-use gpu_counters_core::{
+use gpu_counters_hal::fake::FakeDevice;
+use gpu_counters_hal::{
     BackendDevice, BackendHeap, BackendRecorder, BackendSampleBuffer, CommonCounterSet,
     CounterHeapDescriptor, CounterSampleBufferDescriptor, SampleStatus, SampleValue,
     TimestampGranularity,
@@ -83,9 +83,9 @@ fn statistics_are_exact_within_a_recorder_only() {
 }
 
 /// What an `InvalidInput::ForeignObject` error names.
-fn foreign(e: gpu_counters_core::Error) -> &'static str {
+fn foreign(e: gpu_counters_hal::Error) -> &'static str {
     match e.invalid() {
-        Some(gpu_counters_core::InvalidInput::ForeignObject { what }) => what,
+        Some(gpu_counters_hal::InvalidInput::ForeignObject { what }) => what,
         other => panic!("expected ForeignObject, got {other:?} ({e})"),
     }
 }

@@ -1253,7 +1253,7 @@ mod tests {
         ));
     }
 
-    /// The conversion error converts into core's error with `?`.
+    /// The conversion error converts into hal's error with `?`.
     #[test]
     fn conversion_error_converts_with_question_mark() {
         fn start_ns(c: &Calibration, ticks: u64) -> Result<u64> {

@@ -1,4 +1,4 @@
-//! The backend interface: what differs per GPU API, as the layers above core
+//! The backend interface: what differs per GPU API, as the layers above hal
 //! (the profiler, the exporters' timelines, the command line) use it.
 //!
 //! Like wgpu-hal's `Api`, one trait, [`Backend`], names a backend's types;
@@ -43,7 +43,7 @@ pub trait Backend: Sized + Send + Sync + 'static {
     type Marker: BackendMarker;
 }
 
-/// A device, as the layers above core use it. Cloning shares it.
+/// A device, as the layers above hal use it. Cloning shares it.
 pub trait BackendDevice: Clone + Send + Sync + std::fmt::Debug + 'static {
     /// The backend it belongs to.
     type Backend: Backend<Device = Self>;
@@ -76,7 +76,7 @@ pub trait BackendDevice: Clone + Send + Sync + std::fmt::Debug + 'static {
     fn sample_timestamps(&self) -> Result<TimestampPair>;
 
     /// A calibration of the device's timestamps onto the CPU clock, from a
-    /// fresh pair; core's calibration math over the device's period and
+    /// fresh pair; hal's calibration math over the device's period and
     /// valid bits.
     fn calibration(&self) -> Result<Calibration> {
         let info = self.info();

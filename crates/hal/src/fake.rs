@@ -1,4 +1,4 @@
-//! A backend on the CPU with scripted work: for testing what sits above core
+//! A backend on the CPU with scripted work: for testing what sits above hal
 //! (the profiler, timelines, exporters) on a machine with no GPU and no
 //! Vulkan loader. It is not a GPU mock for checking backends: it records
 //! through the same bookkeeping ([`crate::bookkeeping`]) as real backends,
