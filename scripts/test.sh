@@ -60,10 +60,11 @@ cargo test --locked -p gpu-counters-wgpu --no-default-features --features profil
 
 echo "== 6/6 cross-platform: cargo check for Windows and macOS, and the fake-backend tests under Wine"
 bash scripts/setup.sh --cross
-# The libraries a wgpu user adds (the facade crate `gpu-counters` joins this
-# list when it exists). The Vulkan, CUDA and CLI crates are Linux-first and
+# The libraries a wgpu user adds: `gpu-counters` with its `wgpu` feature,
+# and what it builds on. The Vulkan, CUDA and CLI crates are Linux-first and
 # not checked here.
-xplat=(-p gpu-counters-hal -p gpu-counters-profiler -p gpu-counters-wgpu)
+xplat=(-p gpu-counters -p gpu-counters-hal -p gpu-counters-profiler -p gpu-counters-wgpu
+  --features gpu-counters/wgpu)
 cargo check --locked --target x86_64-pc-windows-gnu --target aarch64-apple-darwin "${xplat[@]}"
 # The Windows test binaries run under Wine in a throwaway prefix, so the
 # Windows clock (QueryPerformanceCounter) runs somewhere.
