@@ -51,7 +51,7 @@
 //! kernel reads `%globaltimer` first and last, and its record must enclose
 //! both reads. That bounds CUPTI's offset from `%globaltimer` (`delta`,
 //! within ± its half-width `u`), and the device's `%globaltimer`
-//! calibration bounds the rest: see [`crate::CudaDevice::activity_clock`].
+//! calibration bounds the rest: see [`crate::Device::activity_clock`].
 //!
 //! # Process-wide
 //!

@@ -2,7 +2,7 @@
 //! memory, recorders over the device's stream, markers as events.
 
 use crate::storage::{MappedWords, Storage};
-use crate::{driver_err, kernels, CudaDevice, MAX_SAMPLE_COUNT};
+use crate::{driver_err, kernels, Device, MAX_SAMPLE_COUNT};
 use cudarc::driver::CudaEvent;
 use gpu_counters_hal::backend::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
@@ -24,22 +24,22 @@ use std::sync::Arc;
 pub struct Cuda;
 
 impl Backend for Cuda {
-    type Device = CudaDevice;
-    type SampleBuffer = CudaSampleBuffer;
-    type Heap = CudaHeap;
-    type Recorder = CudaRecorder;
-    type Marker = CudaMarker;
+    type Device = Device;
+    type SampleBuffer = CounterSampleBuffer;
+    type Heap = CounterHeap;
+    type Recorder = Recorder;
+    type Marker = Marker;
 }
 
 /// A counter sample buffer of timestamps. Cloning shares it.
 #[derive(Clone)]
-pub struct CudaSampleBuffer {
+pub struct CounterSampleBuffer {
     pub(crate) storage: Arc<Storage>,
 }
 
 /// A Metal 4 counter heap of timestamps. Cloning shares it.
 #[derive(Clone)]
-pub struct CudaHeap {
+pub struct CounterHeap {
     pub(crate) storage: Arc<Storage>,
 }
 
@@ -99,7 +99,7 @@ fn host_reset(
     Ok(())
 }
 
-impl BackendSampleBuffer for CudaSampleBuffer {
+impl BackendSampleBuffer for CounterSampleBuffer {
     fn sample_count(&self) -> u32 {
         self.storage.samples.count
     }
@@ -130,7 +130,7 @@ impl BackendSampleBuffer for CudaSampleBuffer {
     }
 }
 
-impl BackendHeap for CudaHeap {
+impl BackendHeap for CounterHeap {
     fn count(&self) -> u32 {
         self.storage.samples.count
     }
@@ -171,12 +171,12 @@ const IDLE: u8 = 0;
 const SUBMITTED: u8 = 1;
 
 /// A completion marker: an event recorded on the device's stream.
-pub struct CudaMarker {
+pub struct Marker {
     event: CudaEvent,
     state: AtomicU8,
 }
 
-impl BackendMarker for CudaMarker {
+impl BackendMarker for Marker {
     fn is_signaled(&self) -> Result<bool> {
         if self.state.load(Ordering::Acquire) != SUBMITTED {
             return Ok(false);
@@ -197,13 +197,13 @@ impl BackendMarker for CudaMarker {
     }
 }
 
-/// A range of the device stream's work, from [`CudaDevice::recorder`] to
-/// [`CudaDevice::submit`]: samples are launched on the stream as they are
+/// A range of the device stream's work, from [`Device::recorder`] to
+/// [`Device::submit`]: samples are launched on the stream as they are
 /// recorded (a stream runs work as it comes), and become available once the
 /// range's work is done.
-pub struct CudaRecorder {
+pub struct Recorder {
     id: u64,
-    device: CudaDevice,
+    device: Device,
     ticket: Ticket,
     /// The storages written: held until the work is done.
     held: Vec<Arc<Storage>>,
@@ -259,8 +259,8 @@ fn next_chain() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-impl CudaRecorder {
-    pub(crate) fn new(device: CudaDevice) -> Self {
+impl Recorder {
+    pub(crate) fn new(device: Device) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         // Zero-intrusion: tracing on from here. Where CUPTI refuses, the
         // samples resolve as errors (no recorded work), never as zeros.
@@ -315,7 +315,7 @@ impl CudaRecorder {
             .collect()
     }
 
-    pub(crate) fn submit(mut self) -> Result<CudaSubmission> {
+    pub(crate) fn submit(mut self) -> Result<Submission> {
         let ended = self.end_statistics();
         self.submitted = true;
         let held = self.held();
@@ -323,7 +323,7 @@ impl CudaRecorder {
         self.end_tracing();
         let event = event?;
         ended?;
-        Ok(CudaSubmission {
+        Ok(Submission {
             device: self.device.clone(),
             event,
             ticket: self.ticket.clone(),
@@ -340,7 +340,7 @@ impl CudaRecorder {
             .check(storage.device_id, storage.samples.object_name())
     }
 
-    /// Fails unless [`CudaRecorder::timestamp`] of `index` (if any) would
+    /// Fails unless [`Recorder::timestamp`] of `index` (if any) would
     /// be accepted now; records nothing.
     pub(crate) fn check_timestamp(&self, storage: &Storage, index: Option<u32>) -> Result<()> {
         let Some(index) = index else {
@@ -392,7 +392,7 @@ impl CudaRecorder {
     }
 }
 
-impl CudaRecorder {
+impl Recorder {
     /// The hal's checks of a write of `storage[index]` by this recording, and
     /// its bookkeeping: the storage held, a dirty index noted as reset.
     fn prepare_write(
@@ -674,7 +674,7 @@ impl CudaRecorder {
     }
 }
 
-impl Drop for CudaRecorder {
+impl Drop for Recorder {
     fn drop(&mut self) {
         if self.submitted {
             return;
@@ -688,7 +688,7 @@ impl Drop for CudaRecorder {
     }
 }
 
-impl BackendRecorder for CudaRecorder {
+impl BackendRecorder for Recorder {
     type Backend = Cuda;
 
     fn recorder_id(&self) -> u64 {
@@ -705,7 +705,7 @@ impl BackendRecorder for CudaRecorder {
 
     fn sample_counters(
         &mut self,
-        buffer: &CudaSampleBuffer,
+        buffer: &CounterSampleBuffer,
         index: u32,
         placement: TimestampGranularity,
     ) -> Result<()> {
@@ -725,7 +725,7 @@ impl BackendRecorder for CudaRecorder {
     fn write_timestamp(
         &mut self,
         granularity: TimestampGranularity,
-        heap: &CudaHeap,
+        heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
         let storage = heap.storage.clone();
@@ -748,14 +748,14 @@ impl BackendRecorder for CudaRecorder {
 
 /// A submitted recorder's range of work.
 #[derive(Debug)]
-pub struct CudaSubmission {
-    device: CudaDevice,
+pub struct Submission {
+    device: Device,
     event: Arc<CudaEvent>,
     ticket: Ticket,
     cpu_submit_ns: u64,
 }
 
-impl CudaSubmission {
+impl Submission {
     /// `CLOCK_MONOTONIC` when its recorder was made: the range's work may
     /// have started from then on (a stream runs work as it is launched).
     pub fn cpu_submit_ns(&self) -> u64 {
@@ -779,7 +779,7 @@ impl CudaSubmission {
     }
 }
 
-impl CudaDevice {
+impl Device {
     fn make_storage(
         &self,
         label: String,
@@ -806,7 +806,7 @@ impl CudaDevice {
     }
 }
 
-impl BackendDevice for CudaDevice {
+impl BackendDevice for Device {
     type Backend = Cuda;
 
     fn info(&self) -> &DeviceInfo {
@@ -824,7 +824,7 @@ impl BackendDevice for CudaDevice {
     fn make_counter_sample_buffer(
         &self,
         descriptor: &CounterSampleBufferDescriptor,
-    ) -> Result<CudaSampleBuffer> {
+    ) -> Result<CounterSampleBuffer> {
         let n = descriptor.checked_sample_count(MAX_SAMPLE_COUNT)?;
         let set = descriptor.counter_set;
         if self.shared.info.counter_set(set).is_none() {
@@ -850,10 +850,10 @@ impl BackendDevice for CudaDevice {
             n,
             "sample",
         )?;
-        Ok(CudaSampleBuffer { storage })
+        Ok(CounterSampleBuffer { storage })
     }
 
-    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CudaHeap> {
+    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CounterHeap> {
         let n = descriptor.count;
         if n == 0 || n > MAX_SAMPLE_COUNT {
             return Err(InvalidInput::HeapCountOutOfRange {
@@ -873,26 +873,26 @@ impl BackendDevice for CudaDevice {
             n,
             "heap entry",
         )?;
-        Ok(CudaHeap { storage })
+        Ok(CounterHeap { storage })
     }
 
     fn sample_timestamps(&self) -> Result<TimestampPair> {
         self.shared.sample_timestamps()
     }
 
-    fn make_marker(&self) -> Result<CudaMarker> {
+    fn make_marker(&self) -> Result<Marker> {
         let event = self
             .shared
             .ctx
             .new_event(None)
             .map_err(driver_err("cuEventCreate"))?;
-        Ok(CudaMarker {
+        Ok(Marker {
             event,
             state: AtomicU8::new(IDLE),
         })
     }
 
-    fn submit_marker(&self, marker: &CudaMarker) -> Result<()> {
+    fn submit_marker(&self, marker: &Marker) -> Result<()> {
         marker
             .state
             .compare_exchange(IDLE, SUBMITTED, Ordering::AcqRel, Ordering::Acquire)

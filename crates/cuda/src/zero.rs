@@ -346,7 +346,7 @@ impl DeviceActivity {
     fn push(&self, ticket: &Ticket, storage: &Arc<Storage>, index: u32, write: Write) {
         let mut pending = lock(&self.pending);
         // (A slot written before had its pending write cancelled when it
-        // was recorded again: `CudaRecorder::prepare_write`.)
+        // was recorded again: `Recorder::prepare_write`.)
         // The slot's old value, if any, is not this sample's: nothing but
         // this host writes it on a zero-intrusion device. Both words: a
         // value that is not 0 counts as available (`Storage`'s read).

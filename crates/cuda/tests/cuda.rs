@@ -4,20 +4,20 @@
 
 mod common;
 
+use gpu_counters_cuda::{CounterSampleBuffer, Device, OpenError};
 use gpu_counters_hal::{
     cpu_monotonic_ns, BackendDevice, BackendHeap, BackendRecorder, BackendSampleBuffer,
     CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, InvalidInput,
     SampleStatus, TimestampGranularity, COUNTER_ERROR_VALUE,
 };
-use gpu_counters_cuda::{CudaDevice, CudaSampleBuffer, OpenError};
 
 /// Device 0, or `None` (after one line saying why) without a driver or a
 /// device.
-fn device(test: &str) -> Option<CudaDevice> {
-    common::gpu_present(test).then(|| CudaDevice::open(0).expect("CudaDevice::open(0)"))
+fn device(test: &str) -> Option<Device> {
+    common::gpu_present(test).then(|| Device::open(0).expect("Device::open(0)"))
 }
 
-fn timestamps(d: &CudaDevice, n: u32) -> CudaSampleBuffer {
+fn timestamps(d: &Device, n: u32) -> CounterSampleBuffer {
     d.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
         CommonCounterSet::Timestamp,
         "timestamps",
@@ -31,7 +31,7 @@ fn without_a_driver_opening_is_a_typed_error() {
     if gpu_counters_cuda::driver_present() {
         // With a driver: an ordinal past the end is the typed error.
         let n = gpu_counters_cuda::device_count().unwrap();
-        match CudaDevice::open(n + 3) {
+        match Device::open(n + 3) {
             Err(OpenError::NoDevice { ordinal, there }) => {
                 assert_eq!(ordinal, n + 3);
                 assert!(there.contains(&n.to_string()) || n == 0, "{there}");
@@ -40,7 +40,7 @@ fn without_a_driver_opening_is_a_typed_error() {
         }
         return;
     }
-    let e = CudaDevice::open(0).expect_err("no driver, yet a device");
+    let e = Device::open(0).expect_err("no driver, yet a device");
     assert!(matches!(e, OpenError::NoDriver { .. }), "{e:?}");
     let message = e.to_string();
     assert!(message.contains("libcuda.so.1"), "{message}");
@@ -250,7 +250,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
         "{e}"
     );
     // Another device's buffer.
-    let other = CudaDevice::open(0).unwrap();
+    let other = Device::open(0).unwrap();
     let foreign = timestamps(&other, 1);
     let e = rec
         .sample_counters(&foreign, 0, TimestampGranularity::Precise)
@@ -320,7 +320,7 @@ struct Busy {
 }
 
 impl Busy {
-    fn new(d: &CudaDevice) -> Self {
+    fn new(d: &Device) -> Self {
         let module = d
             .context()
             .load_module(cudarc::nvrtc::Ptx::from_src(BUSY_PTX))
@@ -330,7 +330,7 @@ impl Busy {
     }
 
     /// `busy` with `grid` blocks of `block` threads on the device's stream.
-    fn launch(&self, d: &CudaDevice, grid: u32, block: u32) {
+    fn launch(&self, d: &Device, grid: u32, block: u32) {
         use cudarc::driver::{LaunchConfig, PushKernelArg};
         let n = 10u32;
         let mut l = d.stream().launch_builder(&self.f);
@@ -370,14 +370,14 @@ LOOP:
 #[test]
 fn pass_attachments_bracket_the_callers_kernels() {
     use cudarc::driver::{LaunchConfig, PushKernelArg};
-    use gpu_counters_cuda::CudaPassAttachment;
+    use gpu_counters_cuda::PassAttachment;
     let Some(d) = device("pass_attachments_bracket_the_callers_kernels") else {
         return;
     };
     let busy = Busy::new(&d);
     let buffer = timestamps(&d, 4);
     let mut rec = d.recorder();
-    let attach = |start, end| CudaPassAttachment {
+    let attach = |start, end| PassAttachment {
         sample_buffer: &buffer,
         start_of_encoder_sample_index: start,
         end_of_encoder_sample_index: end,
@@ -635,13 +635,13 @@ fn foreign(e: gpu_counters_hal::Error) -> &'static str {
 /// recording still runs and writes exactly its own samples.
 #[test]
 fn objects_of_another_device_are_refused() {
+    use gpu_counters_cuda::PassAttachment;
     use gpu_counters_hal::timeline::PassKind;
-    use gpu_counters_cuda::CudaPassAttachment;
     use gpu_counters_profiler::{Profiler, ProfilerError, ProfilerOptions};
     let Some(d) = device("objects_of_another_device_are_refused") else {
         return;
     };
-    let other = CudaDevice::open(0).unwrap();
+    let other = Device::open(0).unwrap();
     assert_ne!(d.device_id(), other.device_id());
     let (mine, theirs) = (timestamps(&d, 4), timestamps(&other, 4));
     let heap = other
@@ -684,7 +684,7 @@ fn objects_of_another_device_are_refused() {
         let r = stats.resolve_counter_range(0..2).unwrap();
         assert_eq!(r.statuses(), &[SampleStatus::NotWritten; 2]);
     }
-    let attach = |b| CudaPassAttachment {
+    let attach = |b| PassAttachment {
         sample_buffer: b,
         start_of_encoder_sample_index: Some(1),
         end_of_encoder_sample_index: Some(2),
@@ -756,14 +756,14 @@ fn objects_of_another_device_are_refused() {
 /// submitting as usual.
 #[test]
 fn a_leaked_compute_pass_leaves_its_end_sample_not_written() {
-    use gpu_counters_cuda::CudaPassAttachment;
+    use gpu_counters_cuda::PassAttachment;
     let Some(d) = device("a_leaked_compute_pass_leaves_its_end_sample_not_written") else {
         return;
     };
     let buffer = timestamps(&d, 4);
     let mut rec = d.recorder();
     std::mem::forget(
-        rec.begin_compute_pass(&[CudaPassAttachment {
+        rec.begin_compute_pass(&[PassAttachment {
             sample_buffer: &buffer,
             start_of_encoder_sample_index: Some(0),
             end_of_encoder_sample_index: Some(1),

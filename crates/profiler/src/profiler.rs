@@ -104,8 +104,7 @@ impl Default for ProfilerOptions {
 }
 
 /// A backend's sample buffer type, for the device type `D`.
-pub(crate) type Buf<D> =
-    <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::SampleBuffer;
+pub(crate) type Buf<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::SampleBuffer;
 /// A backend's recorder type (what commands are recorded into).
 pub type Recorder<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::Recorder;
 type Marker<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::Marker;

@@ -29,7 +29,7 @@ impl Backend for Vulkan {
     type SampleBuffer = CounterSampleBuffer;
     type Heap = CounterHeap;
     type Recorder = CommandBuffer;
-    type Marker = FenceMarker;
+    type Marker = Marker;
 }
 
 /// A fence signaled by an empty submission queued behind earlier work.
@@ -37,7 +37,7 @@ impl Backend for Vulkan {
 /// Its signal says that every command buffer submitted before it has
 /// finished: seen signaled, it completes their tickets, as
 /// [`Device::wait_idle`] does, so their samples may be reset on the host.
-pub struct FenceMarker {
+pub struct Marker {
     device: Device,
     fence: vk::Fence,
     /// Submitted and not seen signaled since.
@@ -47,15 +47,15 @@ pub struct FenceMarker {
     covered: Mutex<Vec<Ticket>>,
 }
 
-impl std::fmt::Debug for FenceMarker {
+impl std::fmt::Debug for Marker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FenceMarker")
+        f.debug_struct("Marker")
             .field("fence", &self.fence)
             .finish()
     }
 }
 
-impl BackendMarker for FenceMarker {
+impl BackendMarker for Marker {
     fn is_signaled(&self) -> Result<bool> {
         // SAFETY: the fence belongs to this device.
         let done = unsafe { self.device.raw().get_fence_status(self.fence) }
@@ -80,7 +80,7 @@ impl BackendMarker for FenceMarker {
     }
 }
 
-impl Drop for FenceMarker {
+impl Drop for Marker {
     fn drop(&mut self) {
         // SAFETY: a fence in flight is waited for before it is destroyed, so
         // no queue operation uses it then.
@@ -135,14 +135,14 @@ impl BackendDevice for Device {
         Device::refresh_calibration(self, calibration)
     }
 
-    fn make_marker(&self) -> Result<FenceMarker> {
+    fn make_marker(&self) -> Result<Marker> {
         // SAFETY: a valid device and create-info; destroyed in Drop.
         let fence = unsafe {
             self.raw()
                 .create_fence(&vk::FenceCreateInfo::default(), None)
         }
         .map_err(vk_err("vkCreateFence (marker)"))?;
-        Ok(FenceMarker {
+        Ok(Marker {
             device: self.clone(),
             fence,
             in_flight: AtomicBool::new(false),
@@ -150,7 +150,7 @@ impl BackendDevice for Device {
         })
     }
 
-    fn submit_marker(&self, marker: &FenceMarker) -> Result<()> {
+    fn submit_marker(&self, marker: &Marker) -> Result<()> {
         if marker.in_flight.swap(true, Ordering::AcqRel) {
             return Err(Error::Internal("marker submitted while in flight".into()));
         }

@@ -60,9 +60,7 @@ impl GpuBuffer {
         usage: vk::BufferUsageFlags,
     ) -> Result<Self> {
         if size == 0 {
-            return Err(
-                gpu_counters_hal::InvalidInput::Argument("buffer size is 0".into()).into(),
-            );
+            return Err(gpu_counters_hal::InvalidInput::Argument("buffer size is 0".into()).into());
         }
         let raw_dev = device.raw();
         let info = vk::BufferCreateInfo::default()

@@ -48,7 +48,7 @@ mod samples;
 mod util;
 
 pub use ash;
-pub use backend::{FenceMarker, Vulkan};
+pub use backend::{Marker, Vulkan};
 pub use buffer::{BufferRef, GpuBuffer, MemoryLocation};
 pub use command::{CommandBuffer, Completion, Submission};
 pub use device::{CalibratedTimestamps, Device, EnabledFeatures};

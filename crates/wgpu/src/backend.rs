@@ -1,7 +1,7 @@
 //! The wgpu crate as a gpu-counters backend ([`gpu_counters_hal::Backend`]).
 
 use crate::storage::Storage;
-use crate::{poll_err, WgpuDevice, WgpuRecorder, MAX_SAMPLE_COUNT, STATISTIC_TYPES};
+use crate::{poll_err, Device, Recorder, MAX_SAMPLE_COUNT, STATISTIC_TYPES};
 use gpu_counters_hal::bookkeeping::{SampleSet, SlotState, ABSENT};
 use gpu_counters_hal::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
@@ -13,28 +13,28 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-/// The wgpu backend: [`WgpuDevice`], [`WgpuSampleBuffer`], [`WgpuHeap`],
-/// [`WgpuRecorder`] and a work-done callback as the completion marker.
+/// The wgpu backend: [`Device`], [`CounterSampleBuffer`], [`CounterHeap`],
+/// [`Recorder`] and a work-done callback as the completion marker.
 #[derive(Debug, Clone, Copy)]
 pub struct Wgpu;
 
 impl Backend for Wgpu {
-    type Device = WgpuDevice;
-    type SampleBuffer = WgpuSampleBuffer;
-    type Heap = WgpuHeap;
-    type Recorder = WgpuRecorder;
-    type Marker = WgpuMarker;
+    type Device = Device;
+    type SampleBuffer = CounterSampleBuffer;
+    type Heap = CounterHeap;
+    type Recorder = Recorder;
+    type Marker = Marker;
 }
 
 /// A counter sample buffer: a wgpu query set. Cloning shares it.
 #[derive(Clone)]
-pub struct WgpuSampleBuffer {
+pub struct CounterSampleBuffer {
     pub(crate) storage: Arc<Storage>,
 }
 
-impl WgpuSampleBuffer {
+impl CounterSampleBuffer {
     /// The wgpu query set, for the caller's own pass descriptors (record
-    /// through [`WgpuRecorder`] so the bookkeeping knows of the writes).
+    /// through [`Recorder`] so the bookkeeping knows of the writes).
     pub fn query_set(&self) -> &wgpu::QuerySet {
         &self.storage.query_set
     }
@@ -82,7 +82,7 @@ fn host_reset(
     Ok(())
 }
 
-impl BackendSampleBuffer for WgpuSampleBuffer {
+impl BackendSampleBuffer for CounterSampleBuffer {
     fn sample_count(&self) -> u32 {
         self.storage.samples.count
     }
@@ -116,11 +116,11 @@ impl BackendSampleBuffer for WgpuSampleBuffer {
 /// A Metal 4 counter heap of timestamps: a wgpu query set. Cloning shares
 /// it.
 #[derive(Clone)]
-pub struct WgpuHeap {
+pub struct CounterHeap {
     storage: Arc<Storage>,
 }
 
-impl BackendHeap for WgpuHeap {
+impl BackendHeap for CounterHeap {
     fn count(&self) -> u32 {
         self.storage.samples.count
     }
@@ -156,12 +156,12 @@ const SIGNALED: u8 = 2;
 
 /// A completion marker: a `Queue::on_submitted_work_done` callback setting
 /// an atomic.
-pub struct WgpuMarker {
+pub struct Marker {
     device: wgpu::Device,
     state: Arc<AtomicU8>,
 }
 
-impl BackendMarker for WgpuMarker {
+impl BackendMarker for Marker {
     fn is_signaled(&self) -> Result<bool> {
         if self.state.load(Ordering::Acquire) == SUBMITTED {
             // Callbacks run only when the device is polled.
@@ -180,7 +180,7 @@ impl BackendMarker for WgpuMarker {
     }
 }
 
-impl BackendRecorder for WgpuRecorder {
+impl BackendRecorder for Recorder {
     type Backend = Wgpu;
 
     fn recorder_id(&self) -> u64 {
@@ -197,7 +197,7 @@ impl BackendRecorder for WgpuRecorder {
 
     fn sample_counters(
         &mut self,
-        buffer: &WgpuSampleBuffer,
+        buffer: &CounterSampleBuffer,
         index: u32,
         _placement: TimestampGranularity,
     ) -> Result<()> {
@@ -220,7 +220,7 @@ impl BackendRecorder for WgpuRecorder {
     fn write_timestamp(
         &mut self,
         _granularity: TimestampGranularity,
-        heap: &WgpuHeap,
+        heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
         let storage = heap.storage.clone();
@@ -238,7 +238,7 @@ impl BackendRecorder for WgpuRecorder {
     }
 }
 
-impl WgpuDevice {
+impl Device {
     fn make_storage(
         &self,
         label: String,
@@ -295,7 +295,7 @@ impl WgpuDevice {
     }
 }
 
-impl BackendDevice for WgpuDevice {
+impl BackendDevice for Device {
     type Backend = Wgpu;
 
     fn info(&self) -> &DeviceInfo {
@@ -313,9 +313,9 @@ impl BackendDevice for WgpuDevice {
     fn make_counter_sample_buffer(
         &self,
         descriptor: &CounterSampleBufferDescriptor,
-    ) -> Result<WgpuSampleBuffer> {
+    ) -> Result<CounterSampleBuffer> {
         let n = descriptor.checked_sample_count(MAX_SAMPLE_COUNT)?;
-        Ok(WgpuSampleBuffer {
+        Ok(CounterSampleBuffer {
             storage: self.make_storage(
                 descriptor.label.clone(),
                 descriptor.counter_set,
@@ -326,7 +326,7 @@ impl BackendDevice for WgpuDevice {
         })
     }
 
-    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<WgpuHeap> {
+    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CounterHeap> {
         let n = descriptor.count;
         if n == 0 || n > MAX_SAMPLE_COUNT {
             return Err(InvalidInput::HeapCountOutOfRange {
@@ -335,7 +335,7 @@ impl BackendDevice for WgpuDevice {
             }
             .into());
         }
-        Ok(WgpuHeap {
+        Ok(CounterHeap {
             storage: self.make_storage(
                 format!("timestamp heap of {n}"),
                 CommonCounterSet::Timestamp,
@@ -350,14 +350,14 @@ impl BackendDevice for WgpuDevice {
         self.timestamp_pair()
     }
 
-    fn make_marker(&self) -> Result<WgpuMarker> {
-        Ok(WgpuMarker {
+    fn make_marker(&self) -> Result<Marker> {
+        Ok(Marker {
             device: self.device().clone(),
             state: Arc::new(AtomicU8::new(IDLE)),
         })
     }
 
-    fn submit_marker(&self, marker: &WgpuMarker) -> Result<()> {
+    fn submit_marker(&self, marker: &Marker) -> Result<()> {
         marker
             .state
             .compare_exchange(IDLE, SUBMITTED, Ordering::AcqRel, Ordering::Acquire)

@@ -13,22 +13,22 @@
 //!   [`gpu_counters_hal::SampleStatus::NotWritten`], never to wgpu's 0; so
 //!   does a pass timestamp write handed out and never used by a pass, once
 //!   its submission is done (its 0 is read back: no GPU clock reads 0).
-//! - [`WgpuRecorder`] wraps the caller's [`wgpu::CommandEncoder`]. Between
+//! - [`Recorder`] wraps the caller's [`wgpu::CommandEncoder`]. Between
 //!   passes it samples timestamps with `CommandEncoder::write_timestamp`
 //!   (needs [`wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS`]); in passes,
-//!   [`WgpuRecorder::compute_pass_timestamp_writes`] and
-//!   [`WgpuRecorder::render_pass_timestamp_writes`] hand back the
+//!   [`Recorder::compute_pass_timestamp_writes`] and
+//!   [`Recorder::render_pass_timestamp_writes`] hand back the
 //!   timestamp-writes struct for the caller's pass descriptor.
 //! - Pipeline statistics: the set is offered where the device has
 //!   [`wgpu::Features::PIPELINE_STATISTICS_QUERY`], but wgpu only allows
 //!   statistics queries inside passes, so sampling them between passes is a
 //!   typed error; a pass counts its statistics through
-//!   [`WgpuRecorder::begin_compute_pass_with_statistics`] (or
-//!   [`WgpuRecorder::begin_render_pass_with_statistics`]): each counted pass
+//!   [`Recorder::begin_compute_pass_with_statistics`] (or
+//!   [`Recorder::begin_render_pass_with_statistics`]): each counted pass
 //!   is a two-sample chain whose `statistics_between(start, end)` is the
-//!   pass's work (see [`WgpuComputePass`]).
+//!   pass's work (see [`ComputePass`]).
 //! - Profiled passes (feature `profiler`, on by default):
-//!   `WgpuRecorder::begin_profiled_compute_pass` (and the render one) begin
+//!   `Recorder::begin_profiled_compute_pass` (and the render one) begin
 //!   a pass that is a scope of a `gpu_counters_profiler::Frame`, timed by the
 //!   pass's own timestamp writes (and counted by its statistics query): the
 //!   profiler then needs only [`wgpu::Features::TIMESTAMP_QUERY`].
@@ -41,7 +41,7 @@
 //!     performance counter on Windows) with `VK_EXT_calibrated_timestamps`
 //!     (or KHR) enabled, a burst of 32 reads keeping the smallest stated
 //!     deviation. wgpu does not enable the extension itself:
-//!     [`WgpuDevice::request`] opens a device with it.
+//!     [`Device::request`] opens a device with it.
 //!   - `dx12` (Windows): `ID3D12CommandQueue::GetClockCalibration`, and the
 //!     exact period from `GetTimestampFrequency`.
 //!   - `metal` (macOS, iOS): `MTLDevice.sampleTimestamps`.
@@ -60,10 +60,10 @@
 //!   its device's [`gpu_counters_hal::DeviceId`], and every call that takes
 //!   two of them refuses another device's with `ForeignObject` before
 //!   anything reaches wgpu (a profiler frame checks the recorder itself).
-//!   wgpu 30 cannot tell an encoder's device, so [`WgpuDevice::wrap`] cannot
-//!   check one: [`WgpuDevice::submit`] catches another device's encoder in an
+//!   wgpu 30 cannot tell an encoder's device, so [`Device::wrap`] cannot
+//!   check one: [`Device::submit`] catches another device's encoder in an
 //!   error scope and refuses it (see there).
-//! - A leaked pass guard ([`WgpuComputePass`], [`WgpuRenderPass`], profiled
+//! - A leaked pass guard ([`ComputePass`], [`RenderPass`], profiled
 //!   or counted): the recorder tracks the pass its guards hold open, so
 //!   everything after the leak that would record into the locked encoder,
 //!   and the submission, is refused with `EncoderState` naming the pass; the
@@ -78,8 +78,8 @@ mod scope;
 mod stats;
 mod storage;
 
-pub use backend::{Wgpu, WgpuHeap, WgpuMarker, WgpuSampleBuffer};
-pub use stats::{WgpuComputePass, WgpuRenderPass};
+pub use backend::{CounterHeap, CounterSampleBuffer, Marker, Wgpu};
+pub use stats::{ComputePass, RenderPass};
 
 use gpu_counters_hal::bookkeeping::{
     LocalClaims, Phase, SampleTable, Ticket, WRITTEN_CONCURRENTLY,
@@ -116,13 +116,13 @@ struct Shared {
 
 /// A wgpu device and queue as a gpu-counters device. Cloning shares it.
 #[derive(Clone)]
-pub struct WgpuDevice {
+pub struct Device {
     shared: Arc<Shared>,
 }
 
-impl std::fmt::Debug for WgpuDevice {
+impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuDevice")
+        f.debug_struct("Device")
             .field("name", &self.shared.info.name)
             .field("features", &self.shared.features)
             .finish()
@@ -184,7 +184,7 @@ fn abandon(ticket: &Ticket, readbacks: &[(Arc<Storage>, storage::Readback)]) {
     }
 }
 
-impl WgpuDevice {
+impl Device {
     /// Wraps the caller's `device` and `queue` (of the adapter `adapter_info`
     /// describes). Counter sets are offered where the device has the
     /// features: timestamps with [`wgpu::Features::TIMESTAMP_QUERY`],
@@ -315,7 +315,7 @@ impl WgpuDevice {
         &self.shared.queue
     }
 
-    /// The adapter's info, as given to [`WgpuDevice::new`].
+    /// The adapter's info, as given to [`Device::new`].
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
         &self.shared.adapter
     }
@@ -344,7 +344,7 @@ impl WgpuDevice {
     }
 
     /// A recorder over a new command encoder of this device.
-    pub fn recorder(&self, label: Option<&str>) -> WgpuRecorder {
+    pub fn recorder(&self, label: Option<&str>) -> Recorder {
         let encoder = self
             .shared
             .device
@@ -354,12 +354,12 @@ impl WgpuDevice {
 
     /// A recorder over the caller's `encoder`, which must be of this
     /// device. wgpu 30 cannot tell which device an encoder belongs to, so
-    /// this cannot check it; [`WgpuDevice::submit`] does (another device's
+    /// this cannot check it; [`Device::submit`] does (another device's
     /// encoder is refused there with `ForeignObject`, naming the command
     /// encoder).
-    pub fn wrap(&self, encoder: wgpu::CommandEncoder) -> WgpuRecorder {
+    pub fn wrap(&self, encoder: wgpu::CommandEncoder) -> Recorder {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        WgpuRecorder {
+        Recorder {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             device_id: self.shared.id,
             device: self.clone(),
@@ -377,7 +377,7 @@ impl WgpuDevice {
     /// Finishes `recorder`'s encoder (with the resolves and read-back copies
     /// of the samples it wrote) and submits it. Its samples become available
     /// once the submission is done and the device was polled
-    /// ([`WgpuSubmission::wait`], or any resolve, which polls without
+    /// ([`Submission::wait`], or any resolve, which polls without
     /// waiting).
     ///
     /// Refused, with the recording dropped unsubmitted (its samples resolve
@@ -392,14 +392,14 @@ impl WgpuDevice {
     ///   unended, or another command wgpu found invalid): `EncoderState`
     ///   with wgpu's message, caught in an error scope of this device, so
     ///   the device's error handler never sees it, and nothing is submitted;
-    /// - another device's encoder given to [`WgpuDevice::wrap`]: the queue
+    /// - another device's encoder given to [`Device::wrap`]: the queue
     ///   refuses its command buffer, caught in an error scope of this
     ///   device: `ForeignObject` naming the command encoder. wgpu reports
     ///   an error of its own on the encoder's device when the encoder was
     ///   invalid there (one of this device's query sets written into it):
     ///   that error goes to that device's handler, which gpu-counters cannot
     ///   reach.
-    pub fn submit(&self, mut recorder: WgpuRecorder) -> Result<WgpuSubmission> {
+    pub fn submit(&self, mut recorder: Recorder) -> Result<Submission> {
         self.shared.id.check(recorder.device_id, "recorder")?;
         recorder.pass.check()?;
         let mut encoder = recorder
@@ -456,7 +456,7 @@ impl WgpuDevice {
         self.shared
             .queue
             .on_submitted_work_done(move || done.complete());
-        Ok(WgpuSubmission {
+        Ok(Submission {
             device: self.clone(),
             index,
             ticket,
@@ -560,14 +560,14 @@ impl WgpuDevice {
 /// A submitted recorder's work; holds its query sets and read-back buffers
 /// until it is done.
 #[derive(Debug)]
-pub struct WgpuSubmission {
-    device: WgpuDevice,
+pub struct Submission {
+    device: Device,
     index: wgpu::SubmissionIndex,
     ticket: Ticket,
     cpu_submit_ns: u64,
 }
 
-impl WgpuSubmission {
+impl Submission {
     /// `CLOCK_MONOTONIC` just before it was submitted.
     pub fn cpu_submit_ns(&self) -> u64 {
         self.cpu_submit_ns
@@ -588,7 +588,7 @@ impl WgpuSubmission {
                 submission_index: Some(self.index.clone()),
                 timeout: None,
             })
-            .map_err(poll_err("WgpuSubmission::wait"))?;
+            .map_err(poll_err("Submission::wait"))?;
         let now = cpu_monotonic_ns();
         if !self.ticket.is_done() {
             // The work-done callback runs in the poll that saw the
@@ -601,11 +601,11 @@ impl WgpuSubmission {
 
 /// Records into the caller's [`wgpu::CommandEncoder`], sampling counters
 /// between passes and attaching timestamp writes to passes.
-pub struct WgpuRecorder {
+pub struct Recorder {
     id: u64,
     /// Its device's id, kept here for the checks of every write.
     device_id: DeviceId,
-    device: WgpuDevice,
+    device: Device,
     encoder: Option<wgpu::CommandEncoder>,
     /// The pass its guards hold open (see [`stats::PassSlot`]).
     pass: stats::PassSlot,
@@ -625,14 +625,14 @@ pub struct WgpuRecorder {
     scope_stack: gpu_counters_hal::ScopeStack,
 }
 
-impl WgpuRecorder {
+impl Recorder {
     /// The wrapped encoder, for the caller's own commands and passes.
     ///
     /// After a pass guard of this recorder was leaked (`mem::forget`), wgpu
     /// keeps the wrapped encoder locked for ever, and anything recorded
     /// into it is a wgpu error: this then hands out a detached encoder of
     /// the device instead, which is never submitted. What is recorded there
-    /// never runs, and [`WgpuDevice::submit`] refuses the recording, naming
+    /// never runs, and [`Device::submit`] refuses the recording, naming
     /// the leaked pass.
     pub fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
         if self.pass.is_open() {
@@ -680,7 +680,7 @@ impl WgpuRecorder {
     /// All are checked before any is marked.
     ///
     /// Another device's storage is refused on the locked path, in
-    /// [`WgpuRecorder::note_writes_with`]: a claim is taken only after a
+    /// [`Recorder::note_writes_with`]: a claim is taken only after a
     /// locked write passed that check, so a claimed write is always of this
     /// device's storage.
     #[inline]
@@ -709,7 +709,7 @@ impl WgpuRecorder {
             return e;
         }
         InvalidInput::Unsupported(
-            "wgpu pipeline statistics queries can only be begun and ended inside a pass, not between passes or as pass timestamp writes; count a pass with WgpuRecorder::begin_compute_pass_with_statistics (or the render one)".into(),
+            "wgpu pipeline statistics queries can only be begun and ended inside a pass, not between passes or as pass timestamp writes; count a pass with Recorder::begin_compute_pass_with_statistics (or the render one)".into(),
         )
         .into()
     }
@@ -722,7 +722,7 @@ impl WgpuRecorder {
             .check(storage.device_id, storage.samples.object_name())
     }
 
-    /// [`WgpuRecorder::note_writes`] under the bookkeeping lock.
+    /// [`Recorder::note_writes`] under the bookkeeping lock.
     #[inline(never)]
     fn note_writes_locked(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> Result<()> {
         let last = indices.last().copied();
@@ -868,7 +868,7 @@ impl WgpuRecorder {
     #[inline]
     fn reserve_pass_timestamps(
         &mut self,
-        buffer: &WgpuSampleBuffer,
+        buffer: &CounterSampleBuffer,
         start: Option<u32>,
         end: Option<u32>,
     ) -> Result<()> {
@@ -895,7 +895,7 @@ impl WgpuRecorder {
     #[inline]
     pub fn compute_pass_timestamp_writes<'a>(
         &mut self,
-        buffer: &'a WgpuSampleBuffer,
+        buffer: &'a CounterSampleBuffer,
         start: Option<u32>,
         end: Option<u32>,
     ) -> Result<wgpu::ComputePassTimestampWrites<'a>> {
@@ -907,11 +907,11 @@ impl WgpuRecorder {
         })
     }
 
-    /// As [`WgpuRecorder::compute_pass_timestamp_writes`], for a render pass.
+    /// As [`Recorder::compute_pass_timestamp_writes`], for a render pass.
     #[inline]
     pub fn render_pass_timestamp_writes<'a>(
         &mut self,
-        buffer: &'a WgpuSampleBuffer,
+        buffer: &'a CounterSampleBuffer,
         start: Option<u32>,
         end: Option<u32>,
     ) -> Result<wgpu::RenderPassTimestampWrites<'a>> {
@@ -929,7 +929,7 @@ impl WgpuRecorder {
         self.device.require(
             wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS,
             "TIMESTAMP_QUERY_INSIDE_ENCODERS",
-            "timestamps between passes need it (pass timestamp writes still work: see WgpuRecorder::compute_pass_timestamp_writes)",
+            "timestamps between passes need it (pass timestamp writes still work: see Recorder::compute_pass_timestamp_writes)",
         )?;
         self.note_writes(storage, &[index])?;
         let set = storage.query_set.clone();
@@ -938,7 +938,7 @@ impl WgpuRecorder {
     }
 }
 
-impl Drop for WgpuRecorder {
+impl Drop for Recorder {
     fn drop(&mut self) {
         // A leaked pass's statistics query: closed first, while its
         // samples are still this recording's (so no other recording's open

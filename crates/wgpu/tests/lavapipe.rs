@@ -7,7 +7,7 @@ use gpu_counters_hal::{
     CommonCounterSet, CounterSampleBufferDescriptor, Error, InvalidInput, SampleStatus,
     SampleValue, TimestampGranularity, COUNTER_ERROR_VALUE,
 };
-use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
+use gpu_counters_wgpu::{CounterSampleBuffer, Device};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 
 /// Validation messages logged at error level by wgpu (the Vulkan debug
@@ -33,7 +33,7 @@ impl log::Log for Collect {
 
 /// A device and its captured errors.
 struct Gpu {
-    device: WgpuDevice,
+    device: Device,
     errors: Arc<Mutex<Vec<String>>>,
 }
 
@@ -63,7 +63,7 @@ fn gpu_with(features: impl FnOnce(wgpu::Features) -> wgpu::Features) -> Gpu {
     gpu_opened(features, false)
 }
 
-/// As [`gpu_with`]; `calibrated`: through [`WgpuDevice::request`] (which
+/// As [`gpu_with`]; `calibrated`: through [`Device::request`] (which
 /// enables the calibrated-timestamps extension), else wgpu's plain
 /// `request_device`.
 fn gpu_opened(features: impl FnOnce(wgpu::Features) -> wgpu::Features, calibrated: bool) -> Gpu {
@@ -83,11 +83,11 @@ fn gpu_opened(features: impl FnOnce(wgpu::Features) -> wgpu::Features, calibrate
         ..Default::default()
     };
     let device = if calibrated {
-        pollster::block_on(WgpuDevice::request(adapter, &desc)).expect("WgpuDevice::request")
+        pollster::block_on(Device::request(adapter, &desc)).expect("Device::request")
     } else {
         let (device, queue) =
             pollster::block_on(adapter.request_device(&desc)).expect("request_device");
-        WgpuDevice::new(device, queue, adapter.get_info())
+        Device::new(device, queue, adapter.get_info())
     };
     let errors = Arc::new(Mutex::new(Vec::new()));
     let sink = errors.clone();
@@ -143,7 +143,7 @@ fn timestamp_gpu() -> Option<Gpu> {
     None
 }
 
-fn timestamps(d: &WgpuDevice, n: u32) -> WgpuSampleBuffer {
+fn timestamps(d: &Device, n: u32) -> CounterSampleBuffer {
     d.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
         CommonCounterSet::Timestamp,
         "timestamps",
@@ -189,7 +189,7 @@ fn without_the_extension_calibration_brackets_a_submission() {
     gpu.check();
 }
 
-/// Through [`WgpuDevice::request`] on lavapipe (which has
+/// Through [`Device::request`] on lavapipe (which has
 /// `VK_EXT_calibrated_timestamps`): a calibrated pair naming the extension,
 /// CPU times inside the CPU window of the read, and pass timestamps
 /// calibrated inside the window around their submission.
@@ -203,7 +203,7 @@ fn with_the_extension_calibration_is_a_calibrated_pair() {
         // with it, lavapipe has the extension, so it must be found.
         assert!(
             !cfg!(feature = "vulkan") || !info.name.contains("llvmpipe"),
-            "WgpuDevice::request did not enable lavapipe's VK_EXT_calibrated_timestamps"
+            "Device::request did not enable lavapipe's VK_EXT_calibrated_timestamps"
         );
         eprintln!("no calibrated-timestamps extension: calibration brackets a submission");
         assert_eq!(info.calibration, CalibrationMethod::Bracketing);
@@ -523,7 +523,7 @@ fn rerecorded_samples_heaps_and_markers() {
     };
     let d = &gpu.device;
     let buffer = timestamps(d, 2);
-    let record = |d: &WgpuDevice| {
+    let record = |d: &Device| {
         let mut rec = d.recorder(None);
         let w = rec
             .compute_pass_timestamp_writes(&buffer, Some(0), None)
@@ -630,7 +630,7 @@ fn main() {{
     )
 }
 
-fn statistics(d: &WgpuDevice, n: u32) -> WgpuSampleBuffer {
+fn statistics(d: &Device, n: u32) -> CounterSampleBuffer {
     d.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
         CommonCounterSet::Statistic,
         "pass statistics",
@@ -643,8 +643,8 @@ fn statistics(d: &WgpuDevice, n: u32) -> WgpuSampleBuffer {
 /// `size` invocations, counted into `buffer[start..=end]`; returns the
 /// statistics between them once the submission is done.
 fn count_pass(
-    d: &WgpuDevice,
-    buffer: &WgpuSampleBuffer,
+    d: &Device,
+    buffer: &CounterSampleBuffer,
     (dispatches, groups, size): (u32, u32, u32),
     (start, end): (u32, u32),
 ) -> gpu_counters_hal::ResolvedCounters {
@@ -1039,7 +1039,7 @@ fn profiled_passes_need_only_pass_timestamps() {
 /// three dispatches each), checked: labels, kinds, order, inside the CPU
 /// window, and with `statistics`, their exact invocations.
 fn profiled_compute_passes(
-    d: &WgpuDevice,
+    d: &Device,
     pipeline: &wgpu::ComputePipeline,
     bind: &wgpu::BindGroup,
     statistics: bool,
@@ -1262,8 +1262,8 @@ fn assert_inside_window(s: &gpu_counters_profiler::ScopeResult, before: u64, aft
 /// Records an empty compute pass on `rec` whose timestamp writes are
 /// `buffer[start]` and `buffer[start + 1]`.
 fn timed_pass(
-    rec: &mut gpu_counters_wgpu::WgpuRecorder,
-    buffer: &WgpuSampleBuffer,
+    rec: &mut gpu_counters_wgpu::Recorder,
+    buffer: &CounterSampleBuffer,
     start: u32,
 ) -> gpu_counters_hal::Result<()> {
     let w = rec.compute_pass_timestamp_writes(buffer, Some(start), Some(start + 1))?;
@@ -1609,7 +1609,7 @@ fn counters(e: gpu_counters_profiler::ProfilerError) -> Error {
 }
 
 /// An 8×8 render target of `d`.
-fn target(d: &WgpuDevice) -> wgpu::TextureView {
+fn target(d: &Device) -> wgpu::TextureView {
     d.device()
         .create_texture(&wgpu::TextureDescriptor {
             label: Some("target"),
@@ -1860,7 +1860,7 @@ fn every_leaked_guard_is_refused_at_submit_and_never_reads_zero() {
     gpu.check();
 }
 
-fn statistics_buffer(d: &WgpuDevice, n: u32) -> WgpuSampleBuffer {
+fn statistics_buffer(d: &Device, n: u32) -> CounterSampleBuffer {
     statistics(d, n)
 }
 
@@ -1943,7 +1943,7 @@ fn a_callers_leaked_wgpu_pass_is_a_typed_error_at_submit() {
 }
 
 /// A device with wgpu's default error handler (a wgpu error panics).
-fn gpu_default_handler() -> WgpuDevice {
+fn gpu_default_handler() -> Device {
     let adapter = shared_adapter();
     let features = adapter.features() & wanted();
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -1952,7 +1952,7 @@ fn gpu_default_handler() -> WgpuDevice {
         ..Default::default()
     }))
     .expect("request_device");
-    WgpuDevice::new(device, queue, adapter.get_info())
+    Device::new(device, queue, adapter.get_info())
 }
 
 /// Under wgpu's default error handler, which panics on any wgpu error: a
@@ -2159,7 +2159,7 @@ fn objects_of_another_device_are_refused() {
     b.check();
 }
 
-/// A's recorder over B's encoder (`WgpuDevice::wrap`): wgpu 30 cannot tell
+/// A's recorder over B's encoder (`Device::wrap`): wgpu 30 cannot tell
 /// an encoder's device, so `wrap` cannot check it; submit does. Without A's
 /// samples in it, nothing reaches either device as an error; with one, the
 /// sample resolves NotWritten, and B's device reports A's query set in its

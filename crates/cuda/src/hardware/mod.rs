@@ -36,9 +36,9 @@
 //!   Compute), an unknown metric (named), too many passes.
 //!
 //! Offered only where the profiler initializes on the device and measures
-//! `sm__cycles_elapsed.max` in one pass: [`crate::CudaDevice::open`] probes
+//! `sm__cycles_elapsed.max` in one pass: [`crate::Device::open`] probes
 //! that once per device per process (a session is enabled and disabled on
-//! the context), and [`crate::CudaDevice::hardware_counters_unavailable`]
+//! the context), and [`crate::Device::hardware_counters_unavailable`]
 //! says why not where not.
 
 mod host;
@@ -48,8 +48,8 @@ pub(crate) use range::{release_idle, Session};
 
 use crate::lock;
 use cudarc::driver::{CudaContext, CudaStream};
-use gpu_counters_hal::{CounterResultStageUtilization, COUNTER_ERROR_VALUE};
 use gpu_counters_cupti_sys as cs;
+use gpu_counters_hal::{CounterResultStageUtilization, COUNTER_ERROR_VALUE};
 use host::HostObject;
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -883,7 +883,7 @@ mod tests {
             eprintln!("skipped experiment_restart_after_decode: no CUDA device");
             return;
         }
-        let d = crate::CudaDevice::open(0).unwrap();
+        let d = crate::Device::open(0).unwrap();
         let hw = d.hardware_counters().unwrap().clone();
         let config = hw
             .profiler
