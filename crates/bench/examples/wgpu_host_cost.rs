@@ -43,7 +43,7 @@
 use gpu_counters_bench::{
     check_written, gcw_profiler_options, timestamps_ns, RawWgpuQueries, TinyCompute,
 };
-use gpu_counters_hal::{BackendDevice, BackendSampleBuffer, CounterSampleBufferDescriptor};
+use gpu_counters_hal::CounterSampleBufferDescriptor;
 use gpu_counters_profiler::Profiler;
 use gpu_counters_wgpu as gcw;
 use std::error::Error;

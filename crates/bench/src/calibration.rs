@@ -5,6 +5,7 @@ use crate::stats::median;
 use crate::{BenchError, CalibrationReport, Progress};
 use gpu_counters_hal::{
     cpu_monotonic_ns, CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus,
+    TimestampGranularity,
 };
 use gpu_counters_vulkan::{CommandBuffer, Device};
 use std::time::{Duration, Instant};
@@ -49,7 +50,7 @@ pub(crate) fn measure(
         device.refresh_calibration(&mut refit)?;
         probe_buffer.reset()?;
         let mut cmd = CommandBuffer::new(device)?;
-        cmd.sample_counters(&probe_buffer, 0, true)?;
+        cmd.sample_counters(&probe_buffer, 0, TimestampGranularity::Precise)?;
         let before = cpu_monotonic_ns();
         let submission = cmd.commit()?;
         submission.wait()?;

@@ -28,8 +28,8 @@ use crate::{
 use cudarc::driver::sys;
 use gpu_counters_cuda::{self as gcu, ActivityTracing, TimestampSource};
 use gpu_counters_hal::{
-    cpu_monotonic_ns, BackendDevice, BackendRecorder, BackendSampleBuffer, Calibration,
-    CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus, TimestampGranularity,
+    cpu_monotonic_ns, Calibration, CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus,
+    TimestampGranularity,
 };
 use serde::Serialize;
 use std::cell::RefCell;

@@ -4,7 +4,9 @@
 use crate::stats::median;
 use crate::{vk_err, BenchError, ResolveReport};
 use ash::vk;
-use gpu_counters_hal::{CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus};
+use gpu_counters_hal::{
+    CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus, TimestampGranularity,
+};
 use gpu_counters_vulkan::{CommandBuffer, Device};
 use std::hint::black_box;
 use std::time::Instant;
@@ -21,7 +23,7 @@ pub(crate) fn measure(device: &Device, count: u32, reps: u32) -> Result<ResolveR
     let raw = RawPool::new(device, count)?;
     let mut cmd = CommandBuffer::new(device)?;
     for i in 0..count {
-        cmd.sample_counters(&buffer, i, false)?;
+        cmd.sample_counters(&buffer, i, TimestampGranularity::Relaxed)?;
     }
     // SAFETY: the raw pool was reset on the host at creation; each query is
     // written once; the command buffer is recording outside any pass.

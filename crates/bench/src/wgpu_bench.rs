@@ -7,9 +7,7 @@ use crate::{
     check_profiler_frames, check_written, timestamps_ns, BenchError, ComparisonSpec, Harness,
     HarnessRow, Measurement, Placement, Rows, Tool, Variant, VariantSpec,
 };
-use gpu_counters_hal::{
-    BackendDevice, BackendSampleBuffer, Calibration, CounterSampleBufferDescriptor, DeviceInfo,
-};
+use gpu_counters_hal::{Calibration, CounterSampleBufferDescriptor, DeviceInfo};
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_wgpu as gcw;
 use std::cell::RefCell;

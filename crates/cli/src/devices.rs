@@ -7,7 +7,6 @@ use crate::error::{CliError, CliResult};
 use crate::stdio::{errln, outln};
 use gpu_counters_cuda::hardware::REQUIRED_METRICS;
 use gpu_counters_cuda::{self as gcu, MetricInfo, OpenError};
-use gpu_counters_hal::backend::BackendDevice;
 use gpu_counters_hal::{CommonCounterSet, DeviceInfo};
 use gpu_counters_vulkan::{Instance, InstanceOptions};
 use gpu_counters_wgpu as gcw;

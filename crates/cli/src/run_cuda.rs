@@ -22,7 +22,6 @@ use crate::run::{
     RanDevice, RanMany, Validation,
 };
 use gpu_counters_cuda as gcu;
-use gpu_counters_hal::backend::BackendDevice;
 use gpu_counters_profiler::Frame;
 use gpu_counters_workloads::CudaComputeWorkload;
 use std::cell::RefCell;

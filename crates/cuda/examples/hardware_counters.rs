@@ -28,8 +28,7 @@ use cudarc::driver::{LaunchConfig, PushKernelArg};
 use gpu_counters_cuda::hardware::REQUIRED_METRICS;
 use gpu_counters_cuda::{Device, DeviceOptions};
 use gpu_counters_hal::{
-    BackendDevice, BackendRecorder, BackendSampleBuffer, CommonCounterSet,
-    CounterSampleBufferDescriptor, SampleValue, TimestampGranularity,
+    CommonCounterSet, CounterSampleBufferDescriptor, SampleValue, TimestampGranularity,
 };
 use std::error::Error;
 use std::time::Instant;

@@ -11,10 +11,7 @@
 
 use cudarc::driver::LaunchConfig;
 use gpu_counters_cuda::{Device, DeviceOptions, PassAttachment, TimestampSource};
-use gpu_counters_hal::{
-    BackendDevice, BackendSampleBuffer, CommonCounterSet, CounterSampleBufferDescriptor,
-    SampleStatus,
-};
+use gpu_counters_hal::{CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus};
 use std::error::Error;
 use std::time::Instant;
 

@@ -13,9 +13,8 @@ use gpu_counters_cuda::{
     ActivityTracing, CounterSampleBuffer, Device, DeviceOptions, OpenError, TimestampSource,
 };
 use gpu_counters_hal::{
-    cpu_monotonic_ns, BackendDevice, BackendRecorder, BackendSampleBuffer, Calibration,
-    CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus, SampleValue,
-    TimestampGranularity, COUNTER_ERROR_VALUE,
+    cpu_monotonic_ns, Calibration, CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus,
+    SampleValue, TimestampGranularity, COUNTER_ERROR_VALUE,
 };
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard};

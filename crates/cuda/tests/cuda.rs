@@ -6,9 +6,9 @@ mod common;
 
 use gpu_counters_cuda::{CounterSampleBuffer, Device, OpenError};
 use gpu_counters_hal::{
-    cpu_monotonic_ns, BackendDevice, BackendHeap, BackendRecorder, BackendSampleBuffer,
-    CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, InvalidInput,
-    SampleStatus, TimestampGranularity, COUNTER_ERROR_VALUE,
+    cpu_monotonic_ns, BackendDevice, BackendRecorder, CommonCounterSet, CounterHeapDescriptor,
+    CounterSampleBufferDescriptor, InvalidInput, SampleStatus, TimestampGranularity,
+    COUNTER_ERROR_VALUE,
 };
 
 /// Device 0, or `None` (after one line saying why) without a driver or a
@@ -135,6 +135,49 @@ fn a_dropped_recorder_still_resolves_and_drop_order_is_free() {
     drop(submission);
     let r = buffer.resolve_counter_range(1..2).unwrap();
     assert_eq!(r.statuses()[0], SampleStatus::Written);
+}
+
+/// A host reset of part of a sample buffer (`reset_range`, what the
+/// profiler resets of a page after a frame) resets exactly that range, is
+/// refused while an index of it is pending, and leaves the rest as it was.
+#[test]
+fn range_reset_resets_only_its_range() {
+    let Some(d) = device("range_reset_resets_only_its_range") else {
+        return;
+    };
+    let buffer = timestamps(&d, 6);
+    let mut rec = d.recorder();
+    for i in 0..4 {
+        rec.sample_counters(&buffer, i, TimestampGranularity::Precise)
+            .unwrap();
+    }
+    assert!(buffer.reset_range(2..4).is_err(), "recorded, not submitted");
+    d.submit(rec).unwrap().wait().unwrap();
+    // Ranges past the end and empty ones are refused, as by resolves.
+    for (range, start, end) in [(4..7, 4, 7), (3..3, 3, 3)] {
+        match buffer.reset_range(range).unwrap_err() {
+            gpu_counters_hal::Error::Invalid(InvalidInput::RangeOutOfBounds {
+                start: s,
+                end: e,
+                count: 6,
+                ..
+            }) => assert_eq!((s, e), (start, end)),
+            e => panic!("expected RangeOutOfBounds, got {e:?}"),
+        }
+    }
+    buffer.reset_range(0..2).unwrap();
+    let resolved = buffer.resolve_counter_range(0..6).unwrap();
+    assert_eq!(
+        resolved.statuses(),
+        &[
+            SampleStatus::NotWritten,
+            SampleStatus::NotWritten,
+            SampleStatus::Written,
+            SampleStatus::Written,
+            SampleStatus::NotWritten,
+            SampleStatus::NotWritten,
+        ]
+    );
 }
 
 /// A timestamp's value word is its own availability (the kernel writes

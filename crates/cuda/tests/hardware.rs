@@ -18,9 +18,8 @@ use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use gpu_counters_cuda::hardware::{REQUIRED_METRICS, STAGE_UTILIZATION_METRIC};
 use gpu_counters_cuda::{Device, DeviceOptions, HardwareCounters, HardwareError};
 use gpu_counters_hal::{
-    BackendDevice, BackendRecorder, BackendSampleBuffer, CommonCounter, CommonCounterSet,
-    CounterSampleBufferDescriptor, InvalidInput, SampleStatus, SampleValue, TimestampGranularity,
-    COUNTER_ERROR_VALUE,
+    CommonCounter, CommonCounterSet, CounterSampleBufferDescriptor, InvalidInput, SampleStatus,
+    SampleValue, TimestampGranularity, COUNTER_ERROR_VALUE,
 };
 use std::sync::{Mutex, MutexGuard};
 

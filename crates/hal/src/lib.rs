@@ -35,7 +35,7 @@ pub mod timeline;
 
 pub use backend::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
-    ScopeStack,
+    BackendSubmission, ScopeStack,
 };
 pub use calibration::{
     CalibratedTime, Calibration, CalibrationMethod, ConversionError, Converter, TimestampPair,

@@ -2,13 +2,14 @@
 //! what the profiler and the other backend-generic layers use.
 
 use crate::util::vk_err;
-use crate::{CommandBuffer, CounterHeap, CounterSampleBuffer, Device};
+use crate::{CommandBuffer, CounterHeap, CounterSampleBuffer, Device, Submission};
 use ash::vk;
 use gpu_counters_hal::bookkeeping::Ticket;
 use gpu_counters_hal::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
-    Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId, DeviceInfo, Error,
-    ResolvedCounters, ResolvedTimestamps, Result, TimestampGranularity, TimestampPair,
+    BackendSubmission, Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId,
+    DeviceInfo, Error, ResolvedCounters, ResolvedTimestamps, Result, TimestampGranularity,
+    TimestampPair,
 };
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +31,7 @@ impl Backend for Vulkan {
     type Heap = CounterHeap;
     type Recorder = CommandBuffer;
     type Marker = Marker;
+    type Submission = Submission;
 }
 
 /// A fence signaled by an empty submission queued behind earlier work.
@@ -209,7 +211,7 @@ impl BackendSampleBuffer for CounterSampleBuffer {
     }
 
     fn reset_range(&self, range: Range<u64>) -> Result<()> {
-        CounterSampleBuffer::reset_counter_range(self, range)
+        CounterSampleBuffer::reset_range(self, range)
     }
 }
 
@@ -269,12 +271,7 @@ impl BackendRecorder for CommandBuffer {
         index: u32,
         placement: TimestampGranularity,
     ) -> Result<()> {
-        CommandBuffer::sample_counters(
-            self,
-            buffer,
-            index,
-            placement == TimestampGranularity::Precise,
-        )
+        CommandBuffer::sample_counters(self, buffer, index, placement)
     }
 
     fn write_timestamp(
@@ -296,5 +293,19 @@ impl BackendRecorder for CommandBuffer {
     /// unsubmitted.
     fn ticket(&self) -> Option<&gpu_counters_hal::bookkeeping::Ticket> {
         Some(&self.tracker.ticket)
+    }
+}
+
+impl BackendSubmission for Submission {
+    fn cpu_submit_ns(&self) -> u64 {
+        Submission::cpu_submit_ns(self)
+    }
+
+    fn is_done(&self) -> Result<bool> {
+        Submission::is_done(self)
+    }
+
+    fn wait(&self) -> Result<u64> {
+        Submission::wait(self)
     }
 }

@@ -338,18 +338,24 @@ impl CommandBuffer {
 
     /// Samples counters between passes, outside any encoder: the building
     /// block of profiler scopes. Timestamps follow all prior work with
-    /// `barrier`, or are taken when the GPU reaches them without. Statistic
-    /// samples of one command buffer form one chain, so nested and sequential
-    /// scopes both resolve to exact end-minus-start counts, render passes in
-    /// between included. While such a chain is open, encoders cannot sample
-    /// statistics; [`CommandBuffer::end_statistics`] closes it (commit does too).
+    /// [`TimestampGranularity::Precise`] (a barrier), or are taken when the
+    /// GPU reaches them with `Relaxed`. Statistic samples of one command
+    /// buffer form one chain, so nested and sequential scopes both resolve
+    /// to exact end-minus-start counts, render passes in between included.
+    /// While such a chain is open, encoders cannot sample statistics;
+    /// [`CommandBuffer::end_statistics`] closes it (commit does too).
+    ///
+    /// # Errors
+    /// Another device's buffer (`ForeignObject`); an encoder still open; an
+    /// index out of range or already written by this recording.
     #[inline(always)]
     pub fn sample_counters(
         &mut self,
         buffer: &CounterSampleBuffer,
         index: u32,
-        barrier: bool,
+        placement: TimestampGranularity,
     ) -> Result<()> {
+        let barrier = placement == TimestampGranularity::Precise;
         let stage = barrier_stage(barrier);
         if !self.open_pass.is_open() && self.write_claimed(&buffer.inner, index, stage) {
             return Ok(());
@@ -713,13 +719,16 @@ impl std::fmt::Debug for Submission {
 }
 
 impl Submission {
-    /// `CLOCK_MONOTONIC` just before the submit call.
+    /// [`cpu_monotonic_ns`] just before the submit call.
     pub fn cpu_submit_ns(&self) -> u64 {
         self.cpu_submit_ns
     }
 
-    /// Whether the GPU finished.
-    pub fn is_complete(&self) -> Result<bool> {
+    /// Whether the GPU finished, without waiting.
+    ///
+    /// # Errors
+    /// A failed fence query (device lost).
+    pub fn is_done(&self) -> Result<bool> {
         if self.fence == vk::Fence::null() {
             return Ok(true);
         }
@@ -732,7 +741,11 @@ impl Submission {
         Ok(done)
     }
 
-    /// Waits for the GPU to finish; returns `CLOCK_MONOTONIC` right after.
+    /// Waits for the GPU to finish; returns [`cpu_monotonic_ns`] right
+    /// after.
+    ///
+    /// # Errors
+    /// A failed fence wait (device lost).
     pub fn wait(&self) -> Result<u64> {
         if let Some(t) = self.complete_ns {
             return Ok(t);

@@ -239,10 +239,10 @@ impl Samples {
     }
 
     /// Resets `range` on the host to `state` once it may be (`what` says why,
-    /// for the error): [`CounterSampleBuffer::reset_counter_range`] and
+    /// for the error): [`CounterSampleBuffer::reset_range`] and
     /// [`CounterHeap::invalidate_counter_range`].
     ///
-    /// [`CounterSampleBuffer::reset_counter_range`]: crate::CounterSampleBuffer::reset_counter_range
+    /// [`CounterSampleBuffer::reset_range`]: crate::CounterSampleBuffer::reset_range
     /// [`CounterHeap::invalidate_counter_range`]: crate::CounterHeap::invalidate_counter_range
     pub(crate) fn host_reset_range(
         &self,

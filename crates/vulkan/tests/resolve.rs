@@ -4,7 +4,7 @@ mod common;
 
 use gpu_counters_hal::{
     CommonCounterSet, CounterResultStatistic, CounterSampleBufferDescriptor, SampleStatus,
-    SampleValue, StorageMode, COUNTER_ERROR_VALUE,
+    SampleValue, StorageMode, TimestampGranularity, COUNTER_ERROR_VALUE,
 };
 use gpu_counters_vulkan::{
     CommandBuffer, ComputePassDescriptor, CounterSampleBuffer, Device, GpuBuffer, MemoryLocation,
@@ -217,22 +217,25 @@ fn command_buffer_level_statistics_nest() {
     let stats = buffer(&device, CommonCounterSet::Statistic, 4);
     let mut work = ComputeWorkload::new(&common::ctx(&device), 9, 2, 1).unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&stats, 0, true).unwrap(); // outer start
-                                                   // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
-                                                   // outside any render pass on `device`, where the workload was built; the
-                                                   // GPU is done with it (`common::run` waits) before it is destroyed.
+    cmd.sample_counters(&stats, 0, TimestampGranularity::Precise)
+        .unwrap(); // outer start
+                   // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
+                   // outside any render pass on `device`, where the workload was built; the
+                   // GPU is done with it (`common::run` waits) before it is destroyed.
     unsafe { work.record_dispatch(device.raw(), cmd.raw()) };
-    cmd.sample_counters(&stats, 1, true).unwrap(); // inner start
-                                                   // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
-                                                   // outside any render pass on `device`, where the workload was built; the
-                                                   // GPU is done with it (`common::run` waits) before it is destroyed.
+    cmd.sample_counters(&stats, 1, TimestampGranularity::Precise)
+        .unwrap(); // inner start
+                   // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
+                   // outside any render pass on `device`, where the workload was built; the
+                   // GPU is done with it (`common::run` waits) before it is destroyed.
     unsafe {
         work.record_barrier(device.raw(), cmd.raw());
         work.record_dispatch(device.raw(), cmd.raw());
         work.record_dispatch(device.raw(), cmd.raw());
     }
-    cmd.sample_counters(&stats, 2, true).unwrap(); // inner end
-                                                   // Statistics inside a pass are refused while the chain is open.
+    cmd.sample_counters(&stats, 2, TimestampGranularity::Precise)
+        .unwrap(); // inner end
+                   // Statistics inside a pass are refused while the chain is open.
     {
         let mut pass = cmd
             .compute_encoder(&ComputePassDescriptor::default())
@@ -241,7 +244,8 @@ fn command_buffer_level_statistics_nest() {
         assert!(e.to_string().contains("end_statistics"), "{e}");
         pass.end_encoding().unwrap();
     }
-    cmd.sample_counters(&stats, 3, true).unwrap(); // outer end
+    cmd.sample_counters(&stats, 3, TimestampGranularity::Precise)
+        .unwrap(); // outer end
     common::run(cmd);
     let r = stats.resolve_counter_range(0..4).unwrap();
     assert!(r.all_written());
@@ -361,7 +365,8 @@ fn resolves_into_a_reused_result_match_new_ones() {
     let times = buffer(&device, CommonCounterSet::Timestamp, n);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     for i in (0..n).filter(|i| i % 3 != 1) {
-        cmd.sample_counters(&times, i, false).unwrap();
+        cmd.sample_counters(&times, i, TimestampGranularity::Relaxed)
+            .unwrap();
     }
     common::run(cmd);
     let mut out = gpu_counters_hal::ResolvedCounters::default();
@@ -438,7 +443,12 @@ fn timestamps_resolved_for_one_read_match_the_usual_resolve() {
     let times = buffer(&device, CommonCounterSet::Timestamp, n);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     for i in 0..n {
-        cmd.sample_counters(&times, i, i % 2 == 1).unwrap();
+        let placement = if i % 2 == 1 {
+            TimestampGranularity::Precise
+        } else {
+            TimestampGranularity::Relaxed
+        };
+        cmd.sample_counters(&times, i, placement).unwrap();
     }
     common::run(cmd);
     let mut out = gpu_counters_hal::ResolvedTimestamps::default();
@@ -453,7 +463,8 @@ fn timestamps_resolved_for_one_read_match_the_usual_resolve() {
     let gaps = buffer(&device, CommonCounterSet::Timestamp, 64);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     for i in (0..64).filter(|i| i % 5 != 3) {
-        cmd.sample_counters(&gaps, i, false).unwrap();
+        cmd.sample_counters(&gaps, i, TimestampGranularity::Relaxed)
+            .unwrap();
     }
     common::run(cmd);
     gaps.resolve_timestamps_into(0..64, &mut out).unwrap();

@@ -568,18 +568,25 @@ pub struct Submission {
 }
 
 impl Submission {
-    /// `CLOCK_MONOTONIC` just before it was submitted.
+    /// [`cpu_monotonic_ns`] just before it was submitted.
     pub fn cpu_submit_ns(&self) -> u64 {
         self.cpu_submit_ns
     }
 
-    /// Whether the GPU finished it (as far as the last poll saw).
-    pub fn is_done(&self) -> bool {
-        self.ticket.is_done()
+    /// Whether the GPU finished it, as far as the last poll of the device
+    /// saw (any resolve polls; this does not).
+    ///
+    /// # Errors
+    /// None on wgpu; the signature is every backend's.
+    pub fn is_done(&self) -> Result<bool> {
+        Ok(self.ticket.is_done())
     }
 
     /// Waits until it finished and its samples' values arrived; returns
-    /// `CLOCK_MONOTONIC` right after.
+    /// [`cpu_monotonic_ns`] right after.
+    ///
+    /// # Errors
+    /// A failed poll (device lost).
     pub fn wait(&self) -> Result<u64> {
         self.device
             .shared

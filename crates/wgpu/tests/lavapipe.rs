@@ -3,9 +3,9 @@
 //! validation error captured fails the test.
 
 use gpu_counters_hal::{
-    cpu_monotonic_ns, BackendDevice, BackendRecorder, BackendSampleBuffer, CalibrationMethod,
-    CommonCounterSet, CounterSampleBufferDescriptor, Error, InvalidInput, SampleStatus,
-    SampleValue, TimestampGranularity, COUNTER_ERROR_VALUE,
+    cpu_monotonic_ns, BackendDevice, BackendRecorder, CalibrationMethod, CommonCounterSet,
+    CounterSampleBufferDescriptor, Error, InvalidInput, SampleStatus, SampleValue,
+    TimestampGranularity, COUNTER_ERROR_VALUE,
 };
 use gpu_counters_wgpu::{CounterSampleBuffer, Device};
 use std::sync::{Arc, Mutex, Once, OnceLock};
@@ -517,7 +517,7 @@ fn profiler_over_an_encoder() {
 /// the work before them is done.
 #[test]
 fn rerecorded_samples_heaps_and_markers() {
-    use gpu_counters_hal::{BackendHeap, BackendMarker, CounterHeapDescriptor};
+    use gpu_counters_hal::{BackendMarker, CounterHeapDescriptor};
     let Some(gpu) = timestamp_gpu() else {
         return;
     };
@@ -1321,6 +1321,52 @@ fn claimed_pass_writes_are_pending_until_submitted() {
     gpu.check();
 }
 
+/// A host reset of part of a sample buffer (`reset_range`, what the
+/// profiler resets of a page after a frame) resets exactly that range, is
+/// refused while an index of it is pending, and leaves the rest as it was.
+#[test]
+fn range_reset_resets_only_its_range() {
+    let Some(gpu) = timestamp_gpu() else {
+        return;
+    };
+    let d = &gpu.device;
+    let buffer = timestamps(d, 6);
+    let mut rec = d.recorder(Some("range reset"));
+    timed_pass(&mut rec, &buffer, 0).unwrap();
+    timed_pass(&mut rec, &buffer, 2).unwrap();
+    match buffer.reset_range(2..4).unwrap_err() {
+        Error::Invalid(InvalidInput::SampleIndexReuse { index: 2, .. }) => {}
+        e => panic!("expected SampleIndexReuse of index 2, got {e:?}"),
+    }
+    d.submit(rec).unwrap().wait().unwrap();
+    // Ranges past the end and empty ones are refused, as by resolves.
+    for (range, start, end) in [(4..7, 4, 7), (3..3, 3, 3)] {
+        match buffer.reset_range(range).unwrap_err() {
+            Error::Invalid(InvalidInput::RangeOutOfBounds {
+                start: s,
+                end: e,
+                count: 6,
+                ..
+            }) => assert_eq!((s, e), (start, end)),
+            e => panic!("expected RangeOutOfBounds, got {e:?}"),
+        }
+    }
+    buffer.reset_range(0..2).unwrap();
+    let resolved = buffer.resolve_counter_range(0..6).unwrap();
+    assert_eq!(
+        resolved.statuses(),
+        &[
+            SampleStatus::NotWritten,
+            SampleStatus::NotWritten,
+            SampleStatus::Written,
+            SampleStatus::Written,
+            SampleStatus::NotWritten,
+            SampleStatus::NotWritten,
+        ]
+    );
+    gpu.check();
+}
+
 /// An index one recorder noted without the lock is refused to another
 /// while the first is open; the other's write of a clean index of the same
 /// claimed block is then refused to the first. Both submit; exactly the
@@ -2013,7 +2059,7 @@ fn leaked_passes_under_the_default_handler_are_errors_not_panics() {
 #[test]
 fn objects_of_another_device_are_refused() {
     use gpu_counters_hal::timeline::PassKind;
-    use gpu_counters_hal::{BackendHeap, CounterHeapDescriptor};
+    use gpu_counters_hal::CounterHeapDescriptor;
     use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let (Some(a), Some(b)) = (timestamp_gpu(), timestamp_gpu()) else {
         return;
