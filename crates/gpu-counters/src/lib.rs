@@ -32,7 +32,7 @@
 //! use gpu_counters::vulkan::{
 //!     CommandBuffer, ComputePassDescriptor, Device, InstanceOptions, PassSampleBufferAttachment,
 //! };
-//! use gpu_counters::{CommonCounterSet, CounterSampleBufferDescriptor};
+//! use gpu_counters::{CommonCounterSet, CounterSampleBufferDescriptor, SampleValue};
 //!
 //! let device = Device::open_default(&InstanceOptions::default())?;
 //! let times = device.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
@@ -53,9 +53,9 @@
 //! cmd.commit()?.wait()?;
 //! let resolved = times.resolve_counter_range(0..2)?;
 //! let calibration = device.calibration()?;
-//! for t in resolved.timestamps()? {
-//!     let at = calibration.to_cpu_ns(t.timestamp)?;
-//!     println!("{} ns ± {} ns on the CPU clock", at.ns, at.error_bound_ns);
+//! match calibration.duration(&resolved, 0, 1)? {
+//!     SampleValue::Value(d) => println!("{} ns ± {} ns", d.ns, d.error_bound_ns),
+//!     lacking => println!("no duration: {lacking:?}"),
 //! }
 //! # Ok::<(), gpu_counters::Error>(())
 //! ```
@@ -67,12 +67,13 @@
 
 pub use gpu_counters_hal::timeline;
 pub use gpu_counters_hal::{
-    cpu_monotonic_ns, BackendKind, CalibratedTime, Calibration, CalibrationMethod, CommonCounter,
-    CommonCounterSet, ConversionError, Converter, CounterErrorKind, CounterHeapDescriptor,
-    CounterHeapType, CounterResultStageUtilization, CounterResultStatistic, CounterResultTimestamp,
-    CounterSampleBufferDescriptor, CounterSamplingPoint, CounterSet, DeviceInfo, DeviceType, Error,
-    InvalidInput, ResolvedCounters, ResolvedTimestamps, Result, SampleStatus, SampleValue, SpanEnd,
-    StorageMode, TimestampGranularity, TimestampPair, COUNTER_ERROR_VALUE, REFIT_INTERVAL_NS,
+    cpu_monotonic_ns, BackendKind, CalibratedDuration, CalibratedTime, Calibration,
+    CalibrationMethod, CommonCounter, CommonCounterSet, ConversionError, Converter,
+    CounterErrorKind, CounterHeapDescriptor, CounterHeapType, CounterResultStageUtilization,
+    CounterResultStatistic, CounterResultTimestamp, CounterSampleBufferDescriptor,
+    CounterSamplingPoint, CounterSet, DeviceInfo, DeviceType, Error, InvalidInput,
+    ResolvedCounters, ResolvedTimestamps, Result, SampleStatus, SampleValue, SpanEnd, StorageMode,
+    TimestampGranularity, TimestampPair, COUNTER_ERROR_VALUE, REFIT_INTERVAL_NS,
 };
 pub use gpu_counters_profiler::{
     export, to_timeline, DropCounts, Frame, FrameResult, FrameSink, PassScope, Profiler,

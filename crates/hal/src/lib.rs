@@ -38,8 +38,8 @@ pub use backend::{
     BackendSubmission, ScopeStack,
 };
 pub use calibration::{
-    CalibratedTime, Calibration, CalibrationMethod, ConversionError, Converter, TimestampPair,
-    REFIT_INTERVAL_NS,
+    CalibratedDuration, CalibratedTime, Calibration, CalibrationMethod, ConversionError, Converter,
+    TimestampPair, REFIT_INTERVAL_NS,
 };
 pub use clock::cpu_monotonic_ns;
 pub use counters::{CommonCounter, CommonCounterSet, CounterSamplingPoint, CounterSet};
