@@ -39,8 +39,8 @@
 //! round by round.
 
 use ash::vk;
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{
     CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
     TimestampGranularity,
 };
@@ -282,8 +282,8 @@ fn main() -> R<()> {
                 }
                 "scope-pairs" => {
                     for i in 0..n {
-                        cmd.sample_counters(&buffer, 2 * i, false)?;
-                        cmd.sample_counters(&buffer, 2 * i + 1, true)?;
+                        cmd.sample_counters(&buffer, 2 * i, TimestampGranularity::Relaxed)?;
+                        cmd.sample_counters(&buffer, 2 * i + 1, TimestampGranularity::Precise)?;
                     }
                 }
                 "profiler" => {

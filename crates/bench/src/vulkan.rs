@@ -12,8 +12,8 @@ use crate::{
     Harness, HarnessRow, Measurement, Placement, Tool, Variant, VariantSpec, Variants,
 };
 use ash::vk;
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{
     Calibration, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
     CounterSampleBufferDescriptor, TimestampGranularity,
 };
@@ -719,7 +719,7 @@ impl VulkanBench {
             }
             Kind::GcScopePairs => {
                 for i in 0..n {
-                    cmd.sample_counters(buffer, 2 * i, false)?;
+                    cmd.sample_counters(buffer, 2 * i, TimestampGranularity::Relaxed)?;
                     if let Some(wl) = wl {
                         // SAFETY: `cmd.raw()` is recording outside any render pass; see
                         // `run_gpu_counters`' recording contract.
@@ -728,7 +728,7 @@ impl VulkanBench {
                             wl.record_barrier(&d, cmd.raw());
                         }
                     }
-                    cmd.sample_counters(buffer, 2 * i + 1, true)?;
+                    cmd.sample_counters(buffer, 2 * i + 1, TimestampGranularity::Precise)?;
                 }
             }
             Kind::GcProfilerScopes => {

@@ -25,9 +25,9 @@ use crate::output::PendingOutput;
 use crate::report::{self, PassCheck, RunReport};
 use crate::stdio::{errln, outln};
 use crate::{run_cuda, run_vulkan, run_wgpu};
-use gpu_counters_core::backend::BackendDevice;
-use gpu_counters_core::timeline::{MultiTimeline, PassKind, Timeline};
-use gpu_counters_core::{Calibration, CommonCounter, CommonCounterSet, DeviceInfo};
+use gpu_counters_hal::backend::BackendDevice;
+use gpu_counters_hal::timeline::{MultiTimeline, PassKind, Timeline};
+use gpu_counters_hal::{Calibration, CommonCounter, CommonCounterSet, DeviceInfo};
 use gpu_counters_profiler::{export, Frame, FrameResult, Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_workloads::WorkloadError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -468,7 +468,7 @@ pub(crate) trait Submitted {
 }
 
 /// Implements [`Submitted`] for a backend's submission type, whose inherent
-/// `cpu_submit_ns(&self) -> u64` and `wait(&self)` (a result of core's
+/// `cpu_submit_ns(&self) -> u64` and `wait(&self)` (a result of hal's
 /// errors) are what the trait's methods mean.
 macro_rules! impl_submitted {
     ($t:ty) => {
@@ -1090,7 +1090,7 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_counters_core::CounterResultStatistic;
+    use gpu_counters_hal::CounterResultStatistic;
     use gpu_counters_profiler::{DropCounts, ScopeResult};
 
     fn scope(label: &str, kind: PassKind, invocations: Option<u64>) -> ScopeResult {

@@ -11,8 +11,8 @@
 //! says so and exits 1.
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_cuda::CudaDevice;
+use gpu_counters_cuda::Device;
+use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_profiler::{export, Profiler, ProfilerOptions};
 use std::error::Error;
 use std::time::Duration;
@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let path = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "/tmp/gpu_counters_cuda.json".into());
-    let device = match CudaDevice::open(0) {
+    let device = match Device::open(0) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");

@@ -2,16 +2,17 @@
 //! memory, recorders over the device's stream, markers as events.
 
 use crate::storage::{MappedWords, Storage};
-use crate::{driver_err, kernels, CudaDevice, MAX_SAMPLE_COUNT};
+use crate::{driver_err, kernels, Device, MAX_SAMPLE_COUNT};
 use cudarc::driver::CudaEvent;
-use gpu_counters_core::backend::{
+use gpu_counters_hal::backend::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
+    BackendSubmission,
 };
-use gpu_counters_core::bookkeeping::{Held, SampleSet, SlotState, Ticket, ABSENT, NONE};
+use gpu_counters_hal::bookkeeping::{Held, SampleSet, SlotState, Ticket, ABSENT, NONE};
 #[cfg(feature = "cupti")]
-use gpu_counters_core::COUNTER_ERROR_VALUE;
-use gpu_counters_core::{
-    cpu_monotonic_ns, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
+use gpu_counters_hal::COUNTER_ERROR_VALUE;
+use gpu_counters_hal::{
+    cpu_monotonic_ns, Calibration, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
     CounterSampleBufferDescriptor, DeviceId, DeviceInfo, Error, InvalidInput, ResolvedCounters,
     ResolvedTimestamps, Result, StorageMode, TimestampGranularity, TimestampPair,
 };
@@ -24,22 +25,23 @@ use std::sync::Arc;
 pub struct Cuda;
 
 impl Backend for Cuda {
-    type Device = CudaDevice;
-    type SampleBuffer = CudaSampleBuffer;
-    type Heap = CudaHeap;
-    type Recorder = CudaRecorder;
-    type Marker = CudaMarker;
+    type Device = Device;
+    type SampleBuffer = CounterSampleBuffer;
+    type Heap = CounterHeap;
+    type Recorder = Recorder;
+    type Marker = Marker;
+    type Submission = Submission;
 }
 
 /// A counter sample buffer of timestamps. Cloning shares it.
 #[derive(Clone)]
-pub struct CudaSampleBuffer {
+pub struct CounterSampleBuffer {
     pub(crate) storage: Arc<Storage>,
 }
 
 /// A Metal 4 counter heap of timestamps. Cloning shares it.
 #[derive(Clone)]
-pub struct CudaHeap {
+pub struct CounterHeap {
     pub(crate) storage: Arc<Storage>,
 }
 
@@ -99,16 +101,28 @@ fn host_reset(
     Ok(())
 }
 
-impl BackendSampleBuffer for CudaSampleBuffer {
-    fn sample_count(&self) -> u32 {
+impl CounterSampleBuffer {
+    /// The number of samples.
+    pub fn sample_count(&self) -> u32 {
         self.storage.samples.count
     }
 
-    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+    /// Resolves samples on the CPU into Metal's layout with a status per
+    /// sample, never waiting (`resolveCounterRange`): a sample whose work
+    /// is not done yet is [`SampleStatus::NotReady`](gpu_counters_hal::SampleStatus::NotReady).
+    ///
+    /// # Errors
+    /// A range past the end or empty; a driver error while polling.
+    pub fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
         resolve(&self.storage, range)
     }
 
-    fn resolve_counter_range_into(
+    /// [`CounterSampleBuffer::resolve_counter_range`] into `out`, reusing its
+    /// memory. On error `out` is left empty.
+    ///
+    /// # Errors
+    /// As [`CounterSampleBuffer::resolve_counter_range`].
+    pub fn resolve_counter_range_into(
         &self,
         range: Range<u64>,
         out: &mut ResolvedCounters,
@@ -116,7 +130,14 @@ impl BackendSampleBuffer for CudaSampleBuffer {
         resolve_into(&self.storage, range, out)
     }
 
-    fn resolve_timestamps_into(
+    /// The ticks and statuses of `range` into `out`, for a caller that
+    /// reads each sample once (see [`ResolvedTimestamps`]). On error `out`
+    /// is left empty.
+    ///
+    /// # Errors
+    /// As [`CounterSampleBuffer::resolve_counter_range`]; samples of
+    /// another counter set than timestamps.
+    pub fn resolve_timestamps_into(
         &self,
         range: Range<u64>,
         out: &mut ResolvedTimestamps,
@@ -124,19 +145,33 @@ impl BackendSampleBuffer for CudaSampleBuffer {
         resolve_timestamps_into(&self.storage, range, out)
     }
 
-    fn reset(&self) -> Result<()> {
+    /// Resets every sample to "not written" on the host.
+    ///
+    /// # Errors
+    /// While a sample is still pending on the GPU.
+    pub fn reset(&self) -> Result<()> {
         let n = self.storage.samples.count;
         host_reset(&self.storage, 0, n, SlotState::Fresh, "reset")
     }
+
+    /// Resets the samples of `range` to "not written" on the host.
+    ///
+    /// # Errors
+    /// A range past the end or empty; while one of its samples is still
+    /// pending on the GPU.
+    pub fn reset_range(&self, range: Range<u64>) -> Result<()> {
+        let (first, count) = self.storage.samples.check_range(&range)?;
+        host_reset(&self.storage, first, count, SlotState::Fresh, "reset")
+    }
 }
 
-impl BackendHeap for CudaHeap {
-    fn count(&self) -> u32 {
-        self.storage.samples.count
+impl BackendSampleBuffer for CounterSampleBuffer {
+    fn sample_count(&self) -> u32 {
+        CounterSampleBuffer::sample_count(self)
     }
 
     fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        resolve(&self.storage, range)
+        CounterSampleBuffer::resolve_counter_range(self, range)
     }
 
     fn resolve_counter_range_into(
@@ -144,7 +179,7 @@ impl BackendHeap for CudaHeap {
         range: Range<u64>,
         out: &mut ResolvedCounters,
     ) -> Result<()> {
-        resolve_into(&self.storage, range, out)
+        CounterSampleBuffer::resolve_counter_range_into(self, range, out)
     }
 
     fn resolve_timestamps_into(
@@ -152,10 +187,68 @@ impl BackendHeap for CudaHeap {
         range: Range<u64>,
         out: &mut ResolvedTimestamps,
     ) -> Result<()> {
+        CounterSampleBuffer::resolve_timestamps_into(self, range, out)
+    }
+
+    fn reset(&self) -> Result<()> {
+        CounterSampleBuffer::reset(self)
+    }
+
+    fn reset_range(&self, range: Range<u64>) -> Result<()> {
+        CounterSampleBuffer::reset_range(self, range)
+    }
+}
+
+impl CounterHeap {
+    /// The number of entries.
+    pub fn count(&self) -> u32 {
+        self.storage.samples.count
+    }
+
+    /// Resolves entries on the CPU (`resolveCounterRange`): written entries
+    /// hold ticks, invalidated ones 0, the rest the error value, each with
+    /// its status.
+    ///
+    /// # Errors
+    /// A range past the end or empty; a driver error while polling.
+    pub fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+        resolve(&self.storage, range)
+    }
+
+    /// [`CounterHeap::resolve_counter_range`] into `out`, reusing its
+    /// memory. On error `out` is left empty.
+    ///
+    /// # Errors
+    /// As [`CounterHeap::resolve_counter_range`].
+    pub fn resolve_counter_range_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        resolve_into(&self.storage, range, out)
+    }
+
+    /// The ticks and statuses of `range` into `out`, for a caller that
+    /// reads each entry once (see [`ResolvedTimestamps`]). On error `out`
+    /// is left empty.
+    ///
+    /// # Errors
+    /// As [`CounterHeap::resolve_counter_range`].
+    pub fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
         resolve_timestamps_into(&self.storage, range, out)
     }
 
-    fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
+    /// Invalidates entries (`invalidateCounterRange`): they resolve as
+    /// [`SampleStatus::Invalidated`](gpu_counters_hal::SampleStatus::Invalidated), 0.
+    ///
+    /// # Errors
+    /// A range past the end or empty; while an entry is still pending on
+    /// the GPU.
+    pub fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
         let (first, count) = self.storage.samples.check_range(&range)?;
         host_reset(
             &self.storage,
@@ -167,16 +260,46 @@ impl BackendHeap for CudaHeap {
     }
 }
 
+impl BackendHeap for CounterHeap {
+    fn count(&self) -> u32 {
+        CounterHeap::count(self)
+    }
+
+    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
+        CounterHeap::resolve_counter_range(self, range)
+    }
+
+    fn resolve_counter_range_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedCounters,
+    ) -> Result<()> {
+        CounterHeap::resolve_counter_range_into(self, range, out)
+    }
+
+    fn resolve_timestamps_into(
+        &self,
+        range: Range<u64>,
+        out: &mut ResolvedTimestamps,
+    ) -> Result<()> {
+        CounterHeap::resolve_timestamps_into(self, range, out)
+    }
+
+    fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
+        CounterHeap::invalidate_counter_range(self, range)
+    }
+}
+
 const IDLE: u8 = 0;
 const SUBMITTED: u8 = 1;
 
 /// A completion marker: an event recorded on the device's stream.
-pub struct CudaMarker {
+pub struct Marker {
     event: CudaEvent,
     state: AtomicU8,
 }
 
-impl BackendMarker for CudaMarker {
+impl BackendMarker for Marker {
     fn is_signaled(&self) -> Result<bool> {
         if self.state.load(Ordering::Acquire) != SUBMITTED {
             return Ok(false);
@@ -197,13 +320,13 @@ impl BackendMarker for CudaMarker {
     }
 }
 
-/// A range of the device stream's work, from [`CudaDevice::recorder`] to
-/// [`CudaDevice::submit`]: samples are launched on the stream as they are
+/// A range of the device stream's work, from [`Device::recorder`] to
+/// [`Device::submit`]: samples are launched on the stream as they are
 /// recorded (a stream runs work as it comes), and become available once the
 /// range's work is done.
-pub struct CudaRecorder {
+pub struct Recorder {
     id: u64,
-    device: CudaDevice,
+    device: Device,
     ticket: Ticket,
     /// The storages written: held until the work is done.
     held: Vec<Arc<Storage>>,
@@ -214,7 +337,7 @@ pub struct CudaRecorder {
     /// stream's count when it was sampled.
     chain: Option<OpenStatistic>,
     /// The profiler's scopes open on it.
-    scope_stack: gpu_counters_core::ScopeStack,
+    scope_stack: gpu_counters_hal::ScopeStack,
     /// The stage-utilization chain: its range-profiler session and ranges.
     #[cfg(feature = "cupti")]
     stage: Option<StageChain>,
@@ -259,8 +382,8 @@ fn next_chain() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-impl CudaRecorder {
-    pub(crate) fn new(device: CudaDevice) -> Self {
+impl Recorder {
+    pub(crate) fn new(device: Device) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         // Zero-intrusion: tracing on from here. Where CUPTI refuses, the
         // samples resolve as errors (no recorded work), never as zeros.
@@ -315,7 +438,7 @@ impl CudaRecorder {
             .collect()
     }
 
-    pub(crate) fn submit(mut self) -> Result<CudaSubmission> {
+    pub(crate) fn submit(mut self) -> Result<Submission> {
         let ended = self.end_statistics();
         self.submitted = true;
         let held = self.held();
@@ -323,7 +446,7 @@ impl CudaRecorder {
         self.end_tracing();
         let event = event?;
         ended?;
-        Ok(CudaSubmission {
+        Ok(Submission {
             device: self.device.clone(),
             event,
             ticket: self.ticket.clone(),
@@ -331,7 +454,7 @@ impl CudaRecorder {
         })
     }
 
-    /// Refuses another device's buffer or heap (core's shared check).
+    /// Refuses another device's buffer or heap (hal's shared check).
     #[inline]
     fn check_device(&self, storage: &Storage) -> Result<()> {
         self.device
@@ -340,7 +463,7 @@ impl CudaRecorder {
             .check(storage.device_id, storage.samples.object_name())
     }
 
-    /// Fails unless [`CudaRecorder::timestamp`] of `index` (if any) would
+    /// Fails unless [`Recorder::timestamp`] of `index` (if any) would
     /// be accepted now; records nothing.
     pub(crate) fn check_timestamp(&self, storage: &Storage, index: Option<u32>) -> Result<()> {
         let Some(index) = index else {
@@ -392,13 +515,13 @@ impl CudaRecorder {
     }
 }
 
-impl CudaRecorder {
-    /// Core's checks of a write of `storage[index]` by this recording, and
+impl Recorder {
+    /// The hal's checks of a write of `storage[index]` by this recording, and
     /// its bookkeeping: the storage held, a dirty index noted as reset.
     fn prepare_write(
         &mut self,
         storage: &Arc<Storage>,
-        slots: &mut gpu_counters_core::bookkeeping::SampleTable,
+        slots: &mut gpu_counters_hal::bookkeeping::SampleTable,
         index: u32,
     ) -> Result<()> {
         let dirty = storage
@@ -674,7 +797,7 @@ impl CudaRecorder {
     }
 }
 
-impl Drop for CudaRecorder {
+impl Drop for Recorder {
     fn drop(&mut self) {
         if self.submitted {
             return;
@@ -688,7 +811,7 @@ impl Drop for CudaRecorder {
     }
 }
 
-impl BackendRecorder for CudaRecorder {
+impl BackendRecorder for Recorder {
     type Backend = Cuda;
 
     fn recorder_id(&self) -> u64 {
@@ -699,13 +822,47 @@ impl BackendRecorder for CudaRecorder {
         self.device.shared.id
     }
 
-    fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
+    fn scope_stack(&mut self) -> &mut gpu_counters_hal::ScopeStack {
         &mut self.scope_stack
     }
 
     fn sample_counters(
         &mut self,
-        buffer: &CudaSampleBuffer,
+        buffer: &CounterSampleBuffer,
+        index: u32,
+        placement: TimestampGranularity,
+    ) -> Result<()> {
+        Recorder::sample_counters(self, buffer, index, placement)
+    }
+
+    fn write_timestamp(
+        &mut self,
+        granularity: TimestampGranularity,
+        heap: &CounterHeap,
+        index: u32,
+    ) -> Result<()> {
+        Recorder::write_timestamp(self, granularity, heap, index)
+    }
+
+    fn end_statistics(&mut self) -> Result<()> {
+        Recorder::end_statistics(self)
+    }
+}
+
+impl Recorder {
+    /// Samples `buffer[index]` between kernels: a timestamp, the stream's
+    /// kernel count (statistics) or its cycles (stage utilization). A
+    /// kernel on the stream runs after all prior work, so both placements
+    /// are the same, except zero-intrusion, where `placement` picks the
+    /// side of the sample. Statistic samples of one recorder form one
+    /// chain, so any end minus start of it is exact.
+    ///
+    /// # Errors
+    /// Another device's buffer (`ForeignObject`); an index out of range or
+    /// already written by this recording; a launch the driver refused.
+    pub fn sample_counters(
+        &mut self,
+        buffer: &CounterSampleBuffer,
         index: u32,
         placement: TimestampGranularity,
     ) -> Result<()> {
@@ -715,17 +872,20 @@ impl BackendRecorder for CudaRecorder {
             CommonCounterSet::Statistic => self.statistic(&storage, index),
             #[cfg(feature = "cupti")]
             CommonCounterSet::StageUtilization => self.stage_utilization(&storage, index),
-            // A kernel on the stream runs after all prior work, so both
-            // placements are the same there; zero-intrusion, they pick the
-            // side of the sample.
             _ => self.timestamp(&storage, index, placement == TimestampGranularity::Precise),
         }
     }
 
-    fn write_timestamp(
+    /// Writes a timestamp into `heap[index]` between kernels
+    /// (`writeTimestamp(granularity:counterHeap:index:)`).
+    ///
+    /// # Errors
+    /// Another device's heap (`ForeignObject`); an index out of range or
+    /// already written by this recording; a launch the driver refused.
+    pub fn write_timestamp(
         &mut self,
         granularity: TimestampGranularity,
-        heap: &CudaHeap,
+        heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
         let storage = heap.storage.clone();
@@ -736,7 +896,12 @@ impl BackendRecorder for CudaRecorder {
         )
     }
 
-    fn end_statistics(&mut self) -> Result<()> {
+    /// Ends the recorder's open statistic and stage-utilization chains, if
+    /// any (submitting does too).
+    ///
+    /// # Errors
+    /// A count or a range-profiler session that could not be read.
+    pub fn end_statistics(&mut self) -> Result<()> {
         let statistics = self.close_chain();
         #[cfg(feature = "cupti")]
         let stage = self.close_stage();
@@ -748,27 +913,35 @@ impl BackendRecorder for CudaRecorder {
 
 /// A submitted recorder's range of work.
 #[derive(Debug)]
-pub struct CudaSubmission {
-    device: CudaDevice,
+pub struct Submission {
+    device: Device,
     event: Arc<CudaEvent>,
     ticket: Ticket,
     cpu_submit_ns: u64,
 }
 
-impl CudaSubmission {
-    /// `CLOCK_MONOTONIC` when its recorder was made: the range's work may
-    /// have started from then on (a stream runs work as it is launched).
+impl Submission {
+    /// [`cpu_monotonic_ns`] when its recorder was made: the range's work
+    /// may have started from then on (a stream runs work as it is
+    /// launched).
     pub fn cpu_submit_ns(&self) -> u64 {
         self.cpu_submit_ns
     }
 
     /// Whether its work is done.
+    ///
+    /// # Errors
+    /// A driver error while polling.
     pub fn is_done(&self) -> Result<bool> {
         self.device.shared.poll()?;
         Ok(self.ticket.is_done())
     }
 
-    /// Waits until its work is done; returns `CLOCK_MONOTONIC` right after.
+    /// Waits until its work is done; returns [`cpu_monotonic_ns`] right
+    /// after.
+    ///
+    /// # Errors
+    /// A driver error while synchronizing or polling.
     pub fn wait(&self) -> Result<u64> {
         self.event
             .synchronize()
@@ -779,7 +952,21 @@ impl CudaSubmission {
     }
 }
 
-impl CudaDevice {
+impl BackendSubmission for Submission {
+    fn cpu_submit_ns(&self) -> u64 {
+        Submission::cpu_submit_ns(self)
+    }
+
+    fn is_done(&self) -> Result<bool> {
+        Submission::is_done(self)
+    }
+
+    fn wait(&self) -> Result<u64> {
+        Submission::wait(self)
+    }
+}
+
+impl Device {
     fn make_storage(
         &self,
         label: String,
@@ -806,25 +993,23 @@ impl CudaDevice {
     }
 }
 
-impl BackendDevice for CudaDevice {
-    type Backend = Cuda;
-
-    fn info(&self) -> &DeviceInfo {
+impl Device {
+    /// Everything gpu-counters reports about the device.
+    pub fn info(&self) -> &DeviceInfo {
         &self.shared.info
     }
 
-    fn device_id(&self) -> DeviceId {
-        self.shared.id
-    }
-
-    fn queue_name(&self) -> String {
-        format!("{} stream", self.shared.info.name)
-    }
-
-    fn make_counter_sample_buffer(
+    /// Makes a counter sample buffer (Metal's `makeCounterSampleBuffer`) in
+    /// host-mapped memory.
+    ///
+    /// # Errors
+    /// A sample count of 0 or over [`MAX_SAMPLE_COUNT`]; a counter set the
+    /// device does not offer (statistics and stage utilization need CUPTI,
+    /// and the options that ask for them); out of host-mapped memory.
+    pub fn make_counter_sample_buffer(
         &self,
         descriptor: &CounterSampleBufferDescriptor,
-    ) -> Result<CudaSampleBuffer> {
+    ) -> Result<CounterSampleBuffer> {
         let n = descriptor.checked_sample_count(MAX_SAMPLE_COUNT)?;
         let set = descriptor.counter_set;
         if self.shared.info.counter_set(set).is_none() {
@@ -850,10 +1035,16 @@ impl BackendDevice for CudaDevice {
             n,
             "sample",
         )?;
-        Ok(CudaSampleBuffer { storage })
+        Ok(CounterSampleBuffer { storage })
     }
 
-    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CudaHeap> {
+    /// Makes a Metal 4 counter heap of timestamps
+    /// (`MTLDevice.makeCounterHeap`) in host-mapped memory.
+    ///
+    /// # Errors
+    /// A count of 0 or over [`MAX_SAMPLE_COUNT`]; out of host-mapped
+    /// memory.
+    pub fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CounterHeap> {
         let n = descriptor.count;
         if n == 0 || n > MAX_SAMPLE_COUNT {
             return Err(InvalidInput::HeapCountOutOfRange {
@@ -873,26 +1064,92 @@ impl BackendDevice for CudaDevice {
             n,
             "heap entry",
         )?;
-        Ok(CudaHeap { storage })
+        Ok(CounterHeap { storage })
     }
 
-    fn sample_timestamps(&self) -> Result<TimestampPair> {
+    /// A CPU time and a GPU timestamp taken together, with the most they
+    /// may be apart (Metal's `sampleTimestamps()`).
+    ///
+    /// # Errors
+    /// A driver error, or reads too far apart to bound.
+    pub fn sample_timestamps(&self) -> Result<TimestampPair> {
         self.shared.sample_timestamps()
     }
 
-    fn make_marker(&self) -> Result<CudaMarker> {
+    /// A calibration of the device's timestamps onto the CPU clock, from a
+    /// fresh pair ([`Device::sample_timestamps`]).
+    ///
+    /// # Errors
+    /// As [`Device::sample_timestamps`].
+    pub fn calibration(&self) -> Result<Calibration> {
+        BackendDevice::calibration(self)
+    }
+
+    /// Adds a fresh pair to `calibration` if it is due for a refit
+    /// ([`Calibration::needs_refit`]).
+    ///
+    /// # Errors
+    /// As [`Device::sample_timestamps`]; the calibration is unchanged then.
+    pub fn refresh_calibration(&self, calibration: &mut Calibration) -> Result<()> {
+        BackendDevice::refresh_calibration(self, calibration)
+    }
+
+    /// Waits until the device's stream is idle and its samples resolved.
+    ///
+    /// # Errors
+    /// A driver error while synchronizing or polling.
+    pub fn wait_idle(&self) -> Result<()> {
+        self.shared
+            .stream
+            .synchronize()
+            .map_err(driver_err("cuStreamSynchronize"))?;
+        self.shared.poll()
+    }
+}
+
+impl BackendDevice for Device {
+    type Backend = Cuda;
+
+    fn info(&self) -> &DeviceInfo {
+        Device::info(self)
+    }
+
+    fn device_id(&self) -> DeviceId {
+        self.shared.id
+    }
+
+    fn queue_name(&self) -> String {
+        format!("{} stream", self.shared.info.name)
+    }
+
+    fn make_counter_sample_buffer(
+        &self,
+        descriptor: &CounterSampleBufferDescriptor,
+    ) -> Result<CounterSampleBuffer> {
+        Device::make_counter_sample_buffer(self, descriptor)
+    }
+
+    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CounterHeap> {
+        Device::make_counter_heap(self, descriptor)
+    }
+
+    fn sample_timestamps(&self) -> Result<TimestampPair> {
+        Device::sample_timestamps(self)
+    }
+
+    fn make_marker(&self) -> Result<Marker> {
         let event = self
             .shared
             .ctx
             .new_event(None)
             .map_err(driver_err("cuEventCreate"))?;
-        Ok(CudaMarker {
+        Ok(Marker {
             event,
             state: AtomicU8::new(IDLE),
         })
     }
 
-    fn submit_marker(&self, marker: &CudaMarker) -> Result<()> {
+    fn submit_marker(&self, marker: &Marker) -> Result<()> {
         marker
             .state
             .compare_exchange(IDLE, SUBMITTED, Ordering::AcqRel, Ordering::Acquire)
@@ -904,10 +1161,6 @@ impl BackendDevice for CudaDevice {
     }
 
     fn wait_idle(&self) -> Result<()> {
-        self.shared
-            .stream
-            .synchronize()
-            .map_err(driver_err("cuStreamSynchronize"))?;
-        self.shared.poll()
+        Device::wait_idle(self)
     }
 }

@@ -1,13 +1,13 @@
 //! Host-mapped memory the GPU writes samples into, and one sample buffer's
 //! (or heap's) storage: two words per sample, the value then the
-//! availability word, read by core's CPU resolve without any copy. A
+//! availability word, read by hal's CPU resolve without any copy. A
 //! timestamp kernel writes only the value, which is then its own
 //! availability (`%globaltimer` is never 0).
 
 use crate::{driver_err, Shared};
 use cudarc::driver::{result, sys, CudaContext};
-use gpu_counters_core::bookkeeping::{QueryRead, SampleSet};
-use gpu_counters_core::{Error, Result};
+use gpu_counters_hal::bookkeeping::{QueryRead, SampleSet};
+use gpu_counters_hal::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -112,7 +112,7 @@ pub(crate) struct Storage {
     /// device's pending work holds storages).
     pub(crate) device: Weak<Shared>,
     /// Which device it belongs to, for refusing foreign objects.
-    pub(crate) device_id: gpu_counters_core::DeviceId,
+    pub(crate) device_id: gpu_counters_hal::DeviceId,
 }
 
 impl Storage {

@@ -8,8 +8,8 @@ use crate::activity::{Activity, ActivityStats, Anchor, Enabled, Settled};
 use crate::storage::{MappedWords, Storage};
 use crate::{driver_err, kernels, lock};
 use cudarc::driver::{CudaFunction, CudaStream};
-use gpu_counters_core::bookkeeping::{Ticket, QUERY_FAILED};
-use gpu_counters_core::{cpu_monotonic_ns, Error, Result};
+use gpu_counters_hal::bookkeeping::{Ticket, QUERY_FAILED};
+use gpu_counters_hal::{cpu_monotonic_ns, Error, Result};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -346,7 +346,7 @@ impl DeviceActivity {
     fn push(&self, ticket: &Ticket, storage: &Arc<Storage>, index: u32, write: Write) {
         let mut pending = lock(&self.pending);
         // (A slot written before had its pending write cancelled when it
-        // was recorded again: `CudaRecorder::prepare_write`.)
+        // was recorded again: `Recorder::prepare_write`.)
         // The slot's old value, if any, is not this sample's: nothing but
         // this host writes it on a zero-intrusion device. Both words: a
         // value that is not 0 counts as available (`Storage`'s read).

@@ -10,8 +10,8 @@
 //! records two command buffers on two threads, each an outer scope around a
 //! "simulate" compute pass and a "clear" blit, with three frames in flight.
 
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::CommonCounterSet;
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::CommonCounterSet;
 use gpu_counters_profiler::{export, Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_vulkan::{
     CommandBuffer, Device, GpuBuffer, InstanceOptions, MemoryLocation, Submission,

@@ -14,9 +14,9 @@ use crate::error::{ProfilerError, Result};
 use crate::profiler::{lock, Buf, Page, Profiler, Recorder, WhenFull};
 use crate::result::DropCounts;
 use crate::shared_str::{Interner, SharedStr};
-use gpu_counters_core::bookkeeping::{Phase, Ticket};
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{BackendDevice, BackendRecorder, DeviceId, TimestampGranularity};
+use gpu_counters_hal::bookkeeping::{Phase, Ticket};
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{BackendDevice, BackendRecorder, DeviceId, TimestampGranularity};
 use std::cell::{RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,12 +26,12 @@ pub(crate) const NO_SCOPE: u32 = u32::MAX;
 
 /// The most scope ids a recorder claims at once (see `Frame::claim`): the
 /// scopes of one group of timestamp blocks
-/// ([`gpu_counters_core::bookkeeping::GROUP_INDICES`], two samples a
+/// ([`gpu_counters_hal::bookkeeping::GROUP_INDICES`], two samples a
 /// scope), so that a full claim's samples are a whole group, written by its
 /// recorder alone: its first locked write claims the whole group (the
 /// block it is in and those ahead of it), and the rest of the claim's
 /// writes go without the lock.
-pub(crate) const MAX_CLAIM: u32 = gpu_counters_core::bookkeeping::GROUP_INDICES / 2;
+pub(crate) const MAX_CLAIM: u32 = gpu_counters_hal::bookkeeping::GROUP_INDICES / 2;
 
 /// What became of a scope, in its record's `state`.
 pub(crate) mod state {
@@ -481,7 +481,7 @@ fn set_strings(meta: &mut ScopeMeta, label: &str, interner: &Mutex<Interner>) {
 }
 
 /// Keys of frames, unique in the process: a recorder's [`ScopeStack`]
-/// (gpu_counters_core::ScopeStack) entries never mistake one frame for
+/// (gpu_counters_hal::ScopeStack) entries never mistake one frame for
 /// another, whichever profiler began it.
 static NEXT_FRAME_KEY: AtomicU64 = AtomicU64::new(1);
 

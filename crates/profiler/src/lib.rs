@@ -1,5 +1,5 @@
 //! Profiler layer of gpu-counters: scopes, frames in flight, a calibrated
-//! timeline, and exporters that turn a [`gpu_counters_core::timeline::Timeline`]
+//! timeline, and exporters that turn a [`gpu_counters_hal::timeline::Timeline`]
 //! into a Chrome trace (Perfetto UI, `chrome://tracing`), CSV, or an SVG
 //! picture.
 //!
@@ -21,7 +21,7 @@
 //! scope is begun and ended at once, and the pass writes its two samples.
 //!
 //! ```no_run
-//! use gpu_counters_core::timeline::PassKind;
+//! use gpu_counters_hal::timeline::PassKind;
 //! use gpu_counters_profiler::{export, Profiler, ProfilerOptions};
 //! use gpu_counters_vulkan::{CommandBuffer, Device, InstanceOptions};
 //!

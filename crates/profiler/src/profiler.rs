@@ -4,12 +4,12 @@ use crate::error::{ProfilerError, Result};
 use crate::frame::{state, Frame, FrameStore, RecordCell, Recorders, NO_SCOPE};
 use crate::result::{to_timeline, DropCounts, FrameResult, ScopeResult};
 use crate::shared_str::Interner;
-use gpu_counters_core::timeline::Timeline;
-use gpu_counters_core::{
+use gpu_counters_hal::timeline::Timeline;
+use gpu_counters_hal::{
     cpu_monotonic_ns, Calibration, CommonCounterSet, CounterSampleBufferDescriptor,
     ResolvedCounters, ResolvedTimestamps, SampleStatus, SampleValue,
 };
-use gpu_counters_core::{BackendDevice, BackendMarker, BackendSampleBuffer, DeviceInfo};
+use gpu_counters_hal::{BackendDevice, BackendMarker, BackendSampleBuffer, DeviceInfo};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -104,11 +104,10 @@ impl Default for ProfilerOptions {
 }
 
 /// A backend's sample buffer type, for the device type `D`.
-pub(crate) type Buf<D> =
-    <<D as BackendDevice>::Backend as gpu_counters_core::Backend>::SampleBuffer;
+pub(crate) type Buf<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::SampleBuffer;
 /// A backend's recorder type (what commands are recorded into).
-pub type Recorder<D> = <<D as BackendDevice>::Backend as gpu_counters_core::Backend>::Recorder;
-type Marker<D> = <<D as BackendDevice>::Backend as gpu_counters_core::Backend>::Marker;
+pub type Recorder<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::Recorder;
+type Marker<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::Marker;
 
 /// One set of sample buffers, `2 * max_scopes_per_frame` samples each, and
 /// the records of the scopes that sample them.
@@ -268,9 +267,9 @@ impl<D: BackendDevice> std::fmt::Debug for Profiler<D> {
 
 const _: fn() = || {
     fn send_sync<T: Send + Sync>() {}
-    send_sync::<Profiler<gpu_counters_core::fake::FakeDevice>>();
-    send_sync::<Frame<'static, gpu_counters_core::fake::FakeDevice>>();
-    send_sync::<crate::Scope<'static, gpu_counters_core::fake::FakeDevice>>();
+    send_sync::<Profiler<gpu_counters_hal::fake::FakeDevice>>();
+    send_sync::<Frame<'static, gpu_counters_hal::fake::FakeDevice>>();
+    send_sync::<crate::Scope<'static, gpu_counters_hal::fake::FakeDevice>>();
 };
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -455,7 +454,7 @@ impl<D: BackendDevice> Profiler<D> {
     /// device's queue, `cpu_submit_ns` being the CPU time just before (the
     /// Vulkan backend's `Submission::cpu_submit_ns` for its own command
     /// buffers). Where every recorder's backend learns by itself when the
-    /// GPU finished it ([`BackendRecorder::ticket`](gpu_counters_core::BackendRecorder::ticket):
+    /// GPU finished it ([`BackendRecorder::ticket`](gpu_counters_hal::BackendRecorder::ticket):
     /// the Vulkan backend's own command buffers, once committed), the frame
     /// is done when they are: on Vulkan, once their `Submission`s are waited
     /// for, polled, reused or dropped, or `Device::wait_idle` returned.
@@ -887,7 +886,7 @@ impl<D: BackendDevice> Profiler<D> {
             (Stage::Recording, _) => return Ok(false),
             (Stage::InFlight { cpu_submit_ns }, Some(s)) => (*cpu_submit_ns, s),
             (Stage::InFlight { .. }, None) => {
-                return Err(ProfilerError::Counters(gpu_counters_core::Error::Internal(
+                return Err(ProfilerError::Counters(gpu_counters_hal::Error::Internal(
                     "profiler: frame in flight without a slot".into(),
                 )))
             }
@@ -1018,7 +1017,7 @@ impl<D: BackendDevice> Profiler<D> {
         for (p, page, count) in store.used_pages(ids, per as u32) {
             let stamps = &stamps[p];
             if stamps.span_count() != count {
-                return Err(ProfilerError::Counters(gpu_counters_core::Error::Internal(
+                return Err(ProfilerError::Counters(gpu_counters_hal::Error::Internal(
                     format!(
                         "profiler: a page of {count} scopes resolved {} samples",
                         stamps.len()

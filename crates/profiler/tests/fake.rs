@@ -2,8 +2,8 @@
 //! work, no GPU and no Vulkan loader (CI runs these before it installs one).
 //! The GPU tests on lavapipe (tests/profiler.rs, tests/export.rs) stay.
 
-use gpu_counters_core::fake::{FakeDevice, FakeRecorder, FakeSubmission};
-use gpu_counters_core::timeline::PassKind;
+use gpu_counters_hal::fake::{FakeDevice, FakeRecorder, FakeSubmission};
+use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_profiler::{
     export, DropCounts, FrameResult, Profiler, ProfilerError, ProfilerOptions, WhenFull,
 };
@@ -75,7 +75,7 @@ fn nested_scopes_from_two_threads_on_the_fake_backend() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let before = gpu_counters_core::cpu_monotonic_ns();
+    let before = gpu_counters_hal::cpu_monotonic_ns();
     let submissions: Vec<FakeSubmission> = recorders
         .into_iter()
         .map(|r| device.submit(r).unwrap())
@@ -129,7 +129,7 @@ fn nested_scopes_from_two_threads_on_the_fake_backend() {
         assert!(s.start_ns <= s.end_ns);
         assert_eq!(
             s.statistics.as_deref().unwrap().vertex_invocations,
-            gpu_counters_core::COUNTER_ERROR_VALUE,
+            gpu_counters_hal::COUNTER_ERROR_VALUE,
             "the fake counts no vertices: the error value, never 0"
         );
     }

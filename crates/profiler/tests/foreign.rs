@@ -2,9 +2,9 @@
 //! `ForeignObject` naming the recorder, before the frame claims or records
 //! anything, on the fake backend and on lavapipe (validation on).
 
-use gpu_counters_core::fake::FakeDevice;
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{BackendDevice, BackendRecorder, Error, InvalidInput};
+use gpu_counters_hal::fake::FakeDevice;
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{BackendDevice, BackendRecorder, Error, InvalidInput};
 use gpu_counters_profiler::{Profiler, ProfilerError, ProfilerOptions};
 use gpu_counters_vulkan::{CommandBuffer, Device, InstanceOptions};
 use std::time::Duration;

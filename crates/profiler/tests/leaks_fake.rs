@@ -2,8 +2,8 @@
 //! frame that is never ended (`mem::forget`) must not hold back the frames
 //! behind it, under every `WhenFull`, and whatever it held is counted.
 
-use gpu_counters_core::fake::{FakeDevice, FakeRecorder};
-use gpu_counters_core::timeline::PassKind;
+use gpu_counters_hal::fake::{FakeDevice, FakeRecorder};
+use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_profiler::{
     DropCounts, Frame, FrameResult, Profiler, ProfilerError, ProfilerOptions, WhenFull,
 };

@@ -4,8 +4,8 @@
 //! process per device. The same on two lavapipe devices is in
 //! tests/multi_vulkan.rs.
 
-use gpu_counters_core::fake::FakeDevice;
-use gpu_counters_core::timeline::{
+use gpu_counters_hal::fake::FakeDevice;
+use gpu_counters_hal::timeline::{
     MultiTimeline, PassKind, Timeline, TimelineFrame, TimelineInterval,
 };
 use gpu_counters_profiler::{export, FrameResult, Profiler, ProfilerOptions, WhenFull};

@@ -7,8 +7,8 @@
 //! with a process per device. The tests run one at a time (the caller's
 //! device is created and destroyed by the test itself).
 
-use gpu_counters_core::timeline::{IntervalRef, MultiTimeline, PassKind};
-use gpu_counters_core::CommonCounterSet;
+use gpu_counters_hal::timeline::{IntervalRef, MultiTimeline, PassKind};
+use gpu_counters_hal::CommonCounterSet;
 use gpu_counters_profiler::{export, FrameResult, Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{

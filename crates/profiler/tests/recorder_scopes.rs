@@ -3,8 +3,8 @@
 //! two frames open on one recorder, dropped scopes in the middle of a
 //! nest, misuse, and many threads into one frame growing past its pages.
 
-use gpu_counters_core::fake::{FakeDevice, FakeRecorder};
-use gpu_counters_core::timeline::PassKind;
+use gpu_counters_hal::fake::{FakeDevice, FakeRecorder};
+use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_profiler::{
     DropCounts, Frame, FrameResult, Profiler, ProfilerError, ProfilerOptions, ScopeResult, WhenFull,
 };
@@ -513,7 +513,7 @@ fn eight_threads_claim_blocks_with_exact_results() {
 /// write).
 #[test]
 fn pass_scopes_nest_and_every_lost_one_is_counted() {
-    use gpu_counters_core::{BackendRecorder, TimestampGranularity::Precise};
+    use gpu_counters_hal::{BackendRecorder, TimestampGranularity::Precise};
     let device = device();
     let profiler = Profiler::new(&device, timed_only(1, 6, WAIT)).unwrap();
     let frame = profiler.begin_frame().unwrap();
@@ -546,7 +546,7 @@ fn pass_scopes_nest_and_every_lost_one_is_counted() {
         .pass_scope(&mut cmd, "failing", PassKind::Compute)
         .unwrap()
         .unwrap();
-    let e = failing.failed(gpu_counters_core::Error::Internal("refused".into()));
+    let e = failing.failed(gpu_counters_hal::Error::Internal("refused".into()));
     assert!(e.to_string().contains("refused"), "{e}");
     outer.end(&mut cmd).unwrap();
     // Room for 6: "outer", the two passes, the two lost ones, and "last".
@@ -600,7 +600,7 @@ fn pass_scopes_nest_and_every_lost_one_is_counted() {
 /// written as failed.
 #[test]
 fn pass_scopes_without_their_writes_are_counted() {
-    use gpu_counters_core::{BackendRecorder, TimestampGranularity::Precise};
+    use gpu_counters_hal::{BackendRecorder, TimestampGranularity::Precise};
     let device = device();
     let profiler = Profiler::new(&device, timed_only(1, 8, WAIT)).unwrap();
     let frame = profiler.begin_frame().unwrap();
@@ -639,8 +639,8 @@ fn pass_scopes_without_their_writes_are_counted() {
 /// results.
 #[test]
 fn recorders_taking_turns_write_timestamp_blocks_of_their_own() {
-    use gpu_counters_core::bookkeeping::GROUP_INDICES;
-    use gpu_counters_core::{BackendRecorder, TimestampGranularity::Precise};
+    use gpu_counters_hal::bookkeeping::GROUP_INDICES;
+    use gpu_counters_hal::{BackendRecorder, TimestampGranularity::Precise};
     use std::collections::{BTreeMap, BTreeSet};
     const RECORDERS: usize = 3;
     const EACH: u32 = 600;

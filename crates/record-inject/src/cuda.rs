@@ -428,7 +428,7 @@ fn driver_version() -> i32 {
 /// A device opened for calibration, with its ordinal.
 struct Calibrated {
     ordinal: u32,
-    device: gpu_counters_cuda::CudaDevice,
+    device: gpu_counters_cuda::Device,
 }
 
 fn open_device(s: &State, context: usize) -> Result<Calibrated, String> {
@@ -461,9 +461,9 @@ fn open_device(s: &State, context: usize) -> Result<Calibrated, String> {
     let stream = ctx
         .new_stream()
         .map_err(|e| format!("cuStreamCreate: {e}"))?;
-    let device = gpu_counters_cuda::CudaDevice::from_stream_with(
+    let device = gpu_counters_cuda::Device::from_stream_with(
         stream,
-        &gpu_counters_cuda::CudaOptions {
+        &gpu_counters_cuda::DeviceOptions {
             statistics: false,
             hardware_counters: false,
             timestamps: gpu_counters_cuda::TimestampSource::Activity,
@@ -475,7 +475,6 @@ fn open_device(s: &State, context: usize) -> Result<Calibrated, String> {
 }
 
 fn calibrate(s: &State, d: &Calibrated) -> Result<(), String> {
-    use gpu_counters_core::BackendDevice;
     let pair = d.device.sample_timestamps().map_err(|e| e.to_string())?;
     s.push(&Record::Clock(Clock {
         device: d.ordinal,

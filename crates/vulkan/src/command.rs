@@ -6,11 +6,11 @@ use crate::samples::Samples;
 use crate::util::vk_err;
 use crate::{CounterHeap, CounterSampleBuffer, Device};
 use ash::vk;
-use gpu_counters_core::bookkeeping::SampleTable;
-use gpu_counters_core::bookkeeping::{
+use gpu_counters_hal::bookkeeping::SampleTable;
+use gpu_counters_hal::bookkeeping::{
     LocalClaims, Phase, SlotState, Ticket, STILL_OPEN, WRITTEN_CONCURRENTLY,
 };
-use gpu_counters_core::{cpu_monotonic_ns, Error, InvalidInput, Result, TimestampGranularity};
+use gpu_counters_hal::{cpu_monotonic_ns, Error, InvalidInput, Result, TimestampGranularity};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -26,9 +26,9 @@ impl Held {
         self.samples.is_empty() && self.buffers.is_empty()
     }
 
-    /// The same objects, type-erased for core's [`Ticket`].
-    fn erased(self) -> gpu_counters_core::bookkeeping::Held {
-        let mut out: gpu_counters_core::bookkeeping::Held = Vec::new();
+    /// The same objects, type-erased for hal's [`Ticket`].
+    fn erased(self) -> gpu_counters_hal::bookkeeping::Held {
+        let mut out: gpu_counters_hal::bookkeeping::Held = Vec::new();
         out.extend(
             self.samples
                 .into_iter()
@@ -192,7 +192,7 @@ pub struct CommandBuffer {
     /// everything from then on.
     committed: bool,
     /// The profiler's scopes open on it (new with each recording).
-    pub(crate) scope_stack: gpu_counters_core::ScopeStack,
+    pub(crate) scope_stack: gpu_counters_hal::ScopeStack,
 }
 
 /// Tells gpu-counters that the GPU finished a caller's command buffer
@@ -338,18 +338,24 @@ impl CommandBuffer {
 
     /// Samples counters between passes, outside any encoder: the building
     /// block of profiler scopes. Timestamps follow all prior work with
-    /// `barrier`, or are taken when the GPU reaches them without. Statistic
-    /// samples of one command buffer form one chain, so nested and sequential
-    /// scopes both resolve to exact end-minus-start counts, render passes in
-    /// between included. While such a chain is open, encoders cannot sample
-    /// statistics; [`CommandBuffer::end_statistics`] closes it (commit does too).
+    /// [`TimestampGranularity::Precise`] (a barrier), or are taken when the
+    /// GPU reaches them with `Relaxed`. Statistic samples of one command
+    /// buffer form one chain, so nested and sequential scopes both resolve
+    /// to exact end-minus-start counts, render passes in between included.
+    /// While such a chain is open, encoders cannot sample statistics;
+    /// [`CommandBuffer::end_statistics`] closes it (commit does too).
+    ///
+    /// # Errors
+    /// Another device's buffer (`ForeignObject`); an encoder still open; an
+    /// index out of range or already written by this recording.
     #[inline(always)]
     pub fn sample_counters(
         &mut self,
         buffer: &CounterSampleBuffer,
         index: u32,
-        barrier: bool,
+        placement: TimestampGranularity,
     ) -> Result<()> {
+        let barrier = placement == TimestampGranularity::Precise;
         let stage = barrier_stage(barrier);
         if !self.open_pass.is_open() && self.write_claimed(&buffer.inner, index, stage) {
             return Ok(());
@@ -358,7 +364,7 @@ impl CommandBuffer {
     }
 
     /// Writes a timestamp of `samples` that this recording claimed clean
-    /// (see [`gpu_counters_core::bookkeeping::claim`]), if it is one, with
+    /// (see [`gpu_counters_hal::bookkeeping::claim`]), if it is one, with
     /// nothing else to check: the usual write, small enough to inline into
     /// the caller's loop. Returns whether it wrote.
     #[inline(always)]
@@ -444,7 +450,7 @@ impl CommandBuffer {
         self.check_device(&buffer.inner, "counter sample buffer")?;
         self.check_no_open_encoder()?;
         match buffer.counter_set() {
-            gpu_counters_core::CommonCounterSet::Statistic => crate::encoder::chain_sample(
+            gpu_counters_hal::CommonCounterSet::Statistic => crate::encoder::chain_sample(
                 self.device.raw(),
                 self.raw,
                 &mut self.chain,
@@ -713,13 +719,16 @@ impl std::fmt::Debug for Submission {
 }
 
 impl Submission {
-    /// `CLOCK_MONOTONIC` just before the submit call.
+    /// [`cpu_monotonic_ns`] just before the submit call.
     pub fn cpu_submit_ns(&self) -> u64 {
         self.cpu_submit_ns
     }
 
-    /// Whether the GPU finished.
-    pub fn is_complete(&self) -> Result<bool> {
+    /// Whether the GPU finished, without waiting.
+    ///
+    /// # Errors
+    /// A failed fence query (device lost).
+    pub fn is_done(&self) -> Result<bool> {
         if self.fence == vk::Fence::null() {
             return Ok(true);
         }
@@ -732,7 +741,11 @@ impl Submission {
         Ok(done)
     }
 
-    /// Waits for the GPU to finish; returns `CLOCK_MONOTONIC` right after.
+    /// Waits for the GPU to finish; returns [`cpu_monotonic_ns`] right
+    /// after.
+    ///
+    /// # Errors
+    /// A failed fence wait (device lost).
     pub fn wait(&self) -> Result<u64> {
         if let Some(t) = self.complete_ns {
             return Ok(t);
@@ -843,7 +856,7 @@ pub(crate) fn write_timestamp(
     in_render_pass: bool,
     tracker: &mut Tracker,
 ) -> Result<()> {
-    if samples.set != gpu_counters_core::CommonCounterSet::Timestamp {
+    if samples.set != gpu_counters_hal::CommonCounterSet::Timestamp {
         return Err(not_timestamps(samples));
     }
     if record_claimed(device, cmd, samples, &mut tracker.claims, index, stage) {
@@ -939,7 +952,7 @@ pub(crate) fn write_timestamp_in(
     };
     slots.mark_recorded(
         index,
-        gpu_counters_core::bookkeeping::NONE,
+        gpu_counters_hal::bookkeeping::NONE,
         false,
         tracker.ticket.id(),
         0,

@@ -4,8 +4,8 @@ use crate::instance::{Capabilities, Instance, InstanceOptions};
 use crate::resolve::ResolvePipeline;
 use crate::util::vk_err;
 use ash::vk;
-use gpu_counters_core::bookkeeping::{QueryRead, Ticket};
-use gpu_counters_core::{
+use gpu_counters_hal::bookkeeping::{QueryRead, Ticket};
+use gpu_counters_hal::{
     cpu_monotonic_ns, Calibration, CalibrationMethod, CommonCounterSet, CounterSamplingPoint,
     DeviceId, DeviceInfo, Error, InvalidInput, Result, TimestampPair,
 };

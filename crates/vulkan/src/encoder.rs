@@ -6,8 +6,8 @@ use crate::command::{barrier_stage, write_timestamp, write_timestamp_in, Command
 use crate::samples::Samples;
 use crate::{CounterHeap, CounterSampleBuffer};
 use ash::vk;
-use gpu_counters_core::bookkeeping::{check_pass_attachments, RelaxedWrites, SlotState, NONE};
-use gpu_counters_core::{
+use gpu_counters_hal::bookkeeping::{check_pass_attachments, RelaxedWrites, SlotState, NONE};
+use gpu_counters_hal::{
     CommonCounterSet, CounterSamplingPoint, InvalidInput, Result, TimestampGranularity,
 };
 use std::ops::Range;
@@ -761,7 +761,7 @@ impl<'c> EncoderCore<'c> {
     /// reset, is open, or is another recording's: the lists' write at the
     /// pass's end resets it, or reports what is wrong, as before).
     ///
-    /// [`LocalClaims::try_write`]: gpu_counters_core::bookkeeping::LocalClaims::try_write
+    /// [`LocalClaims::try_write`]: gpu_counters_hal::bookkeeping::LocalClaims::try_write
     #[cold]
     #[inline(never)]
     fn claim_relaxed(&mut self, heap: &Arc<Samples>, index: u32) -> bool {
@@ -950,7 +950,7 @@ impl EncoderCore<'_> {
     fn write_end_checked(&mut self, end: EndSample) -> Result<()> {
         let samples = match end.samples {
             EndSet::Held(p) => self.cmd.held_samples(p).ok_or_else(|| {
-                gpu_counters_core::Error::Internal(
+                gpu_counters_hal::Error::Internal(
                     "an end-of-pass sample's set is no longer held".into(),
                 )
             })?,
@@ -1193,7 +1193,7 @@ impl RenderEncoder<'_> {
     /// Samples counters at a tile-dispatch boundary, as Metal's tile shaders
     /// allow. Vulkan has no tile shaders, so on a device without the
     /// tile-dispatch sampling point (every Vulkan device) this fails with
-    /// [`gpu_counters_core::InvalidInput::UnsupportedSamplingPoint`]: ported
+    /// [`gpu_counters_hal::InvalidInput::UnsupportedSamplingPoint`]: ported
     /// Metal code gets a clear error instead of a silently missing sample.
     pub fn sample_counters_at_tile_dispatch(
         &mut self,
@@ -1202,7 +1202,7 @@ impl RenderEncoder<'_> {
         barrier: bool,
     ) -> Result<()> {
         self.device()
-            .require_point(gpu_counters_core::CounterSamplingPoint::AtTileDispatchBoundary)?;
+            .require_point(gpu_counters_hal::CounterSamplingPoint::AtTileDispatchBoundary)?;
         self.core.sample_counters(buffer, index, barrier)
     }
 }
@@ -1210,10 +1210,10 @@ impl RenderEncoder<'_> {
 /// The error for a new encoder while another is open.
 #[cold]
 #[inline(never)]
-fn still_open(cmd: &CommandBuffer) -> gpu_counters_core::Error {
+fn still_open(cmd: &CommandBuffer) -> gpu_counters_hal::Error {
     match cmd.check_no_open_encoder() {
         Err(e) => e,
-        Ok(()) => gpu_counters_core::Error::Internal("an encoder is open".into()),
+        Ok(()) => gpu_counters_hal::Error::Internal("an encoder is open".into()),
     }
 }
 
@@ -1383,7 +1383,7 @@ impl CommandBuffer {
     ///
     /// # Errors
     ///
-    /// [`gpu_counters_core::Error::Invalid`] when another encoder is open, or
+    /// [`gpu_counters_hal::Error::Invalid`] when another encoder is open, or
     /// an attachment is of another device, out of range, attached twice, or
     /// the device cannot sample at stage boundaries.
     ///

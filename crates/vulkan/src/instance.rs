@@ -3,7 +3,7 @@
 use crate::device::CalibratedTimestamps;
 use crate::util::vk_err;
 use ash::vk;
-use gpu_counters_core::{
+use gpu_counters_hal::{
     BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet, CounterSamplingPoint,
     CounterSet, DeviceInfo, DeviceType, Error, Result,
 };

@@ -8,7 +8,7 @@
 //! the CPU or on the GPU into Metal's result structs.
 //!
 //! ```no_run
-//! use gpu_counters_core::{CommonCounterSet, CounterSampleBufferDescriptor, CounterResultTimestamp};
+//! use gpu_counters_hal::{CommonCounterSet, CounterSampleBufferDescriptor, CounterResultTimestamp};
 //! use gpu_counters_vulkan::{CommandBuffer, ComputePassDescriptor, Device, InstanceOptions, PassSampleBufferAttachment};
 //!
 //! let device = Device::open_default(&InstanceOptions::default())?;
@@ -30,7 +30,7 @@
 //! for t in resolved.timestamps()? {
 //!     println!("{} ns", calibration.to_cpu_ns(t.timestamp)?.ns);
 //! }
-//! # Ok::<(), gpu_counters_core::Error>(())
+//! # Ok::<(), gpu_counters_hal::Error>(())
 //! ```
 
 #![warn(missing_docs)]
@@ -48,7 +48,7 @@ mod samples;
 mod util;
 
 pub use ash;
-pub use backend::{FenceMarker, Vulkan};
+pub use backend::{Marker, Vulkan};
 pub use buffer::{BufferRef, GpuBuffer, MemoryLocation};
 pub use command::{CommandBuffer, Completion, Submission};
 pub use device::{CalibratedTimestamps, Device, EnabledFeatures};
@@ -57,14 +57,7 @@ pub use encoder::{
     PassSampleBufferAttachment, RenderEncoder, RenderPassDescriptor,
     RenderPassSampleBufferAttachment, RenderTarget,
 };
-pub use gpu_counters_core as core;
 pub use instance::{Instance, InstanceOptions, MAX_SAMPLE_COUNT, VALIDATION_ENV, VALIDATION_LAYER};
 pub use resolve::compile_wgsl;
 pub use sample_buffer::{CounterHeap, CounterSampleBuffer};
 pub use util::map_vk_error;
-
-/// README.md's Rust examples, compiled by `cargo test --doc` so that they
-/// stay true to the API.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;

@@ -4,7 +4,7 @@ use crate::util::vk_err;
 use crate::Device;
 use ash::vk;
 use bytemuck::{Pod, Zeroable};
-use gpu_counters_core::{Error, Result};
+use gpu_counters_hal::{Error, Result};
 
 /// Invocations per workgroup of the resolve shader.
 pub(crate) const RESOLVE_WORKGROUP: u32 = 64;
@@ -78,7 +78,7 @@ impl Device {
 
     fn create_resolve_pipeline(&self) -> Result<ResolvePipeline> {
         if self.shared.push_descriptor.is_none() {
-            return Err(gpu_counters_core::InvalidInput::Unsupported(
+            return Err(gpu_counters_hal::InvalidInput::Unsupported(
                 "GPU resolve needs VK_KHR_push_descriptor, which this device lacks".into(),
             )
             .into());

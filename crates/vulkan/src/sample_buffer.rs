@@ -3,8 +3,8 @@
 
 use crate::samples::Samples;
 use crate::Device;
-use gpu_counters_core::bookkeeping::SlotState;
-use gpu_counters_core::{
+use gpu_counters_hal::bookkeeping::SlotState;
+use gpu_counters_hal::{
     CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
     InvalidInput, ResolvedCounters, ResolvedTimestamps, Result, StorageMode,
 };
@@ -177,7 +177,7 @@ impl CounterSampleBuffer {
     /// `vkResetQueryPool` of the range). Fails for a range past the end, and
     /// at once while the GPU may still use one of them (as
     /// [`CounterSampleBuffer::reset`] says).
-    pub fn reset_counter_range(&self, range: Range<u64>) -> Result<()> {
+    pub fn reset_range(&self, range: Range<u64>) -> Result<()> {
         self.inner
             .host_reset_range(&range, "resetting", SlotState::Fresh)
     }

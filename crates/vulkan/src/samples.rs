@@ -1,7 +1,7 @@
 //! Vulkan's side of counter sample buffers and heaps: query pools, the
-//! recording hooks into core's bookkeeping ([`SampleSet`]), and the GPU
+//! recording hooks into hal's bookkeeping ([`SampleSet`]), and the GPU
 //! resolve. The bookkeeping itself and the CPU resolve live in
-//! `gpu_counters_core::bookkeeping`, shared by every backend.
+//! `gpu_counters_hal::bookkeeping`, shared by every backend.
 
 use crate::buffer::{BufferRef, GpuBuffer, MemoryLocation};
 use crate::command::Tracker;
@@ -9,10 +9,10 @@ use crate::query::QueryPool;
 use crate::resolve::{ResolveParams, RESOLVE_WORKGROUP};
 use crate::Device;
 use ash::vk;
-use gpu_counters_core::bookkeeping::{
+use gpu_counters_hal::bookkeeping::{
     runs, QueryRead, SampleSet, SampleTable, SlotState, ABSENT, OCCLUSION, STILL_OPEN,
 };
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounter, CommonCounterSet, Error, InvalidInput, ResolvedCounters, ResolvedTimestamps,
     Result, StorageMode,
 };
@@ -239,10 +239,10 @@ impl Samples {
     }
 
     /// Resets `range` on the host to `state` once it may be (`what` says why,
-    /// for the error): [`CounterSampleBuffer::reset_counter_range`] and
+    /// for the error): [`CounterSampleBuffer::reset_range`] and
     /// [`CounterHeap::invalidate_counter_range`].
     ///
-    /// [`CounterSampleBuffer::reset_counter_range`]: crate::CounterSampleBuffer::reset_counter_range
+    /// [`CounterSampleBuffer::reset_range`]: crate::CounterSampleBuffer::reset_range
     /// [`CounterHeap::invalidate_counter_range`]: crate::CounterHeap::invalidate_counter_range
     pub(crate) fn host_reset_range(
         &self,

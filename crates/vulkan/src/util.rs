@@ -1,5 +1,5 @@
 use ash::vk;
-use gpu_counters_core::Error;
+use gpu_counters_hal::Error;
 
 /// Maps the result of a failed Vulkan call onto gpu-counters' errors, naming
 /// the call.
@@ -17,7 +17,8 @@ use gpu_counters_core::Error;
 /// doing where that helps (`vkCreateFence (profiler frame marker)`).
 ///
 /// ```
-/// use gpu_counters_vulkan::{ash::vk, core::{CounterErrorKind, Error}, map_vk_error};
+/// use gpu_counters_hal::{CounterErrorKind, Error};
+/// use gpu_counters_vulkan::{ash::vk, map_vk_error};
 ///
 /// let e = map_vk_error("vkQueueSubmit2", vk::Result::ERROR_DEVICE_LOST);
 /// assert_eq!(e, Error::DeviceLost("vkQueueSubmit2".into()));
@@ -43,7 +44,7 @@ pub(crate) fn vk_err(call: &'static str) -> impl Fn(vk::Result) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_counters_core::CounterErrorKind;
+    use gpu_counters_hal::CounterErrorKind;
 
     #[test]
     fn every_vulkan_result_maps_to_one_kind() {

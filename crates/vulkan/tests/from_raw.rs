@@ -5,7 +5,7 @@
 //! Debian 12's loader, such instances made concurrently with validated ones
 //! in one process hung the process once in a few runs).
 
-use gpu_counters_core::{CounterErrorKind, Error, InvalidInput};
+use gpu_counters_hal::{CounterErrorKind, Error, InvalidInput};
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{CalibratedTimestamps, Device, EnabledFeatures, Instance};
 use std::sync::Mutex;
@@ -79,7 +79,7 @@ impl RawDevice {
     }
 
     /// Wraps it. The caller (this test) keeps it alive longer.
-    fn wrap(&self, features: EnabledFeatures) -> gpu_counters_core::Result<Device> {
+    fn wrap(&self, features: EnabledFeatures) -> gpu_counters_hal::Result<Device> {
         // SAFETY: the instance and device outlive the wrapper (dropped
         // before `RawDevice`), the queue is of `family`, and `features` is
         // what `new` enabled (or more, for the check that refuses it).
@@ -171,10 +171,10 @@ fn from_raw_calibrates_with_the_callers_extension() {
             let raw = RawDevice::new(vk::API_VERSION_1_3, &[name], true);
             let device = raw.wrap(features).unwrap();
             let calibration = device.calibration().unwrap();
-            if device.info().calibration != gpu_counters_core::CalibrationMethod::Bracketing {
+            if device.info().calibration != gpu_counters_hal::CalibrationMethod::Bracketing {
                 assert_eq!(
                     calibration.method(),
-                    gpu_counters_core::CalibrationMethod::CalibratedPair
+                    gpu_counters_hal::CalibrationMethod::CalibratedPair
                 );
                 assert_eq!(
                     device.info().calibration_source,

@@ -1,7 +1,7 @@
 //! Metal 4 counter heaps: precise and relaxed writes, invalidation.
 mod common;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CounterHeapDescriptor, CounterHeapType, SampleStatus, TimestampGranularity, COUNTER_ERROR_VALUE,
 };
 use gpu_counters_vulkan::{CommandBuffer, ComputePassDescriptor, GpuBuffer, MemoryLocation};

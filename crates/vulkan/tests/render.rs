@@ -1,7 +1,7 @@
 //! Render passes: exact vertex, clipper and fragments-passed counts.
 mod common;
 
-use gpu_counters_core::{CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus};
+use gpu_counters_hal::{CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus};
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
     CommandBuffer, RenderPassDescriptor, RenderPassSampleBufferAttachment, RenderTarget,
@@ -117,10 +117,10 @@ fn odd_target() {
 /// written before is reset and written at the pass's end.
 #[test]
 fn relaxed_then_precise_in_a_render_pass() {
-    use gpu_counters_core::TimestampGranularity::{Precise, Relaxed};
+    use gpu_counters_hal::TimestampGranularity::{Precise, Relaxed};
     let device = common::device();
     let heap = device
-        .make_counter_heap(&gpu_counters_core::CounterHeapDescriptor::timestamp(8))
+        .make_counter_heap(&gpu_counters_hal::CounterHeapDescriptor::timestamp(8))
         .unwrap();
     let mut work = RenderWorkload::new(&common::ctx(&device), 1, 16, 16).unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();

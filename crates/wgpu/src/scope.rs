@@ -11,14 +11,14 @@
 //! With statistics, the generic profiler's
 //! [`gpu_counters_profiler::Frame::scope`] and
 //! [`gpu_counters_profiler::Scope::end`] sample through
-//! [`gpu_counters_core::BackendRecorder::sample_counters`]; while a profiled
-//! pass is set up, the recorder captures those samples (with core's
+//! [`gpu_counters_hal::BackendRecorder::sample_counters`]; while a profiled
+//! pass is set up, the recorder captures those samples (with hal's
 //! bookkeeping) instead of writing them between passes, and the pass it then
 //! begins writes them.
 
 use crate::stats::Open;
-use crate::{WgpuRecorder, WgpuSampleBuffer};
-use gpu_counters_core::{CommonCounterSet, Error, Result};
+use crate::{CounterSampleBuffer, Recorder};
+use gpu_counters_hal::{CommonCounterSet, Error, Result};
 
 /// The samples of one profiled pass's scope, as the profiler asked for
 /// them. It lives in its recorder and is filled in place (a capture is made
@@ -29,22 +29,26 @@ pub(crate) struct Capture {
     pub(crate) active: bool,
     /// The buffer of the scope's timestamps (the first one's), and whether
     /// the second was of another buffer.
-    timestamp_buffer: Option<WgpuSampleBuffer>,
+    timestamp_buffer: Option<CounterSampleBuffer>,
     mixed: bool,
     /// The start and end timestamp indices, the first `timestamps` of them.
     timestamp_indices: [u32; 2],
     timestamps: usize,
     /// The start statistic sample, until the end one comes.
-    statistic_start: Option<(WgpuSampleBuffer, u32)>,
+    statistic_start: Option<(CounterSampleBuffer, u32)>,
     /// The statistics query: buffer, start index, the open chain.
-    statistics: Option<(WgpuSampleBuffer, u32, Open)>,
+    statistics: Option<(CounterSampleBuffer, u32, Open)>,
 }
 
-impl WgpuRecorder {
+impl Recorder {
     /// A sample the profiler asked for while a profiled pass is set up:
-    /// core's bookkeeping now (so that a refused index fails the profiler's
+    /// hal's bookkeeping now (so that a refused index fails the profiler's
     /// scope), the write by the pass.
-    pub(crate) fn capture_sample(&mut self, buffer: &WgpuSampleBuffer, index: u32) -> Result<()> {
+    pub(crate) fn capture_sample(
+        &mut self,
+        buffer: &CounterSampleBuffer,
+        index: u32,
+    ) -> Result<()> {
         match buffer.storage.samples.set {
             CommonCounterSet::Timestamp => {
                 let k = self.capture.timestamps;
@@ -103,23 +107,23 @@ impl WgpuRecorder {
 #[cfg(feature = "profiler")]
 mod profiled {
     use super::Capture;
-    use crate::{WgpuComputePass, WgpuDevice, WgpuRecorder, WgpuRenderPass, WgpuSampleBuffer};
-    use gpu_counters_core::timeline::PassKind;
-    use gpu_counters_core::Error;
+    use crate::{ComputePass, CounterSampleBuffer, Device, Recorder, RenderPass};
+    use gpu_counters_hal::timeline::PassKind;
+    use gpu_counters_hal::Error;
     use gpu_counters_profiler::{Frame, ProfilerError};
 
     /// A profiled pass's timestamp writes, `(buffer, start, end)`, where
     /// the scope owns them (with statistics).
-    type OwnedStamps = Option<(WgpuSampleBuffer, u32, u32)>;
+    type OwnedStamps = Option<(CounterSampleBuffer, u32, u32)>;
 
     /// A profiled pass's statistics query: buffer, start index, the open
     /// chain.
-    type Counted = Option<(WgpuSampleBuffer, u32, crate::stats::Open)>;
+    type Counted = Option<(CounterSampleBuffer, u32, crate::stats::Open)>;
 
     /// The timestamp writes of a profiled pass: `(query set, start, end)`.
     type Stamps<'a> = Option<(&'a wgpu::QuerySet, u32, u32)>;
 
-    impl WgpuRecorder {
+    impl Recorder {
         /// The scope of a profiled pass labelled `label`: its timestamp
         /// writes, borrowed from `frame` or from `owned`, and its
         /// statistics query.
@@ -127,12 +131,12 @@ mod profiled {
         /// Without statistics, through [`Frame::pass_scope`]: the scope's
         /// two timestamps are noted at once, as a pass's pair of writes (one
         /// claim check), with nothing captured. With statistics, through
-        /// the frame's `scope` and `end` (see [`WgpuRecorder::profiled_scope`]),
+        /// the frame's `scope` and `end` (see [`Recorder::profiled_scope`]),
         /// into `owned`.
         #[inline]
         fn profiled_pass_scope<'a>(
             &mut self,
-            frame: &'a Frame<'_, WgpuDevice>,
+            frame: &'a Frame<'_, Device>,
             label: &str,
             kind: PassKind,
             owned: &'a mut OwnedStamps,
@@ -162,7 +166,7 @@ mod profiled {
         /// capturing its samples: what the pass must write.
         fn profiled_scope(
             &mut self,
-            frame: &Frame<'_, WgpuDevice>,
+            frame: &Frame<'_, Device>,
             label: &str,
             kind: PassKind,
         ) -> Result<(OwnedStamps, Counted), ProfilerError> {
@@ -208,9 +212,9 @@ mod profiled {
         #[inline]
         pub fn begin_profiled_compute_pass<'e>(
             &'e mut self,
-            frame: &Frame<'_, WgpuDevice>,
+            frame: &Frame<'_, Device>,
             label: &str,
-        ) -> Result<WgpuComputePass<'e>, ProfilerError> {
+        ) -> Result<ComputePass<'e>, ProfilerError> {
             self.pass.check()?;
             let mut owned = None;
             let (stamps, counted) =
@@ -235,19 +239,19 @@ mod profiled {
             })
         }
 
-        /// As [`WgpuRecorder::begin_profiled_compute_pass`], for a render pass
+        /// As [`Recorder::begin_profiled_compute_pass`], for a render pass
         /// of `descriptor` (whose label is the scope's label, `"render pass"`
         /// without one; its `timestamp_writes` must be `None`: the scope's
         /// take their place).
         #[inline]
         pub fn begin_profiled_render_pass<'e>(
             &'e mut self,
-            frame: &Frame<'_, WgpuDevice>,
+            frame: &Frame<'_, Device>,
             descriptor: &wgpu::RenderPassDescriptor<'_>,
-        ) -> Result<WgpuRenderPass<'e>, ProfilerError> {
+        ) -> Result<RenderPass<'e>, ProfilerError> {
             self.pass.check()?;
             if descriptor.timestamp_writes.is_some() {
-                return Err(Error::from(gpu_counters_core::InvalidInput::Argument(
+                return Err(Error::from(gpu_counters_hal::InvalidInput::Argument(
                     "a profiled render pass's descriptor has timestamp writes of its own: the scope's take their place".into(),
                 ))
                 .into());

@@ -1,8 +1,8 @@
 //! One sample buffer's or heap's query set, the values read back from it,
 //! and their availability.
 
-use gpu_counters_core::bookkeeping::{QueryRead, SampleSet, Ticket};
-use gpu_counters_core::{Error, Result};
+use gpu_counters_hal::bookkeeping::{QueryRead, SampleSet, Ticket};
+use gpu_counters_hal::{Error, Result};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -19,7 +19,7 @@ const MAP_FAILED: u8 = 2;
 const SPARE_READBACKS: usize = 4;
 
 // A claimed block is one word of `Written` (`Storage::note_claimed_writes`).
-const _: () = assert!(gpu_counters_core::bookkeeping::BLOCK == 64);
+const _: () = assert!(gpu_counters_hal::bookkeeping::BLOCK == 64);
 
 /// The indices one recording wrote into one storage, as a bit per index
 /// (a write is one OR: this runs for every sample recorded).
@@ -117,7 +117,7 @@ pub(crate) struct Storage {
     pub(crate) samples: SampleSet,
     pub(crate) query_set: wgpu::QuerySet,
     /// The device it belongs to: a recorder of another refuses it.
-    pub(crate) device_id: gpu_counters_core::DeviceId,
+    pub(crate) device_id: gpu_counters_hal::DeviceId,
     device: wgpu::Device,
     /// `u64` values per query.
     values: u32,
@@ -136,7 +136,7 @@ impl Storage {
     pub(crate) fn new(
         samples: SampleSet,
         query_set: wgpu::QuerySet,
-        device: (wgpu::Device, gpu_counters_core::DeviceId),
+        device: (wgpu::Device, gpu_counters_hal::DeviceId),
         values: u32,
     ) -> Self {
         let n = samples.count as usize;
@@ -291,7 +291,7 @@ impl Storage {
     /// timestamp that came back 0 was never written by the GPU (a pass's
     /// timestamp write handed out and never used: wgpu reads it as 0, and no
     /// GPU clock reads exactly 0 ticks): the bookkeeping forgets that write
-    /// ([`SampleTable::forget_unwritten`](gpu_counters_core::bookkeeping::SampleTable::forget_unwritten)),
+    /// ([`SampleTable::forget_unwritten`](gpu_counters_hal::bookkeeping::SampleTable::forget_unwritten)),
     /// so it resolves NotWritten, not NotReady for ever.
     pub(crate) fn harvest(&self) -> Result<()> {
         self.device
@@ -306,7 +306,7 @@ impl Storage {
         // Timestamps that came back unwritten: (index, the write's ticket).
         let mut unwritten: Vec<(u32, u64)> = Vec::new();
         let values = self.values as usize;
-        let timestamps = self.samples.set == gpu_counters_core::CommonCounterSet::Timestamp;
+        let timestamps = self.samples.set == gpu_counters_hal::CommonCounterSet::Timestamp;
         for rb in pending {
             match rb.mapped.load(Ordering::Acquire) {
                 MAP_PENDING => {

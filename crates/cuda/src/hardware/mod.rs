@@ -36,9 +36,9 @@
 //!   Compute), an unknown metric (named), too many passes.
 //!
 //! Offered only where the profiler initializes on the device and measures
-//! `sm__cycles_elapsed.max` in one pass: [`crate::CudaDevice::open`] probes
+//! `sm__cycles_elapsed.max` in one pass: [`crate::Device::open`] probes
 //! that once per device per process (a session is enabled and disabled on
-//! the context), and [`crate::CudaDevice::hardware_counters_unavailable`]
+//! the context), and [`crate::Device::hardware_counters_unavailable`]
 //! says why not where not.
 
 mod host;
@@ -49,8 +49,8 @@ pub(crate) use range::{release_idle, Session};
 
 use crate::lock;
 use cudarc::driver::{CudaContext, CudaStream};
-use gpu_counters_core::{CounterResultStageUtilization, COUNTER_ERROR_VALUE};
 use gpu_counters_cupti_sys as cs;
+use gpu_counters_hal::{CounterResultStageUtilization, COUNTER_ERROR_VALUE};
 use host::HostObject;
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -163,9 +163,9 @@ pub enum HardwareError {
     },
 }
 
-impl From<HardwareError> for gpu_counters_core::Error {
+impl From<HardwareError> for gpu_counters_hal::Error {
     fn from(e: HardwareError) -> Self {
-        use gpu_counters_core::{Error, InvalidInput};
+        use gpu_counters_hal::{Error, InvalidInput};
         match e {
             HardwareError::UnknownMetric { .. }
             | HardwareError::TooManyPasses { .. }
@@ -799,7 +799,7 @@ mod tests {
             m.contains("ERR_NVGPUCTRPERM") && m.contains("INSUFFICIENT_PRIVILEGES"),
             "{m}"
         );
-        let core: gpu_counters_core::Error = HardwareError::Busy.into();
+        let core: gpu_counters_hal::Error = HardwareError::Busy.into();
         assert!(core.invalid().is_some(), "{core}");
     }
 
@@ -884,7 +884,7 @@ mod tests {
             eprintln!("skipped experiment_restart_after_decode: no CUDA device");
             return;
         }
-        let d = crate::CudaDevice::open(0).unwrap();
+        let d = crate::Device::open(0).unwrap();
         let hw = d.hardware_counters().unwrap().clone();
         let config = hw
             .profiler

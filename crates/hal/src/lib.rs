@@ -1,7 +1,9 @@
-//! The backend-neutral core of gpu-counters.
+//! The backend authors' crate of gpu-counters (as `wgpu-hal` is to `wgpu`):
+//! applications depend on the `gpu-counters` crate, which re-exports the
+//! model types from here.
 //!
-//! This crate holds everything that a backend (Vulkan, later CUDA and wgpu)
-//! shares, and no GPU API: the counter sets a device can offer
+//! This crate holds everything that a backend (Vulkan, CUDA, wgpu) shares,
+//! and no GPU API: the counter sets a device can offer
 //! ([`CommonCounterSet`], [`CommonCounter`]), the sampling points
 //! ([`CounterSamplingPoint`]), the descriptors of counter sample buffers and
 //! Metal 4 counter heaps, the packed result structs with Metal's layout and the
@@ -33,11 +35,11 @@ pub mod timeline;
 
 pub use backend::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
-    ScopeStack,
+    BackendSubmission, ScopeStack,
 };
 pub use calibration::{
-    CalibratedTime, Calibration, CalibrationMethod, ConversionError, Converter, TimestampPair,
-    REFIT_INTERVAL_NS,
+    CalibratedDuration, CalibratedTime, Calibration, CalibrationMethod, ConversionError, Converter,
+    TimestampPair, REFIT_INTERVAL_NS,
 };
 pub use clock::cpu_monotonic_ns;
 pub use counters::{CommonCounter, CommonCounterSet, CounterSamplingPoint, CounterSet};

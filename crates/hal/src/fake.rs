@@ -1,4 +1,4 @@
-//! A backend on the CPU with scripted work: for testing what sits above core
+//! A backend on the CPU with scripted work: for testing what sits above hal
 //! (the profiler, timelines, exporters) on a machine with no GPU and no
 //! Vulkan loader. It is not a GPU mock for checking backends: it records
 //! through the same bookkeeping ([`crate::bookkeeping`]) as real backends,
@@ -16,6 +16,7 @@
 
 use crate::backend::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
+    BackendSubmission,
 };
 use crate::bookkeeping::{Phase, QueryRead, SampleSet, SlotState, Ticket, ABSENT, NONE};
 use crate::{
@@ -39,6 +40,7 @@ impl Backend for Fake {
     type Heap = FakeHeap;
     type Recorder = FakeRecorder;
     type Marker = FakeMarker;
+    type Submission = FakeSubmission;
 }
 
 /// Added to `CLOCK_MONOTONIC` to make the fake GPU clock: GPU ticks never
@@ -204,6 +206,7 @@ impl FakeDevice {
         Ok(FakeSubmission {
             device: self.clone(),
             number,
+            ticket: recorder.ticket.clone(),
             cpu_submit_ns,
         })
     }
@@ -252,6 +255,8 @@ impl FakeDevice {
 pub struct FakeSubmission {
     device: FakeDevice,
     number: u64,
+    /// Its recorder's ticket: done once its ops ran.
+    ticket: Ticket,
     cpu_submit_ns: u64,
 }
 
@@ -261,11 +266,33 @@ impl FakeSubmission {
         self.cpu_submit_ns
     }
 
+    /// Whether its ops ran (the fake GPU runs them only when a submission
+    /// is waited for, or [`FakeDevice::run_all`]).
+    pub fn is_done(&self) -> bool {
+        self.ticket.is_done()
+    }
+
     /// Runs everything submitted up to and including this; returns
     /// `CLOCK_MONOTONIC` right after.
     pub fn wait(&self) -> u64 {
         self.device.run_through(self.number);
         cpu_monotonic_ns()
+    }
+}
+
+/// The fake backend cannot fail to run its work: the trait's results are
+/// always `Ok`.
+impl BackendSubmission for FakeSubmission {
+    fn cpu_submit_ns(&self) -> u64 {
+        FakeSubmission::cpu_submit_ns(self)
+    }
+
+    fn is_done(&self) -> Result<bool> {
+        Ok(FakeSubmission::is_done(self))
+    }
+
+    fn wait(&self) -> Result<u64> {
+        Ok(FakeSubmission::wait(self))
     }
 }
 

@@ -1,4 +1,4 @@
-//! The backend interface: what differs per GPU API, as the layers above core
+//! The backend interface: what differs per GPU API, as the layers above hal
 //! (the profiler, the exporters' timelines, the command line) use it.
 //!
 //! Like wgpu-hal's `Api`, one trait, [`Backend`], names a backend's types;
@@ -13,7 +13,9 @@
 //! - [`BackendRecorder`]: what commands are recorded into (a Vulkan command
 //!   buffer, a wgpu encoder, a CUDA stream's range of work), sampled between
 //!   passes at a placement;
-//! - [`BackendMarker`]: signals once all work submitted before it finished.
+//! - [`BackendMarker`]: signals once all work submitted before it finished;
+//! - [`BackendSubmission`]: a recorder's submitted work, with its CPU submit
+//!   time, polled or waited for.
 //!
 //! Everything backend-neutral is written once over these: the sample
 //! bookkeeping and CPU resolve ([`crate::bookkeeping`]), the calibration math
@@ -41,9 +43,11 @@ pub trait Backend: Sized + Send + Sync + 'static {
     type Recorder: BackendRecorder<Backend = Self>;
     /// A completion marker on the device's queue.
     type Marker: BackendMarker;
+    /// Submitted work: a recorder once it was handed to the device's queue.
+    type Submission: BackendSubmission;
 }
 
-/// A device, as the layers above core use it. Cloning shares it.
+/// A device, as the layers above hal use it. Cloning shares it.
 pub trait BackendDevice: Clone + Send + Sync + std::fmt::Debug + 'static {
     /// The backend it belongs to.
     type Backend: Backend<Device = Self>;
@@ -76,7 +80,7 @@ pub trait BackendDevice: Clone + Send + Sync + std::fmt::Debug + 'static {
     fn sample_timestamps(&self) -> Result<TimestampPair>;
 
     /// A calibration of the device's timestamps onto the CPU clock, from a
-    /// fresh pair; core's calibration math over the device's period and
+    /// fresh pair; hal's calibration math over the device's period and
     /// valid bits.
     fn calibration(&self) -> Result<Calibration> {
         let info = self.info();
@@ -451,6 +455,24 @@ impl ScopeStack {
     pub fn no_open_scopes(&self) -> bool {
         self.first.innermost.is_none() && self.more.iter().all(|e| e.innermost.is_none())
     }
+}
+
+/// A recorder's submitted work: when it was submitted on the CPU clock,
+/// whether the GPU finished it, and a wait for it. Every backend's
+/// `Submission` has these as inherent methods with the same signatures.
+pub trait BackendSubmission {
+    /// [`cpu_monotonic_ns`](crate::cpu_monotonic_ns) just before the work
+    /// was submitted (or, where work starts as it is recorded, as on a CUDA
+    /// stream, when recording began): no part of it ran earlier.
+    fn cpu_submit_ns(&self) -> u64;
+
+    /// Whether the GPU finished the work, without waiting.
+    fn is_done(&self) -> Result<bool>;
+
+    /// Waits until the GPU finished the work and its samples can be
+    /// resolved; returns [`cpu_monotonic_ns`](crate::cpu_monotonic_ns)
+    /// right after: no part of the work ran later.
+    fn wait(&self) -> Result<u64>;
 }
 
 /// Signals once all work submitted before it finished

@@ -148,6 +148,19 @@ pub enum InvalidInput {
     /// A GPU timestamp that cannot be mapped onto the CPU clock.
     #[error("{0}")]
     TimestampConversion(ConversionError),
+    /// A duration whose end sample was taken before its start sample
+    /// ([`Calibration::duration`](crate::Calibration::duration)).
+    #[error("timestamp sample {end} ({end_ns} ns) is before sample {start} ({start_ns} ns): it cannot end a duration that starts there")]
+    EndBeforeStart {
+        /// The start sample's index within the resolve.
+        start: u64,
+        /// The end sample's index within the resolve.
+        end: u64,
+        /// The start sample's time on the CPU clock.
+        start_ns: u64,
+        /// The end sample's time on the CPU clock.
+        end_ns: u64,
+    },
     /// Any other malformed argument, with a message naming it.
     #[error("{0}")]
     Argument(String),
