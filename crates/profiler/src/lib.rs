@@ -60,6 +60,7 @@ mod multi;
 mod profiler;
 mod result;
 mod shared_str;
+mod stack;
 
 pub use error::{ProfilerError, Result};
 pub use frame::{Frame, PassScope, Scope};
