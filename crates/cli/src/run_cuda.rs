@@ -64,11 +64,8 @@ fn build_passes(device: &gcu::Device, plan: &Plan) -> CliResult<Vec<Pass<Work>>>
     Ok(passes)
 }
 
-run::impl_submitted!(gcu::Submission);
-
 impl FrameSource for CudaFrames {
     type Device = gcu::Device;
-    type Submission = gcu::Submission;
 
     fn device(&self) -> &gcu::Device {
         &self.device

@@ -88,7 +88,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         outer.end(&mut rec)?;
         let submission = device.submit(rec)?;
-        profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+        profiler.end_frame(frame, [&submission])?;
         frames.extend(profiler.collect()?);
     }
     frames.extend(profiler.wait_collect_all(Duration::from_secs(10))?);

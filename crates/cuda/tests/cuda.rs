@@ -317,25 +317,30 @@ fn profiler_scopes_from_two_threads() {
     for _ in 0..10 {
         let frame = profiler.begin_frame().unwrap();
         let before = cpu_monotonic_ns();
-        std::thread::scope(|s| {
-            for t in 0..2 {
-                let (frame, d) = (&frame, &d);
-                s.spawn(move || {
-                    let mut rec = d.recorder();
-                    let outer = frame
-                        .scope(&mut rec, &format!("outer {t}"), PassKind::Scope)
-                        .unwrap();
-                    let inner = frame
-                        .scope(&mut rec, &format!("inner {t}"), PassKind::Compute)
-                        .unwrap();
-                    inner.end(&mut rec).unwrap();
-                    outer.end(&mut rec).unwrap();
-                    d.submit(rec).unwrap().wait().unwrap();
-                });
-            }
+        let submissions: Vec<_> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..2)
+                .map(|t| {
+                    let (frame, d) = (&frame, &d);
+                    s.spawn(move || {
+                        let mut rec = d.recorder();
+                        let outer = frame
+                            .scope(&mut rec, &format!("outer {t}"), PassKind::Scope)
+                            .unwrap();
+                        let inner = frame
+                            .scope(&mut rec, &format!("inner {t}"), PassKind::Compute)
+                            .unwrap();
+                        inner.end(&mut rec).unwrap();
+                        outer.end(&mut rec).unwrap();
+                        let submission = d.submit(rec).unwrap();
+                        submission.wait().unwrap();
+                        submission
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
         });
         let after = cpu_monotonic_ns();
-        profiler.end_frame(frame, Some(before)).unwrap();
+        profiler.end_frame(frame, &submissions).unwrap();
         let frames = profiler
             .wait_collect_all(std::time::Duration::from_secs(10))
             .unwrap();
@@ -763,7 +768,7 @@ fn objects_of_another_device_are_refused() {
         ),
         "recorder"
     );
-    profiler.end_frame(frame, None).unwrap();
+    profiler.end_frame(frame, []).unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))
         .unwrap();

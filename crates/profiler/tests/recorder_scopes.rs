@@ -64,9 +64,7 @@ fn run(
         .map(|r| device.submit(r).unwrap())
         .collect();
     for f in frames {
-        profiler
-            .end_frame(f, Some(subs[0].cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(f, &subs).unwrap();
     }
     for s in &subs {
         s.wait();

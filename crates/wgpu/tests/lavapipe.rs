@@ -495,9 +495,7 @@ fn profiler_over_an_encoder() {
     outer.end(&mut rec).unwrap();
     let before = cpu_monotonic_ns();
     let submission = d.submit(rec).unwrap();
-    profiler
-        .end_frame(frame, Some(submission.cpu_submit_ns()))
-        .unwrap();
+    profiler.end_frame(frame, [&submission]).unwrap();
     let after = submission.wait().unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))
@@ -1066,9 +1064,7 @@ fn profiled_compute_passes(
     }
     let before = cpu_monotonic_ns();
     let submission = d.submit(rec).unwrap();
-    profiler
-        .end_frame(frame, Some(submission.cpu_submit_ns()))
-        .unwrap();
+    profiler.end_frame(frame, [&submission]).unwrap();
     let after = submission.wait().unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))
@@ -1216,9 +1212,7 @@ fn fs() -> @location(0) vec4<f32> {
         }
         outer.end(&mut rec).unwrap();
         let submission = d.submit(rec).unwrap();
-        profiler
-            .end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         submission.wait().unwrap();
         let frames = profiler
             .wait_collect_all(std::time::Duration::from_secs(10))
@@ -1569,7 +1563,7 @@ fn profiled_passes_from_threads_into_one_frame() {
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        profiler.end_frame(frame, None).unwrap();
+        profiler.end_frame(frame, []).unwrap();
         let frames = profiler
             .wait_collect_all(std::time::Duration::from_secs(10))
             .unwrap();
@@ -1725,7 +1719,7 @@ fn a_leaked_profiled_pass_is_refused_at_submit_and_its_frame_collected() {
         .submit(rec)
         .expect_err("a recording with a leaked pass was submitted");
     assert_eq!(leaked_pass_label(&e), "leaked pass", "{e}");
-    profiler.end_frame(frame, None).unwrap();
+    profiler.end_frame(frame, []).unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))
         .unwrap();
@@ -1880,7 +1874,7 @@ fn every_leaked_guard_is_refused_at_submit_and_never_reads_zero() {
                     assert_eq!(r.statuses(), &[SampleStatus::Written; 2], "{case}");
                 }
             }
-            profiler.end_frame(frame, None).unwrap();
+            profiler.end_frame(frame, []).unwrap();
             let frames = profiler
                 .wait_collect_all(std::time::Duration::from_secs(10))
                 .unwrap();
@@ -2018,7 +2012,7 @@ fn leaked_passes_under_the_default_handler_are_errors_not_panics() {
     std::mem::forget(rec.begin_profiled_compute_pass(&frame, "leaked").unwrap());
     let e = d.submit(rec).expect_err("submitted with a leaked pass");
     assert_eq!(leaked_pass_label(&e), "leaked", "{e}");
-    profiler.end_frame(frame, None).unwrap();
+    profiler.end_frame(frame, []).unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))
         .unwrap();
@@ -2180,7 +2174,7 @@ fn objects_of_another_device_are_refused() {
                 "recorder"
             );
         }
-        profiler_b.end_frame(frame_b, None).unwrap();
+        profiler_b.end_frame(frame_b, []).unwrap();
         let frames = profiler_b
             .wait_collect_all(std::time::Duration::from_secs(10))
             .unwrap();
@@ -2360,7 +2354,7 @@ fn an_encoder_scope_with_statistics_is_timed_without_them() {
     }
     outer.end(&mut rec).unwrap();
     let s = d.submit(rec).unwrap();
-    profiler.end_frame(frame, Some(s.cpu_submit_ns())).unwrap();
+    profiler.end_frame(frame, [&s]).unwrap();
     s.wait().unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))
