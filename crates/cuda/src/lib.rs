@@ -66,13 +66,16 @@ mod zero;
 
 #[cfg(feature = "cupti")]
 pub use activity::ActivityStats;
-pub use backend::{CounterHeap, CounterSampleBuffer, Cuda, Marker, Recorder, Submission};
+pub use backend::{
+    CounterHeap, CounterSampleBuffer, Cuda, Marker, Recorder, StreamEvent, Submission,
+};
 #[cfg(feature = "cupti")]
 pub use hardware::{
     BaseMetric, HardwareCounters, HardwareError, HardwareMeasurement, HardwareRange, MetricInfo,
     MetricKind, MetricValue,
 };
 pub use pass::{ComputePass, PassAttachment};
+pub use storage::MappedStorage;
 #[cfg(feature = "cupti")]
 pub use zero::ActivityClock;
 

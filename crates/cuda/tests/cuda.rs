@@ -261,8 +261,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
     for set in unoffered {
         let e = d
             .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(set, "x", 4))
-            .err()
-            .expect("an unoffered set");
+            .expect_err("an unoffered set");
         assert!(
             matches!(
                 e.invalid(),
@@ -277,8 +276,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
             "empty",
             0,
         ))
-        .err()
-        .expect("zero samples");
+        .expect_err("zero samples");
     assert!(
         matches!(e.invalid(), Some(InvalidInput::SampleCountZero { .. })),
         "{e}"

@@ -391,8 +391,7 @@ fn turned_off_hardware_counters_are_not_offered() {
             "x",
             2,
         ))
-        .err()
-        .expect("stage utilization without hardware counters");
+        .expect_err("stage utilization without hardware counters");
     assert!(
         matches!(
             e.invalid(),

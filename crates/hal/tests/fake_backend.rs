@@ -3,9 +3,9 @@
 
 use gpu_counters_hal::fake::{Fake, FakeDevice};
 use gpu_counters_hal::{
-    cpu_monotonic_ns, Backend, BackendDevice, BackendHeap, BackendRecorder, BackendSampleBuffer,
-    BackendSubmission, CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor,
-    Error, InvalidInput, ResolvedCounters, SampleStatus, SampleValue, TimestampGranularity,
+    cpu_monotonic_ns, Backend, BackendDevice, BackendRecorder, BackendSubmission, CommonCounterSet,
+    CounterHeapDescriptor, CounterSampleBufferDescriptor, Error, InvalidInput, ResolvedCounters,
+    SampleStatus, SampleValue, TimestampGranularity,
 };
 
 /// Heap writes resolve to ticks on the device's clock once run, not ready

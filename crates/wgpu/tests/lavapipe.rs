@@ -404,8 +404,7 @@ fn missing_features_are_typed_errors_naming_them() {
             "t",
             2,
         ))
-        .err()
-        .expect("a timestamp buffer without TIMESTAMP_QUERY");
+        .expect_err("a timestamp buffer without TIMESTAMP_QUERY");
     assert!(unsupported(e).contains("TIMESTAMP_QUERY"));
     let e = d
         .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
@@ -413,8 +412,7 @@ fn missing_features_are_typed_errors_naming_them() {
             "s",
             2,
         ))
-        .err()
-        .expect("a statistic buffer without PIPELINE_STATISTICS_QUERY");
+        .expect_err("a statistic buffer without PIPELINE_STATISTICS_QUERY");
     assert!(unsupported(e).contains("PIPELINE_STATISTICS_QUERY"));
     assert!(unsupported(d.calibration().unwrap_err()).contains("TIMESTAMP_QUERY"));
     gpu.check();
@@ -515,7 +513,7 @@ fn profiler_over_an_encoder() {
 /// the work before them is done.
 #[test]
 fn rerecorded_samples_heaps_and_markers() {
-    use gpu_counters_hal::{BackendMarker, CounterHeapDescriptor};
+    use gpu_counters_hal::CounterHeapDescriptor;
     let Some(gpu) = timestamp_gpu() else {
         return;
     };
