@@ -40,6 +40,7 @@ fn device_traced(test: &str, source: TimestampSource, tracing: ActivityTracing) 
         return None;
     }
     let options = DeviceOptions {
+        statistics: true,
         timestamps: source,
         activity_tracing: tracing,
         ..DeviceOptions::default()

@@ -39,7 +39,11 @@ fn hardware(test: &str) -> Option<(Device, HardwareCounters)> {
     if !common::gpu_present(test) {
         return None;
     }
-    let d = Device::open(0).expect("Device::open(0)");
+    let options = DeviceOptions {
+        hardware_counters: true,
+        ..DeviceOptions::default()
+    };
+    let d = Device::open_with(0, &options).expect("Device::open(0)");
     match d.hardware_counters() {
         Ok(h) => {
             let h = h.clone();
