@@ -1,8 +1,8 @@
 //! Counter sample buffers (`MTLCounterSampleBuffer`) and Metal 4 counter heaps
 //! (`MTL4CounterHeap`).
 
+use crate::device::Device;
 use crate::samples::Samples;
-use crate::Device;
 use gpu_counters_hal::bookkeeping::SlotState;
 use gpu_counters_hal::{
     CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
