@@ -7,7 +7,7 @@ use ash::vk;
 use gpu_counters_hal::bookkeeping::Ticket;
 use gpu_counters_hal::{
     CalibrationMethod, CommonCounterSet, CounterSamplingPoint, DeviceId, DeviceInfo, Error,
-    InvalidInput, Result,
+    InvalidInput, RenderStage, Result,
 };
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -34,6 +34,12 @@ pub struct EnabledFeatures {
     /// Which calibrated-timestamps extension is enabled, if any: gpu-counters
     /// calibrates through that one.
     pub calibrated_timestamps: Option<CalibratedTimestamps>,
+    /// `taskShader` of `VK_EXT_mesh_shader`: render encoders write
+    /// timestamps after [`RenderStage::Object`].
+    pub task_shader: bool,
+    /// `meshShader` of `VK_EXT_mesh_shader`: render encoders write
+    /// timestamps after [`RenderStage::Mesh`].
+    pub mesh_shader: bool,
 }
 
 /// Device commands of Vulkan 1.2 and 1.3 that gpu-counters calls: a device
@@ -192,6 +198,8 @@ impl Device {
             calibrated_timestamps: caps
                 .calibration_ext
                 .filter(|_| caps.calibration == CalibrationMethod::CalibratedPair),
+            task_shader: false,
+            mesh_shader: false,
         };
         Ok(Self::assemble(
             instance.clone(),
@@ -300,6 +308,9 @@ impl Device {
                 // CLOCK_MONOTONIC domain) bracketing stays.
                 caps.calibration_ext = Some(ext);
             }
+        }
+        if features.task_shader || features.mesh_shader {
+            check_mesh_shader_features(&instance, physical_device, features)?;
         }
         if !features.synchronization2 || !caps.host_query_reset {
             return Err(InvalidInput::Unsupported(
@@ -428,6 +439,56 @@ impl Device {
         Ok(())
     }
 
+    /// Whether render encoders of this device can write a timestamp after
+    /// `stage` ([`RenderEncoder::write_timestamp`](crate::RenderEncoder::write_timestamp)):
+    /// vertex and fragment always; object and mesh where `VK_EXT_mesh_shader`'s
+    /// `taskShader` and `meshShader` are enabled (only on a device wrapped
+    /// with [`Device::from_raw`]: gpu-counters opens devices without them);
+    /// tile never, as Vulkan has no tile shaders.
+    pub fn supports_render_stage(&self, stage: RenderStage) -> bool {
+        match stage {
+            RenderStage::Vertex | RenderStage::Fragment => true,
+            RenderStage::Tile => false,
+            RenderStage::Object => self.shared.features.task_shader,
+            RenderStage::Mesh => self.shared.features.mesh_shader,
+        }
+    }
+
+    /// The pipeline stage a timestamp after `stage` waits for: vertex
+    /// `VERTEX_SHADER`, fragment `FRAGMENT_SHADER`, object `TASK_SHADER_EXT`,
+    /// mesh `MESH_SHADER_EXT`.
+    ///
+    /// # Errors
+    /// [`InvalidInput::UnsupportedRenderStage`] for a stage the device lacks
+    /// ([`Device::supports_render_stage`]).
+    #[inline(always)]
+    pub(crate) fn render_stage_flags(&self, stage: RenderStage) -> Result<vk::PipelineStageFlags2> {
+        match stage {
+            RenderStage::Vertex => Ok(vk::PipelineStageFlags2::VERTEX_SHADER),
+            RenderStage::Fragment => Ok(vk::PipelineStageFlags2::FRAGMENT_SHADER),
+            _ => self.other_render_stage_flags(stage),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn other_render_stage_flags(&self, stage: RenderStage) -> Result<vk::PipelineStageFlags2> {
+        let features = &self.shared.features;
+        Ok(match stage {
+            RenderStage::Vertex => vk::PipelineStageFlags2::VERTEX_SHADER,
+            RenderStage::Fragment => vk::PipelineStageFlags2::FRAGMENT_SHADER,
+            RenderStage::Object if features.task_shader => vk::PipelineStageFlags2::TASK_SHADER_EXT,
+            RenderStage::Mesh if features.mesh_shader => vk::PipelineStageFlags2::MESH_SHADER_EXT,
+            RenderStage::Object | RenderStage::Mesh | RenderStage::Tile => {
+                return Err(InvalidInput::UnsupportedRenderStage {
+                    stage,
+                    device: self.shared.info.name.clone(),
+                }
+                .into())
+            }
+        })
+    }
+
     pub(crate) fn require_point(&self, point: CounterSamplingPoint) -> Result<()> {
         if !self.supports_counter_sampling(point) {
             return Err(InvalidInput::UnsupportedSamplingPoint {
@@ -537,4 +598,54 @@ pub(crate) fn mask(bits: u32) -> u64 {
     } else {
         (1u64 << bits) - 1
     }
+}
+
+/// Fails unless `physical_device` has `VK_EXT_mesh_shader` with the task and
+/// mesh shader features that `features` claims enabled.
+fn check_mesh_shader_features(
+    instance: &Instance,
+    physical_device: vk::PhysicalDevice,
+    features: EnabledFeatures,
+) -> Result<()> {
+    let name = ash::ext::mesh_shader::NAME;
+    // SAFETY: plain enumeration on the caller's physical device.
+    let exts = unsafe {
+        instance
+            .raw()
+            .enumerate_device_extension_properties(physical_device)
+    }
+    .map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?;
+    if !exts
+        .iter()
+        .any(|e| e.extension_name_as_c_str().ok() == Some(name))
+    {
+        return Err(InvalidInput::Unsupported(format!(
+            "features.task_shader or features.mesh_shader claims {}, which the device does not support",
+            name.to_string_lossy()
+        ))
+        .into());
+    }
+    let mut mesh = vk::PhysicalDeviceMeshShaderFeaturesEXT::default();
+    let mut all = vk::PhysicalDeviceFeatures2::default().push_next(&mut mesh);
+    // SAFETY: the device supports the extension whose feature structure is
+    // chained, on an instance of Vulkan 1.1 or later (checked by the caller
+    // of this function before: the 1.3 commands were found).
+    unsafe {
+        instance
+            .raw()
+            .get_physical_device_features2(physical_device, &mut all)
+    };
+    for (claimed, supported, feature) in [
+        (features.task_shader, mesh.task_shader, "taskShader"),
+        (features.mesh_shader, mesh.mesh_shader, "meshShader"),
+    ] {
+        if claimed && supported == vk::FALSE {
+            return Err(InvalidInput::Unsupported(format!(
+                "features claims {feature} of {}, which the device does not support",
+                name.to_string_lossy()
+            ))
+            .into());
+        }
+    }
+    Ok(())
 }

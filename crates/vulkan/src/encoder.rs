@@ -10,7 +10,7 @@ use crate::pass::{detached, pass_encoder, render_attachments, start_samples, Enc
 use crate::pass_state::{EncoderKind, OpenPass};
 use crate::sample_buffer::{CounterHeap, CounterSampleBuffer};
 use ash::vk;
-use gpu_counters_hal::{Result, TimestampGranularity};
+use gpu_counters_hal::{RenderStage, Result, TimestampGranularity};
 use std::ops::Range;
 
 macro_rules! common_encoder_methods {
@@ -77,13 +77,16 @@ impl ComputeEncoder<'_> {
         heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
-        if self.core.write_precise_claimed(granularity, heap, index)
+        let stage = vk::PipelineStageFlags2::ALL_COMMANDS;
+        if self
+            .core
+            .write_precise_claimed(granularity, heap, index, stage)
             || self.core.write_relaxed_first(granularity, heap, index)
         {
             return Ok(());
         }
         detached(self.core.cmd, |core| {
-            core.write_heap_timestamp(granularity, heap, index)
+            core.write_heap_timestamp(granularity, heap, index, stage)
         })
     }
 }
@@ -119,23 +122,44 @@ pub struct RenderEncoder<'c> {
 impl RenderEncoder<'_> {
     common_encoder_methods!();
 
-    /// Writes a timestamp into a heap (`writeTimestamp(granularity:...)`).
-    /// Precise writes inside a render pass need an entry not written since it
-    /// was last invalidated; relaxed writes are taken when the pass ends.
+    /// Writes a timestamp into a heap once render stage `after` is done
+    /// (Metal 4's `writeTimestamp(granularity:after:counterHeap:index:)`).
+    ///
+    /// A `Precise` write is recorded here and waits for the pipeline stage
+    /// that `after` maps to (vertex: `VERTEX_SHADER`, fragment:
+    /// `FRAGMENT_SHADER`, object: `TASK_SHADER_EXT`, mesh:
+    /// `MESH_SHADER_EXT`) to finish for every earlier command. Inside the
+    /// render pass its entry must not have been written since it was last
+    /// invalidated, as Vulkan cannot reset a query there. `Relaxed` writes of
+    /// one pass share one timestamp, taken after all of the pass's work
+    /// when it ends (so after every stage).
+    ///
+    /// # Errors
+    /// - [`InvalidInput::UnsupportedRenderStage`](gpu_counters_hal::InvalidInput::UnsupportedRenderStage)
+    ///   for a stage the device lacks ([`Device::supports_render_stage`](crate::Device::supports_render_stage)):
+    ///   tile always, object and mesh without `VK_EXT_mesh_shader`'s
+    ///   features;
+    /// - `ForeignObject` for another device's heap, `IndexOutOfRange` past
+    ///   its end, and `SampleIndexReuse` for a precise write into an entry
+    ///   written before in this recording.
     #[inline(always)]
     pub fn write_timestamp(
         &mut self,
         granularity: TimestampGranularity,
+        after: RenderStage,
         heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
-        if self.core.write_precise_claimed(granularity, heap, index)
+        let stage = self.core.cmd.device.render_stage_flags(after)?;
+        if self
+            .core
+            .write_precise_claimed(granularity, heap, index, stage)
             || self.core.write_relaxed_first(granularity, heap, index)
         {
             return Ok(());
         }
         detached(self.core.cmd, |core| {
-            core.write_heap_timestamp(granularity, heap, index)
+            core.write_heap_timestamp(granularity, heap, index, stage)
         })
     }
 

@@ -250,24 +250,32 @@ impl<'c> EncoderCore<'c> {
         let end = self.cmd.pass_ends.marked_end;
         if !end.is_none() {
             self.cmd.pass_ends.marked_end.clear();
-            self.record_marked(end);
+            self.record_marked(end, vk::PipelineStageFlags2::ALL_COMMANDS);
         }
     }
 
     /// Records the command of the pass's relaxed [`MarkedEnd`], if any
-    /// (once).
+    /// (once), at `stage`: after all prior work at the pass's end, or after
+    /// the stage of a precise write that takes its place.
     #[inline(always)]
-    pub(crate) fn write_relaxed_one(&mut self) {
+    pub(crate) fn write_relaxed_one(&mut self, stage: vk::PipelineStageFlags2) {
         let one = self.cmd.pass_ends.relaxed_one;
         if !one.is_none() {
             self.cmd.pass_ends.relaxed_one.clear();
-            self.record_marked(one);
+            self.record_marked(one, stage);
         }
     }
 
-    /// Records the timestamp command of `end`, taken out of the pass.
+    /// Records the timestamp command of `end` at `stage`, a stage valid on
+    /// this device (`ALL_COMMANDS`, or one that
+    /// [`Device::render_stage_flags`](crate::device::Device::render_stage_flags)
+    /// gave inside a render pass).
     #[inline(always)]
-    pub(crate) fn record_marked(&mut self, MarkedEnd { pool, index }: MarkedEnd) {
+    pub(crate) fn record_marked(
+        &mut self,
+        MarkedEnd { pool, index }: MarkedEnd,
+        stage: vk::PipelineStageFlags2,
+    ) {
         // SAFETY: `index` was noted as written in a block this
         // recording claimed (by the pass's begin, or by the relaxed
         // write), so it was reset and written by no one then, and
@@ -283,14 +291,13 @@ impl<'c> EncoderCore<'c> {
         // this device (checked before the mark), and the command
         // buffer is recording (inside a render pass only for a precise
         // write taking the relaxed one's place: a timestamp write is
-        // valid there, and no reset is needed).
+        // valid there, and no reset is needed); `stage` is valid on this
+        // device (the caller's contract).
         unsafe {
-            self.cmd.device.raw().cmd_write_timestamp2(
-                self.cmd.raw,
-                vk::PipelineStageFlags2::ALL_COMMANDS,
-                pool,
-                index,
-            )
+            self.cmd
+                .device
+                .raw()
+                .cmd_write_timestamp2(self.cmd.raw, stage, pool, index)
         };
     }
 
@@ -401,23 +408,23 @@ impl<'c> EncoderCore<'c> {
         self.sample(buffer, index, stage)
     }
 
-    /// A precise write into a heap entry this recording claimed clean, in a
-    /// pass without relaxed writes: the usual write, with nothing else to
-    /// check (inlined into the caller). Returns whether it wrote.
+    /// A precise write at `stage` into a heap entry this recording claimed
+    /// clean, in a pass without relaxed writes: the usual write, with
+    /// nothing else to check (inlined into the caller). Returns whether it
+    /// wrote.
     #[inline(always)]
     pub(crate) fn write_precise_claimed(
         &mut self,
         granularity: TimestampGranularity,
         heap: &CounterHeap,
         index: u32,
+        stage: vk::PipelineStageFlags2,
     ) -> bool {
         granularity == TimestampGranularity::Precise
             && !self.ended()
             && self.cmd.pass_ends.relaxed.is_empty()
             && self.cmd.pass_ends.relaxed_one.is_none()
-            && self
-                .cmd
-                .write_claimed(&heap.inner, index, vk::PipelineStageFlags2::ALL_COMMANDS)
+            && self.cmd.write_claimed(&heap.inner, index, stage)
     }
 
     /// The first relaxed write of a pass, into a heap entry of this device
@@ -449,12 +456,16 @@ impl<'c> EncoderCore<'c> {
         self.cmd.pass_ends.relaxed_one == MarkedEnd::of(heap, index)
     }
 
+    /// A heap write with every check: precise ones at `stage` now, relaxed
+    /// ones coalesced into one timestamp after all of the pass's work at its
+    /// end.
     #[inline(never)]
     pub(crate) fn write_heap_timestamp(
         &mut self,
         granularity: TimestampGranularity,
         heap: &CounterHeap,
         index: u32,
+        stage: vk::PipelineStageFlags2,
     ) -> Result<()> {
         self.check_open()?;
         self.cmd.check_device(&heap.inner, "counter heap")?;
@@ -465,7 +476,7 @@ impl<'c> EncoderCore<'c> {
                 // noted as written and its query is still clean: this
                 // write takes its place.
                 if self.relaxed_one_is(&heap.inner, index) {
-                    self.write_relaxed_one();
+                    self.write_relaxed_one(stage);
                     return Ok(());
                 }
                 if let Some(r) = self
@@ -482,7 +493,7 @@ impl<'c> EncoderCore<'c> {
                     self.cmd.raw,
                     &heap.inner,
                     index,
-                    vk::PipelineStageFlags2::ALL_COMMANDS,
+                    stage,
                     self.in_render_pass(),
                     &mut self.cmd.tracker,
                 )
@@ -599,7 +610,7 @@ impl<'c> EncoderCore<'c> {
         // In the general path's order: the attachment's end, then the
         // relaxed write's timestamp, both noted as written already.
         self.write_marked_end();
-        self.write_relaxed_one();
+        self.write_relaxed_one(vk::PipelineStageFlags2::ALL_COMMANDS);
         Ok(())
     }
 
@@ -649,7 +660,7 @@ impl<'c> EncoderCore<'c> {
             self.cmd.pass_ends.timestamps = list;
         }
         let one = self.cmd.pass_ends.relaxed_one;
-        self.write_relaxed_one();
+        self.write_relaxed_one(vk::PipelineStageFlags2::ALL_COMMANDS);
         if self.cmd.pass_ends.relaxed.is_empty() {
             return first_error.map_or(Ok(()), Err);
         }
