@@ -429,7 +429,11 @@ impl CommandBuffer {
     /// The resolve waits on the GPU for every sample of the range that was
     /// recorded: submit it after the command buffers that write them (in the
     /// same command buffer, after the passes, is the usual place). Samples
-    /// never written resolve to the error value without waiting.
+    /// never written resolve to the error value without waiting. Outside
+    /// any encoder; inside a blit pass, [`BlitEncoder::resolve_counters`]
+    /// records one.
+    ///
+    /// [`BlitEncoder::resolve_counters`]: crate::BlitEncoder::resolve_counters
     pub fn resolve_counters(
         &mut self,
         buffer: &CounterSampleBuffer,
@@ -445,6 +449,7 @@ impl CommandBuffer {
             range,
             destination.into(),
             destination_offset,
+            &[],
         )
     }
 
@@ -464,6 +469,7 @@ impl CommandBuffer {
             range,
             destination.into(),
             destination_offset,
+            &[],
         )
     }
 

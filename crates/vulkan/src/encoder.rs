@@ -99,7 +99,21 @@ pub struct BlitEncoder<'c> {
 impl BlitEncoder<'_> {
     common_encoder_methods!();
 
-    /// Records a GPU resolve into `destination` (`resolveCounters`).
+    /// Records a GPU resolve of `range` into `destination` at
+    /// `destination_offset` in this pass (Metal's blit
+    /// `resolveCounters(_:range:destinationBuffer:destinationOffset:)`), as
+    /// [`CommandBuffer::resolve_counters`] does between passes: it reads
+    /// every sample recorded before it, this pass's start samples included.
+    ///
+    /// # Errors
+    /// Those of [`CommandBuffer::resolve_counters`]; and
+    /// [`InvalidInput::SampleIndexReuse`](gpu_counters_hal::InvalidInput::SampleIndexReuse)
+    /// naming the first index the resolve reads that this pass writes when
+    /// it ends (an end-of-encoder attachment), since the resolve would wait
+    /// for a write recorded after it; and
+    /// [`InvalidInput::EncoderState`](gpu_counters_hal::InvalidInput::EncoderState)
+    /// while the pass samples statistics, which would count the resolve's
+    /// own compute work.
     pub fn resolve_counters(
         &mut self,
         buffer: &CounterSampleBuffer,
@@ -107,10 +121,10 @@ impl BlitEncoder<'_> {
         destination: impl Into<BufferRef>,
         destination_offset: u64,
     ) -> Result<()> {
-        self.core.check_open()?;
-        self.core
-            .cmd
-            .resolve_counters(buffer, range, destination, destination_offset)
+        let destination = destination.into();
+        detached(self.core.cmd, |core| {
+            core.resolve_counters(buffer, range, destination, destination_offset)
+        })
     }
 }
 

@@ -13,11 +13,20 @@ use gpu_counters_hal::{CommonCounterSet, Error, InvalidInput, Result};
 use std::ops::Range;
 use std::sync::Arc;
 
+/// Why a GPU resolve inside a pass cannot read an index.
+pub(crate) const WRITTEN_AFTER_RESOLVE: &str = "is written when the open encoder ends, after this resolve, which would wait on the GPU for it: resolve it after end_encoding";
+
 impl Samples {
     /// Records a GPU resolve of `range` into `dst` at `offset`: copies the
     /// query results with availability into scratch, then a compute shader
     /// writes Metal's layout with the error value for every sample that has no
-    /// value. Must be recorded outside any pass.
+    /// value. Must be recorded outside any render pass instance and
+    /// statistic query (a blit pass's own chain counts its compute work).
+    ///
+    /// `pending` are indices of this set whose writes the open pass records
+    /// when it ends, after this resolve: refused where the resolve would
+    /// read them (it would wait on the GPU for a write recorded after it).
+    #[allow(clippy::too_many_arguments)] // the recording context, the range and its destination, the pass's pending writes
     pub(crate) fn record_resolve_gpu(
         self: &Arc<Self>,
         tracker: &mut Tracker,
@@ -25,6 +34,7 @@ impl Samples {
         range: Range<u64>,
         dst: BufferRef,
         offset: u64,
+        pending: &[u32],
     ) -> Result<()> {
         let (first, count) = self.check_range(&range)?;
         self.device
@@ -64,6 +74,9 @@ impl Samples {
             return Err(self.reuse(i, STILL_OPEN));
         }
         let (lo, hi) = self.span(&slots, first, count);
+        if let Some(i) = pending.iter().copied().filter(|&i| lo <= i && i < hi).min() {
+            return Err(self.reuse(i, WRITTEN_AFTER_RESOLVE));
+        }
         let mut gpu = self
             .gpu
             .lock()

@@ -2,6 +2,7 @@
 //! its attachments, sampling and heap writes inside it, and ending it with
 //! its end-of-pass samples and coalesced relaxed writes.
 
+use crate::buffer::BufferRef;
 use crate::command::CommandBuffer;
 use crate::descriptors::{PassSampleBufferAttachment, RenderPassSampleBufferAttachment};
 use crate::pass_state::{EncoderKind, EndSample, EndSet, HeapRelaxed, MarkedEnd, OpenPass};
@@ -16,6 +17,7 @@ use gpu_counters_hal::bookkeeping::{check_pass_attachments, RelaxedWrites, SlotS
 use gpu_counters_hal::{
     CommonCounterSet, CounterSamplingPoint, InvalidInput, Result, TimestampGranularity,
 };
+use std::ops::Range;
 use std::sync::Arc;
 
 /// The state every encoder shares: its command buffer, where the open
@@ -454,6 +456,77 @@ impl<'c> EncoderCore<'c> {
     /// Whether the pass's one relaxed write is `heap[index]`.
     pub(crate) fn relaxed_one_is(&self, heap: &Samples, index: u32) -> bool {
         self.cmd.pass_ends.relaxed_one == MarkedEnd::of(heap, index)
+    }
+
+    /// A GPU resolve inside the open pass (a blit pass's
+    /// `resolveCounters`), with [`CommandBuffer::resolve_counters`]'s
+    /// checks. Refused while the pass samples statistics (their query is
+    /// active, and would count the resolve's compute work), and for an
+    /// index the resolve reads that the pass writes when it ends.
+    #[inline(never)]
+    pub(crate) fn resolve_counters(
+        &mut self,
+        buffer: &CounterSampleBuffer,
+        range: Range<u64>,
+        destination: BufferRef,
+        destination_offset: u64,
+    ) -> Result<()> {
+        self.check_open()?;
+        self.cmd
+            .check_device(&buffer.inner, "counter sample buffer")?;
+        if self.cmd.pass_ends.chain.is_some() {
+            return Err(InvalidInput::EncoderState(
+                "a GPU resolve inside a pass that samples statistics would count its own compute work in them: resolve after end_encoding".into(),
+            )
+            .into());
+        }
+        let pending = self.pending_writes(&buffer.inner);
+        buffer.inner.record_resolve_gpu(
+            &mut self.cmd.tracker,
+            self.cmd.raw,
+            range,
+            destination,
+            destination_offset,
+            &pending,
+        )
+    }
+
+    /// The indices of `samples` whose writes the open pass records when it
+    /// ends: its attachments' end samples and its relaxed heap writes.
+    fn pending_writes(&self, samples: &Arc<Samples>) -> Vec<u32> {
+        let ends = &self.cmd.pass_ends;
+        let mut out = Vec::new();
+        for marked in [ends.marked_end, ends.relaxed_one] {
+            if !marked.is_none() && marked.pool == samples.main.raw {
+                out.push(marked.index);
+            }
+        }
+        for end in &ends.timestamps {
+            let same = match &end.samples {
+                EndSet::Held(p) => self
+                    .cmd
+                    .tracker
+                    .held
+                    .samples
+                    .get(*p)
+                    .is_some_and(|h| Arc::ptr_eq(h, samples)),
+                EndSet::Owned(s) => Arc::ptr_eq(s, samples),
+            };
+            if same {
+                out.push(end.index);
+            }
+        }
+        for (s, index) in &ends.statistics {
+            if Arc::ptr_eq(s, samples) {
+                out.push(*index);
+            }
+        }
+        for r in &ends.relaxed {
+            if Arc::ptr_eq(&r.heap, samples) {
+                out.extend_from_slice(r.writes.indices());
+            }
+        }
+        out
     }
 
     /// A heap write with every check: precise ones at `stage` now, relaxed
