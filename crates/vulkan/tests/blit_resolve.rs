@@ -167,3 +167,69 @@ fn a_blit_pass_sampling_statistics_refuses_a_resolve() {
     assert_eq!(st[1].since(&st[0]).compute_kernel_invocations, 0);
     common::assert_no_validation_messages(&device);
 }
+
+/// Inside a blit pass, the resolve's checks are the command buffer's:
+/// another device's sample buffer or destination is `ForeignObject` naming
+/// which, a bad destination its typed error, and nothing is recorded.
+#[test]
+fn a_blit_pass_resolve_checks_its_arguments() {
+    let a = common::device();
+    let b = common::device();
+    let times_a = common::sample_buffer(&a, CommonCounterSet::Timestamp, "a", 2);
+    let times_b = common::sample_buffer(&b, CommonCounterSet::Timestamp, "b", 2);
+    let dst_a = GpuBuffer::new(&a, 16, MemoryLocation::HostVisible).unwrap();
+    let dst_b = GpuBuffer::new(&b, 16, MemoryLocation::HostVisible).unwrap();
+    let foreign = |e: Error| match invalid(e) {
+        InvalidInput::ForeignObject { what } => what,
+        other => panic!("not ForeignObject: {other:?}"),
+    };
+    let mut cmd = CommandBuffer::new(&b).unwrap();
+    let mut blit = cmd.blit_encoder(&BlitPassDescriptor::default()).unwrap();
+    blit.sample_counters(&times_b, 0, true).unwrap();
+    assert_eq!(
+        foreign(
+            blit.resolve_counters(&times_a, 0..1, &dst_b, 0)
+                .unwrap_err()
+        ),
+        "counter sample buffer"
+    );
+    assert_eq!(
+        foreign(
+            blit.resolve_counters(&times_b, 0..1, &dst_a, 0)
+                .unwrap_err()
+        ),
+        "destination buffer"
+    );
+    assert_eq!(
+        invalid(
+            blit.resolve_counters(&times_b, 0..1, &dst_b, 4)
+                .unwrap_err()
+        ),
+        InvalidInput::DestinationOffsetUnaligned {
+            offset: 4,
+            alignment: 8
+        }
+    );
+    assert_eq!(
+        invalid(
+            blit.resolve_counters(&times_b, 0..2, &dst_b, 8)
+                .unwrap_err()
+        ),
+        InvalidInput::DestinationTooSmall {
+            offset: 8,
+            needed: 16,
+            available: 8
+        }
+    );
+    blit.resolve_counters(&times_b, 0..2, &dst_b, 0).unwrap();
+    blit.end_encoding().unwrap();
+    common::run(cmd);
+    let r = times_b.resolve_counter_range(0..2).unwrap();
+    assert_eq!(
+        r.statuses(),
+        &[SampleStatus::Written, SampleStatus::NotWritten]
+    );
+    assert_eq!(words(&dst_b.read(0, 16).unwrap()), words(r.as_bytes()));
+    common::assert_no_validation_messages(&a);
+    common::assert_no_validation_messages(&b);
+}
