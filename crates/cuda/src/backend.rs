@@ -798,7 +798,7 @@ impl Device {
             CounterHeapType::Timestamp => {}
         }
         let storage = self.make_storage(
-            format!("timestamp heap of {n}"),
+            descriptor.label.clone(),
             CommonCounterSet::Timestamp,
             [ABSENT; 8],
             StorageMode::Shared,

@@ -460,7 +460,7 @@ impl std::fmt::Debug for Device {
 
 impl Device {
     /// Opens device `ordinal`'s primary context with a new stream of its
-    /// own, with the default [`DeviceOptions`].
+    /// own, with the default [`DeviceOptions`]: timestamps only.
     pub fn open(ordinal: usize) -> std::result::Result<Self, OpenError> {
         Self::open_with(ordinal, &DeviceOptions::default())
     }
@@ -492,7 +492,7 @@ impl Device {
 
     /// Samples on the caller's own `stream` (of the caller's cudarc
     /// context): timestamps are launched on it, after the caller's work.
-    /// Default [`DeviceOptions`].
+    /// Default [`DeviceOptions`]: timestamps only.
     pub fn from_stream(stream: Arc<CudaStream>) -> std::result::Result<Self, OpenError> {
         Self::from_stream_with(stream, &DeviceOptions::default())
     }

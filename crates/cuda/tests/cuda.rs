@@ -254,6 +254,29 @@ fn rewritten_and_reset_samples_never_show_their_old_value() {
     assert!(!once.all_written() || st[1] == SampleStatus::Written);
 }
 
+/// A heap carries its descriptor's label (`MTL4CounterHeap.label`), which
+/// errors about its entries name; `timestamp(count)` labels it by its size.
+#[test]
+fn heaps_carry_their_label() {
+    let Some(d) = device("heaps_carry_their_label") else {
+        return;
+    };
+    let heap = d
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(3).with_label("frame times"))
+        .unwrap();
+    assert_eq!(heap.label(), "frame times");
+    assert!(format!("{heap:?}").contains("frame times"));
+    let mut rec = d.recorder();
+    let e = rec
+        .write_timestamp(TimestampGranularity::Precise, &heap, 3)
+        .unwrap_err();
+    assert!(e.to_string().contains("`frame times`"), "{e}");
+    let plain = d
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(5))
+        .unwrap();
+    assert_eq!(plain.label(), "timestamp heap of 5");
+}
+
 /// A device opened with the default options offers timestamps only:
 /// statistics and hardware counters are asked for, and asking for their
 /// sets on it is a typed error saying so.

@@ -582,7 +582,7 @@ impl BackendDevice for FakeDevice {
             .into());
         }
         Ok(FakeHeap::from_storage(self.make_storage(SampleSet::new(
-            format!("timestamp heap of {n}"),
+            descriptor.label.clone(),
             CommonCounterSet::Timestamp,
             crate::StorageMode::Shared,
             n,

@@ -254,7 +254,7 @@ impl Device {
             .into());
         }
         Ok(CounterHeap::from_storage(self.make_storage(
-            format!("timestamp heap of {n}"),
+            descriptor.label.clone(),
             CommonCounterSet::Timestamp,
             StorageMode::Shared,
             n,

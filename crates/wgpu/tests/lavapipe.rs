@@ -559,9 +559,15 @@ fn rerecorded_samples_heaps_and_markers() {
         .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
     {
         let heap = d
-            .make_counter_heap(&CounterHeapDescriptor::timestamp(3))
+            .make_counter_heap(&CounterHeapDescriptor::timestamp(3).with_label("frame times"))
             .unwrap();
+        assert_eq!(heap.label(), "frame times");
+        assert!(format!("{heap:?}").contains("frame times"));
         let mut rec = d.recorder(None);
+        let e = rec
+            .write_timestamp(TimestampGranularity::Precise, &heap, 3)
+            .unwrap_err();
+        assert!(e.to_string().contains("`frame times`"), "{e}");
         rec.write_timestamp(TimestampGranularity::Precise, &heap, 1)
             .unwrap();
         d.submit(rec).unwrap().wait().unwrap();
