@@ -155,7 +155,7 @@ impl MappedStorage {
 }
 
 /// A resolve or host reset first completes the tickets of finished work
-/// ([`MappedStorage::poll`]).
+/// (a poll of the device).
 impl SampleStorage for MappedStorage {
     fn samples(&self) -> &SampleSet {
         &self.samples

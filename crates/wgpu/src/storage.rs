@@ -446,7 +446,7 @@ impl QuerySetStorage {
 }
 
 /// A resolve or host reset first takes in the read-backs that arrived
-/// ([`QuerySetStorage::harvest`]).
+/// (a poll of the device, then the read-backs mapped since).
 impl SampleStorage for QuerySetStorage {
     fn samples(&self) -> &SampleSet {
         &self.samples
