@@ -10,7 +10,9 @@
 //!   defaults are chosen here on the device.
 //! - Sample times are CUPTI's timestamps, which the activity tracing set up
 //!   by `InitializeInjection` (its timestamp callback) puts on
-//!   `CLOCK_MONOTONIC`.
+//!   `CLOCK_MONOTONIC`. Where the first decode shows they are not (the
+//!   newest sample not within a minute before its decode), they are moved
+//!   to end at their decode and a notice says so with the bound.
 //! - Overflows of the hardware buffer and gaps between samples are
 //!   counted (`pm_overflows`, `pm_gaps` in the process's counts); a failure
 //!   is one notice, and tracing goes on without metrics.
@@ -175,6 +177,7 @@ fn decode_loop(s: &State, ordinal: u32, mut sampler: PmSampler, stop: &AtomicBoo
     let interval = sampler.options().interval_ns;
     let mut last_end = None;
     let mut next = Instant::now() + DECODE_PERIOD;
+    let mut shift: Option<i64> = None;
     loop {
         let stopping = stop.load(Ordering::Acquire);
         let decoded = if stopping {
@@ -183,7 +186,28 @@ fn decode_loop(s: &State, ordinal: u32, mut sampler: PmSampler, stop: &AtomicBoo
             sampler.decode()
         };
         match decoded {
-            Ok(d) => {
+            Ok(mut d) => {
+                if let Some(last) = d.samples.last() {
+                    let shift = *shift.get_or_insert_with(|| {
+                        let now = crate::state::now_ns();
+                        let off = clock_shift(now, last.end_ns);
+                        if off != 0 {
+                            crate::cuda::notice(
+                                s,
+                                severity::WARNING,
+                                &format!(
+                                    "GPU{ordinal}: PM sample times are not on CLOCK_MONOTONIC (CUPTI did not use the timestamp callback): moved by {off} ns to end at their decode, each within {} ms late",
+                                    DECODE_PERIOD.as_millis() * 2
+                                ),
+                            );
+                        }
+                        off
+                    });
+                    for p in &mut d.samples {
+                        p.start_ns = p.start_ns.saturating_add_signed(shift);
+                        p.end_ns = p.end_ns.saturating_add_signed(shift);
+                    }
+                }
                 let c = &s.counts;
                 c.pm_overflows.fetch_add(d.overflows, Ordering::Relaxed);
                 c.pm_gaps.fetch_add(
@@ -216,6 +240,19 @@ fn decode_loop(s: &State, ordinal: u32, mut sampler: PmSampler, stop: &AtomicBoo
             std::thread::sleep(next - now);
         }
         next = (next + DECODE_PERIOD).max(Instant::now());
+    }
+}
+
+/// How far sample times must move to be on `CLOCK_MONOTONIC`: 0 where the
+/// newest sample ends within a minute before `now` (the timestamp callback
+/// put them there), else the shift that makes it end at `now` (times on
+/// another clock, known only to within the decode's latency).
+pub fn clock_shift(now: u64, newest_end: u64) -> i64 {
+    const MINUTE: u64 = 60_000_000_000;
+    if newest_end <= now.saturating_add(1_000_000_000) && newest_end + MINUTE >= now {
+        0
+    } else {
+        (i128::from(now) - i128::from(newest_end)).clamp(i64::MIN.into(), i64::MAX.into()) as i64
     }
 }
 
@@ -259,6 +296,18 @@ pub fn stop_all(deadline: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Samples that end shortly before their decode are on the same clock;
+    /// ones on another clock move to end at the decode.
+    #[test]
+    fn sample_times_off_the_cpu_clock_are_moved() {
+        let now = 5_000_000_000_000;
+        assert_eq!(clock_shift(now, now - 30_000_000), 0);
+        assert_eq!(clock_shift(now, now + 500_000_000), 0);
+        assert_eq!(clock_shift(now, now - 120_000_000_000), 120_000_000_000);
+        let unix = 1_760_000_000_000_000_000;
+        assert_eq!(clock_shift(now, unix), now as i64 - unix as i64);
+    }
 
     /// The first process to ask for a device's lock file holds it; a second
     /// open of it (another process would be the same) is refused; another
