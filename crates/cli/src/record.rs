@@ -408,13 +408,7 @@ fn check_on_devices(
         gpu_counters_cupti_sys::prefer_path(c.to_path_buf());
     }
     let replay = a.replay.is_some();
-    let outcome = check::on_devices(
-        || check::Devices::open(),
-        pm,
-        &a.gpu_metric,
-        &a.counters,
-        replay,
-    );
+    let outcome = check::on_devices(check::Devices::open, pm, &a.gpu_metric, &a.counters, replay);
     match outcome {
         Ok(check::Checked { resolved, notes }) => {
             for n in notes {
@@ -633,12 +627,9 @@ mod check {
             }
             if pm {
                 let cat = devices.pm(ordinals[0], chip).map_err(Stop::Cannot)?;
-                match check_pm(&*cat, &gpus(ordinals), gpu_metrics)? {
-                    (Some(chosen), notes) => {
-                        out.notes.extend(notes);
-                        defaults.push(chosen);
-                    }
-                    (None, _) => {}
+                if let (Some(chosen), notes) = check_pm(&*cat, &gpus(ordinals), gpu_metrics)? {
+                    out.notes.extend(notes);
+                    defaults.push(chosen);
                 }
             }
         }
@@ -703,9 +694,11 @@ mod check {
         for m in metrics {
             match cat.check(m) {
                 Ok(()) => {}
-                Err(Verdict::Unknown(why)) => return Err(Stop::Usage(format!(
+                Err(Verdict::Unknown(why)) => {
+                    return Err(Stop::Usage(format!(
                     "--gpu-metric: unknown metric `{m}` for PM sampling on {chip} ({gpus}): {why}"
-                ))),
+                )))
+                }
                 Err(v) => return Err(cannot(v)),
             }
         }

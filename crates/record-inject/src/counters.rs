@@ -289,7 +289,7 @@ fn cycle(s: &State, named: bool, c: &mut Ctx, restart: bool) {
     let decoded = relaxed(|| c.session.stop_and_decode());
     let cycle = std::mem::take(&mut c.cycle);
     match decoded {
-        Ok((ranges, _dropped)) => match cycle.attribute(named, ranges) {
+        Ok(decoded) => match cycle.attribute(named, decoded.ranges) {
             Ok(values) => {
                 for (correlation, v) in values {
                     s.push(&Record::KernelCounters(KernelCounters {

@@ -32,11 +32,14 @@ use std::time::{Duration, Instant};
 /// How often samples are decoded and sent.
 pub const DECODE_PERIOD: Duration = Duration::from_millis(20);
 
+/// Set when a decode thread has finished (sent its last samples).
+type Done = Arc<(Mutex<bool>, std::sync::Condvar)>;
+
 /// One device's decode thread, as the exit sequence sees it.
 struct Running {
     generation: u64,
     stop: Arc<AtomicBool>,
-    done: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    done: Done,
 }
 
 static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
@@ -141,7 +144,7 @@ pub fn start(s: &'static State, ordinal: u32, uuid: [u8; 16]) {
         metrics: Seq::Slice(&ids),
     }));
     let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let done: Done = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
     let (stop2, done2) = (stop.clone(), done.clone());
     let spawned = std::thread::Builder::new()
         .name(format!("gpu-counters-pm{ordinal}"))
@@ -262,15 +265,14 @@ pub fn clock_shift(now: u64, newest_end: u64) -> i64 {
 pub fn stop_all(deadline: Duration) -> bool {
     let generation = GENERATION.load(Ordering::Acquire);
     let until = Instant::now() + deadline;
-    let running: Vec<(Arc<AtomicBool>, Arc<(Mutex<bool>, std::sync::Condvar)>)> =
-        match RUNNING.try_lock() {
-            Ok(r) => r
-                .iter()
-                .filter(|r| r.generation == generation)
-                .map(|r| (r.stop.clone(), r.done.clone()))
-                .collect(),
-            Err(_) => return false,
-        };
+    let running: Vec<(Arc<AtomicBool>, Done)> = match RUNNING.try_lock() {
+        Ok(r) => r
+            .iter()
+            .filter(|r| r.generation == generation)
+            .map(|r| (r.stop.clone(), r.done.clone()))
+            .collect(),
+        Err(_) => return false,
+    };
     for (stop, _) in &running {
         stop.store(true, Ordering::Release);
     }

@@ -49,7 +49,7 @@ pub mod pm;
 mod range;
 
 pub use chip::{device_chips, ChipMetrics, MetricsOf};
-pub use per_kernel::{KernelCounters, Replay};
+pub use per_kernel::{CycleRanges, KernelCounters, Replay};
 pub(crate) use range::{release_idle, Session};
 
 use crate::lock;

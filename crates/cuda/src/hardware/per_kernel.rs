@@ -34,6 +34,15 @@ pub enum Replay {
     Kernel,
 }
 
+/// What a cycle of [`KernelCounters`] measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CycleRanges {
+    /// Each range's name and the metrics' values, in the order decoded.
+    pub ranges: Vec<(String, Vec<f64>)>,
+    /// Ranges CUPTI reported dropped.
+    pub dropped: usize,
+}
+
 /// The calling thread's current context, made current again on drop.
 struct RestoreCurrent(ds::CUcontext);
 
@@ -164,9 +173,8 @@ impl KernelCounters {
 
     /// Ends the cycle: stops it, waits for the context's work, decodes and
     /// evaluates every range (its name and the metrics' values), and makes
-    /// the counter data ready for the next cycle. Returns the ranges and
-    /// how many CUPTI dropped.
-    pub fn stop_and_decode(&mut self) -> Result<(Vec<(String, Vec<f64>)>, usize), HardwareError> {
+    /// the counter data ready for the next cycle.
+    pub fn stop_and_decode(&mut self) -> Result<CycleRanges, HardwareError> {
         let _restore = RestoreCurrent::save();
         let all = self.session.stop()?;
         if !all {
@@ -178,10 +186,10 @@ impl KernelCounters {
         }
         let (ranges, dropped) = self.session.decode()?;
         self.session.reinitialize_counter_data()?;
-        Ok((
-            ranges.into_iter().map(|r| (r.name, r.values)).collect(),
+        Ok(CycleRanges {
+            ranges: ranges.into_iter().map(|r| (r.name, r.values)).collect(),
             dropped,
-        ))
+        })
     }
 }
 
