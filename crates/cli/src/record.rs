@@ -142,6 +142,10 @@ struct Plan {
     env: Vec<(OsString, OsString)>,
     config: serde_json::Value,
     drain: Duration,
+    /// PM sampling was asked for.
+    pm: bool,
+    /// The CUPTI library found for programs that load none.
+    cupti: Option<PathBuf>,
 }
 
 fn usage(m: impl Into<String>) -> CliError {
@@ -325,7 +329,6 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
     // (one CUPTI per process); this is for programs that map none, and for
     // the check below.
     let cupti = cupti.or_else(find_cupti);
-    let resolved = check_on_devices(a, pm_hz.is_some(), cupti.as_deref())?;
     let lib = find_injection()?;
     let output = if a.summary_only {
         None
@@ -350,14 +353,14 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
     if !a.no_nvtx {
         env.push(("NVTX_INJECTION64_PATH".into(), lib.clone().into()));
     }
-    if let Some(c) = cupti {
-        env.push(("GPU_COUNTERS_CUPTI".into(), c.into()));
+    if let Some(c) = &cupti {
+        env.push(("GPU_COUNTERS_CUPTI".into(), c.clone().into()));
     }
     let config = config_json(
         &api,
         !a.no_nvtx,
         pm_hz,
-        resolved.unwrap_or_else(|| a.gpu_metric.clone()),
+        a.gpu_metric.clone(),
         &a.counters,
         replay,
     );
@@ -366,6 +369,8 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
         env,
         config,
         drain: Duration::from_secs_f64(a.drain_timeout),
+        pm: pm_hz.is_some(),
+        cupti,
     })
 }
 
@@ -752,6 +757,11 @@ fn record(a: &RecordArgs) -> Result<ExitCode, CliError> {
     // the forwarded signals wait for the forwarder.
     let mask = SignalMask::block()
         .map_err(|e| CliError::Failure(format!("record: blocking signals: {e}")))?;
+    // After the mask: the driver's threads that the checks start inherit
+    // it, so that forwarded signals never reach them.
+    if let Some(resolved) = check_on_devices(a, plan.pm, plan.cupti.as_deref())? {
+        plan.config["gpu_metrics"] = serde_json::json!(resolved);
+    }
     let (collector, writer) = collector::start(Options::default())
         .map_err(|e| CliError::Failure(format!("record: starting the collector: {e}")))?;
     collector::write_config(collector.dir(), &plan.config).map_err(|e| {
