@@ -126,8 +126,9 @@ static PREFERRED: OnceLock<std::path::PathBuf> = OnceLock::new();
 
 /// A CUPTI library to try when none is mapped and [`CUPTI_PATH_VAR`] is not
 /// set, before [`LIBRARY_NAMES`] (a process that found one in CUDA's usual
-/// directories, without changing its environment). Only a call before the
-/// first [`cupti`] counts; returns whether this one was taken.
+/// directories, without changing its environment). It matters only before
+/// the first [`cupti`] call, which loads the library once; returns false
+/// where a path was given already (the first one stays).
 pub fn prefer_path(path: std::path::PathBuf) -> bool {
     PREFERRED.set(path).is_ok()
 }
