@@ -12,6 +12,8 @@
 # scripts/record-h200/analyze.py OUT (pass/fail lines with the numbers).
 #
 #   OUT=/tmp/out RUNS=5 MRUNS=3 bash h200.sh
+# RUNS runs each of bare, record and torch.profiler, MRUNS of record
+# --gpu-metrics (at least 3 for a median). About 4 to 5 minutes with RUNS=2.
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
@@ -90,7 +92,7 @@ grep '"check"' "$T/c.err" >> "$J"
 timeout 120 "$G" record --summary-only --json --counters sm__throughput.avg.pct_of_peak_sustained_elapsed,$CSET --replay kernel -- python3 "$B/checks.py" counters > "$T/r-summary.json" 2>> "$L"; echo "exit $?" >> "$L"
 jline replay-summary "summary=$(jfile "$T/r-summary.json")"
 log ncu
-timeout 150 ncu --csv --print-units base --cache-control none --clock-control none --metrics $CSET python3 "$B/checks.py" counters > "$T/ncu.csv" 2>> "$L"; echo "exit $?" >> "$L"
+timeout 150 ncu --csv --print-units base --cache-control none --clock-control none -k "regex:copy_kernel|fma_kernel|MulFunctor" --metrics $CSET python3 "$B/checks.py" counters > "$T/ncu.csv" 2>> "$L"; echo "exit $?" >> "$L"
 python3 - "$T/ncu.csv" >> "$J" <<'EOF'
 import csv, json, sys
 rows = [l for l in open(sys.argv[1]) if l.startswith('"')]
@@ -106,9 +108,10 @@ EOF
 grep -c '"check": "ncu"' "$J" >> "$L"
 
 log overhead
-for r in $(seq 1 "$R"); do
+for r in $(seq 1 $(( R > MR ? R : MR ))); do
   for mode in bare record metrics profiler; do
-    if [ "$mode" = metrics ] && [ "$r" -gt "$MR" ]; then continue; fi
+    # RUNS runs of each mode, MRUNS of record --gpu-metrics.
+    if [ "$mode" = metrics ]; then [ "$r" -le "$MR" ] || continue; else [ "$r" -le "$R" ] || continue; fi
     s=$(date +%s.%N)
     case $mode in
       bare) python3 "$B/train.py" --steps 30 --warmup 5 --out "$T/o.json" > /dev/null 2>> "$L" ;;
