@@ -13,7 +13,8 @@
 #
 #   OUT=/tmp/out RUNS=5 MRUNS=3 bash h200.sh
 # RUNS runs each of bare, record and torch.profiler, MRUNS of record
-# --gpu-metrics (at least 3 for a median). About 4 to 5 minutes with RUNS=2.
+# --gpu-metrics (at least 3 for a median). Not yet timed on the GPU: plan
+# for about 5 minutes with RUNS=2.
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
