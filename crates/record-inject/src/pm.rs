@@ -3,8 +3,8 @@
 //! thread of its own, sent as `PmConfig` and `PmSample` records.
 //!
 //! - One process samples a device: the holder of the lock file
-//!   `$GPU_COUNTERS_RECORD_DIR/pm-<uuid>.lock` (`flock`, kept for the
-//!   process's life); the others say so in one notice.
+//!   `$GPU_COUNTERS_RECORD_DIR/pm-<uuid>.lock` (`flock`, held while it
+//!   samples); the others say so in one notice.
 //! - The metrics are `record`'s (checked, or chosen from the defaults,
 //!   before the program started); where it could not check them, the
 //!   defaults are chosen here on the device.
@@ -44,10 +44,10 @@ struct Running {
 
 static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
 
-/// The lock file of the device with `uuid`, held for the process's life
-/// where this process takes it first; `None` (and why) where another
+/// The lock file of the device with `uuid`, locked by this process where it
+/// takes it first (held while the file stays open); why not where another
 /// process of the run holds it.
-fn take_device(dir: &Path, uuid: [u8; 16]) -> Result<(), String> {
+fn take_device(dir: &Path, uuid: [u8; 16]) -> Result<std::fs::File, String> {
     let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
     let path = dir.join(format!("pm-{hex}.lock"));
     let f = std::fs::OpenOptions::new()
@@ -61,9 +61,7 @@ fn take_device(dir: &Path, uuid: [u8; 16]) -> Result<(), String> {
     if r != 0 {
         return Err("another process of this run samples it".into());
     }
-    // Held until the process ends (its descriptors close then).
-    std::mem::forget(f);
-    Ok(())
+    Ok(f)
 }
 
 /// The metrics to sample on device `ordinal`: `record`'s, else the
@@ -96,14 +94,18 @@ pub fn start(s: &'static State, ordinal: u32, uuid: [u8; 16]) {
     let Some(dir) = std::env::var_os(gpu_counters_record::client::RECORD_DIR_VAR) else {
         return;
     };
-    if let Err(why) = take_device(Path::new(&dir), uuid) {
-        crate::cuda::notice(
-            s,
-            severity::INFO,
-            &format!("GPU{ordinal}: GPU metrics not sampled by this process: {why}"),
-        );
-        return;
-    }
+    // Held by the decode thread; given back where sampling does not start.
+    let held = match take_device(Path::new(&dir), uuid) {
+        Ok(f) => f,
+        Err(why) => {
+            crate::cuda::notice(
+                s,
+                severity::INFO,
+                &format!("GPU{ordinal}: GPU metrics not sampled by this process: {why}"),
+            );
+            return;
+        }
+    };
     let started = metrics(s, ordinal).and_then(|m| {
         if m.is_empty() {
             return Err(HardwareError::UnknownMetric {
@@ -149,6 +151,7 @@ pub fn start(s: &'static State, ordinal: u32, uuid: [u8; 16]) {
     let spawned = std::thread::Builder::new()
         .name(format!("gpu-counters-pm{ordinal}"))
         .spawn(move || {
+            let _held = held;
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 decode_loop(s, ordinal, sampler, &stop2)
             }));
@@ -311,20 +314,23 @@ mod tests {
         assert_eq!(clock_shift(now, unix), now as i64 - unix as i64);
     }
 
-    /// The first process to ask for a device's lock file holds it; a second
-    /// open of it (another process would be the same) is refused; another
-    /// device's is free.
+    /// The first process to ask for a device's lock file holds it while the
+    /// file is open; a second open of it (another process would be the
+    /// same) is refused; another device's is free.
     #[test]
     fn one_sampler_per_device_per_run() {
         let dir = tempfile::tempdir().unwrap();
         let a = *b"device-a-uuid-00";
         let b = *b"device-b-uuid-00";
-        assert_eq!(take_device(dir.path(), a), Ok(()));
+        let held = take_device(dir.path(), a).unwrap();
         assert_eq!(
-            take_device(dir.path(), a),
-            Err("another process of this run samples it".to_string())
+            take_device(dir.path(), a).unwrap_err(),
+            "another process of this run samples it"
         );
-        assert_eq!(take_device(dir.path(), b), Ok(()));
+        let _other = take_device(dir.path(), b).unwrap();
+        // Given back when closed.
+        drop(held);
+        let _again = take_device(dir.path(), a).unwrap();
         assert!(dir
             .path()
             .join("pm-6465766963652d612d757569642d3030.lock")
