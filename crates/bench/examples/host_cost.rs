@@ -41,8 +41,7 @@
 use ash::vk;
 use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_hal::{
-    CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
-    TimestampGranularity,
+    CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, TimestampGranularity,
 };
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_vulkan::{
@@ -86,10 +85,7 @@ fn main() -> R<()> {
         "host cost",
         2 * n,
     ))?;
-    let heap = device.make_counter_heap(&CounterHeapDescriptor {
-        heap_type: CounterHeapType::Timestamp,
-        count: 2 * n,
-    })?;
+    let heap = device.make_counter_heap(&CounterHeapDescriptor::timestamp(2 * n))?;
     let profiler = Profiler::new(
         &device,
         ProfilerOptions {

@@ -14,8 +14,8 @@ use crate::{
 use ash::vk;
 use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_hal::{
-    Calibration, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
-    CounterSampleBufferDescriptor, TimestampGranularity,
+    Calibration, CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor,
+    TimestampGranularity,
 };
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_vulkan::{
@@ -288,10 +288,7 @@ impl VulkanBench {
                 "bench samples",
                 2 * n,
             ))?,
-            heap: device.make_counter_heap(&CounterHeapDescriptor {
-                heap_type: CounterHeapType::Timestamp,
-                count: n,
-            })?,
+            heap: device.make_counter_heap(&CounterHeapDescriptor::timestamp(n))?,
             calibration: device.calibration()?,
             spare: None,
             frames: Vec::new(),

@@ -71,7 +71,7 @@ pub use gpu_counters_hal::{
     CalibrationMethod, CommonCounter, CommonCounterSet, ConversionError, Converter,
     CounterErrorKind, CounterHeapDescriptor, CounterHeapType, CounterResultStageUtilization,
     CounterResultStatistic, CounterResultTimestamp, CounterSampleBufferDescriptor,
-    CounterSamplingPoint, CounterSet, DeviceInfo, DeviceType, Error, InvalidInput,
+    CounterSamplingPoint, CounterSet, DeviceInfo, DeviceType, Error, InvalidInput, RenderStage,
     ResolvedCounters, ResolvedTimestamps, Result, SampleStatus, SampleValue, SpanEnd, StorageMode,
     TimestampGranularity, TimestampPair, COUNTER_ERROR_VALUE, REFIT_INTERVAL_NS,
 };

@@ -44,8 +44,8 @@ pub use calibration::{
 pub use clock::cpu_monotonic_ns;
 pub use counters::{CommonCounter, CommonCounterSet, CounterSamplingPoint, CounterSet};
 pub use descriptors::{
-    CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor, StorageMode,
-    TimestampGranularity,
+    CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor, RenderStage,
+    StorageMode, TimestampGranularity,
 };
 pub use device_id::DeviceId;
 pub use device_info::{BackendKind, DeviceInfo, DeviceType};

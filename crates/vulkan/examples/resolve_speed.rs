@@ -13,8 +13,8 @@
 
 use ash::vk;
 use gpu_counters_hal::{
-    CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
-    SampleStatus, TimestampGranularity,
+    CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, SampleStatus,
+    TimestampGranularity,
 };
 use gpu_counters_vulkan::{
     CommandBuffer, ComputePassDescriptor, Device, InstanceOptions, PassSampleBufferAttachment,
@@ -278,10 +278,7 @@ fn main() -> Res<()> {
         Ok(ns)
     })?;
     let heap_precise = fastest(reps, || {
-        let h = device.make_counter_heap(&CounterHeapDescriptor {
-            heap_type: CounterHeapType::Timestamp,
-            count: m,
-        })?;
+        let h = device.make_counter_heap(&CounterHeapDescriptor::timestamp(m))?;
         let mut cmd = CommandBuffer::new(&device)?;
         let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
         let t = Instant::now();
@@ -294,10 +291,7 @@ fn main() -> Res<()> {
     })?;
     let relaxed_n = m.min(16_384);
     let heap_relaxed = fastest(reps, || {
-        let h = device.make_counter_heap(&CounterHeapDescriptor {
-            heap_type: CounterHeapType::Timestamp,
-            count: relaxed_n,
-        })?;
+        let h = device.make_counter_heap(&CounterHeapDescriptor::timestamp(relaxed_n))?;
         let mut cmd = CommandBuffer::new(&device)?;
         let t = Instant::now();
         let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;

@@ -1,8 +1,10 @@
 //! The Vulkan crate as a gpu-counters backend ([`gpu_counters_hal::Backend`]):
 //! what the profiler and the other backend-generic layers use.
 
+use crate::command::{CommandBuffer, Submission};
+use crate::device::Device;
+use crate::sample_buffer::{CounterHeap, CounterSampleBuffer};
 use crate::util::vk_err;
-use crate::{CommandBuffer, CounterHeap, CounterSampleBuffer, Device, Submission};
 use ash::vk;
 use gpu_counters_hal::bookkeeping::Ticket;
 use gpu_counters_hal::{
@@ -287,7 +289,7 @@ impl BackendRecorder for CommandBuffer {
         CommandBuffer::end_statistics(self)
     }
 
-    /// Done once a [`Submission`](crate::Submission) of it is seen finished
+    /// Done once a [`Submission`] of it is seen finished
     /// (waited for, polled, reused or dropped) or its
     /// [`Completion`](crate::Completion) is signaled; abandoned when dropped
     /// unsubmitted.

@@ -1,7 +1,7 @@
 //! GPU buffers: resolve destinations and internal scratch.
 
+use crate::device::Device;
 use crate::util::vk_err;
-use crate::Device;
 use ash::vk;
 use gpu_counters_hal::{Error, Result};
 use std::sync::Arc;

@@ -37,27 +37,37 @@
 
 mod backend;
 mod buffer;
+mod calibration;
 mod command;
+mod descriptors;
 mod device;
 mod encoder;
+mod gpu_resolve;
 mod instance;
+mod pass;
+mod pass_state;
 mod query;
+mod recording;
 mod resolve;
 mod sample_buffer;
 mod samples;
 mod util;
+mod writes;
 
 pub use ash;
 pub use backend::{Marker, Vulkan};
 pub use buffer::{BufferRef, GpuBuffer, MemoryLocation};
 pub use command::{CommandBuffer, Completion, Submission};
-pub use device::{CalibratedTimestamps, Device, EnabledFeatures};
-pub use encoder::{
-    BlitEncoder, BlitPassDescriptor, ComputeEncoder, ComputePassDescriptor,
-    PassSampleBufferAttachment, RenderEncoder, RenderPassDescriptor,
+pub use descriptors::{
+    BlitPassDescriptor, ComputePassDescriptor, PassSampleBufferAttachment, RenderPassDescriptor,
     RenderPassSampleBufferAttachment, RenderTarget,
 };
-pub use instance::{Instance, InstanceOptions, MAX_SAMPLE_COUNT, VALIDATION_ENV, VALIDATION_LAYER};
+pub use device::{Device, EnabledFeatures};
+pub use encoder::{BlitEncoder, ComputeEncoder, RenderEncoder};
+pub use instance::{
+    CalibratedTimestamps, Instance, InstanceOptions, MAX_SAMPLE_COUNT, VALIDATION_ENV,
+    VALIDATION_LAYER,
+};
 pub use resolve::compile_wgsl;
 pub use sample_buffer::{CounterHeap, CounterSampleBuffer};
 pub use util::map_vk_error;

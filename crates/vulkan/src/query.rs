@@ -1,7 +1,7 @@
 //! Thin ownership wrapper around a `VkQueryPool`.
 
+use crate::device::Device;
 use crate::util::vk_err;
-use crate::Device;
 use ash::vk;
 use gpu_counters_hal::bookkeeping::QueryRead;
 use gpu_counters_hal::{Error, Result};

@@ -41,6 +41,28 @@ pub(crate) fn vk_err(call: &'static str) -> impl Fn(vk::Result) -> Error {
     move |r| map_vk_error(call, r)
 }
 
+/// Records one global memory barrier (synchronization2).
+///
+/// # Safety
+/// `cmd` must be a command buffer of `d` in the recording state.
+pub(crate) unsafe fn barrier(
+    d: &ash::Device,
+    cmd: vk::CommandBuffer,
+    src_stage: vk::PipelineStageFlags2,
+    src_access: vk::AccessFlags2,
+    dst_stage: vk::PipelineStageFlags2,
+    dst_access: vk::AccessFlags2,
+) {
+    let barriers = [vk::MemoryBarrier2::default()
+        .src_stage_mask(src_stage)
+        .src_access_mask(src_access)
+        .dst_stage_mask(dst_stage)
+        .dst_access_mask(dst_access)];
+    let dep = vk::DependencyInfo::default().memory_barriers(&barriers);
+    // SAFETY: forwarded from the caller.
+    unsafe { d.cmd_pipeline_barrier2(cmd, &dep) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@ mod common;
 
 use gpu_counters_hal::{
     CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterSampleBufferDescriptor,
-    Error, InvalidInput, SampleStatus, StorageMode, TimestampGranularity,
+    Error, InvalidInput, RenderStage, SampleStatus, StorageMode, TimestampGranularity,
 };
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
@@ -470,7 +470,10 @@ fn objects_of_another_device_in_every_call() {
     );
     for granularity in [TimestampGranularity::Precise, TimestampGranularity::Relaxed] {
         assert_eq!(
-            foreign(pass.write_timestamp(granularity, &heap_a, 2).unwrap_err()),
+            foreign(
+                pass.write_timestamp(granularity, RenderStage::Fragment, &heap_a, 2)
+                    .unwrap_err()
+            ),
             "counter heap"
         );
     }

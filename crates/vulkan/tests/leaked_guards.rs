@@ -7,8 +7,8 @@ mod common;
 use common::sample_buffer as buffer;
 
 use gpu_counters_hal::{
-    CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, Error, InvalidInput, SampleStatus,
-    TimestampGranularity,
+    CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, Error, InvalidInput, RenderStage,
+    SampleStatus, TimestampGranularity,
 };
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
@@ -122,8 +122,13 @@ fn leak_pass(kind: Kind, cmd: &mut CommandBuffer, s: &Sampled, work: &RenderWork
                 })
             }
             .unwrap();
-            pass.write_timestamp(TimestampGranularity::Relaxed, &s.heap, 0)
-                .unwrap();
+            pass.write_timestamp(
+                TimestampGranularity::Relaxed,
+                RenderStage::Fragment,
+                &s.heap,
+                0,
+            )
+            .unwrap();
             std::mem::forget(pass);
         }
     }

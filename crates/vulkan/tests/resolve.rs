@@ -393,10 +393,7 @@ fn resolves_into_a_reused_result_match_new_ones() {
     assert!(err.to_string().contains("range"), "{err}");
     assert_eq!(out.len(), 0);
     let heap = device
-        .make_counter_heap(&gpu_counters_hal::CounterHeapDescriptor {
-            heap_type: gpu_counters_hal::CounterHeapType::Timestamp,
-            count: 4,
-        })
+        .make_counter_heap(&gpu_counters_hal::CounterHeapDescriptor::timestamp(4))
         .unwrap();
     heap.resolve_counter_range_into(0..4, &mut out).unwrap();
     assert_eq!(out, heap.resolve_counter_range(0..4).unwrap());
@@ -473,10 +470,7 @@ fn timestamps_resolved_for_one_read_match_the_usual_resolve() {
     // A heap: precise, relaxed (coalesced into the pass's end), invalidated
     // and never written entries.
     let heap = device
-        .make_counter_heap(&gpu_counters_hal::CounterHeapDescriptor {
-            heap_type: gpu_counters_hal::CounterHeapType::Timestamp,
-            count: 6,
-        })
+        .make_counter_heap(&gpu_counters_hal::CounterHeapDescriptor::timestamp(6))
         .unwrap();
     heap.invalidate_counter_range(4..5).unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();
