@@ -42,10 +42,15 @@
 //! the context), and [`crate::Device::hardware_counters_unavailable`]
 //! says why not where not.
 
+mod chip;
 mod host;
 pub(crate) use host::result_name;
+mod per_kernel;
+pub mod pm;
 mod range;
 
+pub use chip::{device_chips, ChipMetrics, MetricsOf};
+pub use per_kernel::{CycleRanges, KernelCounters, Replay};
 pub(crate) use range::{release_idle, Session};
 
 use crate::lock;
@@ -130,6 +135,13 @@ pub enum HardwareError {
         /// The most a pass holds.
         limit: usize,
     },
+    /// PM sampling already runs on the device in this process (one session
+    /// per device).
+    #[error("PM sampling already runs on CUDA device {ordinal} in this process (one session per device)")]
+    SamplerBusy {
+        /// The device's ordinal.
+        ordinal: usize,
+    },
     /// A range-profiler session is already running on the context.
     #[error("a range-profiler session is already running on this context: end it (submit the recorder sampling stage utilization, end the HardwareRange) first")]
     Busy,
@@ -171,6 +183,7 @@ impl From<HardwareError> for gpu_counters_hal::Error {
             HardwareError::UnknownMetric { .. }
             | HardwareError::TooManyPasses { .. }
             | HardwareError::TooManyRanges { .. }
+            | HardwareError::SamplerBusy { .. }
             | HardwareError::Busy => Error::Invalid(InvalidInput::Unsupported(e.to_string())),
             HardwareError::NoCupti { .. }
             | HardwareError::NotSupported { .. }
