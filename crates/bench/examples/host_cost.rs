@@ -297,7 +297,7 @@ fn main() -> R<()> {
         let submission = cmd.commit()?;
         let t = Instant::now();
         if let Some(frame) = frame {
-            profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+            profiler.end_frame(frame, [&submission])?;
         }
         endf[k].push(t.elapsed().as_nanos() as f64 / samples as f64);
         submission.wait()?;

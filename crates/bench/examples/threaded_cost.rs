@@ -225,9 +225,8 @@ fn main() -> R<()> {
             submissions.push(submission);
         }
         rec[k].push(slowest / (2 * n) as f64);
-        let cpu_submit = submissions.iter().map(|s| s.cpu_submit_ns()).max();
         if let Some(frame) = frame {
-            profiler.end_frame(frame, cpu_submit)?;
+            profiler.end_frame(frame, &submissions)?;
         }
         for s in &submissions {
             s.wait()?;

@@ -264,7 +264,7 @@ fn main() -> R<()> {
                         dispatch(&mut pass);
                     }
                     let submission = gc.submit(recorder)?;
-                    gc_profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+                    gc_profiler.end_frame(frame, [&submission])?;
                     Ok(Some(submission))
                 }
                 other => Err(format!("unknown variant {other}").into()),

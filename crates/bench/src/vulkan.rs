@@ -755,8 +755,7 @@ impl VulkanBench {
         let mut end_frame_ns = 0.0;
         if let Some(frame) = frame {
             let t = Instant::now();
-            self.profiler
-                .end_frame(frame, Some(submission.cpu_submit_ns()))?;
+            self.profiler.end_frame(frame, [&submission])?;
             end_frame_ns = t.elapsed().as_nanos() as f64;
         }
         submission.wait()?;

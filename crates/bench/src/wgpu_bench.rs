@@ -828,8 +828,7 @@ impl WgpuBench {
         // wgpu-profiler's `end_frame` counts as resolve: so does this one.
         let t = Instant::now();
         if let Some(frame) = frame {
-            self.gc_profiler
-                .end_frame(frame, Some(submission.cpu_submit_ns()))?;
+            self.gc_profiler.end_frame(frame, [&submission])?;
         }
         let mut resolve_ns = t.elapsed().as_nanos() as f64;
         let gpu_ns = self.wait_gpu_ns(submitted)?;

@@ -316,12 +316,18 @@ pub fn cuda_error(e: OpenError) -> CliError {
     CliError::Failure(e.to_string())
 }
 
-/// Every CUDA device, each opened with gpu-counters-cuda's default options
-/// (statistics from CUPTI where it can be loaded).
+/// Every CUDA device, each opened with statistics and hardware counters
+/// asked for, so that the list says what each offers (statistics from CUPTI
+/// where it can be loaded).
 pub fn list_cuda() -> Result<Vec<CudaListed>, OpenError> {
+    let options = gcu::DeviceOptions {
+        statistics: true,
+        hardware_counters: true,
+        ..gcu::DeviceOptions::default()
+    };
     (0..gpu_counters_cuda::device_count()?)
         .map(|ordinal| {
-            let device = gcu::Device::open(ordinal)?;
+            let device = gcu::Device::open_with(ordinal, &options)?;
             Ok(CudaListed {
                 info: device.info().clone(),
                 statistics_unavailable: device.statistics_unavailable().map(str::to_string),

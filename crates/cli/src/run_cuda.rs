@@ -64,11 +64,8 @@ fn build_passes(device: &gcu::Device, plan: &Plan) -> CliResult<Vec<Pass<Work>>>
     Ok(passes)
 }
 
-run::impl_submitted!(gcu::Submission);
-
 impl FrameSource for CudaFrames {
     type Device = gcu::Device;
-    type Submission = gcu::Submission;
 
     fn device(&self) -> &gcu::Device {
         &self.device
@@ -117,6 +114,15 @@ impl Validation for NoValidation {
     }
 }
 
+/// How `run` opens a CUDA device: with statistics (each pass's kernel
+/// count), asked for.
+fn with_statistics() -> gcu::DeviceOptions {
+    gcu::DeviceOptions {
+        statistics: true,
+        ..gcu::DeviceOptions::default()
+    }
+}
+
 /// Picks the CUDA device (`--device`, else device 0), opens it (without a
 /// driver: `no CUDA driver: ...`, exit 1), builds the workload and runs the
 /// frames through a profiler, one scope per pass.
@@ -124,7 +130,7 @@ pub fn execute(device: Option<usize>, plan: &Plan, bar: &run::Bar) -> CliResult<
     let count = gpu_counters_cuda::device_count().map_err(devices::cuda_error)?;
     let default = (count > 0).then_some(devices::DEFAULT_CUDA_DEVICE);
     let index = run::pick_device(Backend::Cuda, device, count, default)?;
-    let device = gcu::Device::open(index).map_err(devices::cuda_error)?;
+    let device = gcu::Device::open_with(index, &with_statistics()).map_err(devices::cuda_error)?;
     let info = device.info().clone();
     let statistics_unavailable = device.statistics_unavailable().map(str::to_string);
     let measured = (|| {
@@ -156,7 +162,10 @@ pub fn execute_many(
     let indices = choice.indices(Backend::Cuda, count)?;
     let mut opened = Vec::with_capacity(indices.len());
     for &i in &indices {
-        opened.push((i, gcu::Device::open(i).map_err(devices::cuda_error)?));
+        opened.push((
+            i,
+            gcu::Device::open_with(i, &with_statistics()).map_err(devices::cuda_error)?,
+        ));
     }
     let ran = opened
         .iter()

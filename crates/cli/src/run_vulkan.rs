@@ -215,11 +215,8 @@ struct VulkanFrames {
     passes: Passes,
 }
 
-run::impl_submitted!(Submission);
-
 impl FrameSource for VulkanFrames {
     type Device = Device;
-    type Submission = Submission;
 
     fn device(&self) -> &Device {
         &self.device

@@ -71,11 +71,8 @@ fn build_passes(device: &gcw::Device, plan: &Plan) -> CliResult<Vec<Pass<Work>>>
     Ok(passes)
 }
 
-run::impl_submitted!(gcw::Submission);
-
 impl FrameSource for WgpuFrames {
     type Device = gcw::Device;
-    type Submission = gcw::Submission;
 
     fn device(&self) -> &gcw::Device {
         &self.device

@@ -1,23 +1,23 @@
 //! The backend interface on CUDA: sample buffers and heaps over host-mapped
 //! memory, recorders over the device's stream, markers as events.
 
-use crate::storage::{MappedWords, Storage};
+use crate::storage::{MappedStorage, MappedWords};
 use crate::{driver_err, kernels, Device, MAX_SAMPLE_COUNT};
 use cudarc::driver::CudaEvent;
-use gpu_counters_hal::backend::{
-    Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
-    BackendSubmission,
-};
-use gpu_counters_hal::bookkeeping::{Held, SampleSet, SlotState, Ticket, ABSENT, NONE};
+use gpu_counters_hal::backend::{Backend, BackendDevice, BackendRecorder, BackendSubmission};
+use gpu_counters_hal::bookkeeping::{Held, SampleSet, Ticket, ABSENT, NONE};
+use gpu_counters_hal::marker::{self, MarkerSignal};
+use gpu_counters_hal::storage;
+#[cfg(feature = "cupti")]
+use gpu_counters_hal::Error;
 #[cfg(feature = "cupti")]
 use gpu_counters_hal::COUNTER_ERROR_VALUE;
 use gpu_counters_hal::{
     cpu_monotonic_ns, Calibration, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
-    CounterSampleBufferDescriptor, DeviceId, DeviceInfo, Error, InvalidInput, ResolvedCounters,
-    ResolvedTimestamps, Result, StorageMode, TimestampGranularity, TimestampPair,
+    CounterSampleBufferDescriptor, DeviceId, DeviceInfo, InvalidInput, Result, StorageMode,
+    TimestampGranularity, TimestampPair,
 };
-use std::ops::Range;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The CUDA backend.
@@ -33,290 +33,27 @@ impl Backend for Cuda {
     type Submission = Submission;
 }
 
-/// A counter sample buffer of timestamps. Cloning shares it.
-#[derive(Clone)]
-pub struct CounterSampleBuffer {
-    pub(crate) storage: Arc<Storage>,
-}
+/// A counter sample buffer in host-mapped memory. Cloning shares it.
+pub type CounterSampleBuffer = storage::CounterSampleBuffer<MappedStorage>;
 
-/// A Metal 4 counter heap of timestamps. Cloning shares it.
-#[derive(Clone)]
-pub struct CounterHeap {
-    pub(crate) storage: Arc<Storage>,
-}
-
-fn resolve(storage: &Storage, range: Range<u64>) -> Result<ResolvedCounters> {
-    storage.poll()?;
-    storage.samples.resolve_cpu(range, storage, None)
-}
-
-fn resolve_into(storage: &Storage, range: Range<u64>, out: &mut ResolvedCounters) -> Result<()> {
-    // `out` keeps its memory for the resolve (emptied only on an error
-    // here; the resolve empties it on its own errors).
-    if let Err(e) = storage.poll() {
-        *out = ResolvedCounters::default();
-        return Err(e);
-    }
-    storage.samples.resolve_cpu_into(range, storage, None, out)
-}
-
-fn resolve_timestamps_into(
-    storage: &Storage,
-    range: Range<u64>,
-    out: &mut ResolvedTimestamps,
-) -> Result<()> {
-    if let Err(e) = storage.poll() {
-        out.resolve_laid_out(|_| Err(e))?;
-    }
-    storage.samples.resolve_timestamps_into(range, storage, out)
-}
-
-/// A host reset of `first..first+count` to `state`, refused while any of it
-/// may still be written by the GPU.
-fn host_reset(
-    storage: &Storage,
-    first: u32,
-    count: u32,
-    state: SlotState,
-    what: &'static str,
-) -> Result<()> {
-    storage.poll()?;
-    let s = &storage.samples;
-    let mut slots = s.lock()?;
-    s.check_host_reset(&mut slots, storage, first, count, what)?;
-    #[cfg(feature = "cupti")]
-    if let Some(z) = storage
-        .device
-        .upgrade()
-        .as_ref()
-        .and_then(|d| d.zero.as_ref())
-    {
-        // A zero-intrusion value still waiting for its record is forgotten.
-        z.cancel(storage, first, first + count);
-    }
-    for i in first..first + count {
-        storage.clear(i);
-    }
-    s.host_reset_table(&mut slots, first, count, state);
-    Ok(())
-}
-
-impl CounterSampleBuffer {
-    /// The number of samples.
-    pub fn sample_count(&self) -> u32 {
-        self.storage.samples.count
-    }
-
-    /// Resolves samples on the CPU into Metal's layout with a status per
-    /// sample, never waiting (`resolveCounterRange`): a sample whose work
-    /// is not done yet is [`SampleStatus::NotReady`](gpu_counters_hal::SampleStatus::NotReady).
-    ///
-    /// # Errors
-    /// A range past the end or empty; a driver error while polling.
-    pub fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        resolve(&self.storage, range)
-    }
-
-    /// [`CounterSampleBuffer::resolve_counter_range`] into `out`, reusing its
-    /// memory. On error `out` is left empty.
-    ///
-    /// # Errors
-    /// As [`CounterSampleBuffer::resolve_counter_range`].
-    pub fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        resolve_into(&self.storage, range, out)
-    }
-
-    /// The ticks and statuses of `range` into `out`, for a caller that
-    /// reads each sample once (see [`ResolvedTimestamps`]). On error `out`
-    /// is left empty.
-    ///
-    /// # Errors
-    /// As [`CounterSampleBuffer::resolve_counter_range`]; samples of
-    /// another counter set than timestamps.
-    pub fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        resolve_timestamps_into(&self.storage, range, out)
-    }
-
-    /// Resets every sample to "not written" on the host.
-    ///
-    /// # Errors
-    /// While a sample is still pending on the GPU.
-    pub fn reset(&self) -> Result<()> {
-        let n = self.storage.samples.count;
-        host_reset(&self.storage, 0, n, SlotState::Fresh, "reset")
-    }
-
-    /// Resets the samples of `range` to "not written" on the host.
-    ///
-    /// # Errors
-    /// A range past the end or empty; while one of its samples is still
-    /// pending on the GPU.
-    pub fn reset_range(&self, range: Range<u64>) -> Result<()> {
-        let (first, count) = self.storage.samples.check_range(&range)?;
-        host_reset(&self.storage, first, count, SlotState::Fresh, "reset")
-    }
-}
-
-impl BackendSampleBuffer for CounterSampleBuffer {
-    fn sample_count(&self) -> u32 {
-        CounterSampleBuffer::sample_count(self)
-    }
-
-    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        CounterSampleBuffer::resolve_counter_range(self, range)
-    }
-
-    fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        CounterSampleBuffer::resolve_counter_range_into(self, range, out)
-    }
-
-    fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        CounterSampleBuffer::resolve_timestamps_into(self, range, out)
-    }
-
-    fn reset(&self) -> Result<()> {
-        CounterSampleBuffer::reset(self)
-    }
-
-    fn reset_range(&self, range: Range<u64>) -> Result<()> {
-        CounterSampleBuffer::reset_range(self, range)
-    }
-}
-
-impl CounterHeap {
-    /// The number of entries.
-    pub fn count(&self) -> u32 {
-        self.storage.samples.count
-    }
-
-    /// Resolves entries on the CPU (`resolveCounterRange`): written entries
-    /// hold ticks, invalidated ones 0, the rest the error value, each with
-    /// its status.
-    ///
-    /// # Errors
-    /// A range past the end or empty; a driver error while polling.
-    pub fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        resolve(&self.storage, range)
-    }
-
-    /// [`CounterHeap::resolve_counter_range`] into `out`, reusing its
-    /// memory. On error `out` is left empty.
-    ///
-    /// # Errors
-    /// As [`CounterHeap::resolve_counter_range`].
-    pub fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        resolve_into(&self.storage, range, out)
-    }
-
-    /// The ticks and statuses of `range` into `out`, for a caller that
-    /// reads each entry once (see [`ResolvedTimestamps`]). On error `out`
-    /// is left empty.
-    ///
-    /// # Errors
-    /// As [`CounterHeap::resolve_counter_range`].
-    pub fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        resolve_timestamps_into(&self.storage, range, out)
-    }
-
-    /// Invalidates entries (`invalidateCounterRange`): they resolve as
-    /// [`SampleStatus::Invalidated`](gpu_counters_hal::SampleStatus::Invalidated), 0.
-    ///
-    /// # Errors
-    /// A range past the end or empty; while an entry is still pending on
-    /// the GPU.
-    pub fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
-        let (first, count) = self.storage.samples.check_range(&range)?;
-        host_reset(
-            &self.storage,
-            first,
-            count,
-            SlotState::Invalidated,
-            "invalidating",
-        )
-    }
-}
-
-impl BackendHeap for CounterHeap {
-    fn count(&self) -> u32 {
-        CounterHeap::count(self)
-    }
-
-    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        CounterHeap::resolve_counter_range(self, range)
-    }
-
-    fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        CounterHeap::resolve_counter_range_into(self, range, out)
-    }
-
-    fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        CounterHeap::resolve_timestamps_into(self, range, out)
-    }
-
-    fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
-        CounterHeap::invalidate_counter_range(self, range)
-    }
-}
-
-const IDLE: u8 = 0;
-const SUBMITTED: u8 = 1;
+/// A Metal 4 counter heap of timestamps in host-mapped memory. Cloning
+/// shares it.
+pub type CounterHeap = storage::CounterHeap<MappedStorage>;
 
 /// A completion marker: an event recorded on the device's stream.
-pub struct Marker {
+pub type Marker = marker::Marker<StreamEvent>;
+
+/// What signals a CUDA [`Marker`]: an event recorded on the device's
+/// stream behind its work.
+pub struct StreamEvent {
     event: CudaEvent,
-    state: AtomicU8,
 }
 
-impl BackendMarker for Marker {
-    fn is_signaled(&self) -> Result<bool> {
-        if self.state.load(Ordering::Acquire) != SUBMITTED {
-            return Ok(false);
-        }
+impl MarkerSignal for StreamEvent {
+    fn poll(&self) -> Result<bool> {
         self.event
             .try_is_complete()
             .map_err(driver_err("cuEventQuery"))
-    }
-
-    fn reset(&self) -> Result<()> {
-        if !self.is_signaled()? {
-            return Err(Error::Internal(
-                "CUDA marker reset before it signaled".into(),
-            ));
-        }
-        self.state.store(IDLE, Ordering::Release);
-        Ok(())
     }
 }
 
@@ -329,7 +66,7 @@ pub struct Recorder {
     device: Device,
     ticket: Ticket,
     /// The storages written: held until the work is done.
-    held: Vec<Arc<Storage>>,
+    held: Vec<Arc<MappedStorage>>,
     cpu_start_ns: u64,
     /// Submitted: the drop has nothing left to do.
     submitted: bool,
@@ -356,12 +93,12 @@ pub struct Recorder {
 struct StageChain {
     session: crate::hardware::Session,
     /// The element whose range is open.
-    open: Option<(Arc<Storage>, u32)>,
+    open: Option<(Arc<MappedStorage>, u32)>,
     /// The chain id of the open element.
     chain: u64,
     /// Range `k` of the session (named `k`) is the query of element
     /// `ranges[k]`.
-    ranges: Vec<(Arc<Storage>, u32)>,
+    ranges: Vec<(Arc<MappedStorage>, u32)>,
 }
 
 /// The last statistic sample of a recorder's chain, whose query (what the
@@ -369,7 +106,7 @@ struct StageChain {
 /// `end_statistics`.
 #[cfg_attr(not(feature = "cupti"), allow(dead_code))]
 struct OpenStatistic {
-    storage: Arc<Storage>,
+    storage: Arc<MappedStorage>,
     index: u32,
     chain: u64,
     #[cfg(feature = "cupti")]
@@ -456,7 +193,7 @@ impl Recorder {
 
     /// Refuses another device's buffer or heap (hal's shared check).
     #[inline]
-    fn check_device(&self, storage: &Storage) -> Result<()> {
+    fn check_device(&self, storage: &MappedStorage) -> Result<()> {
         self.device
             .shared
             .id
@@ -465,7 +202,11 @@ impl Recorder {
 
     /// Fails unless [`Recorder::timestamp`] of `index` (if any) would
     /// be accepted now; records nothing.
-    pub(crate) fn check_timestamp(&self, storage: &Storage, index: Option<u32>) -> Result<()> {
+    pub(crate) fn check_timestamp(
+        &self,
+        storage: &MappedStorage,
+        index: Option<u32>,
+    ) -> Result<()> {
         let Some(index) = index else {
             return Ok(());
         };
@@ -482,7 +223,7 @@ impl Recorder {
     /// [`crate::TimestampSource::Activity`]).
     pub(crate) fn timestamp(
         &mut self,
-        storage: &Arc<Storage>,
+        storage: &Arc<MappedStorage>,
         index: u32,
         precise: bool,
     ) -> Result<()> {
@@ -520,7 +261,7 @@ impl Recorder {
     /// its bookkeeping: the storage held, a dirty index noted as reset.
     fn prepare_write(
         &mut self,
-        storage: &Arc<Storage>,
+        storage: &Arc<MappedStorage>,
         slots: &mut gpu_counters_hal::bookkeeping::SampleTable,
         index: u32,
     ) -> Result<()> {
@@ -548,7 +289,7 @@ impl Recorder {
     /// Writes `value` as `storage[index]`'s query once the stream gets
     /// there (zero-intrusion: the host writes it once the recording's work
     /// is done).
-    fn store(&self, storage: &Arc<Storage>, index: u32, value: u64) -> Result<()> {
+    fn store(&self, storage: &Arc<MappedStorage>, index: u32, value: u64) -> Result<()> {
         #[cfg(feature = "cupti")]
         if let Some(z) = &self.device.shared.zero {
             z.value(&self.ticket, storage, index, value);
@@ -574,7 +315,7 @@ impl Recorder {
     /// this one, in the same chain where the buffer and the stream's epoch
     /// are the same.
     #[cfg(feature = "cupti")]
-    fn statistic(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+    fn statistic(&mut self, storage: &Arc<MappedStorage>, index: u32) -> Result<()> {
         self.check_device(storage)?;
         let Some(launches) = self.device.shared.launches else {
             return Err(InvalidInput::UnsupportedCounterSet {
@@ -633,7 +374,7 @@ impl Recorder {
     /// range (the previous element's query) and opens this element's,
     /// starting the recorder's range-profiler session at its first sample.
     #[cfg(feature = "cupti")]
-    fn stage_utilization(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+    fn stage_utilization(&mut self, storage: &Arc<MappedStorage>, index: u32) -> Result<()> {
         self.check_device(storage)?;
         let hardware = match &self.device.shared.hardware {
             Ok(h) => h.clone(),
@@ -673,7 +414,7 @@ impl Recorder {
         st.session.push(&st.ranges.len().to_string())?;
         // Only the CPU writes a stage-utilization query (at the chain's
         // end): until then, nothing old shows as this sample's.
-        storage.clear(index);
+        storage.clear_sample(index);
         let mut closed_elsewhere = None;
         let link = match previous {
             Some((open, i)) if Arc::ptr_eq(&open, storage) => {
@@ -866,7 +607,7 @@ impl Recorder {
         index: u32,
         placement: TimestampGranularity,
     ) -> Result<()> {
-        let storage = buffer.storage.clone();
+        let storage = buffer.storage().clone();
         match storage.samples.set {
             #[cfg(feature = "cupti")]
             CommonCounterSet::Statistic => self.statistic(&storage, index),
@@ -888,7 +629,7 @@ impl Recorder {
         heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
-        let storage = heap.storage.clone();
+        let storage = heap.storage().clone();
         self.timestamp(
             &storage,
             index,
@@ -975,8 +716,8 @@ impl Device {
         storage: StorageMode,
         count: u32,
         what: &'static str,
-    ) -> Result<Arc<Storage>> {
-        Ok(Arc::new(Storage {
+    ) -> Result<Arc<MappedStorage>> {
+        Ok(Arc::new(MappedStorage {
             samples: SampleSet::new(
                 label.clone(),
                 set,
@@ -1035,7 +776,7 @@ impl Device {
             n,
             "sample",
         )?;
-        Ok(CounterSampleBuffer { storage })
+        Ok(CounterSampleBuffer::from_storage(storage))
     }
 
     /// Makes a Metal 4 counter heap of timestamps
@@ -1057,14 +798,14 @@ impl Device {
             CounterHeapType::Timestamp => {}
         }
         let storage = self.make_storage(
-            format!("timestamp heap of {n}"),
+            descriptor.label.clone(),
             CommonCounterSet::Timestamp,
             [ABSENT; 8],
             StorageMode::Shared,
             n,
             "heap entry",
         )?;
-        Ok(CounterHeap { storage })
+        Ok(CounterHeap::from_storage(storage))
     }
 
     /// A CPU time and a GPU timestamp taken together, with the most they
@@ -1143,21 +884,16 @@ impl BackendDevice for Device {
             .ctx
             .new_event(None)
             .map_err(driver_err("cuEventCreate"))?;
-        Ok(Marker {
-            event,
-            state: AtomicU8::new(IDLE),
-        })
+        Ok(Marker::new(StreamEvent { event }))
     }
 
     fn submit_marker(&self, marker: &Marker) -> Result<()> {
-        marker
-            .state
-            .compare_exchange(IDLE, SUBMITTED, Ordering::AcqRel, Ordering::Acquire)
-            .map_err(|_| Error::Internal("CUDA marker submitted twice".into()))?;
-        marker
-            .event
-            .record(&self.shared.stream)
-            .map_err(driver_err("cuEventRecord"))
+        marker.submit(|signal, _| {
+            signal
+                .event
+                .record(&self.shared.stream)
+                .map_err(driver_err("cuEventRecord"))
+        })
     }
 
     fn wait_idle(&self) -> Result<()> {

@@ -29,11 +29,14 @@
 //!   the kernels, copies and graph nodes around it from CUPTI's activity
 //!   records, on `CLOCK_MONOTONIC` (see `activity.rs` and
 //!   [`Device::activity_clock`]).
-//! - Counter sets: timestamps; statistics with `compute_kernel_invocations`
-//!   (feature `cupti`, on by default) from the launch configurations CUPTI's
-//!   callback API reports, exact for a range of one stream's kernels (see
-//!   [`DeviceOptions::statistics`]); its other fields are the error value.
-//! - Hardware counters (feature `cupti`): [`Device::hardware_counters`]
+//! - Counter sets: timestamps (all a device opened with the default
+//!   [`DeviceOptions`] offers); statistics, where asked for
+//!   ([`DeviceOptions::statistics`]; feature `cupti`, on by default), with
+//!   `compute_kernel_invocations` from the launch configurations CUPTI's
+//!   callback API reports, exact for a range of one stream's kernels; its
+//!   other fields are the error value.
+//! - Hardware counters, where asked for ([`DeviceOptions::hardware_counters`];
+//!   feature `cupti`): [`Device::hardware_counters`]
 //!   lists the chip's metrics through CUPTI's profiler host API, with units
 //!   and replay passes, and measures chosen ones over a user range of
 //!   CUPTI's range profiler (see [`hardware`]). Where they are offered, so
@@ -66,13 +69,16 @@ mod zero;
 
 #[cfg(feature = "cupti")]
 pub use activity::ActivityStats;
-pub use backend::{CounterHeap, CounterSampleBuffer, Cuda, Marker, Recorder, Submission};
+pub use backend::{
+    CounterHeap, CounterSampleBuffer, Cuda, Marker, Recorder, StreamEvent, Submission,
+};
 #[cfg(feature = "cupti")]
 pub use hardware::{
     BaseMetric, HardwareCounters, HardwareError, HardwareMeasurement, HardwareRange, MetricInfo,
     MetricKind, MetricValue,
 };
 pub use pass::{ComputePass, PassAttachment};
+pub use storage::MappedStorage;
 #[cfg(feature = "cupti")]
 pub use zero::ActivityClock;
 
@@ -104,7 +110,21 @@ const CALIBRATION_TIMEOUT: Duration = Duration::from_secs(10);
 /// What cudarc's loader looks for.
 const DRIVER_NAMES: &str = "libcuda.so, libcuda.so.1 (nvcuda.dll on Windows)";
 
-/// How a [`Device`] is opened.
+/// How a [`Device`] is opened. The default is the cheap thing: timestamps
+/// only, so that opening a device subscribes nothing process-wide and
+/// probes no range profiler; ask for statistics and hardware counters:
+///
+/// ```no_run
+/// use gpu_counters_cuda::{Device, DeviceOptions};
+/// let device = Device::open_with(
+///     0,
+///     &DeviceOptions {
+///         statistics: true,
+///         ..DeviceOptions::default()
+///     },
+/// )?;
+/// # Ok::<(), gpu_counters_cuda::OpenError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct DeviceOptions {
     /// Offer the statistic set: subscribes (once per process) to CUPTI's
@@ -112,7 +132,7 @@ pub struct DeviceOptions {
     /// process. Where CUPTI cannot be loaded or subscribed (another profiler
     /// attached), the set is not offered and
     /// [`Device::statistics_unavailable`] says why (also: built without
-    /// the `cupti` feature). Default: on.
+    /// the `cupti` feature). Default: off.
     pub statistics: bool,
     /// Offer hardware counters and the stage-utilization set: loads CUPTI's
     /// profiler and probes it on the device once per process (a
@@ -121,7 +141,7 @@ pub struct DeviceOptions {
     /// device, counters not permitted, another profiler such as Nsight
     /// Compute attached), neither is offered and
     /// [`Device::hardware_counters_unavailable`] says why (also: built
-    /// without the `cupti` feature). Default: on.
+    /// without the `cupti` feature). Default: off.
     pub hardware_counters: bool,
     /// Where timestamps come from. Default: [`TimestampSource::Kernel`].
     pub timestamps: TimestampSource,
@@ -159,8 +179,8 @@ pub enum ActivityTracing {
 impl Default for DeviceOptions {
     fn default() -> Self {
         Self {
-            statistics: true,
-            hardware_counters: true,
+            statistics: false,
+            hardware_counters: false,
             timestamps: TimestampSource::Kernel,
             activity_tracing: ActivityTracing::EveryLaunch,
         }
@@ -273,10 +293,17 @@ pub fn device_count() -> std::result::Result<usize, OpenError> {
     }
 }
 
-/// Every CUDA device, opened and described.
+/// Every CUDA device, opened and described with every counter set it can
+/// offer (each opened with statistics and hardware counters asked for; see
+/// [`DeviceOptions`]).
 pub fn devices() -> std::result::Result<Vec<DeviceInfo>, OpenError> {
+    let options = DeviceOptions {
+        statistics: true,
+        hardware_counters: true,
+        ..DeviceOptions::default()
+    };
     (0..device_count()?)
-        .map(|i| Device::open(i).map(|d| d.shared.info.clone()))
+        .map(|i| Device::open_with(i, &options).map(|d| d.shared.info.clone()))
         .collect()
 }
 
@@ -433,7 +460,7 @@ impl std::fmt::Debug for Device {
 
 impl Device {
     /// Opens device `ordinal`'s primary context with a new stream of its
-    /// own, with the default [`DeviceOptions`].
+    /// own, with the default [`DeviceOptions`]: timestamps only.
     pub fn open(ordinal: usize) -> std::result::Result<Self, OpenError> {
         Self::open_with(ordinal, &DeviceOptions::default())
     }
@@ -465,7 +492,7 @@ impl Device {
 
     /// Samples on the caller's own `stream` (of the caller's cudarc
     /// context): timestamps are launched on it, after the caller's work.
-    /// Default [`DeviceOptions`].
+    /// Default [`DeviceOptions`]: timestamps only.
     pub fn from_stream(stream: Arc<CudaStream>) -> std::result::Result<Self, OpenError> {
         Self::from_stream_with(stream, &DeviceOptions::default())
     }

@@ -3,7 +3,7 @@
 //! [`ComputePass::end`]; its start indices are sampled before the first,
 //! its end indices after the last.
 
-use crate::storage::Storage;
+use crate::storage::MappedStorage;
 use crate::{CounterSampleBuffer, Recorder};
 use gpu_counters_hal::bookkeeping::check_pass_attachments;
 use gpu_counters_hal::Result;
@@ -26,7 +26,7 @@ pub struct PassAttachment<'a> {
 /// Ending it (or dropping it) samples its end indices.
 pub struct ComputePass<'r> {
     recorder: &'r mut Recorder,
-    ends: Vec<(Arc<Storage>, u32)>,
+    ends: Vec<(Arc<MappedStorage>, u32)>,
 }
 
 impl Recorder {
@@ -38,8 +38,8 @@ impl Recorder {
         attachments: &[PassAttachment<'_>],
     ) -> Result<ComputePass<'r>> {
         let points = attachments.iter().flat_map(|a| {
-            let key = Arc::as_ptr(&a.sample_buffer.storage) as usize;
-            let s = &a.sample_buffer.storage.samples;
+            let key = Arc::as_ptr(a.sample_buffer.storage()) as usize;
+            let s = &a.sample_buffer.storage().samples;
             [
                 a.start_of_encoder_sample_index,
                 a.end_of_encoder_sample_index,
@@ -50,12 +50,12 @@ impl Recorder {
         });
         check_pass_attachments(points.clone())?;
         for a in attachments {
-            self.check_timestamp(&a.sample_buffer.storage, a.start_of_encoder_sample_index)?;
-            self.check_timestamp(&a.sample_buffer.storage, a.end_of_encoder_sample_index)?;
+            self.check_timestamp(a.sample_buffer.storage(), a.start_of_encoder_sample_index)?;
+            self.check_timestamp(a.sample_buffer.storage(), a.end_of_encoder_sample_index)?;
         }
         let mut ends = Vec::new();
         for a in attachments {
-            let storage = &a.sample_buffer.storage;
+            let storage = a.sample_buffer.storage();
             if let Some(i) = a.start_of_encoder_sample_index {
                 // Before the pass's first kernel (zero-intrusion: its start).
                 self.timestamp(storage, i, false)?;

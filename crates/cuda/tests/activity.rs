@@ -40,6 +40,7 @@ fn device_traced(test: &str, source: TimestampSource, tracing: ActivityTracing) 
         return None;
     }
     let options = DeviceOptions {
+        statistics: true,
         timestamps: source,
         activity_tracing: tracing,
         ..DeviceOptions::default()
@@ -539,9 +540,10 @@ fn profiler_scopes_over_zero_intrusion() {
         inner.end(&mut rec).unwrap();
         work.launch(d.stream().cu_stream(), 0, 10_000);
         outer.end(&mut rec).unwrap();
-        d.submit(rec).unwrap().wait().unwrap();
+        let submission = d.submit(rec).unwrap();
+        submission.wait().unwrap();
         let after = cpu_monotonic_ns();
-        profiler.end_frame(frame, Some(before)).unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         let frames = profiler
             .wait_collect_all(std::time::Duration::from_secs(10))
             .unwrap();

@@ -4,17 +4,26 @@
 
 mod common;
 
-use gpu_counters_cuda::{CounterSampleBuffer, Device, OpenError};
+use gpu_counters_cuda::{CounterSampleBuffer, Device, DeviceOptions, OpenError};
 use gpu_counters_hal::{
     cpu_monotonic_ns, BackendDevice, BackendRecorder, CommonCounterSet, CounterHeapDescriptor,
     CounterSampleBufferDescriptor, InvalidInput, SampleStatus, TimestampGranularity,
     COUNTER_ERROR_VALUE,
 };
 
-/// Device 0, or `None` (after one line saying why) without a driver or a
-/// device.
+/// Every counter set asked for: statistics and hardware counters.
+fn all_sets() -> DeviceOptions {
+    DeviceOptions {
+        statistics: true,
+        hardware_counters: true,
+        ..DeviceOptions::default()
+    }
+}
+
+/// Device 0 with every counter set asked for, or `None` (after one line
+/// saying why) without a driver or a device.
 fn device(test: &str) -> Option<Device> {
-    common::gpu_present(test).then(|| Device::open(0).expect("Device::open(0)"))
+    common::gpu_present(test).then(|| Device::open_with(0, &all_sets()).expect("Device::open(0)"))
 }
 
 fn timestamps(d: &Device, n: u32) -> CounterSampleBuffer {
@@ -245,6 +254,74 @@ fn rewritten_and_reset_samples_never_show_their_old_value() {
     assert!(!once.all_written() || st[1] == SampleStatus::Written);
 }
 
+/// A heap carries its descriptor's label (`MTL4CounterHeap.label`), which
+/// errors about its entries name; `timestamp(count)` labels it by its size.
+#[test]
+fn heaps_carry_their_label() {
+    let Some(d) = device("heaps_carry_their_label") else {
+        return;
+    };
+    let heap = d
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(3).with_label("frame times"))
+        .unwrap();
+    assert_eq!(heap.label(), "frame times");
+    assert!(format!("{heap:?}").contains("frame times"));
+    let mut rec = d.recorder();
+    let e = rec
+        .write_timestamp(TimestampGranularity::Precise, &heap, 3)
+        .unwrap_err();
+    assert!(e.to_string().contains("`frame times`"), "{e}");
+    let plain = d
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(5))
+        .unwrap();
+    assert_eq!(plain.label(), "timestamp heap of 5");
+}
+
+/// A device opened with the default options offers timestamps only:
+/// statistics and hardware counters are asked for, and asking for their
+/// sets on it is a typed error saying so.
+#[test]
+fn a_default_device_offers_timestamps_only() {
+    if !common::gpu_present("a_default_device_offers_timestamps_only") {
+        return;
+    }
+    let d = Device::open(0).expect("Device::open(0)");
+    let sets: Vec<CommonCounterSet> = d.info().counter_sets.iter().map(|s| s.set).collect();
+    assert_eq!(sets, [CommonCounterSet::Timestamp]);
+    assert_eq!(
+        d.statistics_unavailable(),
+        Some("DeviceOptions::statistics is off")
+    );
+    assert_eq!(
+        d.hardware_counters_unavailable(),
+        Some("DeviceOptions::hardware_counters is off")
+    );
+    for set in [
+        CommonCounterSet::Statistic,
+        CommonCounterSet::StageUtilization,
+    ] {
+        let e = d
+            .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(set, "x", 2))
+            .expect_err("a set not asked for");
+        assert!(
+            matches!(
+                e.invalid(),
+                Some(InvalidInput::UnsupportedCounterSet { set: s, .. }) if *s == set
+            ),
+            "{e}"
+        );
+    }
+    let times = timestamps(&d, 2);
+    let mut rec = d.recorder();
+    rec.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    rec.sample_counters(&times, 1, TimestampGranularity::Precise)
+        .unwrap();
+    d.submit(rec).unwrap().wait().unwrap();
+    let r = times.resolve_counter_range(0..2).unwrap();
+    assert_eq!(r.statuses(), &[SampleStatus::Written; 2]);
+}
+
 /// What CUDA does not offer is a typed error naming it, never zeros.
 #[test]
 fn unsupported_sets_and_bad_sizes_are_typed_errors() {
@@ -261,8 +338,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
     for set in unoffered {
         let e = d
             .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(set, "x", 4))
-            .err()
-            .expect("an unoffered set");
+            .expect_err("an unoffered set");
         assert!(
             matches!(
                 e.invalid(),
@@ -277,8 +353,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
             "empty",
             0,
         ))
-        .err()
-        .expect("zero samples");
+        .expect_err("zero samples");
     assert!(
         matches!(e.invalid(), Some(InvalidInput::SampleCountZero { .. })),
         "{e}"
@@ -293,7 +368,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
         "{e}"
     );
     // Another device's buffer.
-    let other = Device::open(0).unwrap();
+    let other = Device::open_with(0, &all_sets()).unwrap();
     let foreign = timestamps(&other, 1);
     let e = rec
         .sample_counters(&foreign, 0, TimestampGranularity::Precise)
@@ -317,25 +392,30 @@ fn profiler_scopes_from_two_threads() {
     for _ in 0..10 {
         let frame = profiler.begin_frame().unwrap();
         let before = cpu_monotonic_ns();
-        std::thread::scope(|s| {
-            for t in 0..2 {
-                let (frame, d) = (&frame, &d);
-                s.spawn(move || {
-                    let mut rec = d.recorder();
-                    let outer = frame
-                        .scope(&mut rec, &format!("outer {t}"), PassKind::Scope)
-                        .unwrap();
-                    let inner = frame
-                        .scope(&mut rec, &format!("inner {t}"), PassKind::Compute)
-                        .unwrap();
-                    inner.end(&mut rec).unwrap();
-                    outer.end(&mut rec).unwrap();
-                    d.submit(rec).unwrap().wait().unwrap();
-                });
-            }
+        let submissions: Vec<_> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..2)
+                .map(|t| {
+                    let (frame, d) = (&frame, &d);
+                    s.spawn(move || {
+                        let mut rec = d.recorder();
+                        let outer = frame
+                            .scope(&mut rec, &format!("outer {t}"), PassKind::Scope)
+                            .unwrap();
+                        let inner = frame
+                            .scope(&mut rec, &format!("inner {t}"), PassKind::Compute)
+                            .unwrap();
+                        inner.end(&mut rec).unwrap();
+                        outer.end(&mut rec).unwrap();
+                        let submission = d.submit(rec).unwrap();
+                        submission.wait().unwrap();
+                        submission
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
         });
         let after = cpu_monotonic_ns();
-        profiler.end_frame(frame, Some(before)).unwrap();
+        profiler.end_frame(frame, &submissions).unwrap();
         let frames = profiler
             .wait_collect_all(std::time::Duration::from_secs(10))
             .unwrap();
@@ -684,7 +764,7 @@ fn objects_of_another_device_are_refused() {
     let Some(d) = device("objects_of_another_device_are_refused") else {
         return;
     };
-    let other = Device::open(0).unwrap();
+    let other = Device::open_with(0, &all_sets()).unwrap();
     assert_ne!(d.device_id(), other.device_id());
     let (mine, theirs) = (timestamps(&d, 4), timestamps(&other, 4));
     let heap = other
@@ -763,7 +843,7 @@ fn objects_of_another_device_are_refused() {
         ),
         "recorder"
     );
-    profiler.end_frame(frame, None).unwrap();
+    profiler.end_frame(frame, []).unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))
         .unwrap();

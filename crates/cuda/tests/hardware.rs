@@ -39,7 +39,11 @@ fn hardware(test: &str) -> Option<(Device, HardwareCounters)> {
     if !common::gpu_present(test) {
         return None;
     }
-    let d = Device::open(0).expect("Device::open(0)");
+    let options = DeviceOptions {
+        hardware_counters: true,
+        ..DeviceOptions::default()
+    };
+    let d = Device::open_with(0, &options).expect("Device::open(0)");
     match d.hardware_counters() {
         Ok(h) => {
             let h = h.clone();
@@ -391,8 +395,7 @@ fn turned_off_hardware_counters_are_not_offered() {
             "x",
             2,
         ))
-        .err()
-        .expect("stage utilization without hardware counters");
+        .expect_err("stage utilization without hardware counters");
     assert!(
         matches!(
             e.invalid(),

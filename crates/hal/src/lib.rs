@@ -12,8 +12,10 @@
 //! onto the CPU clock ([`Calibration`]), the timeline of labelled intervals that
 //! exporters draw ([`timeline`]), and the errors ([`Error`]). It also holds
 //! what every backend shares: the backend interface ([`backend`]), the
-//! per-sample bookkeeping and CPU resolve ([`bookkeeping`]), and a CPU-only
-//! fake backend for tests of the layers above ([`fake`]).
+//! per-sample bookkeeping and CPU resolve ([`bookkeeping`]), sample buffers,
+//! heaps and completion markers written once over a backend's storage
+//! ([`storage`], [`marker`]), and a CPU-only fake backend for tests of the
+//! layers above ([`fake`]).
 //!
 //! The names follow Apple's Metal counter-sampling API so that Metal code ports
 //! line for line; `docs/ARCHITECTURE.md` in the repository has the mapping.
@@ -30,7 +32,9 @@ mod device_id;
 mod device_info;
 mod error;
 pub mod fake;
+pub mod marker;
 mod results;
+pub mod storage;
 pub mod timeline;
 
 pub use backend::{

@@ -3,10 +3,43 @@
 
 use gpu_counters_hal::fake::{Fake, FakeDevice};
 use gpu_counters_hal::{
-    cpu_monotonic_ns, Backend, BackendDevice, BackendHeap, BackendRecorder, BackendSampleBuffer,
-    BackendSubmission, CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor,
-    Error, InvalidInput, ResolvedCounters, SampleStatus, SampleValue, TimestampGranularity,
+    cpu_monotonic_ns, Backend, BackendDevice, BackendRecorder, BackendSubmission, CommonCounterSet,
+    CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor, Error, InvalidInput,
+    ResolvedCounters, SampleStatus, SampleValue, TimestampGranularity,
 };
+
+/// A heap carries its descriptor's label (`MTL4CounterHeap.label`), which
+/// errors about its entries name; `timestamp(count)` labels it by its size.
+#[test]
+fn heaps_carry_their_label() {
+    let device = FakeDevice::new("fake", 32).unwrap();
+    let heap = device
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(3).with_label("frame times"))
+        .unwrap();
+    assert_eq!(heap.label(), "frame times");
+    assert_eq!(heap.heap_type(), CounterHeapType::Timestamp);
+    assert!(format!("{heap:?}").contains("frame times"));
+    assert_eq!(heap.clone().label(), "frame times");
+    let e = heap.resolve_counter_range(0..4).unwrap_err();
+    assert_eq!(
+        e.invalid(),
+        Some(&InvalidInput::RangeOutOfBounds {
+            label: "frame times".into(),
+            start: 0,
+            end: 4,
+            count: 3,
+        })
+    );
+    let mut cmd = device.recorder();
+    let e = cmd
+        .write_timestamp(TimestampGranularity::Precise, &heap, 3)
+        .unwrap_err();
+    assert!(e.to_string().contains("`frame times`"), "{e}");
+    let plain = device
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(5))
+        .unwrap();
+    assert_eq!(plain.label(), "timestamp heap of 5");
+}
 
 /// Heap writes resolve to ticks on the device's clock once run, not ready
 /// before, and invalidated entries to 0; invalidating while pending fails.

@@ -43,7 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         record.push(t.elapsed().as_nanos() as f64 / f64::from(n));
         let submission = device.submit(cmd)?;
-        profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+        profiler.end_frame(frame, [&submission])?;
         submission.wait();
         let t = Instant::now();
         profiler.collect_into(&mut results)?;

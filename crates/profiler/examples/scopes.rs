@@ -125,8 +125,7 @@ fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
             .into_iter()
             .map(CommandBuffer::commit)
             .collect::<Result<Vec<_>, _>>()?;
-        let submitted = submissions.iter().map(Submission::cpu_submit_ns).min();
-        profiler.end_frame(frame, submitted)?;
+        profiler.end_frame(frame, &submissions)?;
         in_flight.push_back(submissions);
         // Frames come back a few frames later, in order, each exactly once.
         results.extend(profiler.collect()?);

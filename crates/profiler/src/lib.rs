@@ -37,7 +37,7 @@
 //!     pass.end(&mut cmd)?;
 //!     outer.end(&mut cmd)?;
 //!     let submission = cmd.commit()?;
-//!     profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+//!     profiler.end_frame(frame, [&submission])?;
 //!     submission.wait()?;
 //!     results.extend(profiler.collect()?);
 //! }
@@ -60,11 +60,13 @@ mod multi;
 mod profiler;
 mod result;
 mod shared_str;
+mod stack;
 
 pub use error::{ProfilerError, Result};
 pub use frame::{Frame, PassScope, Scope};
 pub use profiler::{
-    FrameSink, Profiler, ProfilerOptions, Recorder, WhenFull, MAX_FRAMES_IN_FLIGHT, MAX_RING_SCOPES,
+    FrameSink, Profiler, ProfilerOptions, Recorder, Submission, WhenFull, MAX_FRAMES_IN_FLIGHT,
+    MAX_RING_SCOPES,
 };
 pub use result::{to_timeline, DropCounts, FrameResult, ScopeResult};
 pub use shared_str::SharedStr;

@@ -94,8 +94,9 @@ pub struct FrameResult {
     pub index: u64,
     /// The queue's name ([`ProfilerOptions::queue_name`](crate::ProfilerOptions::queue_name)).
     pub queue: String,
-    /// CPU time just before the frame's submission, as passed to
-    /// [`Profiler::end_frame`](crate::Profiler::end_frame).
+    /// CPU time just before the frame's submission: the earliest
+    /// `cpu_submit_ns` of the submissions passed to
+    /// [`Profiler::end_frame`](crate::Profiler::end_frame), `None` for none.
     pub cpu_submit_ns: Option<u64>,
     /// CPU time at which the profiler saw the frame finished (all its samples
     /// available); at or after the GPU finished it.

@@ -68,9 +68,7 @@ fn a_frame_refuses_another_fake_devices_recorder() {
         let (mut own, mut other) = (a.recorder(), b.recorder());
         refuse_foreign(&frame, &mut own, &mut other);
         let submission = a.submit(own).unwrap();
-        profiler
-            .end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         submission.wait();
         drop(other);
         let frames = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();
@@ -117,9 +115,7 @@ fn a_frame_refuses_another_vulkan_devices_command_buffer() {
         let mut other = CommandBuffer::new(&b).unwrap();
         refuse_foreign(&frame, &mut own, &mut other);
         let submission = own.commit().unwrap();
-        profiler
-            .end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         submission.wait().unwrap();
         drop(other);
         let frames = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();

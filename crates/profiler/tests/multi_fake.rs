@@ -48,9 +48,7 @@ fn one_frame(
     cmd.dispatch(invocations);
     scope.end(&mut cmd).unwrap();
     let submission = device.submit(cmd).unwrap();
-    profiler
-        .end_frame(frame, Some(submission.cpu_submit_ns()))
-        .unwrap();
+    profiler.end_frame(frame, [&submission]).unwrap();
     submission.wait();
     out.extend(collect(profiler));
 }

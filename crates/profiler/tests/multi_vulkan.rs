@@ -86,8 +86,7 @@ fn copy_then_kernel(a: &Device, b: &Device) -> MultiTimeline {
         enc.end_encoding().unwrap();
         scope.end(&mut cmd).unwrap();
         let submission = cmd.commit().unwrap();
-        pa.end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        pa.end_frame(frame, [&submission]).unwrap();
         // The host waits for A before B's kernel is submitted.
         submission.wait().unwrap();
         ra.extend(pa.wait_collect_all(Duration::from_secs(30)).unwrap());
@@ -112,8 +111,7 @@ fn copy_then_kernel(a: &Device, b: &Device) -> MultiTimeline {
         enc.end_encoding().unwrap();
         scope.end(&mut cmd).unwrap();
         let submission = cmd.commit().unwrap();
-        pb.end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        pb.end_frame(frame, [&submission]).unwrap();
         submission.wait().unwrap();
         rb.extend(pb.wait_collect_all(Duration::from_secs(30)).unwrap());
     }

@@ -40,9 +40,7 @@ fn run(device: &FakeDevice, profiler: &Profiler<FakeDevice>, frames: u64) -> Vec
         inner.end(&mut cmd).unwrap();
         outer.end(&mut cmd).unwrap();
         let submission = device.submit(cmd).unwrap();
-        profiler
-            .end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         submission.wait();
         out.extend(profiler.collect().unwrap());
     }

@@ -250,7 +250,7 @@ fn run() -> Res<()> {
             pass.draw(0..3, 0..(f % 4 + 1) as u32);
         }
         let submission = d.submit(rec)?;
-        profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+        profiler.end_frame(frame, [&submission])?;
         in_flight.push_back(submission);
         // Finished frames come back in order, a few frames later.
         results.extend(profiler.collect()?);

@@ -1,16 +1,15 @@
 //! The wgpu crate as a gpu-counters backend ([`gpu_counters_hal::Backend`]).
 
-use crate::storage::Storage;
+use crate::storage::QuerySetStorage;
 use crate::{poll_err, Device, Recorder, Submission, MAX_SAMPLE_COUNT, STATISTIC_TYPES};
-use gpu_counters_hal::bookkeeping::{SampleSet, SlotState, ABSENT};
+use gpu_counters_hal::bookkeeping::{SampleSet, ABSENT};
+use gpu_counters_hal::marker::{self, MarkerSignal};
+use gpu_counters_hal::storage;
 use gpu_counters_hal::{
-    Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
-    BackendSubmission, Calibration, CommonCounterSet, CounterHeapDescriptor,
-    CounterSampleBufferDescriptor, DeviceId, DeviceInfo, Error, InvalidInput, ResolvedCounters,
-    ResolvedTimestamps, Result, StorageMode, TimestampGranularity, TimestampPair,
+    Backend, BackendDevice, BackendRecorder, BackendSubmission, Calibration, CommonCounterSet,
+    CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId, DeviceInfo, InvalidInput,
+    Result, StorageMode, TimestampGranularity, TimestampPair,
 };
-use std::ops::Range;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// The wgpu backend: [`Device`], [`CounterSampleBuffer`], [`CounterHeap`],
@@ -28,276 +27,29 @@ impl Backend for Wgpu {
 }
 
 /// A counter sample buffer: a wgpu query set. Cloning shares it.
-#[derive(Clone)]
-pub struct CounterSampleBuffer {
-    pub(crate) storage: Arc<Storage>,
-}
-
-impl CounterSampleBuffer {
-    /// The wgpu query set, for the caller's own pass descriptors (record
-    /// through [`Recorder`] so the bookkeeping knows of the writes).
-    pub fn query_set(&self) -> &wgpu::QuerySet {
-        &self.storage.query_set
-    }
-}
-
-fn resolve(storage: &Storage, range: Range<u64>) -> Result<ResolvedCounters> {
-    storage.harvest()?;
-    storage.samples.resolve_cpu(range, storage, None)
-}
-
-fn resolve_into(storage: &Storage, range: Range<u64>, out: &mut ResolvedCounters) -> Result<()> {
-    // `out` keeps its memory for the resolve (emptied only on an error
-    // here; the resolve empties it on its own errors).
-    if let Err(e) = storage.harvest() {
-        *out = ResolvedCounters::default();
-        return Err(e);
-    }
-    storage.samples.resolve_cpu_into(range, storage, None, out)
-}
-
-fn resolve_timestamps_into(
-    storage: &Storage,
-    range: Range<u64>,
-    out: &mut ResolvedTimestamps,
-) -> Result<()> {
-    if let Err(e) = storage.harvest() {
-        out.resolve_laid_out(|_| Err(e))?;
-    }
-    storage.samples.resolve_timestamps_into(range, storage, out)
-}
-
-fn host_reset(
-    storage: &Storage,
-    range: Range<u64>,
-    state: SlotState,
-    what: &'static str,
-) -> Result<()> {
-    storage.harvest()?;
-    let s = &storage.samples;
-    let (first, count) = s.check_range(&range)?;
-    let mut slots = s.lock()?;
-    s.check_host_reset(&mut slots, storage, first, count, what)?;
-    storage.clear(first, count);
-    s.host_reset_table(&mut slots, first, count, state);
-    Ok(())
-}
-
-impl CounterSampleBuffer {
-    /// The number of samples.
-    pub fn sample_count(&self) -> u32 {
-        self.storage.samples.count
-    }
-
-    /// Resolves samples on the CPU into Metal's layout with a status per
-    /// sample, never waiting (`resolveCounterRange`): a sample whose
-    /// submission is not done yet is [`SampleStatus::NotReady`](gpu_counters_hal::SampleStatus::NotReady).
-    ///
-    /// # Errors
-    /// A range past the end or empty, a device poll that failed.
-    pub fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        resolve(&self.storage, range)
-    }
-
-    /// [`CounterSampleBuffer::resolve_counter_range`] into `out`, reusing its
-    /// memory. On error `out` is left empty.
-    ///
-    /// # Errors
-    /// As [`CounterSampleBuffer::resolve_counter_range`].
-    pub fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        resolve_into(&self.storage, range, out)
-    }
-
-    /// The ticks and statuses of `range` into `out`, for a caller that
-    /// reads each sample once (see [`ResolvedTimestamps`]). On error `out`
-    /// is left empty.
-    ///
-    /// # Errors
-    /// As [`CounterSampleBuffer::resolve_counter_range`]; samples of
-    /// another counter set than timestamps.
-    pub fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        resolve_timestamps_into(&self.storage, range, out)
-    }
-
-    /// Resets every sample to "not written" on the host.
-    ///
-    /// # Errors
-    /// While a sample is still pending on the GPU.
-    pub fn reset(&self) -> Result<()> {
-        let n = u64::from(self.storage.samples.count);
-        host_reset(&self.storage, 0..n, SlotState::Fresh, "reset")
-    }
-
-    /// Resets the samples of `range` to "not written" on the host.
-    ///
-    /// # Errors
-    /// A range past the end or empty; while one of its samples is still
-    /// pending on the GPU.
-    pub fn reset_range(&self, range: Range<u64>) -> Result<()> {
-        host_reset(&self.storage, range, SlotState::Fresh, "reset")
-    }
-}
-
-impl BackendSampleBuffer for CounterSampleBuffer {
-    fn sample_count(&self) -> u32 {
-        CounterSampleBuffer::sample_count(self)
-    }
-
-    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        CounterSampleBuffer::resolve_counter_range(self, range)
-    }
-
-    fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        CounterSampleBuffer::resolve_counter_range_into(self, range, out)
-    }
-
-    fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        CounterSampleBuffer::resolve_timestamps_into(self, range, out)
-    }
-
-    fn reset(&self) -> Result<()> {
-        CounterSampleBuffer::reset(self)
-    }
-
-    fn reset_range(&self, range: Range<u64>) -> Result<()> {
-        CounterSampleBuffer::reset_range(self, range)
-    }
-}
+pub type CounterSampleBuffer = storage::CounterSampleBuffer<QuerySetStorage>;
 
 /// A Metal 4 counter heap of timestamps: a wgpu query set. Cloning shares
 /// it.
-#[derive(Clone)]
-pub struct CounterHeap {
-    storage: Arc<Storage>,
-}
+pub type CounterHeap = storage::CounterHeap<QuerySetStorage>;
 
-impl CounterHeap {
-    /// The number of entries.
-    pub fn count(&self) -> u32 {
-        self.storage.samples.count
-    }
+/// A completion marker: a `Queue::on_submitted_work_done` callback that
+/// signals it.
+pub type Marker = marker::Marker<WorkDone>;
 
-    /// Resolves entries on the CPU (`resolveCounterRange`): written entries
-    /// hold ticks, invalidated ones 0, the rest the error value, each with
-    /// its status.
-    ///
-    /// # Errors
-    /// A range past the end or empty, a device poll that failed.
-    pub fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        resolve(&self.storage, range)
-    }
-
-    /// [`CounterHeap::resolve_counter_range`] into `out`, reusing its
-    /// memory. On error `out` is left empty.
-    ///
-    /// # Errors
-    /// As [`CounterHeap::resolve_counter_range`].
-    pub fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        resolve_into(&self.storage, range, out)
-    }
-
-    /// The ticks and statuses of `range` into `out`, for a caller that
-    /// reads each entry once (see [`ResolvedTimestamps`]). On error `out`
-    /// is left empty.
-    ///
-    /// # Errors
-    /// As [`CounterHeap::resolve_counter_range`].
-    pub fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        resolve_timestamps_into(&self.storage, range, out)
-    }
-
-    /// Invalidates entries (`invalidateCounterRange`): they resolve as
-    /// [`SampleStatus::Invalidated`](gpu_counters_hal::SampleStatus::Invalidated), 0.
-    ///
-    /// # Errors
-    /// A range past the end or empty; while an entry is still pending on
-    /// the GPU.
-    pub fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
-        host_reset(&self.storage, range, SlotState::Invalidated, "invalidating")
-    }
-}
-
-impl BackendHeap for CounterHeap {
-    fn count(&self) -> u32 {
-        CounterHeap::count(self)
-    }
-
-    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        CounterHeap::resolve_counter_range(self, range)
-    }
-
-    fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        CounterHeap::resolve_counter_range_into(self, range, out)
-    }
-
-    fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        CounterHeap::resolve_timestamps_into(self, range, out)
-    }
-
-    fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
-        CounterHeap::invalidate_counter_range(self, range)
-    }
-}
-
-const IDLE: u8 = 0;
-const SUBMITTED: u8 = 1;
-const SIGNALED: u8 = 2;
-
-/// A completion marker: a `Queue::on_submitted_work_done` callback setting
-/// an atomic.
-pub struct Marker {
+/// What signals a wgpu [`Marker`]: the queue's work-done callback, which
+/// runs when the device is polled.
+pub struct WorkDone {
     device: wgpu::Device,
-    state: Arc<AtomicU8>,
 }
 
-impl BackendMarker for Marker {
-    fn is_signaled(&self) -> Result<bool> {
-        if self.state.load(Ordering::Acquire) == SUBMITTED {
-            // Callbacks run only when the device is polled.
-            self.device
-                .poll(wgpu::PollType::Poll)
-                .map_err(poll_err("marker"))?;
-        }
-        Ok(self.state.load(Ordering::Acquire) == SIGNALED)
-    }
-
-    fn reset(&self) -> Result<()> {
-        self.state
-            .compare_exchange(SIGNALED, IDLE, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
-            .map_err(|_| Error::Internal("marker reset before it signaled".into()))
+impl MarkerSignal for WorkDone {
+    fn poll(&self) -> Result<bool> {
+        // Callbacks run only when the device is polled.
+        self.device
+            .poll(wgpu::PollType::Poll)
+            .map_err(poll_err("marker"))?;
+        Ok(false)
     }
 }
 
@@ -363,7 +115,7 @@ impl Recorder {
             // A profiled pass's scope: the pass writes it.
             return self.capture_sample(buffer, index);
         }
-        if buffer.storage.samples.set == CommonCounterSet::Statistic {
+        if buffer.counter_set() == CommonCounterSet::Statistic {
             return Err(InvalidInput::Unsupported(
                 "wgpu cannot sample pipeline statistics between passes: its pipeline statistics queries can only be begun and ended inside a pass".into(),
             )
@@ -371,7 +123,7 @@ impl Recorder {
         }
         // wgpu's encoder timestamps come after all prior work: both
         // placements are the same.
-        let storage = buffer.storage.clone();
+        let storage = buffer.storage().clone();
         self.encoder_timestamp(&storage, index)
     }
 
@@ -389,7 +141,7 @@ impl Recorder {
         heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
-        let storage = heap.storage.clone();
+        let storage = heap.storage().clone();
         self.encoder_timestamp(&storage, index)
     }
 
@@ -411,7 +163,7 @@ impl Device {
         storage: StorageMode,
         count: u32,
         what: &'static str,
-    ) -> Result<Arc<Storage>> {
+    ) -> Result<Arc<QuerySetStorage>> {
         let (ty, values, field_map) = match set {
             CommonCounterSet::Timestamp => {
                 self.require(
@@ -451,7 +203,7 @@ impl Device {
             ty,
             count,
         });
-        Ok(Arc::new(Storage::new(
+        Ok(Arc::new(QuerySetStorage::new(
             samples,
             query_set,
             (self.device().clone(), self.shared.id),
@@ -477,15 +229,13 @@ impl Device {
         descriptor: &CounterSampleBufferDescriptor,
     ) -> Result<CounterSampleBuffer> {
         let n = descriptor.checked_sample_count(MAX_SAMPLE_COUNT)?;
-        Ok(CounterSampleBuffer {
-            storage: self.make_storage(
-                descriptor.label.clone(),
-                descriptor.counter_set,
-                descriptor.storage_mode,
-                n,
-                "sample",
-            )?,
-        })
+        Ok(CounterSampleBuffer::from_storage(self.make_storage(
+            descriptor.label.clone(),
+            descriptor.counter_set,
+            descriptor.storage_mode,
+            n,
+            "sample",
+        )?))
     }
 
     /// Makes a Metal 4 counter heap of timestamps
@@ -503,15 +253,13 @@ impl Device {
             }
             .into());
         }
-        Ok(CounterHeap {
-            storage: self.make_storage(
-                format!("timestamp heap of {n}"),
-                CommonCounterSet::Timestamp,
-                StorageMode::Shared,
-                n,
-                "heap entry",
-            )?,
-        })
+        Ok(CounterHeap::from_storage(self.make_storage(
+            descriptor.label.clone(),
+            CommonCounterSet::Timestamp,
+            StorageMode::Shared,
+            n,
+            "heap entry",
+        )?))
     }
 
     /// A CPU time and a GPU timestamp taken together, with the most they
@@ -586,22 +334,17 @@ impl BackendDevice for Device {
     }
 
     fn make_marker(&self) -> Result<Marker> {
-        Ok(Marker {
+        Ok(Marker::new(WorkDone {
             device: self.device().clone(),
-            state: Arc::new(AtomicU8::new(IDLE)),
-        })
+        }))
     }
 
     fn submit_marker(&self, marker: &Marker) -> Result<()> {
-        marker
-            .state
-            .compare_exchange(IDLE, SUBMITTED, Ordering::AcqRel, Ordering::Acquire)
-            .map_err(|_| Error::Internal("marker submitted while in flight".into()))?;
-        let state = marker.state.clone();
-        self.queue().on_submitted_work_done(move || {
-            state.store(SIGNALED, Ordering::Release);
-        });
-        Ok(())
+        marker.submit(|_, flag| {
+            let flag = flag.clone();
+            self.queue().on_submitted_work_done(move || flag.signal());
+            Ok(())
+        })
     }
 
     fn wait_idle(&self) -> Result<()> {

@@ -78,8 +78,9 @@ mod scope;
 mod stats;
 mod storage;
 
-pub use backend::{CounterHeap, CounterSampleBuffer, Marker, Wgpu};
+pub use backend::{CounterHeap, CounterSampleBuffer, Marker, Wgpu, WorkDone};
 pub use stats::{ComputePass, RenderPass};
+pub use storage::QuerySetStorage;
 
 use gpu_counters_hal::bookkeeping::{
     LocalClaims, Phase, SampleTable, Ticket, WRITTEN_CONCURRENTLY,
@@ -91,7 +92,6 @@ use gpu_counters_hal::{
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use storage::Storage;
 
 /// Most queries one sample buffer holds: wgpu's query set limit.
 pub const MAX_SAMPLE_COUNT: u32 = wgpu::QUERY_SET_MAX_QUERIES;
@@ -175,7 +175,7 @@ fn refused_as_foreign(e: &wgpu::Error) -> bool {
 
 /// Abandons a recording refused at submit: its ticket, and its writes into
 /// the storages of `readbacks` (nothing of it runs).
-fn abandon(ticket: &Ticket, readbacks: &[(Arc<Storage>, storage::Readback)]) {
+fn abandon(ticket: &Ticket, readbacks: &[(Arc<QuerySetStorage>, storage::Readback)]) {
     ticket.set_phase(Phase::Abandoned);
     for (storage, _) in readbacks {
         if let Ok(mut slots) = storage.samples.lock() {
@@ -618,7 +618,7 @@ pub struct Recorder {
     pass: stats::PassSlot,
     ticket: Ticket,
     /// Per storage written: the indices written.
-    written: Vec<(Arc<Storage>, storage::Written)>,
+    written: Vec<(Arc<QuerySetStorage>, storage::Written)>,
     /// Blocks of timestamp indices this recording claimed, written without
     /// the bookkeeping lock (see [`gpu_counters_hal::bookkeeping::claim`]).
     claims: LocalClaims,
@@ -691,7 +691,7 @@ impl Recorder {
     /// locked write passed that check, so a claimed write is always of this
     /// device's storage.
     #[inline]
-    fn note_writes(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> Result<()> {
+    fn note_writes(&mut self, storage: &Arc<QuerySetStorage>, indices: &[u32]) -> Result<()> {
         if storage.samples.set != CommonCounterSet::Timestamp {
             return Err(self.not_timestamps(storage));
         }
@@ -711,7 +711,7 @@ impl Recorder {
     /// Why `storage`, not of timestamps, cannot be written as timestamps
     /// (or that it is another device's).
     #[cold]
-    fn not_timestamps(&self, storage: &Storage) -> Error {
+    fn not_timestamps(&self, storage: &QuerySetStorage) -> Error {
         if let Err(e) = self.check_device(storage) {
             return e;
         }
@@ -724,14 +724,18 @@ impl Recorder {
     /// Refuses another device's sample buffer or heap (hal's shared
     /// check, naming which of the two it is).
     #[inline]
-    pub(crate) fn check_device(&self, storage: &Storage) -> Result<()> {
+    pub(crate) fn check_device(&self, storage: &QuerySetStorage) -> Result<()> {
         self.device_id
             .check(storage.device_id, storage.samples.object_name())
     }
 
     /// [`Recorder::note_writes`] under the bookkeeping lock.
     #[inline(never)]
-    fn note_writes_locked(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> Result<()> {
+    fn note_writes_locked(
+        &mut self,
+        storage: &Arc<QuerySetStorage>,
+        indices: &[u32],
+    ) -> Result<()> {
         let last = indices.last().copied();
         self.note_writes_with(storage, indices, |slots, claims, ticket| {
             for &i in indices {
@@ -757,7 +761,7 @@ impl Recorder {
     /// does not revoke) cannot store its "no write" after this recording's
     /// write of the index: the reset either came first, and the write is
     /// the latest, or it saw the write applied to the table and refused.
-    fn release_claim(&mut self, storage: &Storage, slots: &mut SampleTable) {
+    fn release_claim(&mut self, storage: &QuerySetStorage, slots: &mut SampleTable) {
         if self.claims.is_empty() {
             return;
         }
@@ -809,7 +813,7 @@ impl Recorder {
     /// the submission.
     pub(crate) fn note_writes_with(
         &mut self,
-        storage: &Arc<Storage>,
+        storage: &Arc<QuerySetStorage>,
         indices: &[u32],
         mark: impl FnOnce(&mut SampleTable, &mut LocalClaims, &Ticket),
     ) -> Result<()> {
@@ -886,7 +890,7 @@ impl Recorder {
             "pass timestamp writes need it",
         )?;
         let (indices, count) = Self::pass_indices(start, end)?;
-        self.note_writes(&buffer.storage, &indices[..count])
+        self.note_writes(buffer.storage(), &indices[..count])
     }
 
     /// The timestamp writes of a compute pass into `buffer[start]` and
@@ -908,7 +912,7 @@ impl Recorder {
     ) -> Result<wgpu::ComputePassTimestampWrites<'a>> {
         self.reserve_pass_timestamps(buffer, start, end)?;
         Ok(wgpu::ComputePassTimestampWrites {
-            query_set: &buffer.storage.query_set,
+            query_set: &buffer.storage().query_set,
             beginning_of_pass_write_index: start,
             end_of_pass_write_index: end,
         })
@@ -924,14 +928,14 @@ impl Recorder {
     ) -> Result<wgpu::RenderPassTimestampWrites<'a>> {
         self.reserve_pass_timestamps(buffer, start, end)?;
         Ok(wgpu::RenderPassTimestampWrites {
-            query_set: &buffer.storage.query_set,
+            query_set: &buffer.storage().query_set,
             beginning_of_pass_write_index: start,
             end_of_pass_write_index: end,
         })
     }
 
     /// A timestamp into `storage[index]` between passes.
-    fn encoder_timestamp(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+    fn encoder_timestamp(&mut self, storage: &Arc<QuerySetStorage>, index: u32) -> Result<()> {
         self.pass.check()?;
         self.device.require(
             wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS,

@@ -49,7 +49,7 @@ impl Recorder {
         buffer: &CounterSampleBuffer,
         index: u32,
     ) -> Result<()> {
-        match buffer.storage.samples.set {
+        match buffer.storage().samples.set {
             CommonCounterSet::Timestamp => {
                 let k = self.capture.timestamps;
                 if k >= 2 {
@@ -62,12 +62,12 @@ impl Recorder {
                     "TIMESTAMP_QUERY",
                     "profiled passes need it",
                 )?;
-                self.note_writes(&buffer.storage, &[index])?;
+                self.note_writes(buffer.storage(), &[index])?;
                 let capture = &mut self.capture;
                 match &capture.timestamp_buffer {
                     // The usual second timestamp: the same buffer, kept once.
                     Some(b) => {
-                        capture.mixed |= !std::sync::Arc::ptr_eq(&b.storage, &buffer.storage)
+                        capture.mixed |= !std::sync::Arc::ptr_eq(b.storage(), buffer.storage())
                     }
                     None => capture.timestamp_buffer = Some(buffer.clone()),
                 }
@@ -76,14 +76,14 @@ impl Recorder {
             }
             CommonCounterSet::Statistic => match self.capture.statistic_start.take() {
                 None if self.capture.statistics.is_none() => {
-                    self.check_device(&buffer.storage)?;
-                    let s = &buffer.storage.samples;
+                    self.check_device(buffer.storage())?;
+                    let s = &buffer.storage().samples;
                     let slots = s.lock()?;
                     s.check_write(&slots, index, false, self.ticket.id())?;
                     self.capture.statistic_start = Some((buffer.clone(), index));
                 }
                 Some((start_buffer, start))
-                    if std::sync::Arc::ptr_eq(&start_buffer.storage, &buffer.storage) =>
+                    if std::sync::Arc::ptr_eq(start_buffer.storage(), buffer.storage()) =>
                 {
                     let open = self.note_statistics(buffer, start, index)?;
                     self.capture.statistics = Some((buffer.clone(), start, open));
@@ -146,7 +146,7 @@ mod profiled {
                 *owned = timestamps;
                 let stamps = owned
                     .as_ref()
-                    .map(|(b, start, end)| (&b.storage.query_set, *start, *end));
+                    .map(|(b, start, end)| (&b.storage().query_set, *start, *end));
                 return Ok((stamps, counted));
             }
             let Some(scope) = frame.pass_scope(self, label, kind)? else {
@@ -159,7 +159,7 @@ mod profiled {
                 return Err(scope.failed(e));
             }
             scope.recorded();
-            Ok((Some((&buffer.storage.query_set, start, end)), None))
+            Ok((Some((&buffer.storage().query_set, start, end)), None))
         }
 
         /// Begins and ends `frame`'s scope `label` with the recorder
@@ -233,7 +233,7 @@ mod profiled {
                 Some((b, start, open)) => self.guarded_compute_pass(
                     &descriptor,
                     label,
-                    Some((&b.storage.query_set, start, open)),
+                    Some((&b.storage().query_set, start, open)),
                 ),
                 None => self.guarded_compute_pass(&descriptor, label, None),
             })
@@ -274,7 +274,7 @@ mod profiled {
                 Some((b, start, open)) => self.guarded_render_pass(
                     &descriptor,
                     label,
-                    Some((&b.storage.query_set, start, open)),
+                    Some((&b.storage().query_set, start, open)),
                 ),
                 None => self.guarded_render_pass(&descriptor, label, None),
             })

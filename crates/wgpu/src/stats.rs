@@ -17,7 +17,7 @@
 //! (tessellation, post-tessellation vertices, fragments passed) hold the
 //! error value.
 
-use crate::storage::Storage;
+use crate::storage::QuerySetStorage;
 use crate::{CounterSampleBuffer, Recorder};
 use gpu_counters_hal::bookkeeping::NONE;
 use gpu_counters_hal::{CommonCounterSet, Error, InvalidInput, Result};
@@ -32,7 +32,7 @@ fn next_chain() -> u64 {
 
 /// The open statistics query of a pass: `start` and `end` of `storage`.
 pub(crate) struct Open {
-    storage: Arc<Storage>,
+    storage: Arc<QuerySetStorage>,
     start: u32,
     end: u32,
 }
@@ -262,7 +262,7 @@ impl Recorder {
         start: u32,
         end: u32,
     ) -> Result<Open> {
-        let storage = &buffer.storage;
+        let storage = buffer.storage();
         self.check_device(storage)?;
         if storage.samples.set != CommonCounterSet::Statistic {
             return Err(InvalidInput::Argument(format!(
@@ -322,7 +322,7 @@ impl Recorder {
         Ok(self.guarded_compute_pass(
             descriptor,
             label,
-            Some((&buffer.storage.query_set, start, open)),
+            Some((&buffer.storage().query_set, start, open)),
         ))
     }
 
@@ -341,7 +341,7 @@ impl Recorder {
         Ok(self.guarded_render_pass(
             descriptor,
             label,
-            Some((&buffer.storage.query_set, start, open)),
+            Some((&buffer.storage().query_set, start, open)),
         ))
     }
 }

@@ -2,6 +2,7 @@
 //! and their availability.
 
 use gpu_counters_hal::bookkeeping::{QueryRead, SampleSet, Ticket};
+use gpu_counters_hal::storage::SampleStorage;
 use gpu_counters_hal::{Error, Result};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -18,7 +19,7 @@ const MAP_FAILED: u8 = 2;
 /// flight per frame, a few frames.
 const SPARE_READBACKS: usize = 4;
 
-// A claimed block is one word of `Written` (`Storage::note_claimed_writes`).
+// A claimed block is one word of `Written` (`QuerySetStorage::note_claimed_writes`).
 const _: () = assert!(gpu_counters_hal::bookkeeping::BLOCK == 64);
 
 /// The indices one recording wrote into one storage, as a bit per index
@@ -29,7 +30,7 @@ pub(crate) struct Written {
 
 impl Written {
     /// None written of `storage`'s queries.
-    pub(crate) fn new(storage: &Storage) -> Self {
+    pub(crate) fn new(storage: &QuerySetStorage) -> Self {
         Self {
             words: vec![0; storage.latest.len().div_ceil(64)].into(),
         }
@@ -95,7 +96,7 @@ pub(crate) struct Readback {
     /// Where `map_async` got to.
     mapped: Arc<AtomicU8>,
     /// The submission's ticket: values count only once it is done, and its
-    /// id names the writes (see [`Storage::latest`]).
+    /// id names the writes (see [`QuerySetStorage::latest`]).
     ticket: Ticket,
 }
 
@@ -112,8 +113,10 @@ struct Host {
     spare: Vec<(wgpu::Buffer, wgpu::Buffer)>,
 }
 
-/// A sample buffer's or heap's wgpu query set and host values.
-pub(crate) struct Storage {
+/// A sample buffer's or heap's wgpu query set and host values: the
+/// storage of [`CounterSampleBuffer`](crate::CounterSampleBuffer) and
+/// [`CounterHeap`](crate::CounterHeap).
+pub struct QuerySetStorage {
     pub(crate) samples: SampleSet,
     pub(crate) query_set: wgpu::QuerySet,
     /// The device it belongs to: a recorder of another refuses it.
@@ -132,7 +135,7 @@ pub(crate) struct Storage {
     host: Mutex<Host>,
 }
 
-impl Storage {
+impl QuerySetStorage {
     pub(crate) fn new(
         samples: SampleSet,
         query_set: wgpu::QuerySet,
@@ -173,7 +176,7 @@ impl Storage {
     /// Notes the writes of the recording of ticket `id` made under a claim
     /// that just ended, with the sample set's lock held: the indices
     /// `first + i` for each bit `i` of `mask` (`first` is a block's first
-    /// index, a multiple of 64), as [`Storage::begin_writes`] does.
+    /// index, a multiple of 64), as [`QuerySetStorage::begin_writes`] does.
     pub(crate) fn note_claimed_writes(
         &self,
         first: u32,
@@ -434,9 +437,27 @@ impl Storage {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Forgets `first..first+count` on the host: no value, no write. With
-    /// the sample set's lock held.
-    pub(crate) fn clear(&self, first: u32, count: u32) {
+    /// The wgpu query set, for the caller's own pass descriptors (record
+    /// through [`Recorder`](crate::Recorder) so the bookkeeping knows of the
+    /// writes).
+    pub fn query_set(&self) -> &wgpu::QuerySet {
+        &self.query_set
+    }
+}
+
+/// A resolve or host reset first takes in the read-backs that arrived
+/// (a poll of the device, then the read-backs mapped since).
+impl SampleStorage for QuerySetStorage {
+    fn samples(&self) -> &SampleSet {
+        &self.samples
+    }
+
+    fn update(&self) -> Result<()> {
+        self.harvest()
+    }
+
+    /// Forgets `first..first+count` on the host: no value, no write.
+    fn clear(&self, first: u32, count: u32) {
         let range = first as usize..(first as usize + count as usize);
         let mut host = lock(&self.host);
         if let Some(arrived) = host.arrived.get_mut(range.clone()) {
@@ -448,7 +469,7 @@ impl Storage {
     }
 }
 
-impl QueryRead for Storage {
+impl QueryRead for QuerySetStorage {
     fn values(&self) -> u32 {
         self.values
     }

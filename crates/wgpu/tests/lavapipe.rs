@@ -404,8 +404,7 @@ fn missing_features_are_typed_errors_naming_them() {
             "t",
             2,
         ))
-        .err()
-        .expect("a timestamp buffer without TIMESTAMP_QUERY");
+        .expect_err("a timestamp buffer without TIMESTAMP_QUERY");
     assert!(unsupported(e).contains("TIMESTAMP_QUERY"));
     let e = d
         .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
@@ -413,8 +412,7 @@ fn missing_features_are_typed_errors_naming_them() {
             "s",
             2,
         ))
-        .err()
-        .expect("a statistic buffer without PIPELINE_STATISTICS_QUERY");
+        .expect_err("a statistic buffer without PIPELINE_STATISTICS_QUERY");
     assert!(unsupported(e).contains("PIPELINE_STATISTICS_QUERY"));
     assert!(unsupported(d.calibration().unwrap_err()).contains("TIMESTAMP_QUERY"));
     gpu.check();
@@ -495,9 +493,7 @@ fn profiler_over_an_encoder() {
     outer.end(&mut rec).unwrap();
     let before = cpu_monotonic_ns();
     let submission = d.submit(rec).unwrap();
-    profiler
-        .end_frame(frame, Some(submission.cpu_submit_ns()))
-        .unwrap();
+    profiler.end_frame(frame, [&submission]).unwrap();
     let after = submission.wait().unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))
@@ -517,7 +513,7 @@ fn profiler_over_an_encoder() {
 /// the work before them is done.
 #[test]
 fn rerecorded_samples_heaps_and_markers() {
-    use gpu_counters_hal::{BackendMarker, CounterHeapDescriptor};
+    use gpu_counters_hal::CounterHeapDescriptor;
     let Some(gpu) = timestamp_gpu() else {
         return;
     };
@@ -563,9 +559,15 @@ fn rerecorded_samples_heaps_and_markers() {
         .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
     {
         let heap = d
-            .make_counter_heap(&CounterHeapDescriptor::timestamp(3))
+            .make_counter_heap(&CounterHeapDescriptor::timestamp(3).with_label("frame times"))
             .unwrap();
+        assert_eq!(heap.label(), "frame times");
+        assert!(format!("{heap:?}").contains("frame times"));
         let mut rec = d.recorder(None);
+        let e = rec
+            .write_timestamp(TimestampGranularity::Precise, &heap, 3)
+            .unwrap_err();
+        assert!(e.to_string().contains("`frame times`"), "{e}");
         rec.write_timestamp(TimestampGranularity::Precise, &heap, 1)
             .unwrap();
         d.submit(rec).unwrap().wait().unwrap();
@@ -1066,9 +1068,7 @@ fn profiled_compute_passes(
     }
     let before = cpu_monotonic_ns();
     let submission = d.submit(rec).unwrap();
-    profiler
-        .end_frame(frame, Some(submission.cpu_submit_ns()))
-        .unwrap();
+    profiler.end_frame(frame, [&submission]).unwrap();
     let after = submission.wait().unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))
@@ -1216,9 +1216,7 @@ fn fs() -> @location(0) vec4<f32> {
         }
         outer.end(&mut rec).unwrap();
         let submission = d.submit(rec).unwrap();
-        profiler
-            .end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         submission.wait().unwrap();
         let frames = profiler
             .wait_collect_all(std::time::Duration::from_secs(10))
@@ -1569,7 +1567,7 @@ fn profiled_passes_from_threads_into_one_frame() {
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        profiler.end_frame(frame, None).unwrap();
+        profiler.end_frame(frame, []).unwrap();
         let frames = profiler
             .wait_collect_all(std::time::Duration::from_secs(10))
             .unwrap();
@@ -1725,7 +1723,7 @@ fn a_leaked_profiled_pass_is_refused_at_submit_and_its_frame_collected() {
         .submit(rec)
         .expect_err("a recording with a leaked pass was submitted");
     assert_eq!(leaked_pass_label(&e), "leaked pass", "{e}");
-    profiler.end_frame(frame, None).unwrap();
+    profiler.end_frame(frame, []).unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))
         .unwrap();
@@ -1880,7 +1878,7 @@ fn every_leaked_guard_is_refused_at_submit_and_never_reads_zero() {
                     assert_eq!(r.statuses(), &[SampleStatus::Written; 2], "{case}");
                 }
             }
-            profiler.end_frame(frame, None).unwrap();
+            profiler.end_frame(frame, []).unwrap();
             let frames = profiler
                 .wait_collect_all(std::time::Duration::from_secs(10))
                 .unwrap();
@@ -2018,7 +2016,7 @@ fn leaked_passes_under_the_default_handler_are_errors_not_panics() {
     std::mem::forget(rec.begin_profiled_compute_pass(&frame, "leaked").unwrap());
     let e = d.submit(rec).expect_err("submitted with a leaked pass");
     assert_eq!(leaked_pass_label(&e), "leaked", "{e}");
-    profiler.end_frame(frame, None).unwrap();
+    profiler.end_frame(frame, []).unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))
         .unwrap();
@@ -2180,7 +2178,7 @@ fn objects_of_another_device_are_refused() {
                 "recorder"
             );
         }
-        profiler_b.end_frame(frame_b, None).unwrap();
+        profiler_b.end_frame(frame_b, []).unwrap();
         let frames = profiler_b
             .wait_collect_all(std::time::Duration::from_secs(10))
             .unwrap();
@@ -2360,7 +2358,7 @@ fn an_encoder_scope_with_statistics_is_timed_without_them() {
     }
     outer.end(&mut rec).unwrap();
     let s = d.submit(rec).unwrap();
-    profiler.end_frame(frame, Some(s.cpu_submit_ns())).unwrap();
+    profiler.end_frame(frame, [&s]).unwrap();
     s.wait().unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))

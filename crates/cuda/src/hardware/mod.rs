@@ -36,7 +36,8 @@
 //!   Compute), an unknown metric (named), too many passes.
 //!
 //! Offered only where the profiler initializes on the device and measures
-//! `sm__cycles_elapsed.max` in one pass: [`crate::Device::open`] probes
+//! `sm__cycles_elapsed.max` in one pass: a device opened with them asked
+//! for ([`crate::DeviceOptions::hardware_counters`]) probes
 //! that once per device per process (a session is enabled and disabled on
 //! the context), and [`crate::Device::hardware_counters_unavailable`]
 //! says why not where not.
@@ -897,7 +898,11 @@ mod tests {
             eprintln!("skipped experiment_restart_after_decode: no CUDA device");
             return;
         }
-        let d = crate::Device::open(0).unwrap();
+        let options = crate::DeviceOptions {
+            hardware_counters: true,
+            ..crate::DeviceOptions::default()
+        };
+        let d = crate::Device::open_with(0, &options).unwrap();
         let hw = d.hardware_counters().unwrap().clone();
         let config = hw
             .profiler
