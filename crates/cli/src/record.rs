@@ -38,6 +38,8 @@ use std::time::{Duration, Instant};
 
 /// The injection library's file name.
 pub const INJECT_LIB: &str = "libgpu_counters_inject.so";
+/// Overrides where the Vulkan layer's library is found.
+pub const VK_LAYER_LIB_VAR: &str = "GPU_COUNTERS_VK_LAYER_LIB";
 /// Overrides where the injection library is found.
 pub const INJECT_LIB_VAR: &str = "GPU_COUNTERS_INJECT_LIB";
 /// The trace written when `-o` is not given (never over an existing file).
@@ -99,6 +101,20 @@ pub struct RecordArgs {
     #[arg(long)]
     pub no_nvtx: bool,
 
+    /// Do not enable the Vulkan layer (VK_LAYER_GPU_COUNTERS_timing).
+    #[arg(long)]
+    pub no_vulkan: bool,
+
+    /// How finely the Vulkan layer times command buffers: pass (render
+    /// passes, runs of dispatches and of copies, debug labels), draw (also
+    /// each draw) or dispatch (also each dispatch) [default: pass]
+    #[arg(long, value_name = "LEVEL")]
+    pub level: Option<String>,
+
+    /// Take Vulkan pipeline statistics per render pass and compute run
+    #[arg(long)]
+    pub statistics: bool,
+
     /// The CUPTI library the program should use (a path), when it does not
     /// load one itself
     #[arg(long, value_name = "PATH")]
@@ -129,6 +145,8 @@ struct Plan {
     env: Vec<(OsString, OsString)>,
     config: serde_json::Value,
     drain: Duration,
+    /// The Vulkan layer's library, when the layer is enabled.
+    vk_layer: Option<PathBuf>,
 }
 
 fn usage(m: impl Into<String>) -> CliError {
@@ -186,6 +204,71 @@ fn find_injection() -> Result<PathBuf, CliError> {
          gpu-counters or set {INJECT_LIB_VAR} to its path",
         looked.join(" and ")
     )))
+}
+
+/// Finds the Vulkan layer's library: `$GPU_COUNTERS_VK_LAYER_LIB` (which
+/// must name a file), else beside the executable, else
+/// `../lib/gpu-counters/` from it. `Ok(None)` where it is not installed.
+fn find_vk_layer() -> Result<Option<PathBuf>, CliError> {
+    use gpu_counters_record::vk_layer::LIBRARY;
+    if let Some(p) = std::env::var_os(VK_LAYER_LIB_VAR) {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return std::fs::canonicalize(&p)
+                .map(Some)
+                .map_err(|e| usage(format!("{VK_LAYER_LIB_VAR}={}: {e}", p.display())));
+        }
+        return Err(usage(format!(
+            "{VK_LAYER_LIB_VAR}={}: not a file",
+            p.display()
+        )));
+    }
+    let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    else {
+        return Ok(None);
+    };
+    for c in [dir.join(LIBRARY), dir.join("../lib/gpu-counters").join(LIBRARY)] {
+        if c.is_file() {
+            if let Ok(abs) = std::fs::canonicalize(&c) {
+                return Ok(Some(abs));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The loader environment that enables the Vulkan layer whose manifest is
+/// in `dir`: `VK_ADD_LAYER_PATH` first names `dir`, `VK_INSTANCE_LAYERS`
+/// first names the layer (closest to the application, above any layer the
+/// user enables, such as the validation layer, which then checks the
+/// layer's own commands too).
+fn vk_layer_env(dir: &Path) -> Vec<(OsString, OsString)> {
+    let join = |first: OsString, var: &str| -> OsString {
+        match std::env::var_os(var).filter(|v| !v.is_empty()) {
+            Some(v) => {
+                let mut s = first;
+                s.push(":");
+                s.push(v);
+                s
+            }
+            None => first,
+        }
+    };
+    vec![
+        (
+            "VK_ADD_LAYER_PATH".into(),
+            join(dir.as_os_str().to_owned(), "VK_ADD_LAYER_PATH"),
+        ),
+        (
+            "VK_INSTANCE_LAYERS".into(),
+            join(
+                gpu_counters_record::vk_layer::LAYER_NAME.into(),
+                "VK_INSTANCE_LAYERS",
+            ),
+        ),
+    ]
 }
 
 /// A CUPTI library for programs that load none themselves:
@@ -308,7 +391,34 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
         Some(p) => return Err(usage(format!("--cupti {}: not a file", p.display()))),
         None => None,
     };
+    let level = match a.level.as_deref() {
+        None => "pass",
+        Some(l @ ("pass" | "draw" | "dispatch")) => l,
+        Some(other) => {
+            return Err(usage(format!(
+                "--level {other}: must be pass, draw or dispatch"
+            )))
+        }
+    };
+    if a.no_vulkan && (a.level.is_some() || a.statistics) {
+        return Err(usage(
+            "--no-vulkan with --level or --statistics: those apply to the Vulkan layer",
+        ));
+    }
     let lib = find_injection()?;
+    let vk_layer = if a.no_vulkan {
+        None
+    } else {
+        let found = find_vk_layer()?;
+        if found.is_none() && (a.level.is_some() || a.statistics) {
+            return Err(usage(format!(
+                "--level and --statistics need the Vulkan layer {}, which was not found beside \
+                 gpu-counters; install it there or set {VK_LAYER_LIB_VAR} to its path",
+                gpu_counters_record::vk_layer::LIBRARY
+            )));
+        }
+        found
+    };
     let output = if a.summary_only {
         None
     } else {
@@ -345,12 +455,14 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
         "gpu_metrics": a.gpu_metric,
         "counters": a.counters,
         "replay": replay,
+        "vulkan": {"level": level, "statistics": a.statistics},
     });
     Ok(Plan {
         output,
         env,
         config,
         drain: Duration::from_secs_f64(a.drain_timeout),
+        vk_layer,
     })
 }
 
@@ -394,6 +506,21 @@ fn record(a: &RecordArgs) -> Result<ExitCode, CliError> {
         gpu_counters_record::client::RECORD_DIR_VAR.into(),
         collector.dir().as_os_str().to_owned(),
     ));
+    if let Some(layer) = &plan.vk_layer {
+        // The manifest goes in the private directory, naming the library
+        // found: nothing needs installing beside the loader's own paths.
+        use gpu_counters_record::vk_layer::{manifest_json, MANIFEST};
+        let dir = collector.dir().join("vulkan");
+        std::fs::create_dir(&dir)
+            .and_then(|()| std::fs::write(dir.join(MANIFEST), manifest_json(layer)))
+            .map_err(|e| {
+                CliError::Failure(format!(
+                    "record: writing the Vulkan layer's manifest in {}: {e}",
+                    dir.display()
+                ))
+            })?;
+        plan.env.extend(vk_layer_env(&dir));
+    }
 
     // The writer thread: streams the trace into the pending output.
     let abort = Arc::new(AtomicBool::new(false));

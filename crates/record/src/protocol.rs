@@ -31,7 +31,7 @@ use thiserror::Error;
 #[path = "protocol_vk.rs"]
 mod vk;
 pub use vk::{
-    execution_correlation, scope_kind, scope_status, VkDevice, VkFrame, VkQueue, VkScope,
+    execution_correlation, frame_flags, scope_kind, scope_status, VkDevice, VkFrame, VkQueue, VkScope,
     VkStatNames, VkStats, VK_STAT_FIELDS, VK_STAT_LOSSES,
 };
 

@@ -60,6 +60,19 @@ pub mod scope_status {
     /// The end precedes the start after conversion (a driver whose
     /// timestamps of different stages are not ordered): no times, counted.
     pub const REVERSED: u8 = 3;
+    /// No timestamp could be written where it was recorded (queries ran
+    /// out, or inside a pass that allows none): no times, counted.
+    pub const NOT_TIMED: u8 = 4;
+    /// Its results were not read (the ring was full, or the command
+    /// buffer ran on two queues at once): no times, counted.
+    pub const NOT_READ: u8 = 5;
+}
+
+/// Bits of [`VkFrame::flags`].
+pub mod frame_flags {
+    /// The frame ended at a `vkQueuePresentKHR` (otherwise at a submission
+    /// of a program that had not presented yet, or at the device's end).
+    pub const PRESENTED: u8 = 1;
 }
 
 /// The correlation id of a command buffer's execution `execution` (a
@@ -166,6 +179,8 @@ pub struct VkFrame {
     pub executions: u32,
     /// How many of them were not timed.
     pub untimed: u32,
+    /// Bits of [`frame_flags`].
+    pub flags: u8,
 }
 
 /// The names of a device's pipeline statistics, in the order of
@@ -279,6 +294,7 @@ impl Wr<'_> {
             .u64(f.bound_ns)
             .u32(f.executions)
             .u32(f.untimed)
+            .u8(f.flags)
     }
 }
 
@@ -333,6 +349,7 @@ impl<'a> Rd<'a> {
             bound_ns: self.u64("bound_ns")?,
             executions: self.u32("executions")?,
             untimed: self.u32("untimed")?,
+            flags: self.u8("flags")?,
         })
     }
 }

@@ -15,7 +15,9 @@
 //!   present.
 
 use super::{Conn, GpuKey, State};
-use crate::protocol::{execution_correlation, scope_kind, scope_status, Record, VkScope};
+use crate::protocol::{
+    execution_correlation, frame_flags, scope_kind, scope_status, Record, VkScope,
+};
 use crate::summary::VkQueueRow;
 use gpu_counters_profiler::export::perfetto_gpu::{
     CounterUnit, GpuCounterSpec, RenderStage, StageCategory,
@@ -173,17 +175,27 @@ impl<W: Write> State<W> {
                 let name = format!("frame {}", f.frame);
                 if timed {
                     conn.last_ts = conn.last_ts.max(f.gpu_end_ns);
-                    let bound = f.bound_ns.to_string();
+                    let stage = self.other_stage("frame");
+                    let (bound, number) = (f.bound_ns.to_string(), f.frame.to_string());
+                    let presented = if f.flags & frame_flags::PRESENTED != 0 {
+                        "1"
+                    } else {
+                        "0"
+                    };
                     let ev = RenderStage {
                         ts: f.gpu_start_ns,
                         duration: f.gpu_end_ns - f.gpu_start_ns,
                         event_id: self.vk_event_id(conn),
                         queue,
-                        stage: None,
+                        stage,
                         context: None,
                         gpu_id: gpu as i32,
                         name: &name,
-                        extra: &[("bound_ns", &bound)],
+                        extra: &[
+                            ("frame", &number),
+                            ("bound_ns", &bound),
+                            ("presented", presented),
+                        ],
                     };
                     self.out.put(|w| w.render_stage(&ev));
                 }

@@ -1,5 +1,7 @@
 //! The logical device: opened by gpu-counters or wrapped from the caller's.
 
+pub(crate) use crate::clock::mask;
+use crate::clock::{CalibratedClock, CALIBRATION_BURST};
 use crate::instance::{Capabilities, Instance, InstanceOptions};
 use crate::resolve::ResolvePipeline;
 use crate::util::vk_err;
@@ -11,12 +13,6 @@ use gpu_counters_core::{
 };
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, OnceLock};
-
-/// Calibration reads taken per [`Device::sample_timestamps`]; the one with the
-/// smallest max deviation wins. On NVIDIA a read takes about 5.5 us and its
-/// deviation varies from about 3 to 15 us, so a burst of 32 (about 0.2 ms)
-/// almost always finds one near the driver's best.
-const CALIBRATION_BURST: usize = 32;
 
 /// Which optional features the caller enabled on a device they created
 /// themselves ([`Device::from_raw`]).
@@ -73,11 +69,6 @@ const REQUIRED_COMMANDS: [&CStr; 7] = [
     c"vkCmdBeginRenderPass2",
 ];
 
-pub(crate) enum CalibratedLoader {
-    Khr(ash::khr::calibrated_timestamps::Device),
-    Ext(ash::ext::calibrated_timestamps::Device),
-}
-
 /// A Vulkan device with one graphics+compute queue, ready for counter
 /// sampling. Cloning shares it.
 #[derive(Clone)]
@@ -100,7 +91,7 @@ pub(crate) struct DeviceShared {
     /// completes those it waited for.
     pub(crate) submitted: Mutex<Vec<Ticket>>,
     pub(crate) memory: vk::PhysicalDeviceMemoryProperties,
-    pub(crate) calibrated: Option<CalibratedLoader>,
+    pub(crate) calibrated: Option<CalibratedClock>,
     pub(crate) push_descriptor: Option<ash::khr::push_descriptor::Device>,
     pub(crate) resolve: OnceLock<std::result::Result<ResolvePipeline, Error>>,
     /// `info.sampling_points` as flags indexed by `CounterSamplingPoint as
@@ -355,12 +346,11 @@ impl Device {
         let raw = instance.raw();
         let calibrated = match (caps.calibration, caps.calibration_ext) {
             (CalibrationMethod::Bracketing, _) | (_, None) => None,
-            (_, Some(CalibratedTimestamps::Khr)) => Some(CalibratedLoader::Khr(
-                ash::khr::calibrated_timestamps::Device::new(raw, &device),
-            )),
-            (_, Some(CalibratedTimestamps::Ext)) => Some(CalibratedLoader::Ext(
-                ash::ext::calibrated_timestamps::Device::new(raw, &device),
-            )),
+            // SAFETY: the extension is enabled on the device (opened so, or
+            // the caller's promise of `from_raw`) and its domains were checked.
+            (_, Some(ext)) => Some(unsafe {
+                CalibratedClock::new(raw, &device, ext, caps.timestamp_valid_bits)
+            }),
         };
         let push_descriptor = caps
             .push_descriptor
@@ -472,16 +462,7 @@ impl Device {
     /// timestamp-only submission between two CPU clock reads.
     pub fn sample_timestamps(&self) -> Result<TimestampPair> {
         match &self.shared.calibrated {
-            Some(loader) => {
-                let mut best: Option<TimestampPair> = None;
-                for _ in 0..CALIBRATION_BURST {
-                    let pair = self.calibrated_read(loader)?;
-                    if best.is_none_or(|b| pair.max_deviation_ns < b.max_deviation_ns) {
-                        best = Some(pair);
-                    }
-                }
-                best.ok_or_else(|| Error::Internal("no calibration read".into()))
-            }
+            Some(clock) => clock.read_best(CALIBRATION_BURST),
             None => self.bracketed_read(),
         }
     }
@@ -491,31 +472,8 @@ impl Device {
         self.shared
             .calibrated
             .as_ref()
-            .map(|l| self.calibrated_read(l))
+            .map(CalibratedClock::read)
             .transpose()
-    }
-
-    fn calibrated_read(&self, loader: &CalibratedLoader) -> Result<TimestampPair> {
-        let infos = [
-            vk::CalibratedTimestampInfoKHR::default().time_domain(vk::TimeDomainKHR::DEVICE),
-            vk::CalibratedTimestampInfoKHR::default()
-                .time_domain(vk::TimeDomainKHR::CLOCK_MONOTONIC),
-        ];
-        // SAFETY: the extension was enabled on this device (loader exists
-        // only then) and both domains were checked to be calibrateable.
-        let (values, deviation) = unsafe {
-            match loader {
-                CalibratedLoader::Khr(l) => l.get_calibrated_timestamps(&infos),
-                CalibratedLoader::Ext(l) => l.get_calibrated_timestamps(&infos),
-            }
-        }
-        .map_err(vk_err("vkGetCalibratedTimestamps"))?;
-        let mask = mask(self.shared.caps.timestamp_valid_bits);
-        Ok(TimestampPair {
-            cpu_ns: values[1],
-            gpu_ticks: values[0] & mask,
-            max_deviation_ns: deviation,
-        })
     }
 
     fn bracketed_read(&self) -> Result<TimestampPair> {
@@ -639,13 +597,5 @@ impl DeviceShared {
             .into());
         }
         Ok(())
-    }
-}
-
-pub(crate) fn mask(bits: u32) -> u64 {
-    if bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
     }
 }

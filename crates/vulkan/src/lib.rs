@@ -37,6 +37,7 @@
 
 mod backend;
 mod buffer;
+mod clock;
 mod command;
 mod device;
 mod encoder;
@@ -50,6 +51,7 @@ mod util;
 pub use ash;
 pub use backend::{FenceMarker, Vulkan};
 pub use buffer::{BufferRef, GpuBuffer, MemoryLocation};
+pub use clock::{calibration_extension, CalibratedClock, CALIBRATION_BURST};
 pub use command::{CommandBuffer, Completion, Submission};
 pub use device::{CalibratedTimestamps, Device, EnabledFeatures};
 pub use encoder::{
@@ -60,6 +62,7 @@ pub use encoder::{
 pub use gpu_counters_core as core;
 pub use instance::{Instance, InstanceOptions, MAX_SAMPLE_COUNT, VALIDATION_ENV, VALIDATION_LAYER};
 pub use resolve::compile_wgsl;
+pub use samples::VK_STATISTICS;
 pub use sample_buffer::{CounterHeap, CounterSampleBuffer};
 pub use util::map_vk_error;
 
