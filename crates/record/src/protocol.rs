@@ -31,8 +31,8 @@ use thiserror::Error;
 #[path = "protocol_vk.rs"]
 mod vk;
 pub use vk::{
-    execution_correlation, frame_flags, scope_kind, scope_status, VkDevice, VkFrame, VkQueue, VkScope,
-    VkStatNames, VkStats, VK_STAT_FIELDS, VK_STAT_LOSSES,
+    execution_correlation, frame_flags, scope_kind, scope_status, VkDevice, VkFrame, VkQueue,
+    VkScope, VkStatNames, VkStats, VK_STAT_FIELDS, VK_STAT_LOSSES,
 };
 
 /// The frame magic, `GCR1` in little-endian byte order.

@@ -54,9 +54,14 @@ mod tests {
     /// The checked-in manifest beside the layer's sources is this one.
     #[test]
     fn the_checked_in_manifest_is_the_generated_one() {
-        let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vk-layer").join(MANIFEST);
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../vk-layer")
+            .join(MANIFEST);
         let file = std::fs::read_to_string(&here).expect("crates/vk-layer's manifest");
-        assert_eq!(file, manifest_json(Path::new("./libgpu_counters_vk_layer.so")));
+        assert_eq!(
+            file,
+            manifest_json(Path::new("./libgpu_counters_vk_layer.so"))
+        );
         let odd = manifest_json(Path::new("/a \"b\"\\c"));
         assert!(odd.contains(r#""library_path": "/a \"b\"\\c","#), "{odd}");
     }

@@ -538,9 +538,7 @@ pub(crate) unsafe extern "system" fn get_device_proc_addr(
     }
     // SAFETY: the loader or application passes a device and a name.
     let (dev, n) = unsafe { (of(device), CStr::from_ptr(name)) };
-    let Some(dev) = dev else {
-        return None;
-    };
+    let dev = dev?;
     if n == c"vkGetDeviceProcAddr" {
         // SAFETY: a function of the right type.
         return unsafe {
@@ -609,6 +607,7 @@ pub unsafe fn destroy(a: &Active) {
 /// At exit: every device's executions still in flight are counted as not
 /// retired; no Vulkan call is made (the driver may be going away).
 pub fn exit_all() {
+    retire::EXITING.store(true, Ordering::Release);
     for d in global::devices() {
         let Some(a) = &d.active else { continue };
         // Wait (bounded) for a retire in progress to finish its calls.

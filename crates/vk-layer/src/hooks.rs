@@ -124,12 +124,15 @@ fn table(a: &Active) -> Vec<(&'static CStr, bool, *const ())> {
     ]
 }
 
+/// A command buffer's state, where the layer knows it.
+type State = Option<Arc<Mutex<CbState>>>;
+
 /// The active device of a command buffer, and its state.
 ///
 /// # Safety
 ///
 /// `cb` is a valid command buffer.
-unsafe fn lookup(cb: vk::CommandBuffer) -> Option<(Arc<device::DeviceData>, Option<Arc<Mutex<CbState>>>)> {
+unsafe fn lookup(cb: vk::CommandBuffer) -> Option<(Arc<device::DeviceData>, State)> {
     // SAFETY: the caller's promise.
     let d = unsafe { device::of(cb) }?;
     let state = d.active.as_ref()?.cb(cb);
@@ -332,13 +335,16 @@ wrap!(cmd_end_rendering, cmd_end_rendering, (), |_: &Active, _: &Option<Arc<Mute
 wrap!(cmd_end_rendering_khr, cmd_end_rendering_khr, (), |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {}, end_rendering);
 
 fn label_begin(a: &Active, s: &Option<Arc<Mutex<CbState>>>, cb: vk::CommandBuffer, info: *const vk::DebugUtilsLabelEXT<'_>) {
-    let text = if info.is_null() || unsafe { (*info).p_label_name.is_null() } {
-        String::new()
-    } else {
-        // SAFETY: the application's valid label with a NUL-terminated name.
-        unsafe { CStr::from_ptr((*info).p_label_name) }
-            .to_string_lossy()
-            .into_owned()
+    // SAFETY: the application's valid label (or null) with a
+    // NUL-terminated name (or null).
+    let text = unsafe {
+        if info.is_null() || (*info).p_label_name.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr((*info).p_label_name)
+                .to_string_lossy()
+                .into_owned()
+        }
     };
     with_rec(s, |r| {
         if r.timed() {

@@ -239,20 +239,18 @@ pub(crate) unsafe extern "system" fn create_device(
     let app = unsafe { &*info };
     let config = sink::get().map(|s| s.config).unwrap_or_default();
     // SAFETY: `pd` belongs to the instance.
-    let caps = match std::panic::catch_unwind(|| unsafe { Caps::query(&inst, pd) }) {
-        Ok(c) => c,
-        Err(_) => Caps::default(),
-    };
+    // SAFETY: `pd` belongs to the instance.
+    let caps = std::panic::catch_unwind(|| unsafe { Caps::query(&inst, pd) }).unwrap_or_default();
 
     // What to add.
     let mut extensions: Vec<*const c_char> = (0..app.enabled_extension_count as usize)
         // SAFETY: a valid create info's extension array.
         .map(|i| unsafe { *app.pp_enabled_extension_names.add(i) })
         .collect();
-    // SAFETY: valid NUL-terminated names.
     let app_has = |name: &CStr| {
         extensions
             .iter()
+            // SAFETY: the application's valid NUL-terminated names.
             .any(|&p| unsafe { CStr::from_ptr(p) } == name)
     };
     let mut added: Vec<&'static CStr> = Vec::new();
@@ -274,41 +272,44 @@ pub(crate) unsafe extern "system" fn create_device(
     let mut ours_hqr = vk::PhysicalDeviceHostQueryResetFeatures::default().host_query_reset(true);
     let mut features_copy: vk::PhysicalDeviceFeatures;
     let mut modified = *app;
-    let effective = inst.api_version.min(caps.api_version);
-    let host_reset = match caps.host_query_reset {
-        // SAFETY: the application's valid chain.
-        HostReset::None => HostReset::None,
-        mode => unsafe {
+    let host_reset = if caps.host_query_reset == HostReset::None {
+        HostReset::None
+    } else {
+        let mode = caps.host_query_reset;
+        // SAFETY: the application's valid chain; the structures found are
+        // the application's, set for the call and restored after it.
+        unsafe {
             let v12 = find_mut(app.p_next, vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
                 as *mut vk::PhysicalDeviceVulkan12Features<'_>;
-            let hqr = find_mut(app.p_next, vk::StructureType::PHYSICAL_DEVICE_HOST_QUERY_RESET_FEATURES)
-                as *mut vk::PhysicalDeviceHostQueryResetFeatures<'_>;
-            let use_core = mode == HostReset::Core && effective >= vk::API_VERSION_1_2;
-            if !v12.is_null() && use_core {
-                restore.push(Restore(&mut (*v12).host_query_reset, (*v12).host_query_reset));
-                (*v12).host_query_reset = vk::TRUE;
-                HostReset::Core
-            } else if !hqr.is_null() && (use_core || app_has(ash::ext::host_query_reset::NAME)) {
-                restore.push(Restore(&mut (*hqr).host_query_reset, (*hqr).host_query_reset));
-                (*hqr).host_query_reset = vk::TRUE;
-                if use_core { HostReset::Core } else { HostReset::Ext }
-            } else if v12.is_null() && hqr.is_null() {
-                if !use_core && !app_has(ash::ext::host_query_reset::NAME) {
-                    if mode == HostReset::Ext {
-                        added.push(ash::ext::host_query_reset::NAME);
-                    }
-                }
-                if use_core || mode == HostReset::Ext {
-                    ours_hqr.p_next = modified.p_next as *mut _;
-                    modified.p_next = (&mut ours_hqr as *mut vk::PhysicalDeviceHostQueryResetFeatures<'_>).cast();
-                    if use_core { HostReset::Core } else { HostReset::Ext }
+            let hqr = find_mut(
+                app.p_next,
+                vk::StructureType::PHYSICAL_DEVICE_HOST_QUERY_RESET_FEATURES,
+            ) as *mut vk::PhysicalDeviceHostQueryResetFeatures<'_>;
+            let core = mode == HostReset::Core;
+            if !v12.is_null() {
+                if core {
+                    restore.push(Restore(&mut (*v12).host_query_reset, (*v12).host_query_reset));
+                    (*v12).host_query_reset = vk::TRUE;
+                    HostReset::Core
                 } else {
                     HostReset::None
                 }
+            } else if !hqr.is_null() {
+                if !core && !app_has(ash::ext::host_query_reset::NAME) {
+                    added.push(ash::ext::host_query_reset::NAME);
+                }
+                restore.push(Restore(&mut (*hqr).host_query_reset, (*hqr).host_query_reset));
+                (*hqr).host_query_reset = vk::TRUE;
+                mode
             } else {
-                HostReset::None
+                if !core && !app_has(ash::ext::host_query_reset::NAME) {
+                    added.push(ash::ext::host_query_reset::NAME);
+                }
+                ours_hqr.p_next = modified.p_next as *mut _;
+                modified.p_next = (&mut ours_hqr as *mut vk::PhysicalDeviceHostQueryResetFeatures<'_>).cast();
+                mode
             }
-        },
+        }
     };
     let mut statistics = false;
     if config.statistics && caps.pipeline_statistics {
@@ -371,8 +372,10 @@ pub(crate) unsafe extern "system" fn create_device(
     }
     // SAFETY: the device was just created from `pd` with `setup`.
     let device = unsafe { *out };
-    let _ = std::panic::catch_unwind(|| unsafe {
-        DeviceData::register(&inst, pd, device, gdpa, set_data, &caps, setup, app)
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: the device was just made from `pd` of the instance as
+        // `setup` says.
+        unsafe { DeviceData::register(&inst, pd, device, gdpa, set_data, &caps, setup, app) }
     });
     // Registered after the driver's own exit handlers (made while the device
     // was created), so that it runs before them.

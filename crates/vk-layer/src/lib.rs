@@ -123,9 +123,7 @@ unsafe extern "system" fn get_instance_proc_addr(
         return None;
     }
     // SAFETY: a valid instance handle.
-    let Some(inst) = global::instance(unsafe { global::key(instance) }) else {
-        return None;
-    };
+    let inst = global::instance(unsafe { global::key(instance) })?;
     // SAFETY: the next layer's vkGetInstanceProcAddr.
     unsafe { (inst.gipa)(instance, name) }
 }

@@ -101,6 +101,10 @@ impl RingAlloc {
     pub fn free(&mut self, charged: u32) {
         self.used -= charged.min(self.used);
         self.head = (self.head + charged) % self.cap.max(1);
+        if self.used == 0 {
+            self.head = 0;
+            self.tail = 0;
+        }
     }
 
     /// Entries in use.
@@ -493,9 +497,11 @@ fn layer_cb(a: &Active, st: &mut QueueState, used: &mut Vec<vk::CommandBuffer>) 
             // SAFETY: the queue's pool, used under its lock.
             let cb = unsafe { d.allocate_command_buffers(&info) }.ok()?.pop()?;
             if let Some(set) = a.set_data {
+                use vk::Handle;
+                let object = cb.as_raw() as usize as *mut std::ffi::c_void;
                 // SAFETY: a dispatchable object the layer made: the loader's
                 // callback gives it the device's dispatch.
-                if unsafe { set(d.handle(), cb.as_raw_ptr()) } != vk::Result::SUCCESS {
+                if unsafe { set(d.handle(), object) } != vk::Result::SUCCESS {
                     return None;
                 }
             }
@@ -511,17 +517,6 @@ fn layer_cb(a: &Active, st: &mut QueueState, used: &mut Vec<vk::CommandBuffer>) 
     }
     used.push(cb);
     Some(cb)
-}
-
-trait RawPtr {
-    fn as_raw_ptr(self) -> *mut std::ffi::c_void;
-}
-
-impl RawPtr for vk::CommandBuffer {
-    fn as_raw_ptr(self) -> *mut std::ffi::c_void {
-        use vk::Handle;
-        self.as_raw() as usize as *mut std::ffi::c_void
-    }
 }
 
 /// What the layer adds to one submission call.
