@@ -142,6 +142,11 @@ impl BlockPool {
 
     /// Blocks made so far.
     pub fn made(&self) -> u32 {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).pools.len() as u32 * POOL_BLOCKS
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pools
+            .len() as u32
+            * POOL_BLOCKS
     }
 }

@@ -207,7 +207,10 @@ mod tests {
     fn layouts_match_vk_layer_h() {
         assert_eq!(std::mem::size_of::<LayerInstanceCreateInfo>(), 40);
         assert_eq!(std::mem::offset_of!(LayerInstanceCreateInfo, function), 16);
-        assert_eq!(std::mem::offset_of!(LayerInstanceCreateInfo, layer_info), 24);
+        assert_eq!(
+            std::mem::offset_of!(LayerInstanceCreateInfo, layer_info),
+            24
+        );
         assert_eq!(std::mem::offset_of!(LayerDeviceCreateInfo, u), 24);
         assert_eq!(std::mem::size_of::<LayerInstanceLink>(), 24);
         assert_eq!(std::mem::size_of::<LayerDeviceLink>(), 24);

@@ -124,10 +124,7 @@ impl Config {
                 Ok(c) => (c, None),
                 Err(e) => (Config::default(), Some(e)),
             },
-            Err(e) => (
-                Config::default(),
-                Some(format!("{}: {e}", path.display())),
-            ),
+            Err(e) => (Config::default(), Some(format!("{}: {e}", path.display()))),
         }
     }
 }

@@ -338,14 +338,23 @@ impl DeviceData {
         let memory = unsafe { inst.instance.get_physical_device_memory_properties(pd) };
         let Some(sink) = sink::get() else {
             // SAFETY: the caller's promise.
-            unsafe { global::add_device(global::key(device), Arc::new(Self::passthrough(device, gdpa))) };
+            unsafe {
+                global::add_device(
+                    global::key(device),
+                    Arc::new(Self::passthrough(device, gdpa)),
+                )
+            };
             return;
         };
         // SAFETY: the next layer's commands of this device.
         let (ash_device, next) = unsafe {
             (
                 ash::Device::load_with(
-                    |name| std::mem::transmute::<vk::PFN_vkVoidFunction, *const std::ffi::c_void>(gdpa(device, name.as_ptr())),
+                    |name| {
+                        std::mem::transmute::<vk::PFN_vkVoidFunction, *const std::ffi::c_void>(
+                            gdpa(device, name.as_ptr()),
+                        )
+                    },
                     device,
                 ),
                 Next::load(gdpa, device),
@@ -358,7 +367,11 @@ impl DeviceData {
             .enumerate()
             .map(|(i, &(flags, bits))| Family {
                 flags,
-                valid_bits: if untimed.contains(&(i as u32)) { 0 } else { bits },
+                valid_bits: if untimed.contains(&(i as u32)) {
+                    0
+                } else {
+                    bits
+                },
             })
             .collect();
         let host_reset: Option<vk::PFN_vkResetQueryPool> = match setup.host_reset {
@@ -390,7 +403,9 @@ impl DeviceData {
             // SAFETY: the extension was enabled on this device, whose
             // physical device offers the DEVICE and CLOCK_MONOTONIC domains.
             let clock = unsafe { CalibratedClock::new(&with_gdpa, &ash_device, ext, 64) };
-            let pair = clock.read_best(gpu_counters_vulkan::CALIBRATION_BURST).ok()?;
+            let pair = clock
+                .read_best(gpu_counters_vulkan::CALIBRATION_BURST)
+                .ok()?;
             let mut by_bits: Vec<(u32, Calibration)> = Vec::new();
             for f in &families {
                 if f.valid_bits == 0 || by_bits.iter().any(|(b, _)| *b == f.valid_bits) {
@@ -494,7 +509,12 @@ impl DeviceData {
 }
 
 /// Sends a calibration anchor as a `Clock` record.
-pub fn send_clock(sink: &sink::Sink, device: u32, period_ns: f64, pair: &gpu_counters_core::TimestampPair) {
+pub fn send_clock(
+    sink: &sink::Sink,
+    device: u32,
+    period_ns: f64,
+    pair: &gpu_counters_core::TimestampPair,
+) {
     let gpu_ns = pair.gpu_ticks as f64 * period_ns;
     sink.push(&Record::Clock(Clock {
         device,
@@ -542,9 +562,11 @@ pub(crate) unsafe extern "system" fn get_device_proc_addr(
     if n == c"vkGetDeviceProcAddr" {
         // SAFETY: a function of the right type.
         return unsafe {
-            Some(std::mem::transmute::<*const (), unsafe extern "system" fn()>(
-                get_device_proc_addr as *const (),
-            ))
+            Some(
+                std::mem::transmute::<*const (), unsafe extern "system" fn()>(
+                    get_device_proc_addr as *const (),
+                ),
+            )
         };
     }
     if let Some(a) = &dev.active {

@@ -20,9 +20,18 @@ use std::sync::{Arc, Mutex};
 /// Whether `name` is a command of an extension the layer added.
 pub fn hidden(a: &Active, name: &CStr) -> bool {
     let calibrated = [
-        (ash::ext::calibrated_timestamps::NAME, &[c"vkGetCalibratedTimestampsEXT"][..]),
-        (ash::khr::calibrated_timestamps::NAME, &[c"vkGetCalibratedTimestampsKHR"][..]),
-        (ash::ext::host_query_reset::NAME, &[c"vkResetQueryPoolEXT"][..]),
+        (
+            ash::ext::calibrated_timestamps::NAME,
+            &[c"vkGetCalibratedTimestampsEXT"][..],
+        ),
+        (
+            ash::khr::calibrated_timestamps::NAME,
+            &[c"vkGetCalibratedTimestampsKHR"][..],
+        ),
+        (
+            ash::ext::host_query_reset::NAME,
+            &[c"vkResetQueryPoolEXT"][..],
+        ),
     ];
     calibrated
         .iter()
@@ -49,78 +58,366 @@ fn table(a: &Active) -> Vec<(&'static CStr, bool, *const ())> {
     let n = &a.next;
     let draws = a.level == Level::Draw;
     vec![
-        (c"vkDestroyDevice", n.destroy_device.is_some(), destroy_device as *const ()),
-        (c"vkGetDeviceQueue", n.get_device_queue.is_some(), submit::get_device_queue as *const ()),
-        (c"vkGetDeviceQueue2", n.get_device_queue2.is_some(), submit::get_device_queue2 as *const ()),
-        (c"vkCreateCommandPool", n.create_command_pool.is_some(), create_command_pool as *const ()),
-        (c"vkDestroyCommandPool", n.destroy_command_pool.is_some(), destroy_command_pool as *const ()),
-        (c"vkResetCommandPool", n.reset_command_pool.is_some(), reset_command_pool as *const ()),
-        (c"vkAllocateCommandBuffers", n.allocate_command_buffers.is_some(), allocate_command_buffers as *const ()),
-        (c"vkFreeCommandBuffers", n.free_command_buffers.is_some(), free_command_buffers as *const ()),
-        (c"vkBeginCommandBuffer", n.begin_command_buffer.is_some(), begin_command_buffer as *const ()),
-        (c"vkEndCommandBuffer", n.end_command_buffer.is_some(), end_command_buffer as *const ()),
-        (c"vkResetCommandBuffer", n.reset_command_buffer.is_some(), reset_command_buffer as *const ()),
-        (c"vkCreateRenderPass", n.create_render_pass.is_some(), create_render_pass as *const ()),
-        (c"vkCreateRenderPass2", n.create_render_pass2.is_some(), create_render_pass2 as *const ()),
-        (c"vkCreateRenderPass2KHR", n.create_render_pass2_khr.is_some(), create_render_pass2_khr as *const ()),
-        (c"vkDestroyRenderPass", n.destroy_render_pass.is_some(), destroy_render_pass as *const ()),
-        (c"vkCmdBeginRenderPass", n.cmd_begin_render_pass.is_some(), cmd_begin_render_pass as *const ()),
-        (c"vkCmdBeginRenderPass2", n.cmd_begin_render_pass2.is_some(), cmd_begin_render_pass2 as *const ()),
-        (c"vkCmdBeginRenderPass2KHR", n.cmd_begin_render_pass2_khr.is_some(), cmd_begin_render_pass2_khr as *const ()),
-        (c"vkCmdNextSubpass", n.cmd_next_subpass.is_some(), cmd_next_subpass as *const ()),
-        (c"vkCmdNextSubpass2", n.cmd_next_subpass2.is_some(), cmd_next_subpass2 as *const ()),
-        (c"vkCmdNextSubpass2KHR", n.cmd_next_subpass2_khr.is_some(), cmd_next_subpass2_khr as *const ()),
-        (c"vkCmdEndRenderPass", n.cmd_end_render_pass.is_some(), cmd_end_render_pass as *const ()),
-        (c"vkCmdEndRenderPass2", n.cmd_end_render_pass2.is_some(), cmd_end_render_pass2 as *const ()),
-        (c"vkCmdEndRenderPass2KHR", n.cmd_end_render_pass2_khr.is_some(), cmd_end_render_pass2_khr as *const ()),
-        (c"vkCmdBeginRendering", n.cmd_begin_rendering.is_some(), cmd_begin_rendering as *const ()),
-        (c"vkCmdBeginRenderingKHR", n.cmd_begin_rendering_khr.is_some(), cmd_begin_rendering_khr as *const ()),
-        (c"vkCmdEndRendering", n.cmd_end_rendering.is_some(), cmd_end_rendering as *const ()),
-        (c"vkCmdEndRenderingKHR", n.cmd_end_rendering_khr.is_some(), cmd_end_rendering_khr as *const ()),
-        (c"vkCmdDispatch", n.cmd_dispatch.is_some(), cmd_dispatch as *const ()),
-        (c"vkCmdDispatchIndirect", n.cmd_dispatch_indirect.is_some(), cmd_dispatch_indirect as *const ()),
-        (c"vkCmdDispatchBase", n.cmd_dispatch_base.is_some(), cmd_dispatch_base as *const ()),
-        (c"vkCmdDispatchBaseKHR", n.cmd_dispatch_base_khr.is_some(), cmd_dispatch_base_khr as *const ()),
-        (c"vkCmdCopyBuffer", n.cmd_copy_buffer.is_some(), cmd_copy_buffer as *const ()),
-        (c"vkCmdCopyImage", n.cmd_copy_image.is_some(), cmd_copy_image as *const ()),
-        (c"vkCmdBlitImage", n.cmd_blit_image.is_some(), cmd_blit_image as *const ()),
-        (c"vkCmdCopyBufferToImage", n.cmd_copy_buffer_to_image.is_some(), cmd_copy_buffer_to_image as *const ()),
-        (c"vkCmdCopyImageToBuffer", n.cmd_copy_image_to_buffer.is_some(), cmd_copy_image_to_buffer as *const ()),
-        (c"vkCmdUpdateBuffer", n.cmd_update_buffer.is_some(), cmd_update_buffer as *const ()),
-        (c"vkCmdFillBuffer", n.cmd_fill_buffer.is_some(), cmd_fill_buffer as *const ()),
-        (c"vkCmdClearColorImage", n.cmd_clear_color_image.is_some(), cmd_clear_color_image as *const ()),
-        (c"vkCmdClearDepthStencilImage", n.cmd_clear_depth_stencil_image.is_some(), cmd_clear_depth_stencil_image as *const ()),
-        (c"vkCmdResolveImage", n.cmd_resolve_image.is_some(), cmd_resolve_image as *const ()),
-        (c"vkCmdCopyBuffer2", n.cmd_copy_buffer2.is_some(), cmd_copy_buffer2 as *const ()),
-        (c"vkCmdCopyBuffer2KHR", n.cmd_copy_buffer2_khr.is_some(), cmd_copy_buffer2_khr as *const ()),
-        (c"vkCmdCopyImage2", n.cmd_copy_image2.is_some(), cmd_copy_image2 as *const ()),
-        (c"vkCmdCopyImage2KHR", n.cmd_copy_image2_khr.is_some(), cmd_copy_image2_khr as *const ()),
-        (c"vkCmdCopyBufferToImage2", n.cmd_copy_buffer_to_image2.is_some(), cmd_copy_buffer_to_image2 as *const ()),
-        (c"vkCmdCopyBufferToImage2KHR", n.cmd_copy_buffer_to_image2_khr.is_some(), cmd_copy_buffer_to_image2_khr as *const ()),
-        (c"vkCmdCopyImageToBuffer2", n.cmd_copy_image_to_buffer2.is_some(), cmd_copy_image_to_buffer2 as *const ()),
-        (c"vkCmdCopyImageToBuffer2KHR", n.cmd_copy_image_to_buffer2_khr.is_some(), cmd_copy_image_to_buffer2_khr as *const ()),
-        (c"vkCmdBlitImage2", n.cmd_blit_image2.is_some(), cmd_blit_image2 as *const ()),
-        (c"vkCmdBlitImage2KHR", n.cmd_blit_image2_khr.is_some(), cmd_blit_image2_khr as *const ()),
-        (c"vkCmdResolveImage2", n.cmd_resolve_image2.is_some(), cmd_resolve_image2 as *const ()),
-        (c"vkCmdResolveImage2KHR", n.cmd_resolve_image2_khr.is_some(), cmd_resolve_image2_khr as *const ()),
-        (c"vkCmdDraw", draws && n.cmd_draw.is_some(), cmd_draw as *const ()),
-        (c"vkCmdDrawIndexed", draws && n.cmd_draw_indexed.is_some(), cmd_draw_indexed as *const ()),
-        (c"vkCmdDrawIndirect", draws && n.cmd_draw_indirect.is_some(), cmd_draw_indirect as *const ()),
-        (c"vkCmdDrawIndexedIndirect", draws && n.cmd_draw_indexed_indirect.is_some(), cmd_draw_indexed_indirect as *const ()),
-        (c"vkCmdDrawIndirectCount", draws && n.cmd_draw_indirect_count.is_some(), cmd_draw_indirect_count as *const ()),
-        (c"vkCmdDrawIndirectCountKHR", draws && n.cmd_draw_indirect_count_khr.is_some(), cmd_draw_indirect_count_khr as *const ()),
-        (c"vkCmdDrawIndexedIndirectCount", draws && n.cmd_draw_indexed_indirect_count.is_some(), cmd_draw_indexed_indirect_count as *const ()),
-        (c"vkCmdDrawIndexedIndirectCountKHR", draws && n.cmd_draw_indexed_indirect_count_khr.is_some(), cmd_draw_indexed_indirect_count_khr as *const ()),
-        (c"vkCmdBeginDebugUtilsLabelEXT", n.cmd_begin_debug_utils_label.is_some(), cmd_begin_debug_utils_label as *const ()),
-        (c"vkCmdEndDebugUtilsLabelEXT", n.cmd_end_debug_utils_label.is_some(), cmd_end_debug_utils_label as *const ()),
-        (c"vkCmdExecuteCommands", n.cmd_execute_commands.is_some(), cmd_execute_commands as *const ()),
-        (c"vkQueueSubmit", n.queue_submit.is_some(), submit::queue_submit as *const ()),
-        (c"vkQueueSubmit2", n.queue_submit2.is_some(), submit::queue_submit2 as *const ()),
-        (c"vkQueueSubmit2KHR", n.queue_submit2_khr.is_some(), submit::queue_submit2_khr as *const ()),
-        (c"vkQueuePresentKHR", n.queue_present.is_some(), submit::queue_present as *const ()),
-        (c"vkQueueWaitIdle", n.queue_wait_idle.is_some(), submit::queue_wait_idle as *const ()),
-        (c"vkDeviceWaitIdle", n.device_wait_idle.is_some(), submit::device_wait_idle as *const ()),
-        (c"vkWaitForFences", n.wait_for_fences.is_some(), submit::wait_for_fences as *const ()),
+        (
+            c"vkDestroyDevice",
+            n.destroy_device.is_some(),
+            destroy_device as *const (),
+        ),
+        (
+            c"vkGetDeviceQueue",
+            n.get_device_queue.is_some(),
+            submit::get_device_queue as *const (),
+        ),
+        (
+            c"vkGetDeviceQueue2",
+            n.get_device_queue2.is_some(),
+            submit::get_device_queue2 as *const (),
+        ),
+        (
+            c"vkCreateCommandPool",
+            n.create_command_pool.is_some(),
+            create_command_pool as *const (),
+        ),
+        (
+            c"vkDestroyCommandPool",
+            n.destroy_command_pool.is_some(),
+            destroy_command_pool as *const (),
+        ),
+        (
+            c"vkResetCommandPool",
+            n.reset_command_pool.is_some(),
+            reset_command_pool as *const (),
+        ),
+        (
+            c"vkAllocateCommandBuffers",
+            n.allocate_command_buffers.is_some(),
+            allocate_command_buffers as *const (),
+        ),
+        (
+            c"vkFreeCommandBuffers",
+            n.free_command_buffers.is_some(),
+            free_command_buffers as *const (),
+        ),
+        (
+            c"vkBeginCommandBuffer",
+            n.begin_command_buffer.is_some(),
+            begin_command_buffer as *const (),
+        ),
+        (
+            c"vkEndCommandBuffer",
+            n.end_command_buffer.is_some(),
+            end_command_buffer as *const (),
+        ),
+        (
+            c"vkResetCommandBuffer",
+            n.reset_command_buffer.is_some(),
+            reset_command_buffer as *const (),
+        ),
+        (
+            c"vkCreateRenderPass",
+            n.create_render_pass.is_some(),
+            create_render_pass as *const (),
+        ),
+        (
+            c"vkCreateRenderPass2",
+            n.create_render_pass2.is_some(),
+            create_render_pass2 as *const (),
+        ),
+        (
+            c"vkCreateRenderPass2KHR",
+            n.create_render_pass2_khr.is_some(),
+            create_render_pass2_khr as *const (),
+        ),
+        (
+            c"vkDestroyRenderPass",
+            n.destroy_render_pass.is_some(),
+            destroy_render_pass as *const (),
+        ),
+        (
+            c"vkCmdBeginRenderPass",
+            n.cmd_begin_render_pass.is_some(),
+            cmd_begin_render_pass as *const (),
+        ),
+        (
+            c"vkCmdBeginRenderPass2",
+            n.cmd_begin_render_pass2.is_some(),
+            cmd_begin_render_pass2 as *const (),
+        ),
+        (
+            c"vkCmdBeginRenderPass2KHR",
+            n.cmd_begin_render_pass2_khr.is_some(),
+            cmd_begin_render_pass2_khr as *const (),
+        ),
+        (
+            c"vkCmdNextSubpass",
+            n.cmd_next_subpass.is_some(),
+            cmd_next_subpass as *const (),
+        ),
+        (
+            c"vkCmdNextSubpass2",
+            n.cmd_next_subpass2.is_some(),
+            cmd_next_subpass2 as *const (),
+        ),
+        (
+            c"vkCmdNextSubpass2KHR",
+            n.cmd_next_subpass2_khr.is_some(),
+            cmd_next_subpass2_khr as *const (),
+        ),
+        (
+            c"vkCmdEndRenderPass",
+            n.cmd_end_render_pass.is_some(),
+            cmd_end_render_pass as *const (),
+        ),
+        (
+            c"vkCmdEndRenderPass2",
+            n.cmd_end_render_pass2.is_some(),
+            cmd_end_render_pass2 as *const (),
+        ),
+        (
+            c"vkCmdEndRenderPass2KHR",
+            n.cmd_end_render_pass2_khr.is_some(),
+            cmd_end_render_pass2_khr as *const (),
+        ),
+        (
+            c"vkCmdBeginRendering",
+            n.cmd_begin_rendering.is_some(),
+            cmd_begin_rendering as *const (),
+        ),
+        (
+            c"vkCmdBeginRenderingKHR",
+            n.cmd_begin_rendering_khr.is_some(),
+            cmd_begin_rendering_khr as *const (),
+        ),
+        (
+            c"vkCmdEndRendering",
+            n.cmd_end_rendering.is_some(),
+            cmd_end_rendering as *const (),
+        ),
+        (
+            c"vkCmdEndRenderingKHR",
+            n.cmd_end_rendering_khr.is_some(),
+            cmd_end_rendering_khr as *const (),
+        ),
+        (
+            c"vkCmdDispatch",
+            n.cmd_dispatch.is_some(),
+            cmd_dispatch as *const (),
+        ),
+        (
+            c"vkCmdDispatchIndirect",
+            n.cmd_dispatch_indirect.is_some(),
+            cmd_dispatch_indirect as *const (),
+        ),
+        (
+            c"vkCmdDispatchBase",
+            n.cmd_dispatch_base.is_some(),
+            cmd_dispatch_base as *const (),
+        ),
+        (
+            c"vkCmdDispatchBaseKHR",
+            n.cmd_dispatch_base_khr.is_some(),
+            cmd_dispatch_base_khr as *const (),
+        ),
+        (
+            c"vkCmdCopyBuffer",
+            n.cmd_copy_buffer.is_some(),
+            cmd_copy_buffer as *const (),
+        ),
+        (
+            c"vkCmdCopyImage",
+            n.cmd_copy_image.is_some(),
+            cmd_copy_image as *const (),
+        ),
+        (
+            c"vkCmdBlitImage",
+            n.cmd_blit_image.is_some(),
+            cmd_blit_image as *const (),
+        ),
+        (
+            c"vkCmdCopyBufferToImage",
+            n.cmd_copy_buffer_to_image.is_some(),
+            cmd_copy_buffer_to_image as *const (),
+        ),
+        (
+            c"vkCmdCopyImageToBuffer",
+            n.cmd_copy_image_to_buffer.is_some(),
+            cmd_copy_image_to_buffer as *const (),
+        ),
+        (
+            c"vkCmdUpdateBuffer",
+            n.cmd_update_buffer.is_some(),
+            cmd_update_buffer as *const (),
+        ),
+        (
+            c"vkCmdFillBuffer",
+            n.cmd_fill_buffer.is_some(),
+            cmd_fill_buffer as *const (),
+        ),
+        (
+            c"vkCmdClearColorImage",
+            n.cmd_clear_color_image.is_some(),
+            cmd_clear_color_image as *const (),
+        ),
+        (
+            c"vkCmdClearDepthStencilImage",
+            n.cmd_clear_depth_stencil_image.is_some(),
+            cmd_clear_depth_stencil_image as *const (),
+        ),
+        (
+            c"vkCmdResolveImage",
+            n.cmd_resolve_image.is_some(),
+            cmd_resolve_image as *const (),
+        ),
+        (
+            c"vkCmdCopyBuffer2",
+            n.cmd_copy_buffer2.is_some(),
+            cmd_copy_buffer2 as *const (),
+        ),
+        (
+            c"vkCmdCopyBuffer2KHR",
+            n.cmd_copy_buffer2_khr.is_some(),
+            cmd_copy_buffer2_khr as *const (),
+        ),
+        (
+            c"vkCmdCopyImage2",
+            n.cmd_copy_image2.is_some(),
+            cmd_copy_image2 as *const (),
+        ),
+        (
+            c"vkCmdCopyImage2KHR",
+            n.cmd_copy_image2_khr.is_some(),
+            cmd_copy_image2_khr as *const (),
+        ),
+        (
+            c"vkCmdCopyBufferToImage2",
+            n.cmd_copy_buffer_to_image2.is_some(),
+            cmd_copy_buffer_to_image2 as *const (),
+        ),
+        (
+            c"vkCmdCopyBufferToImage2KHR",
+            n.cmd_copy_buffer_to_image2_khr.is_some(),
+            cmd_copy_buffer_to_image2_khr as *const (),
+        ),
+        (
+            c"vkCmdCopyImageToBuffer2",
+            n.cmd_copy_image_to_buffer2.is_some(),
+            cmd_copy_image_to_buffer2 as *const (),
+        ),
+        (
+            c"vkCmdCopyImageToBuffer2KHR",
+            n.cmd_copy_image_to_buffer2_khr.is_some(),
+            cmd_copy_image_to_buffer2_khr as *const (),
+        ),
+        (
+            c"vkCmdBlitImage2",
+            n.cmd_blit_image2.is_some(),
+            cmd_blit_image2 as *const (),
+        ),
+        (
+            c"vkCmdBlitImage2KHR",
+            n.cmd_blit_image2_khr.is_some(),
+            cmd_blit_image2_khr as *const (),
+        ),
+        (
+            c"vkCmdResolveImage2",
+            n.cmd_resolve_image2.is_some(),
+            cmd_resolve_image2 as *const (),
+        ),
+        (
+            c"vkCmdResolveImage2KHR",
+            n.cmd_resolve_image2_khr.is_some(),
+            cmd_resolve_image2_khr as *const (),
+        ),
+        (
+            c"vkCmdDraw",
+            draws && n.cmd_draw.is_some(),
+            cmd_draw as *const (),
+        ),
+        (
+            c"vkCmdDrawIndexed",
+            draws && n.cmd_draw_indexed.is_some(),
+            cmd_draw_indexed as *const (),
+        ),
+        (
+            c"vkCmdDrawIndirect",
+            draws && n.cmd_draw_indirect.is_some(),
+            cmd_draw_indirect as *const (),
+        ),
+        (
+            c"vkCmdDrawIndexedIndirect",
+            draws && n.cmd_draw_indexed_indirect.is_some(),
+            cmd_draw_indexed_indirect as *const (),
+        ),
+        (
+            c"vkCmdDrawIndirectCount",
+            draws && n.cmd_draw_indirect_count.is_some(),
+            cmd_draw_indirect_count as *const (),
+        ),
+        (
+            c"vkCmdDrawIndirectCountKHR",
+            draws && n.cmd_draw_indirect_count_khr.is_some(),
+            cmd_draw_indirect_count_khr as *const (),
+        ),
+        (
+            c"vkCmdDrawIndexedIndirectCount",
+            draws && n.cmd_draw_indexed_indirect_count.is_some(),
+            cmd_draw_indexed_indirect_count as *const (),
+        ),
+        (
+            c"vkCmdDrawIndexedIndirectCountKHR",
+            draws && n.cmd_draw_indexed_indirect_count_khr.is_some(),
+            cmd_draw_indexed_indirect_count_khr as *const (),
+        ),
+        (
+            c"vkCmdBeginDebugUtilsLabelEXT",
+            n.cmd_begin_debug_utils_label.is_some(),
+            cmd_begin_debug_utils_label as *const (),
+        ),
+        (
+            c"vkCmdEndDebugUtilsLabelEXT",
+            n.cmd_end_debug_utils_label.is_some(),
+            cmd_end_debug_utils_label as *const (),
+        ),
+        (
+            c"vkCmdExecuteCommands",
+            n.cmd_execute_commands.is_some(),
+            cmd_execute_commands as *const (),
+        ),
+        (
+            c"vkQueueSubmit",
+            n.queue_submit.is_some(),
+            submit::queue_submit as *const (),
+        ),
+        (
+            c"vkQueueSubmit2",
+            n.queue_submit2.is_some(),
+            submit::queue_submit2 as *const (),
+        ),
+        (
+            c"vkQueueSubmit2KHR",
+            n.queue_submit2_khr.is_some(),
+            submit::queue_submit2_khr as *const (),
+        ),
+        (
+            c"vkQueuePresentKHR",
+            n.queue_present.is_some(),
+            submit::queue_present as *const (),
+        ),
+        (
+            c"vkQueueWaitIdle",
+            n.queue_wait_idle.is_some(),
+            submit::queue_wait_idle as *const (),
+        ),
+        (
+            c"vkDeviceWaitIdle",
+            n.device_wait_idle.is_some(),
+            submit::device_wait_idle as *const (),
+        ),
+        (
+            c"vkWaitForFences",
+            n.wait_for_fences.is_some(),
+            submit::wait_for_fences as *const (),
+        ),
     ]
 }
 
@@ -233,27 +530,49 @@ fn multiview(a: &Active, rp: vk::RenderPass) -> bool {
         .unwrap_or(false)
 }
 
-fn begin_rp(a: &Active, state: &Option<Arc<Mutex<CbState>>>, cb: vk::CommandBuffer, info: *const vk::RenderPassBeginInfo<'_>, contents: vk::SubpassContents) {
+fn begin_rp(
+    a: &Active,
+    state: &Option<Arc<Mutex<CbState>>>,
+    cb: vk::CommandBuffer,
+    info: *const vk::RenderPassBeginInfo<'_>,
+    contents: vk::SubpassContents,
+) {
     if info.is_null() {
         return;
     }
     // SAFETY: the application's valid begin info.
     let rp = unsafe { (*info).render_pass };
     let inside = contents == vk::SubpassContents::INLINE && !multiview(a, rp);
-    with_rec(state, |r| r.begin_pass(a, cb, scope_kind::RENDER_PASS, inside, false));
+    with_rec(state, |r| {
+        r.begin_pass(a, cb, scope_kind::RENDER_PASS, inside, false)
+    });
 }
 
-pub(crate) unsafe extern "system" fn cmd_begin_render_pass(cb: vk::CommandBuffer, info: *const vk::RenderPassBeginInfo<'_>, contents: vk::SubpassContents) {
+pub(crate) unsafe extern "system" fn cmd_begin_render_pass(
+    cb: vk::CommandBuffer,
+    info: *const vk::RenderPassBeginInfo<'_>,
+    contents: vk::SubpassContents,
+) {
     // SAFETY: the application's command buffer.
-    let Some((d, state)) = (unsafe { lookup(cb) }) else { return };
+    let Some((d, state)) = (unsafe { lookup(cb) }) else {
+        return;
+    };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.cmd_begin_render_pass else { return };
+    let Some(next) = a.next.cmd_begin_render_pass else {
+        return;
+    };
     begin_rp(a, &state, cb, info, contents);
     // SAFETY: the application's call, passed on.
     unsafe { next(cb, info, contents) };
 }
 
-fn begin_rp2(a: &Active, state: &Option<Arc<Mutex<CbState>>>, cb: vk::CommandBuffer, info: *const vk::RenderPassBeginInfo<'_>, sp: *const vk::SubpassBeginInfo<'_>) {
+fn begin_rp2(
+    a: &Active,
+    state: &Option<Arc<Mutex<CbState>>>,
+    cb: vk::CommandBuffer,
+    info: *const vk::RenderPassBeginInfo<'_>,
+    sp: *const vk::SubpassBeginInfo<'_>,
+) {
     let contents = if sp.is_null() {
         vk::SubpassContents::INLINE
     } else {
@@ -265,9 +584,15 @@ fn begin_rp2(a: &Active, state: &Option<Arc<Mutex<CbState>>>, cb: vk::CommandBuf
 
 macro_rules! begin_rp2_hook {
     ($name:ident, $field:ident) => {
-        pub(crate) unsafe extern "system" fn $name(cb: vk::CommandBuffer, info: *const vk::RenderPassBeginInfo<'_>, sp: *const vk::SubpassBeginInfo<'_>) {
+        pub(crate) unsafe extern "system" fn $name(
+            cb: vk::CommandBuffer,
+            info: *const vk::RenderPassBeginInfo<'_>,
+            sp: *const vk::SubpassBeginInfo<'_>,
+        ) {
             // SAFETY: the application's command buffer.
-            let Some((d, state)) = (unsafe { lookup(cb) }) else { return };
+            let Some((d, state)) = (unsafe { lookup(cb) }) else {
+                return;
+            };
             let Some(a) = d.active.as_ref() else { return };
             let Some(next) = a.next.$field else { return };
             begin_rp2(a, &state, cb, info, sp);
@@ -298,20 +623,31 @@ wrap!(cmd_next_subpass2_khr, cmd_next_subpass2_khr, (sp: *const vk::SubpassBegin
 fn end_pass(a: &Active, s: &Option<Arc<Mutex<CbState>>>, cb: vk::CommandBuffer) {
     with_rec(s, |r| r.end_pass(a, cb, false));
 }
-wrap!(cmd_end_render_pass, cmd_end_render_pass, (), |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {}, end_pass);
+wrap!(
+    cmd_end_render_pass,
+    cmd_end_render_pass,
+    (),
+    |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {},
+    end_pass
+);
 wrap!(cmd_end_render_pass2, cmd_end_render_pass2, (i: *const vk::SubpassEndInfo<'_>), |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _, _: *const vk::SubpassEndInfo<'_>| {}, end_pass);
 wrap!(cmd_end_render_pass2_khr, cmd_end_render_pass2_khr, (i: *const vk::SubpassEndInfo<'_>), |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _, _: *const vk::SubpassEndInfo<'_>| {}, end_pass);
 
 /// The open dynamic rendering instances' `SUSPENDING` flags, per command
 /// buffer, to tell at `vkCmdEndRendering` whether the instance suspends.
-fn begin_rendering(a: &Active, s: &Option<Arc<Mutex<CbState>>>, cb: vk::CommandBuffer, info: *const vk::RenderingInfo<'_>) {
+fn begin_rendering(
+    a: &Active,
+    s: &Option<Arc<Mutex<CbState>>>,
+    cb: vk::CommandBuffer,
+    info: *const vk::RenderingInfo<'_>,
+) {
     if info.is_null() {
         return;
     }
     // SAFETY: the application's valid rendering info.
     let (flags, view_mask) = unsafe { ((*info).flags, (*info).view_mask) };
-    let inside = view_mask == 0
-        && !flags.contains(vk::RenderingFlags::CONTENTS_SECONDARY_COMMAND_BUFFERS);
+    let inside =
+        view_mask == 0 && !flags.contains(vk::RenderingFlags::CONTENTS_SECONDARY_COMMAND_BUFFERS);
     let resuming = flags.contains(vk::RenderingFlags::RESUMING);
     let suspending = flags.contains(vk::RenderingFlags::SUSPENDING);
     if let Some(st) = s {
@@ -331,10 +667,27 @@ fn end_rendering(a: &Active, s: &Option<Arc<Mutex<CbState>>>, cb: vk::CommandBuf
 }
 wrap!(cmd_begin_rendering, cmd_begin_rendering, (i: *const vk::RenderingInfo<'_>), begin_rendering, |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {});
 wrap!(cmd_begin_rendering_khr, cmd_begin_rendering_khr, (i: *const vk::RenderingInfo<'_>), begin_rendering, |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {});
-wrap!(cmd_end_rendering, cmd_end_rendering, (), |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {}, end_rendering);
-wrap!(cmd_end_rendering_khr, cmd_end_rendering_khr, (), |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {}, end_rendering);
+wrap!(
+    cmd_end_rendering,
+    cmd_end_rendering,
+    (),
+    |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {},
+    end_rendering
+);
+wrap!(
+    cmd_end_rendering_khr,
+    cmd_end_rendering_khr,
+    (),
+    |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {},
+    end_rendering
+);
 
-fn label_begin(a: &Active, s: &Option<Arc<Mutex<CbState>>>, cb: vk::CommandBuffer, info: *const vk::DebugUtilsLabelEXT<'_>) {
+fn label_begin(
+    a: &Active,
+    s: &Option<Arc<Mutex<CbState>>>,
+    cb: vk::CommandBuffer,
+    info: *const vk::DebugUtilsLabelEXT<'_>,
+) {
     // SAFETY: the application's valid label (or null) with a
     // NUL-terminated name (or null).
     let text = unsafe {
@@ -359,13 +712,27 @@ fn label_begin(a: &Active, s: &Option<Arc<Mutex<CbState>>>, cb: vk::CommandBuffe
     });
 }
 wrap!(cmd_begin_debug_utils_label, cmd_begin_debug_utils_label, (i: *const vk::DebugUtilsLabelEXT<'_>), label_begin, |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {});
-wrap!(cmd_end_debug_utils_label, cmd_end_debug_utils_label, (), |a: &Active, s: &Option<Arc<Mutex<CbState>>>, cb| with_rec(s, |r| r.label_end(a, cb)), |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {});
+wrap!(
+    cmd_end_debug_utils_label,
+    cmd_end_debug_utils_label,
+    (),
+    |a: &Active, s: &Option<Arc<Mutex<CbState>>>, cb| with_rec(s, |r| r.label_end(a, cb)),
+    |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {}
+);
 
-pub(crate) unsafe extern "system" fn cmd_execute_commands(cb: vk::CommandBuffer, n: u32, cbs: *const vk::CommandBuffer) {
+pub(crate) unsafe extern "system" fn cmd_execute_commands(
+    cb: vk::CommandBuffer,
+    n: u32,
+    cbs: *const vk::CommandBuffer,
+) {
     // SAFETY: the application's command buffer.
-    let Some((d, state)) = (unsafe { lookup(cb) }) else { return };
+    let Some((d, state)) = (unsafe { lookup(cb) }) else {
+        return;
+    };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.cmd_execute_commands else { return };
+    let Some(next) = a.next.cmd_execute_commands else {
+        return;
+    };
     let list: &[vk::CommandBuffer] = if cbs.is_null() || n == 0 {
         &[]
     } else {
@@ -386,17 +753,31 @@ pub(crate) unsafe extern "system" fn cmd_execute_commands(cb: vk::CommandBuffer,
 
 // Command pools and buffers.
 
-pub(crate) unsafe extern "system" fn create_command_pool(device: vk::Device, info: *const vk::CommandPoolCreateInfo<'_>, alloc: *const vk::AllocationCallbacks<'_>, out: *mut vk::CommandPool) -> vk::Result {
+pub(crate) unsafe extern "system" fn create_command_pool(
+    device: vk::Device,
+    info: *const vk::CommandPoolCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::CommandPool,
+) -> vk::Result {
     // SAFETY: the application's device.
-    let Some(d) = (unsafe { device::of(device) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.create_command_pool else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some(d) = (unsafe { device::of(device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.create_command_pool else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     // SAFETY: the application's call, passed on.
     let r = unsafe { next(device, info, alloc, out) };
     if r == vk::Result::SUCCESS && !info.is_null() {
         // SAFETY: valid create info and the pool just made.
         let (pool, family) = unsafe { (*out, (*info).queue_family_index) };
-        a.pools.lock().unwrap_or_else(|e| e.into_inner()).insert(pool, family);
+        a.pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pool, family);
     }
     r
 }
@@ -419,63 +800,116 @@ fn forget_pool(a: &Active, pool: vk::CommandPool, reset_only: bool) {
     }
 }
 
-pub(crate) unsafe extern "system" fn destroy_command_pool(device: vk::Device, pool: vk::CommandPool, alloc: *const vk::AllocationCallbacks<'_>) {
+pub(crate) unsafe extern "system" fn destroy_command_pool(
+    device: vk::Device,
+    pool: vk::CommandPool,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
     // SAFETY: the application's device.
-    let Some(d) = (unsafe { device::of(device) }) else { return };
+    let Some(d) = (unsafe { device::of(device) }) else {
+        return;
+    };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.destroy_command_pool else { return };
+    let Some(next) = a.next.destroy_command_pool else {
+        return;
+    };
     if pool != vk::CommandPool::null() {
         forget_pool(a, pool, false);
-        a.pools.lock().unwrap_or_else(|e| e.into_inner()).remove(&pool);
+        a.pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&pool);
     }
     // SAFETY: the application's call, passed on.
     unsafe { next(device, pool, alloc) };
 }
 
-pub(crate) unsafe extern "system" fn reset_command_pool(device: vk::Device, pool: vk::CommandPool, flags: vk::CommandPoolResetFlags) -> vk::Result {
+pub(crate) unsafe extern "system" fn reset_command_pool(
+    device: vk::Device,
+    pool: vk::CommandPool,
+    flags: vk::CommandPoolResetFlags,
+) -> vk::Result {
     // SAFETY: the application's device.
-    let Some(d) = (unsafe { device::of(device) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.reset_command_pool else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some(d) = (unsafe { device::of(device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.reset_command_pool else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     forget_pool(a, pool, true);
     // SAFETY: the application's call, passed on.
     unsafe { next(device, pool, flags) }
 }
 
-pub(crate) unsafe extern "system" fn allocate_command_buffers(device: vk::Device, info: *const vk::CommandBufferAllocateInfo<'_>, out: *mut vk::CommandBuffer) -> vk::Result {
+pub(crate) unsafe extern "system" fn allocate_command_buffers(
+    device: vk::Device,
+    info: *const vk::CommandBufferAllocateInfo<'_>,
+    out: *mut vk::CommandBuffer,
+) -> vk::Result {
     // SAFETY: the application's device.
-    let Some(d) = (unsafe { device::of(device) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.allocate_command_buffers else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some(d) = (unsafe { device::of(device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.allocate_command_buffers else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     // SAFETY: the application's call, passed on.
     let r = unsafe { next(device, info, out) };
     if r == vk::Result::SUCCESS && !info.is_null() {
         // SAFETY: a valid allocate info; `out` holds `count` handles now.
         let (pool, level, list) = unsafe {
             let i = &*info;
-            (i.command_pool, i.level, std::slice::from_raw_parts(out, i.command_buffer_count as usize))
+            (
+                i.command_pool,
+                i.level,
+                std::slice::from_raw_parts(out, i.command_buffer_count as usize),
+            )
         };
-        let family = a.pools.lock().unwrap_or_else(|e| e.into_inner()).get(&pool).copied().unwrap_or(u32::MAX);
+        let family = a
+            .pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&pool)
+            .copied()
+            .unwrap_or(u32::MAX);
         let mut cbs = a.cbs.write().unwrap_or_else(|e| e.into_inner());
         for &cb in list {
-            cbs.insert(cb, Arc::new(Mutex::new(CbState {
-                pool,
-                family,
-                secondary: level == vk::CommandBufferLevel::SECONDARY,
-                rec: None,
-                done: None,
-                seen: 0,
-            })));
+            cbs.insert(
+                cb,
+                Arc::new(Mutex::new(CbState {
+                    pool,
+                    family,
+                    secondary: level == vk::CommandBufferLevel::SECONDARY,
+                    rec: None,
+                    done: None,
+                    seen: 0,
+                })),
+            );
         }
     }
     r
 }
 
-pub(crate) unsafe extern "system" fn free_command_buffers(device: vk::Device, pool: vk::CommandPool, n: u32, list: *const vk::CommandBuffer) {
+pub(crate) unsafe extern "system" fn free_command_buffers(
+    device: vk::Device,
+    pool: vk::CommandPool,
+    n: u32,
+    list: *const vk::CommandBuffer,
+) {
     // SAFETY: the application's device.
-    let Some(d) = (unsafe { device::of(device) }) else { return };
+    let Some(d) = (unsafe { device::of(device) }) else {
+        return;
+    };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.free_command_buffers else { return };
+    let Some(next) = a.next.free_command_buffers else {
+        return;
+    };
     if !list.is_null() {
         // SAFETY: the application's array of `n` handles (some may be null).
         let list = unsafe { std::slice::from_raw_parts(list, n as usize) };
@@ -488,11 +922,20 @@ pub(crate) unsafe extern "system" fn free_command_buffers(device: vk::Device, po
     unsafe { next(device, pool, n, list) };
 }
 
-pub(crate) unsafe extern "system" fn begin_command_buffer(cb: vk::CommandBuffer, info: *const vk::CommandBufferBeginInfo<'_>) -> vk::Result {
+pub(crate) unsafe extern "system" fn begin_command_buffer(
+    cb: vk::CommandBuffer,
+    info: *const vk::CommandBufferBeginInfo<'_>,
+) -> vk::Result {
     // SAFETY: the application's command buffer.
-    let Some((d, state)) = (unsafe { lookup(cb) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.begin_command_buffer else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some((d, state)) = (unsafe { lookup(cb) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.begin_command_buffer else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     let Some(state) = state else {
         // SAFETY: the application's call, passed on.
         return unsafe { next(cb, info) };
@@ -537,9 +980,15 @@ pub(crate) unsafe extern "system" fn begin_command_buffer(cb: vk::CommandBuffer,
 
 pub(crate) unsafe extern "system" fn end_command_buffer(cb: vk::CommandBuffer) -> vk::Result {
     // SAFETY: the application's command buffer.
-    let Some((d, state)) = (unsafe { lookup(cb) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.end_command_buffer else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some((d, state)) = (unsafe { lookup(cb) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.end_command_buffer else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     if let Some(state) = &state {
         let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = st.rec.take() {
@@ -553,11 +1002,20 @@ pub(crate) unsafe extern "system" fn end_command_buffer(cb: vk::CommandBuffer) -
     unsafe { next(cb) }
 }
 
-pub(crate) unsafe extern "system" fn reset_command_buffer(cb: vk::CommandBuffer, flags: vk::CommandBufferResetFlags) -> vk::Result {
+pub(crate) unsafe extern "system" fn reset_command_buffer(
+    cb: vk::CommandBuffer,
+    flags: vk::CommandBufferResetFlags,
+) -> vk::Result {
     // SAFETY: the application's command buffer.
-    let Some((d, state)) = (unsafe { lookup(cb) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.reset_command_buffer else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some((d, state)) = (unsafe { lookup(cb) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.reset_command_buffer else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     if let Some(state) = &state {
         let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
         st.rec = None;
@@ -571,14 +1029,28 @@ pub(crate) unsafe extern "system" fn reset_command_buffer(cb: vk::CommandBuffer,
 // Render passes (for multiview).
 
 fn note_render_pass(a: &Active, rp: vk::RenderPass, multiview: bool) {
-    a.multiview.lock().unwrap_or_else(|e| e.into_inner()).insert(rp, multiview);
+    a.multiview
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(rp, multiview);
 }
 
-pub(crate) unsafe extern "system" fn create_render_pass(device: vk::Device, info: *const vk::RenderPassCreateInfo<'_>, alloc: *const vk::AllocationCallbacks<'_>, out: *mut vk::RenderPass) -> vk::Result {
+pub(crate) unsafe extern "system" fn create_render_pass(
+    device: vk::Device,
+    info: *const vk::RenderPassCreateInfo<'_>,
+    alloc: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::RenderPass,
+) -> vk::Result {
     // SAFETY: the application's device.
-    let Some(d) = (unsafe { device::of(device) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.create_render_pass else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some(d) = (unsafe { device::of(device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.create_render_pass else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     // SAFETY: the application's call, passed on.
     let r = unsafe { next(device, info, alloc, out) };
     if r == vk::Result::SUCCESS && !info.is_null() {
@@ -590,7 +1062,9 @@ pub(crate) unsafe extern "system" fn create_render_pass(device: vk::Device, info
                 if (*p).s_type == vk::StructureType::RENDER_PASS_MULTIVIEW_CREATE_INFO {
                     let m = &*(p as *const vk::RenderPassMultiviewCreateInfo<'_>);
                     found = m.subpass_count > 0
-                        && std::slice::from_raw_parts(m.p_view_masks, m.subpass_count as usize).iter().any(|&v| v != 0);
+                        && std::slice::from_raw_parts(m.p_view_masks, m.subpass_count as usize)
+                            .iter()
+                            .any(|&v| v != 0);
                 }
                 p = (*p).p_next;
             }
@@ -607,17 +1081,30 @@ fn rp2_multiview(info: *const vk::RenderPassCreateInfo2<'_>) -> bool {
     unsafe {
         let i = &*info;
         i.subpass_count > 0
-            && std::slice::from_raw_parts(i.p_subpasses, i.subpass_count as usize).iter().any(|s| s.view_mask != 0)
+            && std::slice::from_raw_parts(i.p_subpasses, i.subpass_count as usize)
+                .iter()
+                .any(|s| s.view_mask != 0)
     }
 }
 
 macro_rules! create_rp2_hook {
     ($name:ident, $field:ident) => {
-        pub(crate) unsafe extern "system" fn $name(device: vk::Device, info: *const vk::RenderPassCreateInfo2<'_>, alloc: *const vk::AllocationCallbacks<'_>, out: *mut vk::RenderPass) -> vk::Result {
+        pub(crate) unsafe extern "system" fn $name(
+            device: vk::Device,
+            info: *const vk::RenderPassCreateInfo2<'_>,
+            alloc: *const vk::AllocationCallbacks<'_>,
+            out: *mut vk::RenderPass,
+        ) -> vk::Result {
             // SAFETY: the application's device.
-            let Some(d) = (unsafe { device::of(device) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-            let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-            let Some(next) = a.next.$field else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+            let Some(d) = (unsafe { device::of(device) }) else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            let Some(a) = d.active.as_ref() else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
+            let Some(next) = a.next.$field else {
+                return vk::Result::ERROR_INITIALIZATION_FAILED;
+            };
             // SAFETY: the application's call, passed on.
             let r = unsafe { next(device, info, alloc, out) };
             if r == vk::Result::SUCCESS && !info.is_null() {
@@ -631,23 +1118,39 @@ macro_rules! create_rp2_hook {
 create_rp2_hook!(create_render_pass2, create_render_pass2);
 create_rp2_hook!(create_render_pass2_khr, create_render_pass2_khr);
 
-pub(crate) unsafe extern "system" fn destroy_render_pass(device: vk::Device, rp: vk::RenderPass, alloc: *const vk::AllocationCallbacks<'_>) {
+pub(crate) unsafe extern "system" fn destroy_render_pass(
+    device: vk::Device,
+    rp: vk::RenderPass,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
     // SAFETY: the application's device.
-    let Some(d) = (unsafe { device::of(device) }) else { return };
+    let Some(d) = (unsafe { device::of(device) }) else {
+        return;
+    };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.destroy_render_pass else { return };
-    a.multiview.lock().unwrap_or_else(|e| e.into_inner()).remove(&rp);
+    let Some(next) = a.next.destroy_render_pass else {
+        return;
+    };
+    a.multiview
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&rp);
     // SAFETY: the application's call, passed on.
     unsafe { next(device, rp, alloc) };
 }
 
-pub(crate) unsafe extern "system" fn destroy_device(device: vk::Device, alloc: *const vk::AllocationCallbacks<'_>) {
+pub(crate) unsafe extern "system" fn destroy_device(
+    device: vk::Device,
+    alloc: *const vk::AllocationCallbacks<'_>,
+) {
     if device == vk::Device::null() {
         return;
     }
     // SAFETY: the application's device.
     let k = unsafe { crate::global::key(device) };
-    let Some(d) = crate::global::remove_device(k) else { return };
+    let Some(d) = crate::global::remove_device(k) else {
+        return;
+    };
     if let Some(a) = d.active.as_ref() {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // SAFETY: the application is destroying the device.

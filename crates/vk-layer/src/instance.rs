@@ -78,9 +78,9 @@ pub(crate) unsafe extern "system" fn create_instance(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the next layer's global command.
-    let Some(create) =
-        (unsafe { load::<vk::PFN_vkCreateInstance>(gipa, vk::Instance::null(), c"vkCreateInstance") })
-    else {
+    let Some(create) = (unsafe {
+        load::<vk::PFN_vkCreateInstance>(gipa, vk::Instance::null(), c"vkCreateInstance")
+    }) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the application's arguments, passed on.
@@ -116,7 +116,12 @@ unsafe fn register_instance(gipa: Gipa, handle: vk::Instance, info: &vk::Instanc
             ash::EntryFnV1_1::load(none),
         );
         let instance = ash::Instance::load_with(
-            |name| std::mem::transmute::<vk::PFN_vkVoidFunction, *const std::ffi::c_void>(gipa(handle, name.as_ptr())),
+            |name| {
+                std::mem::transmute::<vk::PFN_vkVoidFunction, *const std::ffi::c_void>(gipa(
+                    handle,
+                    name.as_ptr(),
+                ))
+            },
             handle,
         );
         (entry, instance)
@@ -126,7 +131,9 @@ unsafe fn register_instance(gipa: Gipa, handle: vk::Instance, info: &vk::Instanc
         let api = if info.p_application_info.is_null() {
             vk::API_VERSION_1_0
         } else {
-            (*info.p_application_info).api_version.max(vk::API_VERSION_1_0)
+            (*info.p_application_info)
+                .api_version
+                .max(vk::API_VERSION_1_0)
         };
         let exts: Vec<&CStr> = (0..info.enabled_extension_count as usize)
             .map(|i| CStr::from_ptr(*info.pp_enabled_extension_names.add(i)))
@@ -134,7 +141,10 @@ unsafe fn register_instance(gipa: Gipa, handle: vk::Instance, info: &vk::Instanc
         (api, exts)
     };
     let (p2, f2): (&CStr, &CStr) = if api_version >= vk::API_VERSION_1_1 {
-        (c"vkGetPhysicalDeviceProperties2", c"vkGetPhysicalDeviceFeatures2")
+        (
+            c"vkGetPhysicalDeviceProperties2",
+            c"vkGetPhysicalDeviceFeatures2",
+        )
     } else {
         (
             c"vkGetPhysicalDeviceProperties2KHR",
@@ -217,12 +227,18 @@ pub(crate) unsafe extern "system" fn create_device(
     out: *mut vk::Device,
 ) -> vk::Result {
     // SAFETY: the loader passes a valid physical device and create info.
-    let (inst, link) = unsafe { (global::instance(global::key(pd)), chain::device_link(&*info)) };
+    let (inst, link) = unsafe {
+        (
+            global::instance(global::key(pd)),
+            chain::device_link(&*info),
+        )
+    };
     let (Some(inst), Some((gipa, gdpa, set_data))) = (inst, link) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the next layer's instance command.
-    let Some(create) = (unsafe { load::<vk::PFN_vkCreateDevice>(gipa, inst.handle, c"vkCreateDevice") })
+    let Some(create) =
+        (unsafe { load::<vk::PFN_vkCreateDevice>(gipa, inst.handle, c"vkCreateDevice") })
     else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
@@ -279,8 +295,10 @@ pub(crate) unsafe extern "system" fn create_device(
         // SAFETY: the application's valid chain; the structures found are
         // the application's, set for the call and restored after it.
         unsafe {
-            let v12 = find_mut(app.p_next, vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
-                as *mut vk::PhysicalDeviceVulkan12Features<'_>;
+            let v12 = find_mut(
+                app.p_next,
+                vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+            ) as *mut vk::PhysicalDeviceVulkan12Features<'_>;
             let hqr = find_mut(
                 app.p_next,
                 vk::StructureType::PHYSICAL_DEVICE_HOST_QUERY_RESET_FEATURES,
@@ -288,7 +306,10 @@ pub(crate) unsafe extern "system" fn create_device(
             let core = mode == HostReset::Core;
             if !v12.is_null() {
                 if core {
-                    restore.push(Restore(&mut (*v12).host_query_reset, (*v12).host_query_reset));
+                    restore.push(Restore(
+                        &mut (*v12).host_query_reset,
+                        (*v12).host_query_reset,
+                    ));
                     (*v12).host_query_reset = vk::TRUE;
                     HostReset::Core
                 } else {
@@ -298,7 +319,10 @@ pub(crate) unsafe extern "system" fn create_device(
                 if !core && !app_has(ash::ext::host_query_reset::NAME) {
                     added.push(ash::ext::host_query_reset::NAME);
                 }
-                restore.push(Restore(&mut (*hqr).host_query_reset, (*hqr).host_query_reset));
+                restore.push(Restore(
+                    &mut (*hqr).host_query_reset,
+                    (*hqr).host_query_reset,
+                ));
                 (*hqr).host_query_reset = vk::TRUE;
                 mode
             } else {
@@ -306,7 +330,8 @@ pub(crate) unsafe extern "system" fn create_device(
                     added.push(ash::ext::host_query_reset::NAME);
                 }
                 ours_hqr.p_next = modified.p_next as *mut _;
-                modified.p_next = (&mut ours_hqr as *mut vk::PhysicalDeviceHostQueryResetFeatures<'_>).cast();
+                modified.p_next =
+                    (&mut ours_hqr as *mut vk::PhysicalDeviceHostQueryResetFeatures<'_>).cast();
                 mode
             }
         }
@@ -324,7 +349,8 @@ pub(crate) unsafe extern "system" fn create_device(
             let f2 = unsafe { find_mut(app.p_next, vk::StructureType::PHYSICAL_DEVICE_FEATURES_2) }
                 as *mut vk::PhysicalDeviceFeatures2<'_>;
             if f2.is_null() {
-                features_copy = vk::PhysicalDeviceFeatures::default().pipeline_statistics_query(true);
+                features_copy =
+                    vk::PhysicalDeviceFeatures::default().pipeline_statistics_query(true);
                 modified.p_enabled_features = &features_copy;
             } else {
                 // SAFETY: a structure of the application's valid chain.

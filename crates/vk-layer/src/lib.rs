@@ -64,8 +64,7 @@ pub unsafe extern "system" fn vkNegotiateLoaderLayerInterfaceVersion(
     }
     // SAFETY: the caller's promise.
     let v = unsafe { &mut *v };
-    if v.s_type != chain::LAYER_NEGOTIATE_INTERFACE_STRUCT || v.loader_layer_interface_version < 2
-    {
+    if v.s_type != chain::LAYER_NEGOTIATE_INTERFACE_STRUCT || v.loader_layer_interface_version < 2 {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     }
     v.loader_layer_interface_version = chain::INTERFACE_VERSION;

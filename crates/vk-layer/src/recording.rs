@@ -227,8 +227,11 @@ impl Recording {
                 Some(b) => {
                     r.data.ts.push(b);
                     r.data.ts_used = 2;
-                    r.data.reset.get_mut().unwrap_or_else(|e| e.into_inner()).host_reset =
-                        dev.host_reset.is_some();
+                    r.data
+                        .reset
+                        .get_mut()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .host_reset = dev.host_reset.is_some();
                 }
                 None => {
                     r.timed = false;
@@ -301,7 +304,10 @@ impl Recording {
         // SAFETY: `cb` is recording outside a render pass on a graphics
         // family, no statistics query of the layer is active in it (passes
         // and runs do not nest), and the query was reset.
-        unsafe { dev.ash.cmd_begin_query(cb, pool, q, vk::QueryControlFlags::empty()) };
+        unsafe {
+            dev.ash
+                .cmd_begin_query(cb, pool, q, vk::QueryControlFlags::empty())
+        };
         Some(i)
     }
 
@@ -565,10 +571,8 @@ impl Recording {
             return;
         }
         let end = self.ts(dev, cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE);
-        let name = crate::device::kind_name(
-            dev,
-            gpu_counters_record::protocol::scope_kind::SECONDARY,
-        );
+        let name =
+            crate::device::kind_name(dev, gpu_counters_record::protocol::scope_kind::SECONDARY);
         self.push_scope(
             gpu_counters_record::protocol::scope_kind::SECONDARY,
             name,

@@ -64,7 +64,13 @@ pub fn start_thread() {
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .values()
-                            .any(|q| !q.state.lock().unwrap_or_else(|e| e.into_inner()).in_flight.is_empty())
+                            .any(|q| {
+                                !q.state
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .in_flight
+                                    .is_empty()
+                            })
                     })
                 });
                 {
@@ -343,6 +349,16 @@ pub unsafe fn drain(a: &Active, queues: &[Arc<QueueData>]) {
     }
 }
 
+/// Whether a test asked the layer to read its fences as lost
+/// (`GPU_COUNTERS_VK_LAYER_FAULT=device-lost`): the path a lost device
+/// takes, on a driver that never loses one.
+fn fault_device_lost() -> bool {
+    static FAULT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FAULT.get_or_init(|| {
+        std::env::var("GPU_COUNTERS_VK_LAYER_FAULT").as_deref() == Ok("device-lost")
+    })
+}
+
 /// Adds a calibration anchor where one is due.
 fn refit(a: &Active) {
     let Some(clocks) = &a.clocks else { return };
@@ -388,6 +404,11 @@ fn retire_queue(a: &Active, q: &QueueData, wait: Option<Duration>) {
                 // SAFETY: the layer's fence; no external synchronization
                 // is needed to read its status.
                 None => unsafe { a.ash.get_fence_status(front.fence) },
+            };
+            let status = if fault_device_lost() {
+                Err(vk::Result::ERROR_DEVICE_LOST)
+            } else {
+                status
             };
             match status {
                 Ok(true) => {}
@@ -532,10 +553,16 @@ impl Emit<'_> {
 /// Converts, pairs and sends a finished submission's executions.
 fn process(a: &Active, q: &QueueData, executions: Vec<Execution>, reads: Vec<Read>, cpu_ns: u64) {
     let Some(s) = sink::get() else { return };
-    let clocks = a.clocks.as_ref().map(|c| c.lock().unwrap_or_else(|e| e.into_inner()));
-    let cal = clocks
+    let clocks = a
+        .clocks
         .as_ref()
-        .and_then(|c| c.by_bits.iter().find(|(b, _)| *b == q.valid_bits).map(|(_, c)| c));
+        .map(|c| c.lock().unwrap_or_else(|e| e.into_inner()));
+    let cal = clocks.as_ref().and_then(|c| {
+        c.by_bits
+            .iter()
+            .find(|(b, _)| *b == q.valid_bits)
+            .map(|(_, c)| c)
+    });
     let mut labels = q.labels.lock().unwrap_or_else(|e| e.into_inner());
     let cb_name = crate::device::kind_name(a, scope_kind::COMMAND_BUFFER);
     let label_name = |n: &NameRef| n.clone();
@@ -556,9 +583,7 @@ fn process(a: &Active, q: &QueueData, executions: Vec<Execution>, reads: Vec<Rea
             };
             match ts.get(i as usize) {
                 Some(&(t, SampleStatus::Written)) => match cal {
-                    Some(c) => c
-                        .to_cpu_ns_near(t, cpu_ns)
-                        .map_err(|_| scope_status::ERROR),
+                    Some(c) => c.to_cpu_ns_near(t, cpu_ns).map_err(|_| scope_status::ERROR),
                     None => Err(scope_status::ERROR),
                 },
                 Some((_, SampleStatus::NotReady)) => Err(scope_status::NOT_READY),

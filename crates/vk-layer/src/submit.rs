@@ -32,7 +32,9 @@ use crate::sink::{self, stat};
 use ash::vk;
 use gpu_counters_core::bookkeeping::{QueryRead, SampleSet, NONE};
 use gpu_counters_core::{CommonCounterSet, StorageMode};
-use gpu_counters_record::protocol::{api_kind, execution_correlation, Api, Record, Thread, VkQueue};
+use gpu_counters_record::protocol::{
+    api_kind, execution_correlation, Api, Record, Thread, VkQueue,
+};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -314,9 +316,13 @@ pub(crate) unsafe extern "system" fn get_device_queue(
     out: *mut vk::Queue,
 ) {
     // SAFETY: the application's device.
-    let Some(d) = (unsafe { device::of(device) }) else { return };
+    let Some(d) = (unsafe { device::of(device) }) else {
+        return;
+    };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.get_device_queue else { return };
+    let Some(next) = a.next.get_device_queue else {
+        return;
+    };
     // SAFETY: the application's call, passed on.
     unsafe { next(device, family, index, out) };
     // SAFETY: `out` holds the queue now.
@@ -332,9 +338,13 @@ pub(crate) unsafe extern "system" fn get_device_queue2(
     out: *mut vk::Queue,
 ) {
     // SAFETY: the application's device.
-    let Some(d) = (unsafe { device::of(device) }) else { return };
+    let Some(d) = (unsafe { device::of(device) }) else {
+        return;
+    };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.get_device_queue2 else { return };
+    let Some(next) = a.next.get_device_queue2 else {
+        return;
+    };
     // SAFETY: the application's call, passed on.
     unsafe { next(device, info, out) };
     // SAFETY: `out` holds the queue now; `info` is valid.
@@ -347,9 +357,8 @@ pub(crate) unsafe extern "system" fn get_device_queue2(
 /// A memory type with all of `want` allowed by `bits`.
 fn memory_type(a: &Active, bits: u32, want: vk::MemoryPropertyFlags) -> Option<u32> {
     let m = &a.memory;
-    (0..m.memory_type_count).find(|&i| {
-        bits & (1 << i) != 0 && m.memory_types[i as usize].property_flags.contains(want)
-    })
+    (0..m.memory_type_count)
+        .find(|&i| bits & (1 << i) != 0 && m.memory_types[i as usize].property_flags.contains(want))
 }
 
 /// Makes the queue's command pool and ring.
@@ -363,7 +372,10 @@ fn prepare(a: &Active, q: &QueueData, st: &mut QueueState) -> bool {
     let made = (|| -> Result<Ring, vk::Result> {
         let d = &a.ash;
         let info = vk::CommandPoolCreateInfo::default()
-            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER | vk::CommandPoolCreateFlags::TRANSIENT)
+            .flags(
+                vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER
+                    | vk::CommandPoolCreateFlags::TRANSIENT,
+            )
             .queue_family_index(q.family);
         // SAFETY: a valid create info; destroyed with the queue's data.
         st.pool = unsafe { d.create_command_pool(&info, None) }?;
@@ -385,9 +397,12 @@ fn prepare(a: &Active, q: &QueueData, st: &mut QueueState) -> bool {
         // SAFETY: the buffer just made.
         let req = unsafe { d.get_buffer_memory_requirements(buffer) };
         let host = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
-        let Some(ty) = memory_type(a, req.memory_type_bits, host | vk::MemoryPropertyFlags::HOST_CACHED)
-            .or_else(|| memory_type(a, req.memory_type_bits, host))
-        else {
+        let Some(ty) = memory_type(
+            a,
+            req.memory_type_bits,
+            host | vk::MemoryPropertyFlags::HOST_CACHED,
+        )
+        .or_else(|| memory_type(a, req.memory_type_bits, host)) else {
             // SAFETY: the buffer just made, unused.
             unsafe { d.destroy_buffer(buffer, None) };
             return Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
@@ -485,7 +500,11 @@ impl Ring {
 }
 
 /// A command buffer of the layer's, begun.
-fn layer_cb(a: &Active, st: &mut QueueState, used: &mut Vec<vk::CommandBuffer>) -> Option<vk::CommandBuffer> {
+fn layer_cb(
+    a: &Active,
+    st: &mut QueueState,
+    used: &mut Vec<vk::CommandBuffer>,
+) -> Option<vk::CommandBuffer> {
     let d = &a.ash;
     let cb = match st.free_cbs.pop() {
         Some(cb) => cb,
@@ -508,7 +527,8 @@ fn layer_cb(a: &Active, st: &mut QueueState, used: &mut Vec<vk::CommandBuffer>) 
             cb
         }
     };
-    let begin = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+    let begin =
+        vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
     // SAFETY: a command buffer of the queue's pool (reset-able), not in
     // flight (its flight was read, or it is new).
     if unsafe { d.begin_command_buffer(cb, &begin) }.is_err() {
@@ -667,7 +687,16 @@ fn instrument(
             // queue; the destination lies in the ring's slot (allocated for
             // these counts).
             unsafe {
-                d.cmd_copy_query_pool_results(cb, pool, first, count, ring.buffer, offset, stride, flags)
+                d.cmd_copy_query_pool_results(
+                    cb,
+                    pool,
+                    first,
+                    count,
+                    ring.buffer,
+                    offset,
+                    stride,
+                    flags,
+                )
             };
         }
     };
@@ -875,7 +904,9 @@ fn submit_common(
     };
     let q = queue_of(a, queue);
     let total: usize = batches.iter().map(Vec::len).sum();
-    let Some(q) = q.filter(|q| q.timed && instrumentable && !a.lost.load(std::sync::atomic::Ordering::Relaxed)) else {
+    let Some(q) = q.filter(|q| {
+        q.timed && instrumentable && !a.lost.load(std::sync::atomic::Ordering::Relaxed)
+    }) else {
         let lost = a.lost.load(std::sync::atomic::Ordering::Relaxed);
         let stat = if lost {
             stat::DEVICE_LOST
@@ -975,9 +1006,15 @@ pub(crate) unsafe extern "system" fn queue_submit(
     fence: vk::Fence,
 ) -> vk::Result {
     // SAFETY: the application's queue.
-    let Some(d) = (unsafe { device::of(queue) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.queue_submit else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some(d) = (unsafe { device::of(queue) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.queue_submit else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     let infos: &[vk::SubmitInfo<'_>] = if submits.is_null() || count == 0 {
         &[]
     } else {
@@ -991,8 +1028,10 @@ pub(crate) unsafe extern "system" fn queue_submit(
                 Vec::new()
             } else {
                 // SAFETY: a valid submit info's command buffers.
-                unsafe { std::slice::from_raw_parts(i.p_command_buffers, i.command_buffer_count as usize) }
-                    .to_vec()
+                unsafe {
+                    std::slice::from_raw_parts(i.p_command_buffers, i.command_buffer_count as usize)
+                }
+                .to_vec()
             }
         })
         .collect();
@@ -1005,25 +1044,32 @@ pub(crate) unsafe extern "system" fn queue_submit(
                 && !has_struct(i.p_next, vk::StructureType::PROTECTED_SUBMIT_INFO)
         }
     });
-    submit_common(a, queue, batches, instrumentable, "vkQueueSubmit", |lists| match lists {
-        // SAFETY: the application's call, passed on.
-        None => unsafe { next(queue, count, submits, fence) },
-        Some(lists) => {
-            let modified: Vec<vk::SubmitInfo<'_>> = infos
-                .iter()
-                .zip(lists)
-                .map(|(i, l)| {
-                    let mut m = *i;
-                    m.command_buffer_count = l.len() as u32;
-                    m.p_command_buffers = l.as_ptr();
-                    m
-                })
-                .collect();
-            // SAFETY: the application's batches with the layer's command
-            // buffers added; every pointer lives through the call.
-            unsafe { next(queue, modified.len() as u32, modified.as_ptr(), fence) }
-        }
-    })
+    submit_common(
+        a,
+        queue,
+        batches,
+        instrumentable,
+        "vkQueueSubmit",
+        |lists| match lists {
+            // SAFETY: the application's call, passed on.
+            None => unsafe { next(queue, count, submits, fence) },
+            Some(lists) => {
+                let modified: Vec<vk::SubmitInfo<'_>> = infos
+                    .iter()
+                    .zip(lists)
+                    .map(|(i, l)| {
+                        let mut m = *i;
+                        m.command_buffer_count = l.len() as u32;
+                        m.p_command_buffers = l.as_ptr();
+                        m
+                    })
+                    .collect();
+                // SAFETY: the application's batches with the layer's command
+                // buffers added; every pointer lives through the call.
+                unsafe { next(queue, modified.len() as u32, modified.as_ptr(), fence) }
+            }
+        },
+    )
 }
 
 /// Whether the chain from `p_next` holds a structure of `s_type`.
@@ -1067,7 +1113,12 @@ fn submit2(
                 &[][..]
             } else {
                 // SAFETY: a valid submit info's entries.
-                unsafe { std::slice::from_raw_parts(i.p_command_buffer_infos, i.command_buffer_info_count as usize) }
+                unsafe {
+                    std::slice::from_raw_parts(
+                        i.p_command_buffer_infos,
+                        i.command_buffer_info_count as usize,
+                    )
+                }
             }
         })
         .collect();
@@ -1078,69 +1129,108 @@ fn submit2(
     let instrumentable = infos
         .iter()
         .all(|i| !i.flags.contains(vk::SubmitFlags::PROTECTED));
-    submit_common(a, queue, batches, instrumentable, call, |lists| match lists {
-        // SAFETY: the application's call, passed on.
-        None => unsafe { next(queue, count, submits, fence) },
-        Some(lists) => {
-            // Each of the layer's command buffers takes the device mask of
-            // the application's entry it follows (or precedes).
-            let mut new_entries: Vec<Vec<vk::CommandBufferSubmitInfo<'_>>> = Vec::with_capacity(lists.len());
-            for (e, l) in entries.iter().zip(lists) {
-                let mut out = Vec::with_capacity(l.len());
-                let mut mask = e.first().map_or(0, |c| c.device_mask);
-                for &cb in l {
-                    match e.iter().find(|c| c.command_buffer == cb) {
-                        Some(c) => {
-                            mask = c.device_mask;
-                            out.push(*c);
+    submit_common(
+        a,
+        queue,
+        batches,
+        instrumentable,
+        call,
+        |lists| match lists {
+            // SAFETY: the application's call, passed on.
+            None => unsafe { next(queue, count, submits, fence) },
+            Some(lists) => {
+                // Each of the layer's command buffers takes the device mask of
+                // the application's entry it follows (or precedes).
+                let mut new_entries: Vec<Vec<vk::CommandBufferSubmitInfo<'_>>> =
+                    Vec::with_capacity(lists.len());
+                for (e, l) in entries.iter().zip(lists) {
+                    let mut out = Vec::with_capacity(l.len());
+                    let mut mask = e.first().map_or(0, |c| c.device_mask);
+                    for &cb in l {
+                        match e.iter().find(|c| c.command_buffer == cb) {
+                            Some(c) => {
+                                mask = c.device_mask;
+                                out.push(*c);
+                            }
+                            None => out.push(
+                                vk::CommandBufferSubmitInfo::default()
+                                    .command_buffer(cb)
+                                    .device_mask(mask),
+                            ),
                         }
-                        None => out.push(
-                            vk::CommandBufferSubmitInfo::default()
-                                .command_buffer(cb)
-                                .device_mask(mask),
-                        ),
                     }
+                    new_entries.push(out);
                 }
-                new_entries.push(out);
+                let modified: Vec<vk::SubmitInfo2<'_>> = infos
+                    .iter()
+                    .zip(&new_entries)
+                    .map(|(i, e)| {
+                        let mut m = *i;
+                        m.command_buffer_info_count = e.len() as u32;
+                        m.p_command_buffer_infos = e.as_ptr();
+                        m
+                    })
+                    .collect();
+                // SAFETY: the application's batches with the layer's command
+                // buffers added; every pointer lives through the call.
+                unsafe { next(queue, modified.len() as u32, modified.as_ptr(), fence) }
             }
-            let modified: Vec<vk::SubmitInfo2<'_>> = infos
-                .iter()
-                .zip(&new_entries)
-                .map(|(i, e)| {
-                    let mut m = *i;
-                    m.command_buffer_info_count = e.len() as u32;
-                    m.p_command_buffer_infos = e.as_ptr();
-                    m
-                })
-                .collect();
-            // SAFETY: the application's batches with the layer's command
-            // buffers added; every pointer lives through the call.
-            unsafe { next(queue, modified.len() as u32, modified.as_ptr(), fence) }
-        }
-    })
+        },
+    )
 }
 
-pub(crate) unsafe extern "system" fn queue_submit2(queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo2<'_>, fence: vk::Fence) -> vk::Result {
+pub(crate) unsafe extern "system" fn queue_submit2(
+    queue: vk::Queue,
+    count: u32,
+    submits: *const vk::SubmitInfo2<'_>,
+    fence: vk::Fence,
+) -> vk::Result {
     // SAFETY: the application's queue.
-    let Some(d) = (unsafe { device::of(queue) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.queue_submit2 else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some(d) = (unsafe { device::of(queue) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.queue_submit2 else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     submit2(a, next, queue, count, submits, fence, "vkQueueSubmit2")
 }
 
-pub(crate) unsafe extern "system" fn queue_submit2_khr(queue: vk::Queue, count: u32, submits: *const vk::SubmitInfo2<'_>, fence: vk::Fence) -> vk::Result {
+pub(crate) unsafe extern "system" fn queue_submit2_khr(
+    queue: vk::Queue,
+    count: u32,
+    submits: *const vk::SubmitInfo2<'_>,
+    fence: vk::Fence,
+) -> vk::Result {
     // SAFETY: the application's queue.
-    let Some(d) = (unsafe { device::of(queue) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.queue_submit2_khr else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some(d) = (unsafe { device::of(queue) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.queue_submit2_khr else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     submit2(a, next, queue, count, submits, fence, "vkQueueSubmit2KHR")
 }
 
-pub(crate) unsafe extern "system" fn queue_present(queue: vk::Queue, info: *const vk::PresentInfoKHR<'_>) -> vk::Result {
+pub(crate) unsafe extern "system" fn queue_present(
+    queue: vk::Queue,
+    info: *const vk::PresentInfoKHR<'_>,
+) -> vk::Result {
     // SAFETY: the application's queue.
-    let Some(d) = (unsafe { device::of(queue) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.queue_present else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some(d) = (unsafe { device::of(queue) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.queue_present else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     let enter = sink::now_ns();
     // SAFETY: the application's call, passed on.
     let r = unsafe { next(queue, info) };
@@ -1154,9 +1244,15 @@ pub(crate) unsafe extern "system" fn queue_present(queue: vk::Queue, info: *cons
 
 pub(crate) unsafe extern "system" fn queue_wait_idle(queue: vk::Queue) -> vk::Result {
     // SAFETY: the application's queue.
-    let Some(d) = (unsafe { device::of(queue) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.queue_wait_idle else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some(d) = (unsafe { device::of(queue) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.queue_wait_idle else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     // SAFETY: the application's call, passed on.
     let r = unsafe { next(queue) };
     if r == vk::Result::SUCCESS {
@@ -1171,9 +1267,15 @@ pub(crate) unsafe extern "system" fn queue_wait_idle(queue: vk::Queue) -> vk::Re
 
 pub(crate) unsafe extern "system" fn device_wait_idle(device: vk::Device) -> vk::Result {
     // SAFETY: the application's device.
-    let Some(d) = (unsafe { device::of(device) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.device_wait_idle else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some(d) = (unsafe { device::of(device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.device_wait_idle else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     // SAFETY: the application's call, passed on.
     let r = unsafe { next(device) };
     if r == vk::Result::SUCCESS {
@@ -1192,9 +1294,15 @@ pub(crate) unsafe extern "system" fn wait_for_fences(
     timeout: u64,
 ) -> vk::Result {
     // SAFETY: the application's device.
-    let Some(d) = (unsafe { device::of(device) }) else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(a) = d.active.as_ref() else { return vk::Result::ERROR_INITIALIZATION_FAILED };
-    let Some(next) = a.next.wait_for_fences else { return vk::Result::ERROR_INITIALIZATION_FAILED };
+    let Some(d) = (unsafe { device::of(device) }) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(a) = d.active.as_ref() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let Some(next) = a.next.wait_for_fences else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
     // SAFETY: the application's call, passed on.
     let r = unsafe { next(device, n, fences, all, timeout) };
     match r {
