@@ -19,6 +19,8 @@ pub struct VkQueueRow {
     pub pid: u32,
     /// The GPU's index in the trace.
     pub gpu: usize,
+    /// The layer's id of the `VkDevice` (a process's first is 1).
+    pub vk_device: u32,
     /// The device's name.
     pub device: String,
     /// The queue family.
@@ -37,8 +39,13 @@ pub struct VkQueueRow {
 impl VkQueueRow {
     /// How the summary names the queue.
     pub fn describe(&self) -> String {
+        let device = if self.vk_device == 1 {
+            String::new()
+        } else {
+            format!(" (device {})", self.vk_device)
+        };
         format!(
-            "pid {} GPU{} {} queue family {} index {}",
+            "pid {} GPU{} {}{device} queue family {} index {}",
             self.pid, self.gpu, self.device, self.family, self.index
         )
     }

@@ -2,7 +2,8 @@
 //!
 //! - A device joins the trace's GPUs by its UUID (the same GPU as a CUDA
 //!   device of the same UUID), else by (pid, id).
-//! - A queue is a hardware queue `GPU{g} {pid}:queue {family}.{index}`;
+//! - A queue is a hardware queue `GPU{g} {pid}:queue {family}.{index}`
+//!   (`...:device {id} queue ...` for a process's devices after its first);
 //!   each timed scope (a command buffer's execution, a pass, a label, a
 //!   draw or dispatch) is a render-stage event on it, its stage interned
 //!   per (kind, name), with its bound, depth and frame as extra data. A
@@ -78,10 +79,12 @@ impl<W: Write> State<W> {
                 let gpu = self.gpu_of(key, name.to_string());
                 self.process_track(conn);
                 let pid = conn.pid;
-                let frames_queue = self
-                    .out
-                    .put(|w| Ok(w.queue(&format!("GPU{gpu} {pid}:frames"))))
-                    .unwrap_or(0);
+                let title = if d.id == 1 {
+                    format!("GPU{gpu} {pid}:frames")
+                } else {
+                    format!("GPU{gpu} {pid}:device {} frames", d.id)
+                };
+                let frames_queue = self.out.put(|w| Ok(w.queue(&title))).unwrap_or(0);
                 if conn.vk.devices.len() < self.caps.queues {
                     conn.vk.devices.insert(
                         d.id,
@@ -112,7 +115,15 @@ impl<W: Write> State<W> {
                 }
                 self.queue_count += 1;
                 let pid = conn.pid;
-                let name = format!("GPU{gpu} {pid}:queue {}.{}", q.family, q.index);
+                // A process's second device on the same GPU names itself.
+                let name = if q.device == 1 {
+                    format!("GPU{gpu} {pid}:queue {}.{}", q.family, q.index)
+                } else {
+                    format!(
+                        "GPU{gpu} {pid}:device {} queue {}.{}",
+                        q.device, q.family, q.index
+                    )
+                };
                 let hw = self.out.put(|w| Ok(w.queue(&name))).unwrap_or(0);
                 let context = self
                     .out
@@ -121,6 +132,7 @@ impl<W: Write> State<W> {
                 self.vk.queues.push(VkQueueRow {
                     pid,
                     gpu,
+                    vk_device: q.device,
                     device: dev_name.to_string(),
                     family: q.family,
                     index: q.index,

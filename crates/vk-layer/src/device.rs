@@ -151,8 +151,6 @@ next_commands! {
     cmd_draw_indirect_count_khr: PFN_vkCmdDrawIndirectCount = c"vkCmdDrawIndirectCountKHR",
     cmd_draw_indexed_indirect_count: PFN_vkCmdDrawIndexedIndirectCount = c"vkCmdDrawIndexedIndirectCount",
     cmd_draw_indexed_indirect_count_khr: PFN_vkCmdDrawIndexedIndirectCount = c"vkCmdDrawIndexedIndirectCountKHR",
-    cmd_begin_debug_utils_label: PFN_vkCmdBeginDebugUtilsLabelEXT = c"vkCmdBeginDebugUtilsLabelEXT",
-    cmd_end_debug_utils_label: PFN_vkCmdEndDebugUtilsLabelEXT = c"vkCmdEndDebugUtilsLabelEXT",
     cmd_execute_commands: PFN_vkCmdExecuteCommands = c"vkCmdExecuteCommands",
     queue_submit: PFN_vkQueueSubmit = c"vkQueueSubmit",
     queue_submit2: PFN_vkQueueSubmit2 = c"vkQueueSubmit2",
@@ -161,7 +159,6 @@ next_commands! {
     queue_wait_idle: PFN_vkQueueWaitIdle = c"vkQueueWaitIdle",
     device_wait_idle: PFN_vkDeviceWaitIdle = c"vkDeviceWaitIdle",
     wait_for_fences: PFN_vkWaitForFences = c"vkWaitForFences",
-    reset_query_pool_ext: PFN_vkResetQueryPool = c"vkResetQueryPoolEXT",
 }
 
 /// The next layer's device command `name` as `F`.
@@ -208,8 +205,15 @@ pub struct Active {
     pub id: u32,
     /// The device's commands, through the next layer.
     pub ash: ash::Device,
-    /// The commands the layer wraps.
-    pub next: Next,
+    /// The commands the layer wraps, loaded at the first
+    /// `vkGetDeviceProcAddr` ([`Active::next`]).
+    next: std::sync::OnceLock<Next>,
+    /// The next layer's `vkGetDeviceProcAddr` and the device.
+    gdpa: Gdpa,
+    device: vk::Device,
+    /// The next layer's debug-utils label commands (of its instance
+    /// chain, through which the loader dispatches them).
+    pub labels: crate::instance::LabelFns,
     /// The loader's `vkSetDeviceLoaderData`.
     pub set_data: chain::SetDeviceLoaderData,
     /// Queue families.
@@ -347,17 +351,15 @@ impl DeviceData {
             return;
         };
         // SAFETY: the next layer's commands of this device.
-        let (ash_device, next) = unsafe {
-            (
-                ash::Device::load_with(
-                    |name| {
-                        std::mem::transmute::<vk::PFN_vkVoidFunction, *const std::ffi::c_void>(
-                            gdpa(device, name.as_ptr()),
-                        )
-                    },
-                    device,
-                ),
-                Next::load(gdpa, device),
+        let ash_device = unsafe {
+            ash::Device::load_with(
+                |name| {
+                    std::mem::transmute::<vk::PFN_vkVoidFunction, *const std::ffi::c_void>(gdpa(
+                        device,
+                        name.as_ptr(),
+                    ))
+                },
+                device,
             )
         };
         let untimed = untimed_families();
@@ -377,7 +379,10 @@ impl DeviceData {
         let host_reset: Option<vk::PFN_vkResetQueryPool> = match setup.host_reset {
             HostReset::None => None,
             HostReset::Core => Some(ash_device.fp_v1_2().reset_query_pool),
-            HostReset::Ext => next.reset_query_pool_ext,
+            // SAFETY: the command's type; the device is the next layer's.
+            HostReset::Ext => unsafe {
+                load_device::<vk::PFN_vkResetQueryPool>(gdpa, device, c"vkResetQueryPoolEXT")
+            },
         };
         let id = NEXT_DEVICE.fetch_add(1, Ordering::Relaxed);
         // The instance's commands with this device's next
@@ -434,7 +439,10 @@ impl DeviceData {
         let active = Active {
             id,
             ash: ash_device,
-            next,
+            next: std::sync::OnceLock::new(),
+            gdpa,
+            device,
+            labels: inst.labels,
             set_data,
             families,
             period_ns: caps.period_ns,
@@ -525,6 +533,16 @@ pub fn send_clock(
 }
 
 impl Active {
+    /// The next layer's commands the layer wraps. Loaded at the first
+    /// `vkGetDeviceProcAddr`, after the loader finished making the device:
+    /// some of its commands (the debug-utils labels of the instance
+    /// extension) are only given out then.
+    pub fn next(&self) -> &Next {
+        // SAFETY: the device was made by the layer below `gdpa`.
+        self.next
+            .get_or_init(|| unsafe { Next::load(self.gdpa, self.device) })
+    }
+
     /// The command buffer's state.
     pub fn cb(&self, cb: vk::CommandBuffer) -> Option<Arc<Mutex<CbState>>> {
         self.cbs

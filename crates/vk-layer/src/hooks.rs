@@ -55,7 +55,7 @@ pub fn device_hook(a: &Active, name: &CStr) -> Option<unsafe extern "system" fn(
 /// (command name, whether the next layer has it and the level wants it,
 /// the wrapper).
 fn table(a: &Active) -> Vec<(&'static CStr, bool, *const ())> {
-    let n = &a.next;
+    let n = a.next();
     let draws = a.level == Level::Draw;
     vec![
         (
@@ -370,12 +370,12 @@ fn table(a: &Active) -> Vec<(&'static CStr, bool, *const ())> {
         ),
         (
             c"vkCmdBeginDebugUtilsLabelEXT",
-            n.cmd_begin_debug_utils_label.is_some(),
+            a.labels.0.is_some(),
             cmd_begin_debug_utils_label as *const (),
         ),
         (
             c"vkCmdEndDebugUtilsLabelEXT",
-            n.cmd_end_debug_utils_label.is_some(),
+            a.labels.1.is_some(),
             cmd_end_debug_utils_label as *const (),
         ),
         (
@@ -454,7 +454,7 @@ macro_rules! wrap {
             // SAFETY: the application's command buffer.
             let Some((d, state)) = (unsafe { lookup(cb) }) else { return };
             let Some(a) = d.active.as_ref() else { return };
-            let Some(next) = a.next.$field else { return };
+            let Some(next) = a.next().$field else { return };
             #[allow(clippy::redundant_closure_call)]
             ($before)(a, &state, cb, $($arg),*);
             // SAFETY: the application's call, passed on.
@@ -558,7 +558,7 @@ pub(crate) unsafe extern "system" fn cmd_begin_render_pass(
         return;
     };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.cmd_begin_render_pass else {
+    let Some(next) = a.next().cmd_begin_render_pass else {
         return;
     };
     begin_rp(a, &state, cb, info, contents);
@@ -594,7 +594,7 @@ macro_rules! begin_rp2_hook {
                 return;
             };
             let Some(a) = d.active.as_ref() else { return };
-            let Some(next) = a.next.$field else { return };
+            let Some(next) = a.next().$field else { return };
             begin_rp2(a, &state, cb, info, sp);
             // SAFETY: the application's call, passed on.
             unsafe { next(cb, info, sp) };
@@ -711,14 +711,35 @@ fn label_begin(
         }
     });
 }
-wrap!(cmd_begin_debug_utils_label, cmd_begin_debug_utils_label, (i: *const vk::DebugUtilsLabelEXT<'_>), label_begin, |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {});
-wrap!(
-    cmd_end_debug_utils_label,
-    cmd_end_debug_utils_label,
-    (),
-    |a: &Active, s: &Option<Arc<Mutex<CbState>>>, cb| with_rec(s, |r| r.label_end(a, cb)),
-    |_: &Active, _: &Option<Arc<Mutex<CbState>>>, _| {}
-);
+/// The layer's `vkCmdBeginDebugUtilsLabelEXT` (the loader hands out the
+/// instance chain's: see `lib.rs`).
+pub(crate) unsafe extern "system" fn cmd_begin_debug_utils_label(
+    cb: vk::CommandBuffer,
+    info: *const vk::DebugUtilsLabelEXT<'_>,
+) {
+    // SAFETY: the application's command buffer.
+    let Some((d, state)) = (unsafe { lookup(cb) }) else {
+        return;
+    };
+    let Some(a) = d.active.as_ref() else { return };
+    let Some(next) = a.labels.0 else { return };
+    label_begin(a, &state, cb, info);
+    // SAFETY: the application's call, passed on.
+    unsafe { next(cb, info) };
+}
+
+/// The layer's `vkCmdEndDebugUtilsLabelEXT`.
+pub(crate) unsafe extern "system" fn cmd_end_debug_utils_label(cb: vk::CommandBuffer) {
+    // SAFETY: the application's command buffer.
+    let Some((d, state)) = (unsafe { lookup(cb) }) else {
+        return;
+    };
+    let Some(a) = d.active.as_ref() else { return };
+    let Some(next) = a.labels.1 else { return };
+    with_rec(&state, |r| r.label_end(a, cb));
+    // SAFETY: the application's call, passed on.
+    unsafe { next(cb) };
+}
 
 pub(crate) unsafe extern "system" fn cmd_execute_commands(
     cb: vk::CommandBuffer,
@@ -730,7 +751,7 @@ pub(crate) unsafe extern "system" fn cmd_execute_commands(
         return;
     };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.cmd_execute_commands else {
+    let Some(next) = a.next().cmd_execute_commands else {
         return;
     };
     let list: &[vk::CommandBuffer] = if cbs.is_null() || n == 0 {
@@ -766,7 +787,7 @@ pub(crate) unsafe extern "system" fn create_command_pool(
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.create_command_pool else {
+    let Some(next) = a.next().create_command_pool else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the application's call, passed on.
@@ -810,7 +831,7 @@ pub(crate) unsafe extern "system" fn destroy_command_pool(
         return;
     };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.destroy_command_pool else {
+    let Some(next) = a.next().destroy_command_pool else {
         return;
     };
     if pool != vk::CommandPool::null() {
@@ -836,7 +857,7 @@ pub(crate) unsafe extern "system" fn reset_command_pool(
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.reset_command_pool else {
+    let Some(next) = a.next().reset_command_pool else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     forget_pool(a, pool, true);
@@ -856,7 +877,7 @@ pub(crate) unsafe extern "system" fn allocate_command_buffers(
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.allocate_command_buffers else {
+    let Some(next) = a.next().allocate_command_buffers else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the application's call, passed on.
@@ -907,7 +928,7 @@ pub(crate) unsafe extern "system" fn free_command_buffers(
         return;
     };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.free_command_buffers else {
+    let Some(next) = a.next().free_command_buffers else {
         return;
     };
     if !list.is_null() {
@@ -933,7 +954,7 @@ pub(crate) unsafe extern "system" fn begin_command_buffer(
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.begin_command_buffer else {
+    let Some(next) = a.next().begin_command_buffer else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     let Some(state) = state else {
@@ -973,7 +994,7 @@ pub(crate) unsafe extern "system" fn begin_command_buffer(
         // Beginning resets the command buffer: its last recording goes
         // (executions in flight keep their own reference).
         st.done = None;
-        st.rec = Some(Recording::new(a, timed, graphics));
+        st.rec = Some(Recording::new(a, cb, timed, graphics));
     }
     r
 }
@@ -986,7 +1007,7 @@ pub(crate) unsafe extern "system" fn end_command_buffer(cb: vk::CommandBuffer) -
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.end_command_buffer else {
+    let Some(next) = a.next().end_command_buffer else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     if let Some(state) = &state {
@@ -1013,7 +1034,7 @@ pub(crate) unsafe extern "system" fn reset_command_buffer(
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.reset_command_buffer else {
+    let Some(next) = a.next().reset_command_buffer else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     if let Some(state) = &state {
@@ -1048,7 +1069,7 @@ pub(crate) unsafe extern "system" fn create_render_pass(
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.create_render_pass else {
+    let Some(next) = a.next().create_render_pass else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the application's call, passed on.
@@ -1102,7 +1123,7 @@ macro_rules! create_rp2_hook {
             let Some(a) = d.active.as_ref() else {
                 return vk::Result::ERROR_INITIALIZATION_FAILED;
             };
-            let Some(next) = a.next.$field else {
+            let Some(next) = a.next().$field else {
                 return vk::Result::ERROR_INITIALIZATION_FAILED;
             };
             // SAFETY: the application's call, passed on.
@@ -1128,7 +1149,7 @@ pub(crate) unsafe extern "system" fn destroy_render_pass(
         return;
     };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.destroy_render_pass else {
+    let Some(next) = a.next().destroy_render_pass else {
         return;
     };
     a.multiview
@@ -1156,7 +1177,7 @@ pub(crate) unsafe extern "system" fn destroy_device(
             // SAFETY: the application is destroying the device.
             unsafe { device::destroy(a) }
         }));
-        if let Some(next) = a.next.destroy_device {
+        if let Some(next) = a.next().destroy_device {
             // SAFETY: the application's call, passed on.
             unsafe { next(device, alloc) };
         }

@@ -31,6 +31,13 @@ pub type Gipa = unsafe extern "system" fn(vk::Instance, *const c_char) -> vk::PF
 /// `PFN_vkGetDeviceProcAddr` of the next layer.
 pub type Gdpa = unsafe extern "system" fn(vk::Device, *const c_char) -> vk::PFN_vkVoidFunction;
 
+/// The next layer's `vkCmdBeginDebugUtilsLabelEXT` and
+/// `vkCmdEndDebugUtilsLabelEXT`, where the instance has them.
+pub type LabelFns = (
+    Option<vk::PFN_vkCmdBeginDebugUtilsLabelEXT>,
+    Option<vk::PFN_vkCmdEndDebugUtilsLabelEXT>,
+);
+
 /// What the layer keeps of an instance.
 pub struct InstanceData {
     /// The instance.
@@ -50,6 +57,10 @@ pub struct InstanceData {
         vk::PFN_vkGetPhysicalDeviceProperties2,
         vk::PFN_vkGetPhysicalDeviceFeatures2,
     )>,
+    /// The next layer's label commands: the loader dispatches the
+    /// debug-utils commands through the instance's chain
+    /// (`vkGetInstanceProcAddr`), not the device's.
+    pub labels: LabelFns,
     /// Whether the layer records (`gpu-counters record` is listening);
     /// otherwise every call passes straight through.
     pub active: bool,
@@ -160,6 +171,13 @@ unsafe fn register_instance(gipa: Gipa, handle: vk::Instance, info: &vk::Instanc
         None
     };
     let active = sink::get().is_some();
+    // SAFETY: the commands' types.
+    let labels = unsafe {
+        (
+            load(gipa, handle, c"vkCmdBeginDebugUtilsLabelEXT"),
+            load(gipa, handle, c"vkCmdEndDebugUtilsLabelEXT"),
+        )
+    };
     // SAFETY: a dispatchable handle the loader made.
     let k = unsafe { global::key(handle) };
     global::add_instance(
@@ -171,6 +189,7 @@ unsafe fn register_instance(gipa: Gipa, handle: vk::Instance, info: &vk::Instanc
             instance,
             api_version,
             properties2,
+            labels,
             active,
         }),
     );

@@ -123,6 +123,20 @@ unsafe extern "system" fn get_instance_proc_addr(
     }
     // SAFETY: a valid instance handle.
     let inst = global::instance(unsafe { global::key(instance) })?;
+    if inst.active {
+        let label = match n.to_bytes() {
+            b"vkCmdBeginDebugUtilsLabelEXT" if inst.labels.0.is_some() => {
+                Some(hooks::cmd_begin_debug_utils_label as *const ())
+            }
+            b"vkCmdEndDebugUtilsLabelEXT" if inst.labels.1.is_some() => {
+                Some(hooks::cmd_end_debug_utils_label as *const ())
+            }
+            _ => None,
+        };
+        if let Some(f) = label {
+            return Some(as_void(f));
+        }
+    }
     // SAFETY: the next layer's vkGetInstanceProcAddr.
     unsafe { (inst.gipa)(instance, name) }
 }

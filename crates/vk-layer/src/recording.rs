@@ -4,8 +4,8 @@
 //! recorded, timestamp writes at the boundaries of what it times (render
 //! passes, runs of dispatches, runs of copies, debug labels; each draw or
 //! dispatch at the finer levels), into query blocks it holds. Indices 0 and
-//! 1 of its first block are its own start and end, which the layer writes
-//! in its own command buffers around each execution ([`crate::submit`]).
+//! 1 of its first block are its own start and end, written first thing at
+//! `vkBeginCommandBuffer` and last thing at `vkEndCommandBuffer`.
 //!
 //! Starts are written at `TOP_OF_PIPE` and ends at `BOTTOM_OF_PIPE`, so a
 //! scope's interval holds all of its work. Render passes are timed from
@@ -106,6 +106,8 @@ pub struct Recorded {
     pub secondary_scopes: u64,
     /// Reset bookkeeping.
     pub reset: Mutex<ResetState>,
+    /// Its end (query 1) was written at `vkEndCommandBuffer`.
+    pub end_written: bool,
 }
 
 impl Recorded {
@@ -207,10 +209,11 @@ pub enum Op {
 }
 
 impl Recording {
-    /// A recording; `timed` for a primary command buffer of a family with
-    /// timestamps whose first block could be taken. `graphics`: the family
-    /// supports graphics (statistics need it).
-    pub fn new(dev: &Active, timed: bool, graphics: bool) -> Recording {
+    /// A recording of `cb` (begun); `timed` for a primary command buffer of
+    /// a family with timestamps, whose start is written now if its first
+    /// block can be taken. `graphics`: the family supports graphics
+    /// (statistics need it).
+    pub fn new(dev: &Active, cb: vk::CommandBuffer, timed: bool, graphics: bool) -> Recording {
         let mut r = Recording {
             data: Recorded::default(),
             timed,
@@ -232,6 +235,14 @@ impl Recording {
                         .get_mut()
                         .unwrap_or_else(|e| e.into_inner())
                         .host_reset = dev.host_reset.is_some();
+                    let (pool, q) = r.data.ts_at(0);
+                    // SAFETY: `cb` was just begun (outside any render pass)
+                    // on a family with timestamps; the query is reset on the
+                    // host or on the GPU before each execution.
+                    unsafe {
+                        dev.ash
+                            .cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, pool, q)
+                    };
                 }
                 None => {
                     r.timed = false;
@@ -586,12 +597,30 @@ impl Recording {
     /// recorded.
     pub fn finish(mut self, dev: &Active, cb: vk::CommandBuffer) -> Recorded {
         self.close_group(dev, cb);
-        if let Some(p) = self.pass.take() {
+        let suspended = self.pass.take();
+        if let Some(p) = suspended {
             // Suspended at the end: it resumes in another command buffer,
             // and is not timed.
             if self.timed && !p.counted {
                 self.stat_end(dev, cb, p.stat);
                 self.data.capped += 1;
+            }
+        }
+        if self.timed && self.data.ts_used >= 2 {
+            if suspended.is_some() {
+                // Nothing may come between a suspended render pass and its
+                // resumption: the end is not written, and the execution
+                // reads as not timed.
+                self.data.end_written = false;
+            } else {
+                let (pool, q) = self.data.ts_at(1);
+                // SAFETY: `cb` is recording, outside a render pass; the
+                // query was reset with the start's.
+                unsafe {
+                    dev.ash
+                        .cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, pool, q)
+                };
+                self.data.end_written = true;
             }
         }
         self.data

@@ -415,12 +415,21 @@ fn retire_queue(a: &Active, q: &QueueData, wait: Option<Duration>) {
                 Ok(false) => return,
                 Err(e) => {
                     if e == vk::Result::ERROR_DEVICE_LOST {
-                        let n: u64 = st
-                            .in_flight
-                            .drain(..)
-                            .map(|f| f.executions.len() as u64)
-                            .sum();
+                        // Nothing of theirs will be read: their fences and
+                        // command buffers wait for the device's end.
+                        let flights: Vec<_> = st.in_flight.drain(..).collect();
+                        let mut n = 0;
+                        for f in &flights {
+                            st.free_fences.push(f.fence);
+                            st.free_cbs.extend(f.cbs.iter().copied());
+                        }
                         drop(st);
+                        for f in &flights {
+                            n += f.executions.len() as u64;
+                            for e in &f.executions {
+                                executions_dropped(a, e.frame, std::slice::from_ref(e));
+                            }
+                        }
                         device_lost(a, n);
                     }
                     return;
@@ -604,14 +613,12 @@ fn process(a: &Active, q: &QueueData, executions: Vec<Execution>, reads: Vec<Rea
                 }
             }
         };
-        let whole = emit.scope(
-            scope_kind::COMMAND_BUFFER,
-            &cb_name,
-            0,
-            conv(0),
-            conv(1),
-            &[],
-        );
+        let end = if e.rec.end_written {
+            conv(1)
+        } else {
+            Err(scope_status::NOT_TIMED)
+        };
+        let whole = emit.scope(scope_kind::COMMAND_BUFFER, &cb_name, 0, conv(0), end, &[]);
         if whole.is_some() {
             s.counts.add(stat::EXECUTIONS, 1);
         }

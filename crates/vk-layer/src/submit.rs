@@ -1,25 +1,26 @@
 //! Queues: `vkGetDeviceQueue*`, `vkQueueSubmit`/`vkQueueSubmit2`,
 //! `vkQueuePresentKHR` and the waits.
 //!
-//! Each submission of timed command buffers goes down with the layer's
-//! own command buffers around them, in the same batch:
+//! A timed command buffer carries its own start and end timestamps (see
+//! [`crate::recording`]); its queries are reset on the host once an
+//! execution's results are read, so the next execution needs nothing
+//! before it. Where they are not (another execution of the same recording
+//! is in flight, or the device has no host query reset), a command buffer
+//! of the layer's resets them on the GPU right before it, in the same
+//! batch. Then a second `vkQueueSubmit` (the layer's, after the
+//! application's) copies every execution's results into a slot of the
+//! queue's ring (`vkCmdCopyQueryPoolResults` with availability, waiting
+//! for them) and signals a fence of the layer's: the application's
+//! semaphores and fence wait for none of the layer's copies. When the
+//! fence has signaled, a reader ([`crate::retire`]) reads the slot;
+//! nothing ever waits on the GPU for the application. The same recording
+//! submitted again later in one call has its results copied right after
+//! it, before its queries are reset again (query commands on one queue run
+//! in submission order):
 //!
 //! ```text
-//! [reset? + start(A)] A [end(A) + reset? + start(B)] B [end(B)]
+//! A [copy(A) + reset(A)] A   then, in the layer's submission: copy(A)
 //! ```
-//!
-//! where a reset is needed only where the recording's queries were not
-//! reset on the host since its last execution (another execution of it is
-//! in flight, or the device has no host query reset). Then a second
-//! `vkQueueSubmit` (the layer's, after the application's) copies every
-//! execution's results into a slot of the queue's ring
-//! (`vkCmdCopyQueryPoolResults` with availability, waiting for them) and
-//! signals a fence of the layer's: the application's semaphores and fence
-//! wait for none of the layer's copies. When the fence has signaled, a
-//! reader ([`crate::retire`]) reads the slot; nothing ever waits on the GPU
-//! for the application. The same recording submitted again later in one
-//! call has its results copied right after its end, before its queries are
-//! reset again (query commands on one queue run in submission order).
 //!
 //! An execution whose results the ring cannot hold is not read (counted),
 //! but its queries are still reset, so the application's command buffer
@@ -320,7 +321,7 @@ pub(crate) unsafe extern "system" fn get_device_queue(
         return;
     };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.get_device_queue else {
+    let Some(next) = a.next().get_device_queue else {
         return;
     };
     // SAFETY: the application's call, passed on.
@@ -342,7 +343,7 @@ pub(crate) unsafe extern "system" fn get_device_queue2(
         return;
     };
     let Some(a) = d.active.as_ref() else { return };
-    let Some(next) = a.next.get_device_queue2 else {
+    let Some(next) = a.next().get_device_queue2 else {
         return;
     };
     // SAFETY: the application's call, passed on.
@@ -577,40 +578,13 @@ fn instrument(
         return None;
     }
     let flat: Vec<&Arc<Recorded>> = recs.iter().flatten().flatten().collect();
-    let needed = batches
-        .iter()
-        .zip(&recs)
-        .filter(|(_, r)| r.iter().any(Option::is_some))
-        .map(|(_, r)| r.iter().filter(|x| x.is_some()).count() + 1)
-        .sum::<usize>()
-        + 1;
-    let mut used = Vec::with_capacity(needed);
-    let mut cbs = Vec::with_capacity(needed);
-    for _ in 0..needed {
-        match layer_cb(a, st, &mut used) {
-            Some(cb) => cbs.push(cb),
-            None => {
-                // Give back what was begun; nothing is timed this time.
-                for cb in used {
-                    // SAFETY: begun just now, not submitted.
-                    unsafe {
-                        let _ = a.ash.end_command_buffer(cb);
-                    }
-                    st.free_cbs.push(cb);
-                }
-                sink.counts.add(stat::QUERY_CAP, flat.len() as u64);
-                return None;
-            }
-        }
-    }
-    let mut cbs = cbs.into_iter();
-    let d = &a.ash;
-    let copy_cb = cbs.next().expect("counted above");
-    let ring = st.ring.as_mut().expect("prepared above");
-    let mut executions: Vec<Execution> = Vec::with_capacity(flat.len());
-    let mut copied_any = false;
-    // The executions, with their slots and resets.
+    // Each execution: whether its queries need a reset on the GPU first
+    // (not reset on the host since its last execution), and whether its
+    // results are copied right after it (its recording runs again later
+    // in this call, after another reset).
     let mut plans: Vec<(bool, bool)> = Vec::with_capacity(flat.len());
+    let mut executions: Vec<Execution> = Vec::with_capacity(flat.len());
+    let ring = st.ring.as_mut().expect("prepared above");
     for (i, rec) in flat.iter().enumerate() {
         let later = flat[i + 1..].iter().any(|r| Arc::ptr_eq(r, rec));
         let (gpu_reset, concurrent) = {
@@ -641,7 +615,6 @@ fn instrument(
                         e.stat_slot = Some(stats);
                     }
                     None => {
-                        // Freed newest-first is not FIFO: undo by hand.
                         ring.ts = undo(ring.ts, ts.1);
                         e.unread = Some(gpu_counters_record::protocol::scope_status::NOT_READ);
                         sink.counts.add(stat::RING_FULL, 1);
@@ -663,6 +636,59 @@ fn instrument(
         plans.push((gpu_reset, later));
         executions.push(e);
     }
+    // The layer's command buffers: one before an execution that needs a
+    // reset (it also takes the copies of the execution before, where
+    // those go right after it), one after a batch's last execution whose
+    // copies go right after it, and the copies' command buffer.
+    let mut slots_needed = 1usize;
+    {
+        let mut k = 0usize;
+        for rb in &recs {
+            let mut prev: Option<usize> = None;
+            for r in rb.iter().flatten() {
+                let _ = r;
+                if prev.is_some_and(|p| plans[p].1) || plans[k].0 {
+                    slots_needed += 1;
+                }
+                prev = Some(k);
+                k += 1;
+            }
+            if prev.is_some_and(|p| plans[p].1) {
+                slots_needed += 1;
+            }
+        }
+    }
+    let mut used = Vec::with_capacity(slots_needed);
+    let mut cbs = Vec::with_capacity(slots_needed);
+    for _ in 0..slots_needed {
+        match layer_cb(a, st, &mut used) {
+            Some(cb) => cbs.push(cb),
+            None => {
+                // Give back what was begun; nothing is timed this time.
+                for cb in used {
+                    // SAFETY: begun just now, not submitted.
+                    unsafe {
+                        let _ = a.ash.end_command_buffer(cb);
+                    }
+                    st.free_cbs.push(cb);
+                }
+                let ins = Instrumented {
+                    lists: Vec::new(),
+                    copy: None,
+                    cbs: Vec::new(),
+                    executions,
+                };
+                sink.counts.add(stat::QUERY_CAP, flat.len() as u64);
+                abandon(st, ins);
+                return None;
+            }
+        }
+    }
+    let ring = st.ring.as_mut().expect("prepared above");
+    let mut cbs = cbs.into_iter();
+    let d = &a.ash;
+    let copy_cb = cbs.next().expect("counted above");
+    let mut copied_any = false;
     // The copies of execution `e` into its slots.
     let copy = |cb: vk::CommandBuffer, e: &Execution, ring: &Ring| {
         let (Some((ts_off, _)), Some((st_off, _))) = (e.ts_slot, e.stat_slot) else {
@@ -674,7 +700,7 @@ fn instrument(
         let (mut ts_i, mut st_i) = (0u32, 0u32);
         for (pool, first, count, stats) in e.rec.ranges() {
             let (offset, stride) = if stats {
-                let o = (ring.stat_base + (st_off + st_i) * ring.stat_words) as u64 * 8;
+                let o = u64::from(ring.stat_base + (st_off + st_i) * ring.stat_words) * 8;
                 st_i += count;
                 (o, u64::from(ring.stat_words) * 8)
             } else {
@@ -700,7 +726,6 @@ fn instrument(
             };
         }
     };
-    // The layer's command buffers around the application's.
     let mut lists = Vec::with_capacity(batches.len());
     let mut k = 0usize;
     for (b, rb) in batches.iter().zip(&recs) {
@@ -708,40 +733,39 @@ fn instrument(
             lists.push(b.clone());
             continue;
         }
-        let mut list = Vec::with_capacity(b.len() * 2 + 1);
+        let mut list = Vec::with_capacity(b.len() + 2);
         let mut prev: Option<usize> = None;
         for (&cb, r) in b.iter().zip(rb) {
             if r.is_none() {
                 list.push(cb);
                 continue;
             }
-            let between = cbs.next().expect("counted above");
-            if let Some(p) = prev {
-                end_execution(a, between, &executions[p]);
-                if plans[p].1 {
+            let copy_prev = prev.filter(|&p| plans[p].1);
+            if copy_prev.is_some() || plans[k].0 {
+                let between = cbs.next().expect("counted above");
+                if let Some(p) = copy_prev {
                     copy(between, &executions[p], ring);
                     copied_any = true;
                 }
+                if plans[k].0 {
+                    reset_execution(a, between, &executions[k]);
+                }
+                // SAFETY: the layer's command buffer, begun above.
+                let _ = unsafe { d.end_command_buffer(between) };
+                list.push(between);
             }
-            start_execution(a, between, &executions[k], plans[k].0);
-            // SAFETY: the layer's command buffer, begun above.
-            let _ = unsafe { d.end_command_buffer(between) };
-            list.push(between);
             list.push(cb);
             prev = Some(k);
             k += 1;
         }
-        let last = cbs.next().expect("counted above");
-        if let Some(p) = prev {
-            end_execution(a, last, &executions[p]);
-            if plans[p].1 {
-                copy(last, &executions[p], ring);
-                copied_any = true;
-            }
+        if let Some(p) = prev.filter(|&p| plans[p].1) {
+            let last = cbs.next().expect("counted above");
+            copy(last, &executions[p], ring);
+            copied_any = true;
+            // SAFETY: the layer's command buffer, begun above.
+            let _ = unsafe { d.end_command_buffer(last) };
+            list.push(last);
         }
-        // SAFETY: the layer's command buffer, begun above.
-        let _ = unsafe { d.end_command_buffer(last) };
-        list.push(last);
         lists.push(list);
     }
     for (e, p) in executions.iter().zip(&plans) {
@@ -788,32 +812,17 @@ fn undo(mut r: RingAlloc, charged: u32) -> RingAlloc {
     r
 }
 
-/// Before an execution: resets (where needed) and its start.
-fn start_execution(a: &Active, cb: vk::CommandBuffer, e: &Execution, gpu_reset: bool) {
-    let d = &a.ash;
+/// Before an execution whose queries were not reset on the host: their
+/// reset.
+fn reset_execution(a: &Active, cb: vk::CommandBuffer, e: &Execution) {
     // SAFETY: the layer's recording command buffer, outside a render pass;
     // the queries are the recording's, not used by work in flight on
     // another queue (checked), and ordered with it on this one.
     unsafe {
-        if gpu_reset {
-            for (pool, first, count, _) in e.rec.ranges() {
-                d.cmd_reset_query_pool(cb, pool, first, count);
-            }
+        for (pool, first, count, _) in e.rec.ranges() {
+            a.ash.cmd_reset_query_pool(cb, pool, first, count);
         }
-        let (pool, q) = e.rec.ts_at(0);
-        d.cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, pool, q);
     }
-}
-
-/// After an execution: its end.
-fn end_execution(a: &Active, cb: vk::CommandBuffer, e: &Execution) {
-    let (pool, q) = e.rec.ts_at(1);
-    // SAFETY: the layer's recording command buffer; the query was reset
-    // before this execution's start.
-    unsafe {
-        a.ash
-            .cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, pool, q)
-    };
 }
 
 /// Undoes what `instrument` counted for executions that were not submitted.
@@ -1012,7 +1021,7 @@ pub(crate) unsafe extern "system" fn queue_submit(
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.queue_submit else {
+    let Some(next) = a.next().queue_submit else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     let infos: &[vk::SubmitInfo<'_>] = if submits.is_null() || count == 0 {
@@ -1192,7 +1201,7 @@ pub(crate) unsafe extern "system" fn queue_submit2(
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.queue_submit2 else {
+    let Some(next) = a.next().queue_submit2 else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     submit2(a, next, queue, count, submits, fence, "vkQueueSubmit2")
@@ -1211,7 +1220,7 @@ pub(crate) unsafe extern "system" fn queue_submit2_khr(
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.queue_submit2_khr else {
+    let Some(next) = a.next().queue_submit2_khr else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     submit2(a, next, queue, count, submits, fence, "vkQueueSubmit2KHR")
@@ -1228,7 +1237,7 @@ pub(crate) unsafe extern "system" fn queue_present(
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.queue_present else {
+    let Some(next) = a.next().queue_present else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     let enter = sink::now_ns();
@@ -1250,7 +1259,7 @@ pub(crate) unsafe extern "system" fn queue_wait_idle(queue: vk::Queue) -> vk::Re
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.queue_wait_idle else {
+    let Some(next) = a.next().queue_wait_idle else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the application's call, passed on.
@@ -1273,7 +1282,7 @@ pub(crate) unsafe extern "system" fn device_wait_idle(device: vk::Device) -> vk:
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.device_wait_idle else {
+    let Some(next) = a.next().device_wait_idle else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the application's call, passed on.
@@ -1300,7 +1309,7 @@ pub(crate) unsafe extern "system" fn wait_for_fences(
     let Some(a) = d.active.as_ref() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let Some(next) = a.next.wait_for_fences else {
+    let Some(next) = a.next().wait_for_fences else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     // SAFETY: the application's call, passed on.

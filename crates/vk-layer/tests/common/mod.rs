@@ -96,7 +96,7 @@ impl Run {
     pub fn app_lines(&self) -> Vec<Vec<String>> {
         self.stdout
             .lines()
-            .filter_map(|l| l.strip_prefix("APP "))
+            .filter_map(|l| l.find("APP ").map(|i| &l[i + 4..]))
             .map(|l| l.split_whitespace().map(str::to_string).collect())
             .collect()
     }
