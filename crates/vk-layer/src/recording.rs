@@ -240,8 +240,12 @@ impl Recording {
                     // on a family with timestamps; the query is reset on the
                     // host or on the GPU before each execution.
                     unsafe {
-                        dev.ash
-                            .cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, pool, q)
+                        dev.ash.cmd_write_timestamp(
+                            cb,
+                            vk::PipelineStageFlags::TOP_OF_PIPE,
+                            pool,
+                            q,
+                        )
                     };
                 }
                 None => {

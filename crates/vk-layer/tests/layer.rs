@@ -74,7 +74,10 @@ fn the_workloads_known_counts_come_out_exact_through_the_layer() {
         assert_eq!(l[0].depth, 2, "{label}");
         assert!(inside(l[0], frame), "{label} outside frame");
         let pass: Vec<_> = all.iter().filter(|s| s.kind == kind).collect();
-        assert!(pass.iter().any(|p| inside(p, l[0]) && p.depth == 3), "{kind} in {label}");
+        assert!(
+            pass.iter().any(|p| inside(p, l[0]) && p.depth == 3),
+            "{kind} in {label}"
+        );
     }
     // Statistics: exactly what the workloads count.
     let compute = all
@@ -98,7 +101,11 @@ fn the_workloads_known_counts_come_out_exact_through_the_layer() {
     let executions: Vec<_> = all.iter().filter(|s| s.kind == "command buffer").collect();
     assert_eq!(executions.len(), 2);
     for s in &all {
-        let w = if s.frame == executions[0].frame { w1 } else { w2 };
+        let w = if s.frame == executions[0].frame {
+            w1
+        } else {
+            w2
+        };
         assert!(
             s.start + s.bound >= w.0 && s.end <= w.1 + s.bound,
             "{s:?} outside {w:?}"
@@ -115,7 +122,14 @@ fn hostile_programs_are_timed_and_valid() {
     let run = record(
         common::app(
             "hostile",
-            &["secondary", "rerecord", "twice", "pool", "across", "devices"],
+            &[
+                "secondary",
+                "rerecord",
+                "twice",
+                "pool",
+                "across",
+                "devices",
+            ],
         ),
         &Setup::default(),
     );
@@ -135,9 +149,18 @@ fn hostile_programs_are_timed_and_valid() {
     };
     let all = scopes(&d);
     assert!(named(&all, "label", "in-secondary").is_empty());
-    assert_eq!(all.iter().filter(|s| s.kind == "secondary command buffers").count(), 1);
+    assert_eq!(
+        all.iter()
+            .filter(|s| s.kind == "secondary command buffers")
+            .count(),
+        1
+    );
     for i in 0..10 {
-        assert_eq!(named(&all, "label", &format!("rerecorded-{i}")).len(), 1, "{i}");
+        assert_eq!(
+            named(&all, "label", &format!("rerecorded-{i}")).len(),
+            1,
+            "{i}"
+        );
     }
     let twice = named(&all, "label", "twice");
     assert_eq!(twice.len(), 4, "{twice:#?}");
@@ -150,7 +173,11 @@ fn hostile_programs_are_timed_and_valid() {
             s.kind == "command buffer" && s.frame == across[0].frame && s.queue == across[0].queue
         })
         .collect();
-    assert_eq!(holder.len(), 2, "the label's two command buffers: {holder:#?}\n{across:#?}");
+    assert_eq!(
+        holder.len(),
+        2,
+        "the label's two command buffers: {holder:#?}\n{across:#?}"
+    );
     assert!(across[0].start >= holder[0].start && across[0].end <= holder[1].end);
     let queues: std::collections::HashSet<&str> = all
         .iter()

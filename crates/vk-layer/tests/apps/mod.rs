@@ -57,7 +57,10 @@ impl Vk {
         let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
         let family = families
             .iter()
-            .position(|f| f.queue_flags.contains(vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE))
+            .position(|f| {
+                f.queue_flags
+                    .contains(vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE)
+            })
             .expect("a graphics family") as u32;
         let prio = [1.0];
         let queues = [vk::DeviceQueueCreateInfo::default()
@@ -110,7 +113,12 @@ impl Vk {
     }
 
     /// `n` command buffers of `pool`.
-    pub fn cbs(&self, pool: vk::CommandPool, level: vk::CommandBufferLevel, n: u32) -> Vec<vk::CommandBuffer> {
+    pub fn cbs(
+        &self,
+        pool: vk::CommandPool,
+        level: vk::CommandBufferLevel,
+        n: u32,
+    ) -> Vec<vk::CommandBuffer> {
         let info = vk::CommandBufferAllocateInfo::default()
             .command_pool(pool)
             .level(level)
@@ -149,7 +157,11 @@ impl Vk {
     /// A fence.
     pub fn fence(&self) -> vk::Fence {
         // SAFETY: a valid create info.
-        unsafe { self.device.create_fence(&vk::FenceCreateInfo::default(), None) }.expect("fence")
+        unsafe {
+            self.device
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+        }
+        .expect("fence")
     }
 
     /// Submits `cbs` in one batch with `vkQueueSubmit` and waits.
@@ -159,8 +171,12 @@ impl Vk {
         // SAFETY: executable command buffers of this device; the queue is
         // used by this thread only.
         unsafe {
-            self.device.queue_submit(self.queue, &batch, f).expect("submit");
-            self.device.wait_for_fences(&[f], true, u64::MAX).expect("wait");
+            self.device
+                .queue_submit(self.queue, &batch, f)
+                .expect("submit");
+            self.device
+                .wait_for_fences(&[f], true, u64::MAX)
+                .expect("wait");
             self.device.destroy_fence(f, None);
         }
     }
@@ -254,7 +270,9 @@ pub fn workloads() {
         .signal_semaphore_infos(&signals)];
     let sems = [sem];
     let values = [1u64];
-    let wait = vk::SemaphoreWaitInfo::default().semaphores(&sems).values(&values);
+    let wait = vk::SemaphoreWaitInfo::default()
+        .semaphores(&sems)
+        .values(&values);
     // SAFETY: an executable command buffer; the semaphore is a timeline
     // semaphore of this device.
     unsafe {
@@ -323,12 +341,16 @@ pub fn hostile(args: &[String]) {
                 // SAFETY: valid secondaries of this device; the workloads
                 // outlive the GPU's use.
                 unsafe {
-                    vk.device.begin_command_buffer(secs[0], &begin).expect("begin");
+                    vk.device
+                        .begin_command_buffer(secs[0], &begin)
+                        .expect("begin");
                     vk.label(secs[0], "in-secondary");
                     renderw.record_draw(&vk.device, secs[0]);
                     vk.end_label(secs[0]);
                     vk.end(secs[0]);
-                    vk.device.begin_command_buffer(secs[1], &begin2).expect("begin");
+                    vk.device
+                        .begin_command_buffer(secs[1], &begin2)
+                        .expect("begin");
                     vk.label(secs[1], "compute-secondary");
                     compute.record_dispatch(&vk.device, secs[1]);
                     vk.end_label(secs[1]);
@@ -373,8 +395,11 @@ pub fn hostile(args: &[String]) {
                 let pool = vk.pool(reset);
                 let cb = vk.cbs(pool, vk::CommandBufferLevel::PRIMARY, 1)[0];
                 // SAFETY: a valid create info.
-                let event = unsafe { vk.device.create_event(&vk::EventCreateInfo::default(), None) }
-                    .expect("event");
+                let event = unsafe {
+                    vk.device
+                        .create_event(&vk::EventCreateInfo::default(), None)
+                }
+                .expect("event");
                 vk.begin(cb, vk::CommandBufferUsageFlags::SIMULTANEOUS_USE);
                 let barrier = [vk::MemoryBarrier::default()
                     .src_access_mask(vk::AccessFlags::HOST_WRITE)
