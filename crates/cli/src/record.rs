@@ -1,12 +1,18 @@
 //! `gpu-counters record [-o FILE.pftrace] [options] -- CMD ARGS...`: runs a
-//! program with the CUDA and NVTX injection library, streams what every
+//! program with the CUDA and NVTX injection library and the Vulkan layer
+//! (`VK_LAYER_GPU_COUNTERS_timing`, where its library is found: enabled
+//! through the loader's `VK_ADD_LAYER_PATH` and `VK_INSTANCE_LAYERS`, with
+//! a manifest written into the private directory), streams what every
 //! process of it sends into one Perfetto trace, and prints a summary.
 //!
 //! Before the program starts, bad input exits 2 with one `error:` line and
 //! nothing written: no command; `CUDA_INJECTION64_PATH` or
 //! `NVTX_INJECTION64_PATH` already set (another tool injects); a metric
 //! name that is not one; `--gpu-metrics` with `--counters`; `--summary-only`
-//! with `-o`; the injection library not found; an output path `run` would
+//! with `-o`; the injection library not found; `--level` other than pass,
+//! draw or dispatch; `--no-vulkan` with `--level` or `--statistics`;
+//! `GPU_COUNTERS_VK_LAYER_LIB` not a file, or the layer not found where
+//! `--level` or `--statistics` asks for it; an output path `run` would
 //! refuse, or the default `gpu-counters.pftrace` when it exists.
 //!
 //! The program runs with the signal mask the recorder had, in its process
@@ -229,7 +235,10 @@ fn find_vk_layer() -> Result<Option<PathBuf>, CliError> {
     else {
         return Ok(None);
     };
-    for c in [dir.join(LIBRARY), dir.join("../lib/gpu-counters").join(LIBRARY)] {
+    for c in [
+        dir.join(LIBRARY),
+        dir.join("../lib/gpu-counters").join(LIBRARY),
+    ] {
         if c.is_file() {
             if let Ok(abs) = std::fs::canonicalize(&c) {
                 return Ok(Some(abs));

@@ -62,7 +62,7 @@ fn vulkan_records_make_queues_scopes_frames_and_a_summary() {
             driver_version: 0,
             flags: init::VULKAN,
             exe: Text::from_str("/usr/bin/vkcube"),
-            cmdline: Text::from_str("vkcube\0--c\0001"),
+            cmdline: Text::from_str("vkcube\0--c\u{0}1"),
         }),
         Record::Str(Str {
             id: 1,

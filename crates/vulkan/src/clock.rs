@@ -61,12 +61,12 @@ impl CalibratedClock {
         valid_bits: u32,
     ) -> Self {
         let loader = match ext {
-            CalibratedTimestamps::Khr => {
-                Loader::Khr(ash::khr::calibrated_timestamps::Device::new(instance, device))
-            }
-            CalibratedTimestamps::Ext => {
-                Loader::Ext(ash::ext::calibrated_timestamps::Device::new(instance, device))
-            }
+            CalibratedTimestamps::Khr => Loader::Khr(ash::khr::calibrated_timestamps::Device::new(
+                instance, device,
+            )),
+            CalibratedTimestamps::Ext => Loader::Ext(ash::ext::calibrated_timestamps::Device::new(
+                instance, device,
+            )),
         };
         Self {
             loader,
@@ -151,14 +151,14 @@ pub unsafe fn calibration_extension(
     // since the device offers the extension.
     let domains = unsafe {
         match ext {
-            CalibratedTimestamps::Khr => ash::khr::calibrated_timestamps::Instance::new(
-                entry, instance,
-            )
-            .get_physical_device_calibrateable_time_domains(physical_device),
-            CalibratedTimestamps::Ext => ash::ext::calibrated_timestamps::Instance::new(
-                entry, instance,
-            )
-            .get_physical_device_calibrateable_time_domains(physical_device),
+            CalibratedTimestamps::Khr => {
+                ash::khr::calibrated_timestamps::Instance::new(entry, instance)
+                    .get_physical_device_calibrateable_time_domains(physical_device)
+            }
+            CalibratedTimestamps::Ext => {
+                ash::ext::calibrated_timestamps::Instance::new(entry, instance)
+                    .get_physical_device_calibrateable_time_domains(physical_device)
+            }
         }
     }
     .unwrap_or_default();

@@ -348,9 +348,9 @@ impl Device {
             (CalibrationMethod::Bracketing, _) | (_, None) => None,
             // SAFETY: the extension is enabled on the device (opened so, or
             // the caller's promise of `from_raw`) and its domains were checked.
-            (_, Some(ext)) => Some(unsafe {
-                CalibratedClock::new(raw, &device, ext, caps.timestamp_valid_bits)
-            }),
+            (_, Some(ext)) => {
+                Some(unsafe { CalibratedClock::new(raw, &device, ext, caps.timestamp_valid_bits) })
+            }
         };
         let push_descriptor = caps
             .push_descriptor

@@ -62,8 +62,8 @@ pub use encoder::{
 pub use gpu_counters_core as core;
 pub use instance::{Instance, InstanceOptions, MAX_SAMPLE_COUNT, VALIDATION_ENV, VALIDATION_LAYER};
 pub use resolve::compile_wgsl;
-pub use samples::VK_STATISTICS;
 pub use sample_buffer::{CounterHeap, CounterSampleBuffer};
+pub use samples::VK_STATISTICS;
 pub use util::map_vk_error;
 
 /// README.md's Rust examples, compiled by `cargo test --doc` so that they

@@ -48,8 +48,7 @@ impl Vk {
                 props.api_version >= vk::API_VERSION_1_3
             })
             .expect("a Vulkan 1.3 device (lavapipe)");
-        let vk = Self::with_device(entry, instance, pd);
-        vk
+        Self::with_device(entry, instance, pd)
     }
 
     fn with_device(entry: ash::Entry, instance: ash::Instance, pd: vk::PhysicalDevice) -> Vk {
