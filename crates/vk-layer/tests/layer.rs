@@ -236,6 +236,26 @@ fn a_lost_device_is_reported_and_nothing_hangs() {
     );
 }
 
+/// A program that exits without destroying its device says goodbye, and
+/// its one execution is either timed or counted as not read: nothing is
+/// lost silently, and the layer makes no Vulkan call at exit.
+#[test]
+fn a_program_that_exits_without_cleaning_up_loses_nothing_silently() {
+    let setup = Setup {
+        validation: false,
+        ..Setup::default()
+    };
+    let run = record(common::app("exit-early", &[]), &setup);
+    assert!(run.status.success(), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.app("exiting").len(), 1);
+    let p = &run.summary.processes;
+    assert_eq!(p.len(), 1);
+    assert!(p[0].goodbye, "{p:?}");
+    let timed = run.summary.vulkan.executions;
+    assert_eq!(timed + run.loss("vk_unretired"), 1, "{:#?}", run.summary);
+    assert_eq!(run.summary.vulkan.frames, 1);
+}
+
 /// A million command buffers (recorded, submitted a thousand at a time and
 /// freed) peak at the resident set of a hundred thousand: what the layer
 /// keeps per command buffer goes with it. Each run is a fresh process.

@@ -546,12 +546,31 @@ pub fn many(n: u64) {
     vk.finish(true);
 }
 
+/// Submits a labelled dispatch, waits for its fence, and exits without
+/// destroying anything (as many programs do).
+pub fn exit_early() {
+    let vk = Vk::new();
+    let ctx = vk.ctx();
+    let compute = ComputeWorkload::new(&ctx, 32, 4, 1).expect("compute workload");
+    let pool = vk.pool(vk::CommandPoolCreateFlags::empty());
+    let cb = vk.cbs(pool, vk::CommandBufferLevel::PRIMARY, 1)[0];
+    vk.begin(cb, vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+    vk.label(cb, "last");
+    dispatches(&vk, &compute, cb, 1);
+    vk.end_label(cb);
+    vk.end(cb);
+    vk.submit_wait(&[cb]);
+    println!("APP exiting");
+    std::process::exit(0);
+}
+
 /// Runs app `name`.
 pub fn run(name: &str, args: &[String]) {
     match name {
         "workloads" => workloads(),
         "hostile" => hostile(args),
         "many" => many(args[0].parse().expect("a count")),
+        "exit-early" => exit_early(),
         other => panic!("unknown app {other}"),
     }
 }
