@@ -67,7 +67,7 @@ struct File {
 struct VulkanSection {
     level: String,
     statistics: bool,
-    ring_mb: u64,
+    ring_kb: u64,
     max_blocks: u32,
 }
 
@@ -76,7 +76,7 @@ impl Default for VulkanSection {
         VulkanSection {
             level: "pass".into(),
             statistics: false,
-            ring_mb: 4,
+            ring_kb: 4096,
             max_blocks: 1 << 15,
         }
     }
@@ -95,10 +95,10 @@ impl Config {
                 v.level
             )
         })?;
-        if !(1..=1024).contains(&v.ring_mb) {
+        if !(16..=1 << 20).contains(&v.ring_kb) {
             return Err(format!(
-                "config.json: vulkan.ring_mb {} (1 to 1024)",
-                v.ring_mb
+                "config.json: vulkan.ring_kb {} (16 to 1048576)",
+                v.ring_kb
             ));
         }
         if !(1..=1 << 20).contains(&v.max_blocks) {
@@ -110,7 +110,7 @@ impl Config {
         Ok(Config {
             level,
             statistics: v.statistics,
-            ring_bytes: v.ring_mb << 20,
+            ring_bytes: v.ring_kb << 10,
             max_blocks: v.max_blocks,
         })
     }
@@ -155,8 +155,8 @@ mod tests {
     fn bad_configs_are_errors() {
         let e = Config::parse(r#"{"vulkan":{"level":"frame"}}"#).unwrap_err();
         assert!(e.contains("vulkan.level \"frame\""), "{e}");
-        let e = Config::parse(r#"{"vulkan":{"ring_mb":0}}"#).unwrap_err();
-        assert!(e.contains("vulkan.ring_mb 0"), "{e}");
+        let e = Config::parse(r#"{"vulkan":{"ring_kb":0}}"#).unwrap_err();
+        assert!(e.contains("vulkan.ring_kb 0"), "{e}");
         assert!(Config::parse(r#"{"vulkan":{"levl":"pass"}}"#).is_err());
         assert!(Config::parse("[").is_err());
         let dir = tempfile::tempdir().unwrap();

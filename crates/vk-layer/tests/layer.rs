@@ -236,6 +236,24 @@ fn a_lost_device_is_reported_and_nothing_hangs() {
     );
 }
 
+/// A ring too small for what is in flight: the executions it cannot hold
+/// are counted (every one is either timed or counted), and their queries
+/// are still reset (the validation layer says nothing).
+#[test]
+fn a_full_ring_is_counted_never_silent() {
+    let setup = Setup {
+        ring_kb: Some(16),
+        ..Setup::default()
+    };
+    let run = record(common::app("many", &["3000"]), &setup);
+    run.assert_clean();
+    let timed = run.summary.vulkan.executions;
+    let full = run.loss("vk_ring_full");
+    assert!(timed > 0 && full > 0, "{timed} timed, {full} not held");
+    assert_eq!(timed + full, 3000);
+    assert_eq!(run.summary.vulkan.untimed_scopes, full * 2);
+}
+
 /// A program that exits without destroying its device says goodbye, and
 /// its one execution is either timed or counted as not read: nothing is
 /// lost silently, and the layer makes no Vulkan call at exit.

@@ -51,6 +51,8 @@ pub struct Setup {
     pub env: Vec<(String, String)>,
     /// The most the program may run.
     pub timeout: Duration,
+    /// The results ring of each queue, KiB (the layer's default otherwise).
+    pub ring_kb: Option<u64>,
 }
 
 impl Default for Setup {
@@ -61,6 +63,7 @@ impl Default for Setup {
             validation: true,
             env: Vec::new(),
             timeout: Duration::from_secs(300),
+            ring_kb: None,
         }
     }
 }
@@ -171,12 +174,13 @@ pub fn record(mut cmd: Command, setup: &Setup) -> Run {
     )
     .unwrap();
     let (collector, writer) = collector::start(Options::default()).expect("collector");
+    let mut vulkan = serde_json::json!({"level": setup.level, "statistics": setup.statistics});
+    if let Some(kb) = setup.ring_kb {
+        vulkan["ring_kb"] = kb.into();
+    }
     collector::write_config(
         collector.dir(),
-        &serde_json::json!({
-            "version": 1,
-            "vulkan": {"level": setup.level, "statistics": setup.statistics},
-        }),
+        &serde_json::json!({"version": 1, "vulkan": vulkan}),
     )
     .unwrap();
     let trace = dir.path().join("trace.pftrace");
