@@ -283,6 +283,7 @@ fn a_million_command_buffers_stay_in_bounded_memory() {
         let setup = Setup {
             validation: false,
             timeout: std::time::Duration::from_secs(600),
+            trace: false,
             ..Setup::default()
         };
         let run = record(common::app("many", &[&n.to_string()]), &setup);

@@ -346,10 +346,12 @@ impl Device {
         let raw = instance.raw();
         let calibrated = match (caps.calibration, caps.calibration_ext) {
             (CalibrationMethod::Bracketing, _) | (_, None) => None,
-            // SAFETY: the extension is enabled on the device (opened so, or
-            // the caller's promise of `from_raw`) and its domains were checked.
             (_, Some(ext)) => {
-                Some(unsafe { CalibratedClock::new(raw, &device, ext, caps.timestamp_valid_bits) })
+                let bits = caps.timestamp_valid_bits;
+                // SAFETY: the extension is enabled on the device (opened so,
+                // or the caller's promise of `from_raw`) and its domains
+                // were checked.
+                Some(unsafe { CalibratedClock::new(raw, &device, ext, bits) })
             }
         };
         let push_descriptor = caps

@@ -53,6 +53,8 @@ pub struct Setup {
     pub timeout: Duration,
     /// The results ring of each queue, KiB (the layer's default otherwise).
     pub ring_kb: Option<u64>,
+    /// Write the trace (otherwise the summary only).
+    pub trace: bool,
 }
 
 impl Default for Setup {
@@ -64,6 +66,7 @@ impl Default for Setup {
             env: Vec::new(),
             timeout: Duration::from_secs(300),
             ring_kb: None,
+            trace: true,
         }
     }
 }
@@ -185,7 +188,14 @@ pub fn record(mut cmd: Command, setup: &Setup) -> Run {
     .unwrap();
     let trace = dir.path().join("trace.pftrace");
     let file = std::fs::File::create(&trace).unwrap();
-    let w = std::thread::spawn(move || writer.run(Some(std::io::BufWriter::new(file))));
+    let write = setup.trace;
+    let w = std::thread::spawn(move || {
+        if write {
+            writer.run(Some(std::io::BufWriter::new(file)))
+        } else {
+            writer.run(None::<std::fs::File>)
+        }
+    });
     let layers = if setup.validation {
         format!("{LAYER_NAME}:VK_LAYER_KHRONOS_validation")
     } else {
