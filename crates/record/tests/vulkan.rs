@@ -1,4 +1,5 @@
-//! The Vulkan layer's records through the collector's writer: queues (one
+//! The Vulkan layer's records through the collector's writer (with a CUDA
+//! device of the same UUID: one GPU for both): queues (one
 //! that cannot be timed, named in the summary), command buffer executions,
 //! passes and labels as render stages with their bound, frame and depth,
 //! statistics as GPU counters, frames, the `vkQueueSubmit` slice joined to
@@ -92,6 +93,26 @@ fn vulkan_records_make_queues_scopes_frames_and_a_summary() {
             api_version: 4_206_822,
             period_ps: 1000,
             calibration: 1,
+        }),
+        // CUDA's view of the same GPU (the same UUID): one GPU in the trace.
+        Record::Device(Device {
+            ordinal: 0,
+            uuid: [7; 16],
+            sm_count: 132,
+            cc_major: 9,
+            cc_minor: 0,
+            name: 1,
+            chip: 0,
+        }),
+        Record::Kernel(Kernel {
+            work: Work {
+                correlation: 5,
+                start_ns: 910,
+                end_ns: 940,
+                ..Work::default()
+            },
+            name: 2,
+            ..Kernel::default()
         }),
         Record::VkQueue(VkQueue {
             id: 11,
@@ -215,7 +236,14 @@ fn vulkan_records_make_queues_scopes_frames_and_a_summary() {
         ("shadow", 700)
     );
     assert_eq!(v.max_bound_ns, Some(25));
-    assert_eq!(s.gpu_busy[0].busy_ns, 800);
+    assert_eq!(
+        s.devices.len(),
+        1,
+        "Vulkan and CUDA share the GPU: {:#?}",
+        s.devices
+    );
+    assert_eq!(s.kernels.count, 1);
+    assert_eq!(s.gpu_busy[0].busy_ns, 800 + 30);
     let losses: Vec<(&str, u64)> = s.drops.injected_losses().collect();
     assert_eq!(losses, vec![("vk_ring_full", 2)]);
     let text = s.render_text();
