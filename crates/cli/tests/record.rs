@@ -251,23 +251,31 @@ impl Drop for Xvfb {
     }
 }
 
-/// `gpu-counters record -- vkcube` with the real layer found beside the
-/// command (where a workspace build leaves it): vkcube is timed, frame by
-/// frame, in the trace and the JSON summary.
+/// The layer library this test's build made (a dev-dependency): cargo
+/// leaves it in `deps/`, and beside the command when it is built itself.
+fn built_layer() -> PathBuf {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_gpu-counters"));
+    let name = "libgpu_counters_vk_layer.so";
+    [
+        exe.with_file_name(name),
+        exe.with_file_name("deps").join(name),
+    ]
+    .into_iter()
+    .filter(|p| p.is_file())
+    .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+    .unwrap_or_else(|| panic!("{name} not built beside {}", exe.display()))
+}
+
+/// `gpu-counters record -- vkcube` with the real layer: vkcube is timed,
+/// frame by frame, in the trace and the JSON summary.
 #[test]
 fn vkcube_under_record_is_timed_through_the_layer() {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_gpu-counters"));
-    let layer = exe.with_file_name("libgpu_counters_vk_layer.so");
-    assert!(
-        layer.is_file(),
-        "{} is missing: build it (cargo build -p gpu-counters-vk-layer)",
-        layer.display()
-    );
+    let layer = built_layer();
     let x = Xvfb::start();
     let e = Env::new();
     let o = e
         .cmd(&["-o", "t.pftrace", "--json", "--", "vkcube", "--c", "30"])
-        .env_remove("GPU_COUNTERS_VK_LAYER_LIB")
+        .env("GPU_COUNTERS_VK_LAYER_LIB", &layer)
         .env("DISPLAY", &x.1)
         .output()
         .unwrap();
