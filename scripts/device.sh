@@ -8,7 +8,7 @@
 #   prep        the Vulkan loader and validation layer packages the GPU
 #               machine lacks, downloaded into .gl/ (apt-get download)
 #   build       release `gpu-counters`, the test binaries (test-CRATE-TARGET)
-#               and examples (example-CRATE-NAME) of core, vulkan, profiler,
+#               and examples (example-CRATE-NAME) of hal, vulkan, profiler,
 #               workloads, wgpu and cuda, stripped and packed into
 #               .bin/bins.tar.xz (under the 64 MiB a run may carry)
 #
@@ -62,7 +62,7 @@ build() {
   cp "$T/release/gpu-counters" .bin/
   # Test binaries as test-CRATE-TARGET, examples as example-CRATE-NAME.
   cargo test --release --locked --no-run --message-format=json \
-    -p gpu-counters-core -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-workloads \
+    -p gpu-counters-hal -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-workloads \
     -p gpu-counters-wgpu -p gpu-counters-cuda 2>/dev/null | python3 -c '
 import json, shutil, sys
 for line in sys.stdin:
@@ -72,7 +72,7 @@ for line in sys.stdin:
     kind = m["target"]["kind"]
     if kind not in (["test"], ["lib"], ["example"]):
         continue
-    crate = m["package_id"].split("#")[0].rsplit("/", 1)[-1]  # the crate folder: core, cuda, ...
+    crate = m["package_id"].split("#")[0].rsplit("/", 1)[-1]  # the crate folder: hal, cuda, ...
     prefix = "example" if kind == ["example"] else "test"
     name = m["target"]["name"]
     shutil.copy(m["executable"], f".bin/{prefix}-{crate}-{name}")

@@ -21,7 +21,8 @@ installs a pinned version into .venv-perfetto/). Prints one JSON object:
   order (track, name, category, ts, dur, depth, and "launched": the event
   ids of TrackEvent extension field 3000, gpu_correlation);
 - "instants", "counters" (track event counters), "gpu_counters" (ts,
-  gpu_id, {name: value}) and "gpu_counter_specs";
+  gpu_id, {name: value}) and "gpu_counter_specs" (id -> name), with
+  "gpu_counter_units" (name -> numerator and denominator unit names);
 - "errors": what breaks the rules (a packet off sequence 1 or before the
   incremental state was cleared, a packet on a clock other than
   CLOCK_MONOTONIC, an iid never interned, an event on an unknown track, an
@@ -37,6 +38,7 @@ import sys
 from google.protobuf import unknown_fields
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     BuiltinClock,
+    GpuCounterDescriptor,
     GpuCounterEvent,
     InternedGpuRenderStageSpecification,
     InternedGraphicsContext,
@@ -110,6 +112,7 @@ def main(path, counts, prefixes):
     specs, contexts, names, categories = {}, {}, {}, {}
     render_stages, slices, instants, counters, gpu_counters = [], [], [], [], []
     gpu_counter_specs = {}
+    gpu_counter_units = {}
     open_slices = {}
     clock = {"defaults_clock_id": None, "primary": None, "clock_ids": [], "snapshots": 0}
     cleared = False
@@ -207,6 +210,11 @@ def main(path, counts, prefixes):
             if e.HasField("counter_descriptor"):
                 for s in e.counter_descriptor.specs:
                     gpu_counter_specs[s.counter_id] = s.name
+                    unit = lambda u: GpuCounterDescriptor.MeasureUnit.Name(u)
+                    gpu_counter_units[s.name] = {
+                        "numerator": [unit(u) for u in s.numerator_units],
+                        "denominator": [unit(u) for u in s.denominator_units],
+                    }
             values = {}
             for c in e.counters:
                 if c.counter_id not in gpu_counter_specs:
@@ -280,6 +288,7 @@ def main(path, counts, prefixes):
         "counters": counters,
         "gpu_counters": gpu_counters,
         "gpu_counter_specs": {str(k): v for k, v in gpu_counter_specs.items()},
+        "gpu_counter_units": gpu_counter_units,
         "errors": errors,
     }
     if counts:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh Debian 12 / Ubuntu machine with a Rust toolchain
 # (1.87 or later), from any directory:
-#   1. the core model's tests, and the profiler's and exporters' tests on the
+#   1. the hal crate's tests, and the profiler's and exporters' tests on the
 #      fake backend (CPU only, scripted), before anything is installed: they
 #      need no Vulkan loader, driver or GPU; and a check that BENCHMARKS.md
 #      (and README.md's cost table) is what scripts/benchmarks.py generates
@@ -17,22 +17,22 @@
 #      `vulkan` feature: no wgpu-hal, as on every non-Vulkan wgpu backend).
 #   6. cross-platform: `cargo check` of the libraries a wgpu user adds for
 #      Windows (x86_64-pc-windows-gnu) and macOS (aarch64-apple-darwin), and
-#      the core and fake-backend profiler tests built for Windows and run
+#      the hal and fake-backend profiler tests built for Windows and run
 #      under Wine (installs the targets, mingw-w64 and Wine: setup.sh --cross).
 # Once set up, `cargo test --workspace --locked` alone runs step 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== 1/5 core, and the profiler and exporters on the fake backend, before installing anything"
+echo "== 1/5 hal, and the profiler and exporters on the fake backend, before installing anything"
 # BENCHMARKS.md is generated from docs/bench/: it must match (Python 3's
 # standard library only; on a machine without python3 yet, after setup).
 if command -v python3 >/dev/null; then python3 scripts/benchmarks.py --check; else bench_check_later=1; fi
-cargo test --locked -p gpu-counters-core
+cargo test --locked -p gpu-counters-hal
 cargo test --locked -p gpu-counters-profiler --lib --test fake
 if ldconfig -p 2>/dev/null | grep libvulkan.so.1 >/dev/null; then
-  echo "core and fake-backend tests passed; they use no Vulkan loader or driver (this machine already has a loader)"
+  echo "hal and fake-backend tests passed; they use no Vulkan loader or driver (this machine already has a loader)"
 else
-  echo "core and fake-backend tests passed with no Vulkan loader installed: they need none"
+  echo "hal and fake-backend tests passed with no Vulkan loader installed: they need none"
 fi
 
 echo "== 2/5 scripts/setup.sh"
@@ -60,10 +60,11 @@ cargo test --locked -p gpu-counters-wgpu --no-default-features --features profil
 
 echo "== 6/6 cross-platform: cargo check for Windows and macOS, and the fake-backend tests under Wine"
 bash scripts/setup.sh --cross
-# The libraries a wgpu user adds (the facade crate `gpu-counters` joins this
-# list when it exists). The Vulkan, CUDA and CLI crates are Linux-first and
+# The libraries a wgpu user adds: `gpu-counters` with its `wgpu` feature,
+# and what it builds on. The Vulkan, CUDA and CLI crates are Linux-first and
 # not checked here.
-xplat=(-p gpu-counters-core -p gpu-counters-profiler -p gpu-counters-wgpu)
+xplat=(-p gpu-counters -p gpu-counters-hal -p gpu-counters-profiler -p gpu-counters-wgpu
+  --features gpu-counters/wgpu)
 cargo check --locked --target x86_64-pc-windows-gnu --target aarch64-apple-darwin "${xplat[@]}"
 # The Windows test binaries run under Wine in a throwaway prefix, so the
 # Windows clock (QueryPerformanceCounter) runs somewhere.
@@ -79,7 +80,7 @@ if [ ! -e "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" ]; then
     -o "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll"
 fi
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER="$wine"
-cargo test --locked --target x86_64-pc-windows-gnu -p gpu-counters-core
+cargo test --locked --target x86_64-pc-windows-gnu -p gpu-counters-hal
 # Without the Perfetto export's schema crate (checked above, built for
 # Windows it is most of this build), which these tests do not use.
 cargo test --locked --target x86_64-pc-windows-gnu -p gpu-counters-profiler --no-default-features --lib --test fake

@@ -39,10 +39,9 @@
 //! round by round.
 
 use ash::vk;
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{
-    CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
-    TimestampGranularity,
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{
+    CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, TimestampGranularity,
 };
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_vulkan::{
@@ -86,10 +85,7 @@ fn main() -> R<()> {
         "host cost",
         2 * n,
     ))?;
-    let heap = device.make_counter_heap(&CounterHeapDescriptor {
-        heap_type: CounterHeapType::Timestamp,
-        count: 2 * n,
-    })?;
+    let heap = device.make_counter_heap(&CounterHeapDescriptor::timestamp(2 * n))?;
     let profiler = Profiler::new(
         &device,
         ProfilerOptions {
@@ -282,8 +278,8 @@ fn main() -> R<()> {
                 }
                 "scope-pairs" => {
                     for i in 0..n {
-                        cmd.sample_counters(&buffer, 2 * i, false)?;
-                        cmd.sample_counters(&buffer, 2 * i + 1, true)?;
+                        cmd.sample_counters(&buffer, 2 * i, TimestampGranularity::Relaxed)?;
+                        cmd.sample_counters(&buffer, 2 * i + 1, TimestampGranularity::Precise)?;
                     }
                 }
                 "profiler" => {
@@ -301,7 +297,7 @@ fn main() -> R<()> {
         let submission = cmd.commit()?;
         let t = Instant::now();
         if let Some(frame) = frame {
-            profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+            profiler.end_frame(frame, [&submission])?;
         }
         endf[k].push(t.elapsed().as_nanos() as f64 / samples as f64);
         submission.wait()?;

@@ -31,8 +31,9 @@
 //! - `memcpy`: a plain copy of 8 N bytes in host memory.
 
 use ash::vk;
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterSampleBufferDescriptor, ResolvedCounters, SampleStatus,
+    TimestampGranularity,
 };
 use gpu_counters_vulkan::{CommandBuffer, Device, InstanceOptions};
 use std::error::Error;
@@ -260,7 +261,7 @@ fn main() -> R<()> {
     ))?;
     let mut cmd = CommandBuffer::new(&device)?;
     for i in 0..n {
-        cmd.sample_counters(&buffer, i, false)?;
+        cmd.sample_counters(&buffer, i, TimestampGranularity::Relaxed)?;
     }
     cmd.commit()?.wait()?;
     let mut out = ResolvedCounters::default();

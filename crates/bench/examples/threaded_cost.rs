@@ -31,8 +31,8 @@
 //! and quartiles). Every result is checked complete.
 
 use ash::vk;
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{CommonCounterSet, CounterSampleBufferDescriptor};
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{CommonCounterSet, CounterSampleBufferDescriptor, TimestampGranularity};
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_vulkan::{CommandBuffer, CounterSampleBuffer, Device, InstanceOptions};
 use std::error::Error;
@@ -87,14 +87,18 @@ impl Round<'_> {
             "scope-pairs-own" => {
                 let b = &self.own[t as usize];
                 for i in 0..n {
-                    cmd.sample_counters(b, 2 * i, true)?;
-                    cmd.sample_counters(b, 2 * i + 1, true)?;
+                    cmd.sample_counters(b, 2 * i, TimestampGranularity::Precise)?;
+                    cmd.sample_counters(b, 2 * i + 1, TimestampGranularity::Precise)?;
                 }
             }
             "scope-pairs" => {
                 for i in 0..n {
-                    cmd.sample_counters(self.buffer, base + 2 * i, true)?;
-                    cmd.sample_counters(self.buffer, base + 2 * i + 1, true)?;
+                    cmd.sample_counters(self.buffer, base + 2 * i, TimestampGranularity::Precise)?;
+                    cmd.sample_counters(
+                        self.buffer,
+                        base + 2 * i + 1,
+                        TimestampGranularity::Precise,
+                    )?;
                 }
             }
             "profiler" => {
@@ -221,9 +225,8 @@ fn main() -> R<()> {
             submissions.push(submission);
         }
         rec[k].push(slowest / (2 * n) as f64);
-        let cpu_submit = submissions.iter().map(|s| s.cpu_submit_ns()).max();
         if let Some(frame) = frame {
-            profiler.end_frame(frame, cpu_submit)?;
+            profiler.end_frame(frame, &submissions)?;
         }
         for s in &submissions {
             s.wait()?;

@@ -20,9 +20,9 @@
 //!   `"dispatch"`, as profiled passes and wgpu-profiler's are (wgpu copies
 //!   a pass's label into a `String`): how much of a profiled pass's cost is
 //!   its label;
-//! - `gcw-passes`: a pass per dispatch on a `WgpuDevice::wrap`ped encoder,
-//!   submitted with `WgpuDevice::submit` (gpu-counters-wgpu's baseline);
-//! - `gcw-writes`: the same with `WgpuRecorder::compute_pass_timestamp_writes`
+//! - `gcw-passes`: a pass per dispatch on a `gcw::Device::wrap`ped encoder,
+//!   submitted with `gcw::Device::submit` (gpu-counters-wgpu's baseline);
+//! - `gcw-writes`: the same with `gcw::Recorder::compute_pass_timestamp_writes`
 //!   per pass; read back with `resolve_counter_range` and converted with the
 //!   device's calibration;
 //! - `gcw-profiled`: `begin_profiled_compute_pass` per dispatch in a
@@ -31,7 +31,7 @@
 //!   `end_frame` and `process_finished_frame`.
 //!
 //! Record time runs to the return of `Queue::submit` (for gpu-counters-wgpu,
-//! of `WgpuDevice::submit`), as in the bench; resolve time from the end of
+//! of `gcw::Device::submit`), as in the bench; resolve time from the end of
 //! the wait to the last value converted (`end_frame` of either profiler
 //! counts as resolve). The variants take turns round by round, the first
 //! of each round rotating. With `HOST_COST_EMPTY` set, every pass is
@@ -43,9 +43,9 @@
 use gpu_counters_bench::{
     check_written, gcw_profiler_options, timestamps_ns, RawWgpuQueries, TinyCompute,
 };
-use gpu_counters_core::{BackendDevice, BackendSampleBuffer, CounterSampleBufferDescriptor};
+use gpu_counters_hal::CounterSampleBufferDescriptor;
 use gpu_counters_profiler::Profiler;
-use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
+use gpu_counters_wgpu as gcw;
 use std::error::Error;
 use std::hint::black_box;
 use std::time::Instant;
@@ -132,7 +132,7 @@ fn main() -> R<()> {
         .ok_or("no wgpu Vulkan adapter")?;
     let features = adapter.features()
         & (wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
-    let gc = pollster::block_on(WgpuDevice::request(
+    let gc = pollster::block_on(gcw::Device::request(
         &adapter,
         &wgpu::DeviceDescriptor {
             label: Some("wgpu host cost"),
@@ -156,10 +156,10 @@ fn main() -> R<()> {
     let raw = RawWgpuQueries::new(&device, 2 * n, "raw samples");
     let period_ns = f64::from(queue.get_timestamp_period());
     let max = gpu_counters_wgpu::MAX_SAMPLE_COUNT;
-    let buffers: Vec<WgpuSampleBuffer> = (0..(2 * n).div_ceil(max))
+    let buffers: Vec<gcw::CounterSampleBuffer> = (0..(2 * n).div_ceil(max))
         .map(|k| {
             gc.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
-                gpu_counters_core::CommonCounterSet::Timestamp,
+                gpu_counters_hal::CommonCounterSet::Timestamp,
                 "host cost",
                 (2 * n - k * max).min(max),
             ))
@@ -193,91 +193,83 @@ fn main() -> R<()> {
         let mut encoder =
             device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         let t = Instant::now();
-        let submission = record_phase(
-            variant,
-            || -> R<Option<gpu_counters_wgpu::WgpuSubmission>> {
-                match variant {
-                    "raw-passes" | "raw-writes" | "raw-writes-labelled" => {
-                        let label = (variant == "raw-writes-labelled").then_some("dispatch");
-                        for i in 0..n {
-                            let timestamp_writes = (variant != "raw-passes").then(|| {
-                                let (set, q) = raw.at(2 * i);
-                                wgpu::ComputePassTimestampWrites {
-                                    query_set: set,
-                                    beginning_of_pass_write_index: Some(q),
-                                    end_of_pass_write_index: Some(raw.at(2 * i + 1).1),
-                                }
-                            });
+        let submission = record_phase(variant, || -> R<Option<gcw::Submission>> {
+            match variant {
+                "raw-passes" | "raw-writes" | "raw-writes-labelled" => {
+                    let label = (variant == "raw-writes-labelled").then_some("dispatch");
+                    for i in 0..n {
+                        let timestamp_writes = (variant != "raw-passes").then(|| {
+                            let (set, q) = raw.at(2 * i);
+                            wgpu::ComputePassTimestampWrites {
+                                query_set: set,
+                                beginning_of_pass_write_index: Some(q),
+                                end_of_pass_write_index: Some(raw.at(2 * i + 1).1),
+                            }
+                        });
+                        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                            label,
+                            timestamp_writes,
+                        });
+                        dispatch(&mut pass);
+                    }
+                    if variant != "raw-passes" {
+                        raw.record_resolve(&mut encoder, samples);
+                    }
+                    queue.submit([encoder.finish()]);
+                    Ok(None)
+                }
+                "wgpu-profiler" => {
+                    for _ in 0..n {
+                        let query = profiler.begin_pass_query("dispatch", &mut encoder);
+                        {
                             let mut pass =
                                 encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                                    label,
-                                    timestamp_writes,
+                                    label: Some("dispatch"),
+                                    timestamp_writes: query.compute_pass_timestamp_writes(),
                                 });
                             dispatch(&mut pass);
                         }
-                        if variant != "raw-passes" {
-                            raw.record_resolve(&mut encoder, samples);
-                        }
-                        queue.submit([encoder.finish()]);
-                        Ok(None)
+                        profiler.end_query(&mut encoder, query);
                     }
-                    "wgpu-profiler" => {
-                        for _ in 0..n {
-                            let query = profiler.begin_pass_query("dispatch", &mut encoder);
-                            {
-                                let mut pass =
-                                    encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                                        label: Some("dispatch"),
-                                        timestamp_writes: query.compute_pass_timestamp_writes(),
-                                    });
-                                dispatch(&mut pass);
-                            }
-                            profiler.end_query(&mut encoder, query);
-                        }
-                        profiler.resolve_queries(&mut encoder);
-                        queue.submit([encoder.finish()]);
-                        Ok(None)
-                    }
-                    "gcw-passes" | "gcw-writes" => {
-                        let mut recorder = gc.wrap(encoder);
-                        for i in 0..n {
-                            let timestamp_writes = if variant == "gcw-writes" {
-                                let b = &buffers[(2 * i / max) as usize];
-                                let q = 2 * i % max;
-                                Some(recorder.compute_pass_timestamp_writes(
-                                    b,
-                                    Some(q),
-                                    Some(q + 1),
-                                )?)
-                            } else {
-                                None
-                            };
-                            let mut pass = recorder.encoder().begin_compute_pass(
-                                &wgpu::ComputePassDescriptor {
+                    profiler.resolve_queries(&mut encoder);
+                    queue.submit([encoder.finish()]);
+                    Ok(None)
+                }
+                "gcw-passes" | "gcw-writes" => {
+                    let mut recorder = gc.wrap(encoder);
+                    for i in 0..n {
+                        let timestamp_writes = if variant == "gcw-writes" {
+                            let b = &buffers[(2 * i / max) as usize];
+                            let q = 2 * i % max;
+                            Some(recorder.compute_pass_timestamp_writes(b, Some(q), Some(q + 1))?)
+                        } else {
+                            None
+                        };
+                        let mut pass =
+                            recorder
+                                .encoder()
+                                .begin_compute_pass(&wgpu::ComputePassDescriptor {
                                     label: None,
                                     timestamp_writes,
-                                },
-                            );
-                            dispatch(&mut pass);
-                        }
-                        Ok(Some(gc.submit(recorder)?))
+                                });
+                        dispatch(&mut pass);
                     }
-                    "gcw-profiled" => {
-                        let frame = gc_profiler.begin_frame()?;
-                        let mut recorder = gc.wrap(encoder);
-                        for _ in 0..n {
-                            let mut pass =
-                                recorder.begin_profiled_compute_pass(&frame, "dispatch")?;
-                            dispatch(&mut pass);
-                        }
-                        let submission = gc.submit(recorder)?;
-                        gc_profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
-                        Ok(Some(submission))
-                    }
-                    other => Err(format!("unknown variant {other}").into()),
+                    Ok(Some(gc.submit(recorder)?))
                 }
-            },
-        )?;
+                "gcw-profiled" => {
+                    let frame = gc_profiler.begin_frame()?;
+                    let mut recorder = gc.wrap(encoder);
+                    for _ in 0..n {
+                        let mut pass = recorder.begin_profiled_compute_pass(&frame, "dispatch")?;
+                        dispatch(&mut pass);
+                    }
+                    let submission = gc.submit(recorder)?;
+                    gc_profiler.end_frame(frame, [&submission])?;
+                    Ok(Some(submission))
+                }
+                other => Err(format!("unknown variant {other}").into()),
+            }
+        })?;
         rec[k].push(t.elapsed().as_nanos() as f64 / f64::from(samples));
         match &submission {
             Some(s) => {

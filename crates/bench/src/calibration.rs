@@ -3,8 +3,9 @@
 
 use crate::stats::median;
 use crate::{BenchError, CalibrationReport, Progress};
-use gpu_counters_core::{
+use gpu_counters_hal::{
     cpu_monotonic_ns, CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus,
+    TimestampGranularity,
 };
 use gpu_counters_vulkan::{CommandBuffer, Device};
 use std::time::{Duration, Instant};
@@ -49,7 +50,7 @@ pub(crate) fn measure(
         device.refresh_calibration(&mut refit)?;
         probe_buffer.reset()?;
         let mut cmd = CommandBuffer::new(device)?;
-        cmd.sample_counters(&probe_buffer, 0, true)?;
+        cmd.sample_counters(&probe_buffer, 0, TimestampGranularity::Precise)?;
         let before = cpu_monotonic_ns();
         let submission = cmd.commit()?;
         submission.wait()?;
@@ -64,13 +65,13 @@ pub(crate) fn measure(
         let ticks = resolved.timestamps()?[0].timestamp;
         let t = refit
             .to_cpu_ns(ticks)
-            .map_err(gpu_counters_core::Error::from)?;
+            .map_err(gpu_counters_hal::Error::from)?;
         // Error of the fixed calibration, with the refitted one (checked
         // against the CPU bracket just below) as the reference. The fixed
         // one's newest anchor is old: unwrap around the submission's time.
         let fixed_ns = fixed
             .to_cpu_ns_near(ticks, before)
-            .map_err(gpu_counters_core::Error::from)?
+            .map_err(gpu_counters_hal::Error::from)?
             .ns;
         errors.push(fixed_ns as f64 - t.ns as f64);
         max_refit_bound_ns = max_refit_bound_ns.max(t.error_bound_ns);

@@ -26,12 +26,10 @@ use crate::{
     ResolveReport, Rows, Tool, Variant, VariantSpec,
 };
 use cudarc::driver::sys;
-use gpu_counters_core::{
-    cpu_monotonic_ns, BackendDevice, BackendRecorder, BackendSampleBuffer, Calibration,
-    CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus, TimestampGranularity,
-};
-use gpu_counters_cuda::{
-    ActivityTracing, CudaDevice, CudaOptions, CudaPassAttachment, CudaSampleBuffer, TimestampSource,
+use gpu_counters_cuda::{self as gcu, ActivityTracing, TimestampSource};
+use gpu_counters_hal::{
+    cpu_monotonic_ns, Calibration, CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus,
+    TimestampGranularity,
 };
 use serde::Serialize;
 use std::cell::RefCell;
@@ -253,10 +251,10 @@ impl Drop for MappedStamps {
 /// zero-intrusion).
 pub(crate) struct CudaBench {
     stream: Arc<cudarc::driver::CudaStream>,
-    kernel: CudaDevice,
-    zero: Option<CudaDevice>,
+    kernel: gcu::Device,
+    zero: Option<gcu::Device>,
     /// Zero-intrusion with [`ActivityTracing::LaunchesAfterSamples`].
-    zero_sampled: Option<CudaDevice>,
+    zero_sampled: Option<gcu::Device>,
     _module: Arc<cudarc::driver::CudaModule>,
     work: sys::CUfunction,
     spin: sys::CUfunction,
@@ -266,9 +264,9 @@ pub(crate) struct CudaBench {
     stamps: MappedStamps,
     events: Vec<sys::CUevent>,
     brackets: [sys::CUevent; 2],
-    kernel_buffer: CudaSampleBuffer,
-    zero_buffer: Option<CudaSampleBuffer>,
-    zero_sampled_buffer: Option<CudaSampleBuffer>,
+    kernel_buffer: gcu::CounterSampleBuffer,
+    zero_buffer: Option<gcu::CounterSampleBuffer>,
+    zero_sampled_buffer: Option<gcu::CounterSampleBuffer>,
     kernel_cal: Calibration,
     zero_cal: Option<Calibration>,
     zero_sampled_cal: Option<Calibration>,
@@ -301,13 +299,13 @@ impl CudaBench {
     /// The harness on device 0, and notes on what is not offered.
     fn new(n: u32, kernel_ns: u64, notes: &mut Vec<String>) -> Result<Self, BenchError> {
         let cuda = |e: gpu_counters_cuda::OpenError| BenchError::Cuda(e.to_string());
-        let kernel = CudaDevice::open(0).map_err(cuda)?;
+        let kernel = gcu::Device::open(0).map_err(cuda)?;
         let stream = kernel.stream().clone();
-        let zero = match CudaDevice::from_stream_with(
+        let zero = match gcu::Device::from_stream_with(
             stream.clone(),
-            &CudaOptions {
+            &gcu::DeviceOptions {
                 timestamps: TimestampSource::Activity,
-                ..CudaOptions::default()
+                ..gcu::DeviceOptions::default()
             },
         ) {
             Ok(z) => Some(z),
@@ -317,12 +315,12 @@ impl CudaBench {
             }
         };
         let zero_sampled = match zero.is_some().then(|| {
-            CudaDevice::from_stream_with(
+            gcu::Device::from_stream_with(
                 stream.clone(),
-                &CudaOptions {
+                &gcu::DeviceOptions {
                     timestamps: TimestampSource::Activity,
                     activity_tracing: ActivityTracing::LaunchesAfterSamples,
-                    ..CudaOptions::default()
+                    ..gcu::DeviceOptions::default()
                 },
             )
         }) {
@@ -378,7 +376,7 @@ impl CudaBench {
             event(sys::CUevent_flags::CU_EVENT_DEFAULT)?,
             event(sys::CUevent_flags::CU_EVENT_DEFAULT)?,
         ];
-        let buffer = |d: &CudaDevice| {
+        let buffer = |d: &gcu::Device| {
             d.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
                 CommonCounterSet::Timestamp,
                 "bench samples",
@@ -585,7 +583,7 @@ impl CudaBench {
             Kind::GcKernelPass => {
                 let mut rec = self.kernel.recorder();
                 for i in 0..n {
-                    let pass = rec.begin_compute_pass(&[CudaPassAttachment {
+                    let pass = rec.begin_compute_pass(&[gcu::PassAttachment {
                         sample_buffer: &self.kernel_buffer,
                         start_of_encoder_sample_index: Some(2 * i as u32),
                         end_of_encoder_sample_index: Some(2 * i as u32 + 1),
@@ -602,7 +600,7 @@ impl CudaBench {
                 let mut rec = z.recorder();
                 if kind == Kind::GcZeroPass {
                     for i in 0..n {
-                        let pass = rec.begin_compute_pass(&[CudaPassAttachment {
+                        let pass = rec.begin_compute_pass(&[gcu::PassAttachment {
                             sample_buffer: b,
                             start_of_encoder_sample_index: Some(2 * i as u32),
                             end_of_encoder_sample_index: Some(2 * i as u32 + 1),
@@ -662,7 +660,7 @@ impl CudaBench {
     fn resolve(
         &self,
         kind: Kind,
-        zero_buffer: &Option<CudaSampleBuffer>,
+        zero_buffer: &Option<gcu::CounterSampleBuffer>,
     ) -> Result<Vec<f64>, BenchError> {
         let n = self.n as usize;
         Ok(match kind {
@@ -918,7 +916,7 @@ pub(crate) fn calibration(
         for (before, ticks, after) in d.handshake_reads(32)? {
             let c = cal
                 .to_cpu_ns(ticks)
-                .map_err(gpu_counters_core::Error::from)?;
+                .map_err(gpu_counters_hal::Error::from)?;
             checked += 1;
             if c.ns + c.error_bound_ns < before || c.ns > after + c.error_bound_ns {
                 outside += 1;
@@ -974,10 +972,10 @@ pub(crate) fn calibration(
         let ticks = r.timestamps()?[0].timestamp;
         let t = refit
             .to_cpu_ns(ticks)
-            .map_err(gpu_counters_core::Error::from)?;
+            .map_err(gpu_counters_hal::Error::from)?;
         let f = fixed
             .to_cpu_ns_near(ticks, before)
-            .map_err(gpu_counters_core::Error::from)?;
+            .map_err(gpu_counters_hal::Error::from)?;
         errors.push(f.ns as f64 - t.ns as f64);
         max_bound = max_bound.max(t.error_bound_ns);
         if t.ns + t.error_bound_ns < before || t.ns > after + t.error_bound_ns {
@@ -1033,8 +1031,8 @@ pub(crate) fn resolve(
     let mut ratios = Vec::new();
     let src = vec![1u64; count as usize];
     let mut dst = vec![0u64; count as usize];
-    let mut r = gpu_counters_core::ResolvedCounters::default();
-    let all_written = |r: &gpu_counters_core::ResolvedCounters| {
+    let mut r = gpu_counters_hal::ResolvedCounters::default();
+    let all_written = |r: &gpu_counters_hal::ResolvedCounters| {
         let written = r.count(SampleStatus::Written);
         if written == count as usize {
             Ok(())
@@ -1089,7 +1087,7 @@ pub(crate) fn resolve(
 }
 
 impl CudaBench {
-    pub(crate) fn info(&self) -> gpu_counters_core::DeviceInfo {
+    pub(crate) fn info(&self) -> gpu_counters_hal::DeviceInfo {
         self.kernel.info().clone()
     }
 

@@ -37,7 +37,7 @@ mod vulkan;
 mod wgpu_bench;
 
 pub use cuda_bench::{CudaCalibrationReport, GatedZeroIntrusionReport, ZeroIntrusionReport};
-use gpu_counters_core::DeviceInfo;
+use gpu_counters_hal::DeviceInfo;
 use gpu_counters_vulkan::{Device, Instance, InstanceOptions};
 use serde::Serialize;
 use std::cell::RefCell;
@@ -225,7 +225,7 @@ pub enum BenchError {
     /// gpu-counters reported an error, or a raw Vulkan call failed (mapped
     /// with [`gpu_counters_vulkan::map_vk_error`], naming the call).
     #[error(transparent)]
-    Counters(#[from] gpu_counters_core::Error),
+    Counters(#[from] gpu_counters_hal::Error),
     /// The profiler layer reported an error.
     #[error("profiler: {0}")]
     Profiler(#[from] gpu_counters_profiler::ProfilerError),
@@ -254,8 +254,8 @@ pub(crate) fn vk_err(call: &'static str) -> impl Fn(ash::vk::Result) -> BenchErr
 /// `calibration`, as a gpu-counters variant's resolve converts them; NaN
 /// where a sample has no value (see [`check_written`]).
 pub fn timestamps_ns(
-    resolved: &gpu_counters_core::ResolvedCounters,
-    calibration: &gpu_counters_core::Calibration,
+    resolved: &gpu_counters_hal::ResolvedCounters,
+    calibration: &gpu_counters_hal::Calibration,
 ) -> Result<Vec<f64>, BenchError> {
     let stamps = resolved.timestamps()?;
     let first = stamps.first().map_or(0, |s| s.timestamp);
@@ -263,7 +263,7 @@ pub fn timestamps_ns(
         .iter()
         .zip(resolved.statuses())
         .map(|(s, st)| match st {
-            gpu_counters_core::SampleStatus::Written => calibration
+            gpu_counters_hal::SampleStatus::Written => calibration
                 .interval_ns(first, s.timestamp)
                 .unwrap_or(f64::NEG_INFINITY),
             _ => f64::NAN,

@@ -4,7 +4,9 @@
 use crate::stats::median;
 use crate::{vk_err, BenchError, ResolveReport};
 use ash::vk;
-use gpu_counters_core::{CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus};
+use gpu_counters_hal::{
+    CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus, TimestampGranularity,
+};
 use gpu_counters_vulkan::{CommandBuffer, Device};
 use std::hint::black_box;
 use std::time::Instant;
@@ -21,7 +23,7 @@ pub(crate) fn measure(device: &Device, count: u32, reps: u32) -> Result<ResolveR
     let raw = RawPool::new(device, count)?;
     let mut cmd = CommandBuffer::new(device)?;
     for i in 0..count {
-        cmd.sample_counters(&buffer, i, false)?;
+        cmd.sample_counters(&buffer, i, TimestampGranularity::Relaxed)?;
     }
     // SAFETY: the raw pool was reset on the host at creation; each query is
     // written once; the command buffer is recording outside any pass.
@@ -43,7 +45,7 @@ pub(crate) fn measure(device: &Device, count: u32, reps: u32) -> Result<ResolveR
     // steady state (one result resolved into again and again; the copy
     // also writes into a destination written before), a new result each
     // time, the driver's own read of a raw pool, and the plain copy.
-    let mut resolved = gpu_counters_core::ResolvedCounters::default();
+    let mut resolved = gpu_counters_hal::ResolvedCounters::default();
     let mut data = vec![[0u64; 2]; count as usize];
     let source: Vec<u64> = (0..count as u64).collect();
     let mut destination = vec![0u64; count as usize];

@@ -12,10 +12,10 @@ use crate::{
     Harness, HarnessRow, Measurement, Placement, Tool, Variant, VariantSpec, Variants,
 };
 use ash::vk;
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{
-    Calibration, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
-    CounterSampleBufferDescriptor, TimestampGranularity,
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{
+    Calibration, CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor,
+    TimestampGranularity,
 };
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_vulkan::{
@@ -288,10 +288,7 @@ impl VulkanBench {
                 "bench samples",
                 2 * n,
             ))?,
-            heap: device.make_counter_heap(&CounterHeapDescriptor {
-                heap_type: CounterHeapType::Timestamp,
-                count: n,
-            })?,
+            heap: device.make_counter_heap(&CounterHeapDescriptor::timestamp(n))?,
             calibration: device.calibration()?,
             spare: None,
             frames: Vec::new(),
@@ -719,7 +716,7 @@ impl VulkanBench {
             }
             Kind::GcScopePairs => {
                 for i in 0..n {
-                    cmd.sample_counters(buffer, 2 * i, false)?;
+                    cmd.sample_counters(buffer, 2 * i, TimestampGranularity::Relaxed)?;
                     if let Some(wl) = wl {
                         // SAFETY: `cmd.raw()` is recording outside any render pass; see
                         // `run_gpu_counters`' recording contract.
@@ -728,7 +725,7 @@ impl VulkanBench {
                             wl.record_barrier(&d, cmd.raw());
                         }
                     }
-                    cmd.sample_counters(buffer, 2 * i + 1, true)?;
+                    cmd.sample_counters(buffer, 2 * i + 1, TimestampGranularity::Precise)?;
                 }
             }
             Kind::GcProfilerScopes => {
@@ -758,8 +755,7 @@ impl VulkanBench {
         let mut end_frame_ns = 0.0;
         if let Some(frame) = frame {
             let t = Instant::now();
-            self.profiler
-                .end_frame(frame, Some(submission.cpu_submit_ns()))?;
+            self.profiler.end_frame(frame, [&submission])?;
             end_frame_ns = t.elapsed().as_nanos() as f64;
         }
         submission.wait()?;

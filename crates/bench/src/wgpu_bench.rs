@@ -7,11 +7,9 @@ use crate::{
     check_profiler_frames, check_written, timestamps_ns, BenchError, ComparisonSpec, Harness,
     HarnessRow, Measurement, Placement, Rows, Tool, Variant, VariantSpec,
 };
-use gpu_counters_core::{
-    BackendDevice, BackendSampleBuffer, Calibration, CounterSampleBufferDescriptor, DeviceInfo,
-};
+use gpu_counters_hal::{Calibration, CounterSampleBufferDescriptor, DeviceInfo};
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
-use gpu_counters_wgpu::{WgpuDevice, WgpuSampleBuffer};
+use gpu_counters_wgpu as gcw;
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::rc::Rc;
@@ -109,7 +107,7 @@ impl Kind {
         }
     }
 
-    /// Recorded through gpu-counters-wgpu (`WgpuDevice::submit`).
+    /// Recorded through gpu-counters-wgpu (`gcw::Device::submit`).
     fn is_gpu_counters(self) -> bool {
         matches!(
             self,
@@ -362,13 +360,13 @@ impl RawWgpuQueries {
 /// shared by every wgpu, wgpu-profiler and gpu-counters-wgpu variant.
 struct WgpuBench {
     /// gpu-counters-wgpu's device over `device` and `queue`.
-    gc: WgpuDevice,
+    gc: gcw::Device,
     /// The gpu-counters-wgpu sample buffers of the pass timestamp writes
     /// (`2 * n` samples over buffers of at most
     /// [`gpu_counters_wgpu::MAX_SAMPLE_COUNT`]).
-    gc_buffers: Vec<WgpuSampleBuffer>,
+    gc_buffers: Vec<gcw::CounterSampleBuffer>,
     /// gpu-counters' profiler over `gc`, one frame per run.
-    gc_profiler: Profiler<WgpuDevice>,
+    gc_profiler: Profiler<gcw::Device>,
     /// `gc`'s calibration, for converting resolved timestamps.
     calibration: Calibration,
     device: wgpu::Device,
@@ -420,14 +418,14 @@ impl WgpuBench {
         }
         // One device for raw wgpu, wgpu-profiler and gpu-counters-wgpu, so
         // that every wgpu row runs on the same queue, driver state and
-        // pipeline. It is opened with `WgpuDevice::request`, as a
+        // pipeline. It is opened with `gcw::Device::request`, as a
         // gpu-counters-wgpu user would, so that gpu-counters-wgpu calibrates
         // with a calibrated pair where the driver has
         // VK_EXT/KHR_calibrated_timestamps; that extension is all it adds to
         // wgpu's own `request_device` (same features and limits), and it
         // changes nothing in the passes, query writes and resolves raw wgpu
         // and wgpu-profiler record.
-        let gc = pollster::block_on(WgpuDevice::request(
+        let gc = pollster::block_on(gcw::Device::request(
             &adapter,
             &wgpu::DeviceDescriptor {
                 label: Some("gpu-counters bench"),
@@ -466,7 +464,7 @@ impl WgpuBench {
         let gc_buffers = (0..(2 * n).div_ceil(max))
             .map(|k| {
                 gc.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
-                    gpu_counters_core::CommonCounterSet::Timestamp,
+                    gpu_counters_hal::CommonCounterSet::Timestamp,
                     "bench samples",
                     (2 * n - k * max).min(max),
                 ))
@@ -667,7 +665,7 @@ impl WgpuBench {
         self.end_bracket(&mut encoder);
         // `finish` and `submit` count as recording: wgpu tracks each pass's
         // query set usage there, and gpu-counters-wgpu's rows count their
-        // `WgpuDevice::submit` (which finishes and submits) the same way.
+        // `gcw::Device::submit` (which finishes and submits) the same way.
         let t = Instant::now();
         let commands = encoder.finish();
         let submitted = Instant::now();
@@ -759,7 +757,7 @@ impl WgpuBench {
     }
 
     /// The gpu-counters-wgpu buffer and index of pass sample `i`.
-    fn gc_sample(&self, i: u32) -> Result<(&WgpuSampleBuffer, u32), BenchError> {
+    fn gc_sample(&self, i: u32) -> Result<(&gcw::CounterSampleBuffer, u32), BenchError> {
         let max = gpu_counters_wgpu::MAX_SAMPLE_COUNT;
         self.gc_buffers
             .get((i / max) as usize)
@@ -768,8 +766,8 @@ impl WgpuBench {
     }
 
     /// One measurement of a gpu-counters-wgpu `kind`: a compute pass per
-    /// dispatch on a [`WgpuDevice::wrap`]ped encoder, submitted with
-    /// [`WgpuDevice::submit`], which records the read-back of the samples at
+    /// dispatch on a [`gcw::Device::wrap`]ped encoder, submitted with
+    /// [`gcw::Device::submit`], which records the read-back of the samples at
     /// the encoder's end and submits it itself. So the end bracket, which
     /// must follow that read-back as it follows raw wgpu's resolve, goes in
     /// a second submission right after (timestamps follow all earlier work
@@ -830,8 +828,7 @@ impl WgpuBench {
         // wgpu-profiler's `end_frame` counts as resolve: so does this one.
         let t = Instant::now();
         if let Some(frame) = frame {
-            self.gc_profiler
-                .end_frame(frame, Some(submission.cpu_submit_ns()))?;
+            self.gc_profiler.end_frame(frame, [&submission])?;
         }
         let mut resolve_ns = t.elapsed().as_nanos() as f64;
         let gpu_ns = self.wait_gpu_ns(submitted)?;

@@ -5,11 +5,11 @@
 use crate::cli::{DevicesArgs, DevicesBackend};
 use crate::error::{CliError, CliResult};
 use crate::stdio::{errln, outln};
-use gpu_counters_core::backend::BackendDevice;
-use gpu_counters_core::{CommonCounterSet, DeviceInfo};
 use gpu_counters_cuda::hardware::REQUIRED_METRICS;
-use gpu_counters_cuda::{CudaDevice, MetricInfo, OpenError};
+use gpu_counters_cuda::{self as gcu, MetricInfo, OpenError};
+use gpu_counters_hal::{CommonCounterSet, DeviceInfo};
 use gpu_counters_vulkan::{Instance, InstanceOptions};
+use gpu_counters_wgpu as gcw;
 use serde_json::{json, Value};
 
 /// A device's JSON form: [`DeviceInfo`]'s serde form with a `name` on each
@@ -174,27 +174,26 @@ pub fn default_wgpu_adapter(adapters: &[wgpu::Adapter]) -> Option<usize> {
 }
 
 /// Opens adapter `index` with the features of [`wgpu_features`] it offers
-/// and `limits`, wrapped by [`gpu_counters_wgpu::WgpuDevice::request`]
+/// and `limits`, wrapped by [`gcw::Device::request`]
 /// (`info.index` is set to `index`). wgpu errors no error scope catches are
 /// kept for [`check_wgpu_validation`] rather than panicking.
 pub fn open_wgpu(
     adapter: &wgpu::Adapter,
     index: usize,
     limits: wgpu::Limits,
-) -> CliResult<(gpu_counters_wgpu::WgpuDevice, DeviceInfo)> {
+) -> CliResult<(gcw::Device, DeviceInfo)> {
     let desc = wgpu::DeviceDescriptor {
         label: Some("gpu-counters"),
         required_features: adapter.features() & wgpu_features(),
         required_limits: limits,
         ..Default::default()
     };
-    let device = pollster::block_on(gpu_counters_wgpu::WgpuDevice::request(adapter, &desc))
-        .map_err(|e| {
-            CliError::Failure(format!(
-                "wgpu adapter [{index}] `{}`: request_device: {e}",
-                adapter.get_info().name
-            ))
-        })?;
+    let device = pollster::block_on(gcw::Device::request(adapter, &desc)).map_err(|e| {
+        CliError::Failure(format!(
+            "wgpu adapter [{index}] `{}`: request_device: {e}",
+            adapter.get_info().name
+        ))
+    })?;
     device
         .device()
         .on_uncaptured_error(std::sync::Arc::new(|e: wgpu::Error| {
@@ -292,7 +291,7 @@ pub struct CudaHardware {
 
 /// A device's hardware counter set as `devices` shows it, or why it has
 /// none.
-fn cuda_hardware(device: &CudaDevice) -> Result<CudaHardware, String> {
+fn cuda_hardware(device: &gcu::Device) -> Result<CudaHardware, String> {
     let hw = device.hardware_counters().map_err(|e| {
         device
             .hardware_counters_unavailable()
@@ -317,12 +316,18 @@ pub fn cuda_error(e: OpenError) -> CliError {
     CliError::Failure(e.to_string())
 }
 
-/// Every CUDA device, each opened with gpu-counters-cuda's default options
-/// (statistics from CUPTI where it can be loaded).
+/// Every CUDA device, each opened with statistics and hardware counters
+/// asked for, so that the list says what each offers (statistics from CUPTI
+/// where it can be loaded).
 pub fn list_cuda() -> Result<Vec<CudaListed>, OpenError> {
+    let options = gcu::DeviceOptions {
+        statistics: true,
+        hardware_counters: true,
+        ..gcu::DeviceOptions::default()
+    };
     (0..gpu_counters_cuda::device_count()?)
         .map(|ordinal| {
-            let device = CudaDevice::open(ordinal)?;
+            let device = gcu::Device::open_with(ordinal, &options)?;
             Ok(CudaListed {
                 info: device.info().clone(),
                 statistics_unavailable: device.statistics_unavailable().map(str::to_string),

@@ -53,10 +53,10 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
-impl From<gpu_counters_core::Error> for CliError {
+impl From<gpu_counters_hal::Error> for CliError {
     /// Every error of the counter-sampling layer is a failure of the run:
     /// the command checks its input before it reaches that layer.
-    fn from(e: gpu_counters_core::Error) -> Self {
+    fn from(e: gpu_counters_hal::Error) -> Self {
         CliError::Failure(e.to_string())
     }
 }

@@ -18,7 +18,7 @@ use crate::error::{CliError, CliResult};
 use crate::report;
 use crate::run::{self, Measured};
 use crate::stdio::{self, outln};
-use gpu_counters_core::timeline::{ClockSummary, MultiTimeline, TimelineFrame};
+use gpu_counters_hal::timeline::{ClockSummary, MultiTimeline, TimelineFrame};
 use serde_json::{json, Value};
 
 /// Most indices a `--device` list may hold: each names a device, once.

@@ -15,6 +15,14 @@
 //! `--level` or `--statistics` asks for it; an output path `run` would
 //! refuse, or the default `gpu-counters.pftrace` when it exists.
 //!
+//! Metrics are checked against each device's chip with CUPTI's host API
+//! (no context is made): an unknown metric exits 2 naming it and the chip;
+//! `--counters` that need several passes exit 2 naming the metric unless
+//! `--replay kernel`; `--gpu-metric`s must be measured in one pass; with no
+//! `--gpu-metric`, PM sampling's defaults are chosen here. Where no driver
+//! or CUPTI can be used in the recorder's own process, one note line says
+//! the names were checked for syntax only, and the program runs.
+//!
 //! The program runs with the signal mask the recorder had, in its process
 //! group. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to the
 //! recorder are passed on to it (a terminal's Ctrl-C reaches it directly).
@@ -121,6 +129,11 @@ pub struct RecordArgs {
     #[arg(long)]
     pub statistics: bool,
 
+    /// List, for each CUDA device, the metrics PM sampling offers and the
+    /// defaults `--gpu-metrics` samples there, then exit (no command)
+    #[arg(long)]
+    pub list_gpu_metrics: bool,
+
     /// The CUPTI library the program should use (a path), when it does not
     /// load one itself
     #[arg(long, value_name = "PATH")]
@@ -153,6 +166,10 @@ struct Plan {
     drain: Duration,
     /// The Vulkan layer's library, when the layer is enabled.
     vk_layer: Option<PathBuf>,
+    /// PM sampling was asked for.
+    pm: bool,
+    /// The CUPTI library found for programs that load none.
+    cupti: Option<PathBuf>,
 }
 
 fn usage(m: impl Into<String>) -> CliError {
@@ -414,6 +431,10 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
             "--no-vulkan with --level or --statistics: those apply to the Vulkan layer",
         ));
     }
+    // The program's own libcupti, where it maps one, wins in the library
+    // (one CUPTI per process); this is for programs that map none, and for
+    // the check below.
+    let cupti = cupti.or_else(find_cupti);
     let lib = find_injection()?;
     let vk_layer = if a.no_vulkan {
         None
@@ -451,28 +472,372 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
     if !a.no_nvtx {
         env.push(("NVTX_INJECTION64_PATH".into(), lib.clone().into()));
     }
-    // The program's own libcupti, where it maps one, wins in the library
-    // (one CUPTI per process); this is for programs that map none.
-    if let Some(c) = cupti.or_else(find_cupti) {
-        env.push(("GPU_COUNTERS_CUPTI".into(), c.into()));
+    if let Some(c) = &cupti {
+        env.push(("GPU_COUNTERS_CUPTI".into(), c.clone().into()));
     }
-    let config = serde_json::json!({
-        "version": 1,
-        "api": api,
-        "nvtx": !a.no_nvtx,
-        "gpu_metrics_hz": pm_hz,
-        "gpu_metrics": a.gpu_metric,
-        "counters": a.counters,
-        "replay": replay,
-        "vulkan": {"level": level, "statistics": a.statistics},
-    });
+    let mut config = config_json(
+        &api,
+        !a.no_nvtx,
+        pm_hz,
+        a.gpu_metric.clone(),
+        &a.counters,
+        replay,
+    );
+    config["vulkan"] = serde_json::json!({"level": level, "statistics": a.statistics});
     Ok(Plan {
         output,
         env,
         config,
         drain: Duration::from_secs_f64(a.drain_timeout),
         vk_layer,
+        pm: pm_hz.is_some(),
+        cupti,
     })
+}
+
+/// The injection's `config.json` (read by gpu-counters-record-inject's
+/// `Config`): `gpu_metrics` empty means the defaults, chosen on each device.
+fn config_json(
+    api: &str,
+    nvtx: bool,
+    pm_hz: Option<u32>,
+    gpu_metrics: Vec<String>,
+    counters: &[String],
+    replay: &str,
+) -> serde_json::Value {
+    serde_json::json!({
+        "version": 1,
+        "api": api,
+        "nvtx": nvtx,
+        "gpu_metrics_hz": pm_hz,
+        "gpu_metrics": gpu_metrics,
+        "counters": counters,
+        "replay": replay,
+    })
+}
+
+/// The metric checks against the devices' chips, before the program
+/// starts (see [`check`]): `Some(metrics)` where PM sampling's defaults
+/// were chosen here (one chip), `None` where the injection uses the
+/// metrics given or chooses the defaults on each device. Where no driver or
+/// CUPTI can be used here, one note line says the names were checked for
+/// syntax only.
+fn check_on_devices(
+    a: &RecordArgs,
+    pm: bool,
+    cupti: Option<&Path>,
+) -> Result<Option<Vec<String>>, CliError> {
+    if !pm && a.counters.is_empty() {
+        return Ok(None);
+    }
+    if let Some(c) = cupti {
+        gpu_counters_cupti_sys::prefer_path(c.to_path_buf());
+    }
+    let replay = a.replay.is_some();
+    let outcome = check::on_devices(check::Devices::open, pm, &a.gpu_metric, &a.counters, replay);
+    match outcome {
+        Ok(check::Checked { resolved, notes }) => {
+            for n in notes {
+                crate::stdio::errln!("gpu-counters: note: {n}");
+            }
+            Ok(resolved)
+        }
+        Err(check::Stop::Usage(m)) => Err(usage(m)),
+        Err(check::Stop::Cannot(why)) => {
+            crate::stdio::errln!("gpu-counters: note: metric names checked for syntax only: {why}");
+            Ok(None)
+        }
+    }
+}
+
+/// `record --list-gpu-metrics`: each device's PM-sampling metrics and
+/// defaults.
+fn list_gpu_metrics() -> Result<(), CliError> {
+    use gpu_counters_cuda::hardware::{ChipMetrics, MetricsOf};
+    if !gpu_counters_cuda::driver_present() {
+        return Err(CliError::Failure(
+            "--list-gpu-metrics: no CUDA driver could be loaded".into(),
+        ));
+    }
+    if let Some(c) = find_cupti() {
+        gpu_counters_cupti_sys::prefer_path(c);
+    }
+    let chips = gpu_counters_cuda::hardware::device_chips()
+        .map_err(|e| CliError::Failure(format!("--list-gpu-metrics: {e}")))?;
+    for (gpu, chip) in chips.iter().enumerate() {
+        let m = ChipMetrics::for_device(gpu, MetricsOf::PmSampling)
+            .map_err(|e| CliError::Failure(format!("--list-gpu-metrics: GPU{gpu}: {e}")))?;
+        let (chosen, missing) = m.default_pm_metrics();
+        let bases = m
+            .base_metrics()
+            .map_err(|e| CliError::Failure(format!("--list-gpu-metrics: GPU{gpu}: {e}")))?;
+        crate::stdio::outln!(
+            "GPU{gpu}: {chip}: PM sampling, {} base metrics ({})",
+            bases.len(),
+            if m.has_availability() {
+                "the device's counter availability applied"
+            } else {
+                "the chip's, the device's availability could not be read"
+            }
+        )?;
+        crate::stdio::outln!("  defaults: {}", chosen.join(", "))?;
+        for x in missing {
+            crate::stdio::outln!("  no default for {x}")?;
+        }
+        for b in bases {
+            crate::stdio::outln!(
+                "  {}{} [{}]",
+                b.name,
+                b.kind.default_rollup(),
+                b.kind.name()
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The checks of `--counters` and `--gpu-metric(s)` against the chips'
+/// metric catalogs (CUPTI's host API, no context), behind a trait so that
+/// their messages are tested without a GPU.
+mod check {
+    use gpu_counters_cuda::hardware::{ChipMetrics, HardwareError, MetricsOf};
+    use std::collections::BTreeMap;
+
+    /// Why a check could not be made, or that a metric is unknown.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum Verdict {
+        /// The chip has no such metric (CUPTI's reason).
+        Unknown(String),
+        /// The check itself failed (why).
+        Cannot(String),
+    }
+
+    /// A chip's metrics for one profiler.
+    pub trait Catalog {
+        /// The chip's name.
+        fn chip(&self) -> &str;
+        /// Whether `metric` is one of the chip's.
+        fn check(&self, metric: &str) -> Result<(), Verdict>;
+        /// The passes `metrics` need together.
+        fn passes(&self, metrics: &[&str]) -> Result<usize, Verdict>;
+        /// The metric to name for a set that needs `passes` > 1 (one that
+        /// needs several alone, or the set), and its passes.
+        fn multi_pass(&self, metrics: &[&str], passes: usize) -> (String, usize);
+        /// PM sampling's defaults on the chip: chosen, and quantities
+        /// without one.
+        fn defaults(&self) -> (Vec<String>, Vec<String>);
+    }
+
+    fn verdict(e: HardwareError) -> Verdict {
+        match e {
+            HardwareError::UnknownMetric { why, .. } => Verdict::Unknown(why),
+            other => Verdict::Cannot(other.to_string()),
+        }
+    }
+
+    impl Catalog for ChipMetrics {
+        fn chip(&self) -> &str {
+            ChipMetrics::chip(self)
+        }
+        fn check(&self, metric: &str) -> Result<(), Verdict> {
+            ChipMetrics::check(self, metric).map_err(verdict)
+        }
+        fn passes(&self, metrics: &[&str]) -> Result<usize, Verdict> {
+            ChipMetrics::passes(self, metrics).map_err(verdict)
+        }
+        fn multi_pass(&self, metrics: &[&str], passes: usize) -> (String, usize) {
+            match self.too_many_passes(metrics, passes) {
+                HardwareError::TooManyPasses { metric, passes } => (metric, passes),
+                _ => (metrics.join(" + "), passes),
+            }
+        }
+        fn defaults(&self) -> (Vec<String>, Vec<String>) {
+            self.default_pm_metrics()
+        }
+    }
+
+    /// The devices' chips, and their catalogs.
+    pub trait Chips {
+        /// Each device's chip, by ordinal.
+        fn chips(&self) -> Result<Vec<String>, String>;
+        /// The range profiler's catalog of `chip`.
+        fn range(&self, chip: &str) -> Result<Box<dyn Catalog>, String>;
+        /// PM sampling's catalog of device `ordinal` (of chip `chip`).
+        fn pm(&self, ordinal: usize, chip: &str) -> Result<Box<dyn Catalog>, String>;
+    }
+
+    /// The real devices of this process (CUDA's driver and CUPTI).
+    pub struct Devices;
+
+    impl Devices {
+        /// The devices, or why they cannot be asked here.
+        pub fn open() -> Result<Devices, String> {
+            if !gpu_counters_cuda::driver_present() {
+                return Err("no CUDA driver here".into());
+            }
+            Ok(Devices)
+        }
+    }
+
+    impl Chips for Devices {
+        fn chips(&self) -> Result<Vec<String>, String> {
+            gpu_counters_cuda::hardware::device_chips().map_err(|e| e.to_string())
+        }
+        fn range(&self, chip: &str) -> Result<Box<dyn Catalog>, String> {
+            ChipMetrics::for_chip(chip, MetricsOf::RangeProfiler)
+                .map(|c| Box::new(c) as Box<dyn Catalog>)
+                .map_err(|e| e.to_string())
+        }
+        fn pm(&self, ordinal: usize, _chip: &str) -> Result<Box<dyn Catalog>, String> {
+            ChipMetrics::for_device(ordinal, MetricsOf::PmSampling)
+                .map(|c| Box::new(c) as Box<dyn Catalog>)
+                .map_err(|e| e.to_string())
+        }
+    }
+
+    /// What the checks found.
+    #[derive(Debug, Default, PartialEq, Eq)]
+    pub struct Checked {
+        /// PM sampling's defaults chosen here (every device of one chip).
+        pub resolved: Option<Vec<String>>,
+        /// Lines to show (quantities without a default metric).
+        pub notes: Vec<String>,
+    }
+
+    /// Why the program must not start, or why nothing could be checked.
+    #[derive(Debug, PartialEq, Eq)]
+    pub enum Stop {
+        /// Bad input: exit 2 with this line.
+        Usage(String),
+        /// Nothing could be checked here (no driver, no CUPTI, ...).
+        Cannot(String),
+    }
+
+    fn cannot(v: Verdict) -> Stop {
+        match v {
+            Verdict::Unknown(why) | Verdict::Cannot(why) => Stop::Cannot(why),
+        }
+    }
+
+    /// Checks `--counters` (`counters`, several passes allowed with
+    /// `replay`) and PM sampling (`pm`, of `gpu_metrics` or the defaults)
+    /// on every distinct chip of the devices `open` gives.
+    pub fn on_devices<C: Chips>(
+        open: impl FnOnce() -> Result<C, String>,
+        pm: bool,
+        gpu_metrics: &[String],
+        counters: &[String],
+        replay: bool,
+    ) -> Result<Checked, Stop> {
+        let devices = open().map_err(Stop::Cannot)?;
+        let chips = devices.chips().map_err(Stop::Cannot)?;
+        if chips.is_empty() {
+            return Err(Stop::Cannot("no CUDA device here".into()));
+        }
+        let mut by_chip: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, c) in chips.iter().enumerate() {
+            by_chip.entry(c.as_str()).or_default().push(i);
+        }
+        let gpus = |o: &[usize]| {
+            o.iter()
+                .map(|i| format!("GPU{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut out = Checked::default();
+        let mut defaults: Vec<Vec<String>> = Vec::new();
+        for (chip, ordinals) in &by_chip {
+            if !counters.is_empty() {
+                let cat = devices.range(chip).map_err(Stop::Cannot)?;
+                check_counters(&*cat, &gpus(ordinals), counters, replay)?;
+            }
+            if pm {
+                let cat = devices.pm(ordinals[0], chip).map_err(Stop::Cannot)?;
+                if let (Some(chosen), notes) = check_pm(&*cat, &gpus(ordinals), gpu_metrics)? {
+                    out.notes.extend(notes);
+                    defaults.push(chosen);
+                }
+            }
+        }
+        if defaults.len() == 1 {
+            out.resolved = defaults.pop();
+        }
+        Ok(out)
+    }
+
+    /// `--counters`: each metric known, the set one pass unless `replay`.
+    pub fn check_counters(
+        cat: &dyn Catalog,
+        gpus: &str,
+        metrics: &[String],
+        replay: bool,
+    ) -> Result<(), Stop> {
+        let chip = cat.chip();
+        for m in metrics {
+            match cat.check(m) {
+                Ok(()) => {}
+                Err(Verdict::Unknown(why)) => {
+                    return Err(Stop::Usage(format!(
+                        "--counters: unknown metric `{m}` on {chip} ({gpus}): {why}"
+                    )))
+                }
+                Err(v) => return Err(cannot(v)),
+            }
+        }
+        let names: Vec<&str> = metrics.iter().map(String::as_str).collect();
+        let passes = cat.passes(&names).map_err(cannot)?;
+        if passes > 1 && !replay {
+            let (m, p) = cat.multi_pass(&names, passes);
+            return Err(Stop::Usage(format!(
+                "--counters: `{m}` needs {p} passes on {chip}, and per-kernel counters measure one pass unless --replay kernel replays each kernel"
+            )));
+        }
+        Ok(())
+    }
+
+    /// PM sampling: the metrics given each known and together one pass;
+    /// with none given, the chip's defaults (`Some`) and a note for each
+    /// quantity without one.
+    pub fn check_pm(
+        cat: &dyn Catalog,
+        gpus: &str,
+        metrics: &[String],
+    ) -> Result<(Option<Vec<String>>, Vec<String>), Stop> {
+        let chip = cat.chip();
+        if metrics.is_empty() {
+            let (chosen, missing) = cat.defaults();
+            if chosen.is_empty() {
+                return Err(Stop::Usage(format!(
+                    "--gpu-metrics: PM sampling on {chip} ({gpus}) offers none of the default metrics; name some with --gpu-metric (--list-gpu-metrics lists them)"
+                )));
+            }
+            let notes = missing
+                .into_iter()
+                .map(|m| format!("{gpus} ({chip}): no PM-sampling metric for {m}"))
+                .collect();
+            return Ok((Some(chosen), notes));
+        }
+        for m in metrics {
+            match cat.check(m) {
+                Ok(()) => {}
+                Err(Verdict::Unknown(why)) => {
+                    return Err(Stop::Usage(format!(
+                    "--gpu-metric: unknown metric `{m}` for PM sampling on {chip} ({gpus}): {why}"
+                )))
+                }
+                Err(v) => return Err(cannot(v)),
+            }
+        }
+        let names: Vec<&str> = metrics.iter().map(String::as_str).collect();
+        let passes = cat.passes(&names).map_err(cannot)?;
+        if passes > 1 {
+            let (m, p) = cat.multi_pass(&names, passes);
+            return Err(Stop::Usage(format!(
+                "--gpu-metric: `{m}` needs {p} passes on {chip}, and PM sampling measures one pass"
+            )));
+        }
+        Ok((None, Vec::new()))
+    }
 }
 
 /// Where the trace went, and whether committing it succeeded.
@@ -488,6 +853,16 @@ fn shown(cmd: &[OsString]) -> Vec<String> {
 /// `gpu-counters record`; returns the exit code (or ends the process with
 /// the program's signal).
 pub fn run(a: &RecordArgs) -> ExitCode {
+    if a.list_gpu_metrics {
+        return match list_gpu_metrics() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) if e.is_closed_pipe() => ExitCode::from(e.exit_code()),
+            Err(e) => {
+                crate::stdio::errln!("error: {e}");
+                ExitCode::from(e.exit_code())
+            }
+        };
+    }
     match record(a) {
         Ok(code) => code,
         Err(e) => {
@@ -503,6 +878,11 @@ fn record(a: &RecordArgs) -> Result<ExitCode, CliError> {
     // the forwarded signals wait for the forwarder.
     let mask = SignalMask::block()
         .map_err(|e| CliError::Failure(format!("record: blocking signals: {e}")))?;
+    // After the mask: the driver's threads that the checks start inherit
+    // it, so that forwarded signals never reach them.
+    if let Some(resolved) = check_on_devices(a, plan.pm, plan.cupti.as_deref())? {
+        plan.config["gpu_metrics"] = serde_json::json!(resolved);
+    }
     let (collector, writer) = collector::start(Options::default())
         .map_err(|e| CliError::Failure(format!("record: starting the collector: {e}")))?;
     collector::write_config(collector.dir(), &plan.config).map_err(|e| {
@@ -648,5 +1028,239 @@ fn record(a: &RecordArgs) -> Result<ExitCode, CliError> {
         }
         Exit::Code(0) if write_failed.is_some() => Ok(ExitCode::from(1)),
         Exit::Code(c) => Ok(ExitCode::from(c.clamp(0, 255) as u8)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check::*;
+
+    /// A chip whose metrics need the passes listed; a set needs the sum of
+    /// its members' passes (what matters here: one, or more).
+    struct Fake {
+        chip: &'static str,
+        known: Vec<(&'static str, usize)>,
+        defaults: (Vec<String>, Vec<String>),
+        broken: bool,
+    }
+
+    impl Catalog for Fake {
+        fn chip(&self) -> &str {
+            self.chip
+        }
+        fn check(&self, metric: &str) -> Result<(), Verdict> {
+            if self.broken {
+                return Err(Verdict::Cannot("CUPTI_ERROR_UNKNOWN".into()));
+            }
+            if self.known.iter().any(|(m, _)| *m == metric) {
+                Ok(())
+            } else {
+                Err(Verdict::Unknown("CUPTI_ERROR_INVALID_METRIC_NAME".into()))
+            }
+        }
+        fn passes(&self, metrics: &[&str]) -> Result<usize, Verdict> {
+            Ok(metrics
+                .iter()
+                .map(|m| self.known.iter().find(|(k, _)| k == m).map_or(1, |k| k.1))
+                .sum::<usize>()
+                .max(1)
+                - (metrics.len() - 1))
+        }
+        fn multi_pass(&self, metrics: &[&str], passes: usize) -> (String, usize) {
+            for m in metrics {
+                if let Some((_, p)) = self.known.iter().find(|(k, p)| k == m && *p > 1) {
+                    return (m.to_string(), *p);
+                }
+            }
+            (metrics.join(" + "), passes)
+        }
+        fn defaults(&self) -> (Vec<String>, Vec<String>) {
+            self.defaults.clone()
+        }
+    }
+
+    fn gh100() -> Fake {
+        Fake {
+            chip: "GH100",
+            known: vec![
+                ("smsp__inst_executed.sum", 1),
+                ("dram__bytes_read.sum", 1),
+                ("sm__throughput.avg.pct_of_peak_sustained_elapsed", 8),
+            ],
+            defaults: (
+                vec!["dram__bytes_read.sum".into()],
+                vec!["tensor-pipe activity (tried a, b)".into()],
+            ),
+            broken: false,
+        }
+    }
+
+    fn names(m: &[&str]) -> Vec<String> {
+        m.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// An unknown metric is named with the chip and GPUs; a set of several
+    /// passes names the metric that needs them, unless kernels are
+    /// replayed.
+    #[test]
+    fn counters_errors_name_the_metric_and_the_chip() {
+        let c = gh100();
+        assert_eq!(
+            check_counters(
+                &c,
+                "GPU0",
+                &names(&["smsp__inst_executed.sum", "dram__bytes_read.sum"]),
+                false
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check_counters(&c, "GPU0, GPU1", &names(&["sm__no_such.sum"]), false),
+            Err(Stop::Usage(
+                "--counters: unknown metric `sm__no_such.sum` on GH100 (GPU0, GPU1): CUPTI_ERROR_INVALID_METRIC_NAME".into()
+            ))
+        );
+        let multi = names(&[
+            "smsp__inst_executed.sum",
+            "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+        ]);
+        assert_eq!(
+            check_counters(&c, "GPU0", &multi, false),
+            Err(Stop::Usage(
+                "--counters: `sm__throughput.avg.pct_of_peak_sustained_elapsed` needs 8 passes on GH100, and per-kernel counters measure one pass unless --replay kernel replays each kernel".into()
+            ))
+        );
+        assert_eq!(check_counters(&c, "GPU0", &multi, true), Ok(()));
+        let broken = Fake {
+            broken: true,
+            ..gh100()
+        };
+        assert_eq!(
+            check_counters(&broken, "GPU0", &names(&["dram__bytes_read.sum"]), false),
+            Err(Stop::Cannot("CUPTI_ERROR_UNKNOWN".into()))
+        );
+    }
+
+    /// PM sampling: metrics given are checked (known, one pass); none given
+    /// takes the chip's defaults, with a note per quantity left without
+    /// one, and none at all is an error.
+    #[test]
+    fn pm_checks_and_defaults() {
+        let c = gh100();
+        assert_eq!(
+            check_pm(&c, "GPU0", &names(&["dram__bytes_read.sum"])),
+            Ok((None, vec![]))
+        );
+        assert_eq!(
+            check_pm(&c, "GPU0", &names(&["dram__bytes_wrote.sum"])),
+            Err(Stop::Usage(
+                "--gpu-metric: unknown metric `dram__bytes_wrote.sum` for PM sampling on GH100 (GPU0): CUPTI_ERROR_INVALID_METRIC_NAME".into()
+            ))
+        );
+        assert_eq!(
+            check_pm(
+                &c,
+                "GPU0",
+                &names(&["sm__throughput.avg.pct_of_peak_sustained_elapsed"])
+            ),
+            Err(Stop::Usage(
+                "--gpu-metric: `sm__throughput.avg.pct_of_peak_sustained_elapsed` needs 8 passes on GH100, and PM sampling measures one pass".into()
+            ))
+        );
+        assert_eq!(
+            check_pm(&c, "GPU0", &[]),
+            Ok((
+                Some(names(&["dram__bytes_read.sum"])),
+                vec![
+                    "GPU0 (GH100): no PM-sampling metric for tensor-pipe activity (tried a, b)"
+                        .into()
+                ]
+            ))
+        );
+        let none = Fake {
+            defaults: (vec![], vec![]),
+            ..gh100()
+        };
+        match check_pm(&none, "GPU0", &[]) {
+            Err(Stop::Usage(m)) => assert!(
+                m.starts_with(
+                    "--gpu-metrics: PM sampling on GH100 (GPU0) offers none of the default metrics"
+                ),
+                "{m}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    struct Machine {
+        chips: Result<Vec<String>, String>,
+    }
+
+    impl Chips for Machine {
+        fn chips(&self) -> Result<Vec<String>, String> {
+            self.chips.clone()
+        }
+        fn range(&self, chip: &str) -> Result<Box<dyn Catalog>, String> {
+            let mut c = gh100();
+            if chip == "GA100" {
+                c.chip = "GA100";
+            }
+            Ok(Box::new(c))
+        }
+        fn pm(&self, _ordinal: usize, chip: &str) -> Result<Box<dyn Catalog>, String> {
+            let mut c = gh100();
+            if chip == "GA100" {
+                c.chip = "GA100";
+                c.defaults = (names(&["gr__cycles_active.avg"]), vec![]);
+            }
+            Ok(Box::new(c))
+        }
+    }
+
+    /// Devices are checked once per chip; defaults are passed on only
+    /// where every device has one chip; a machine with no driver or no
+    /// device checks nothing.
+    #[test]
+    fn devices_are_checked_per_chip() {
+        let one = || {
+            Ok::<_, String>(Machine {
+                chips: Ok(names(&["GH100", "GH100"])),
+            })
+        };
+        let got = on_devices(one, true, &[], &[], false).unwrap();
+        assert_eq!(got.resolved, Some(names(&["dram__bytes_read.sum"])));
+        assert_eq!(
+            got.notes,
+            vec!["GPU0, GPU1 (GH100): no PM-sampling metric for tensor-pipe activity (tried a, b)"]
+        );
+        let two = || {
+            Ok::<_, String>(Machine {
+                chips: Ok(names(&["GH100", "GA100"])),
+            })
+        };
+        assert_eq!(
+            on_devices(two, true, &[], &[], false).unwrap().resolved,
+            None
+        );
+        match on_devices(two, false, &[], &names(&["bogus__x.sum"]), false) {
+            // Chips in name order: GA100 (GPU1) first.
+            Err(Stop::Usage(m)) => assert!(m.contains("on GA100 (GPU1)"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            on_devices(
+                || Err::<Machine, _>("no CUDA driver here".to_string()),
+                true,
+                &[],
+                &[],
+                false
+            ),
+            Err(Stop::Cannot("no CUDA driver here".into()))
+        );
+        let empty = || Ok::<_, String>(Machine { chips: Ok(vec![]) });
+        assert_eq!(
+            on_devices(empty, true, &[], &[], false),
+            Err(Stop::Cannot("no CUDA device here".into()))
+        );
     }
 }

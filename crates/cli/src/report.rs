@@ -4,7 +4,7 @@ use crate::devices::{device_json, with_statistics_unavailable};
 use crate::error::{CliError, CliResult};
 use crate::run::{Measured, Plan};
 use crate::stdio::outln;
-use gpu_counters_core::{
+use gpu_counters_hal::{
     BackendKind, CommonCounter, CommonCounterSet, CounterResultStatistic, DeviceInfo,
     COUNTER_ERROR_VALUE,
 };

@@ -25,10 +25,12 @@ use crate::output::PendingOutput;
 use crate::report::{self, PassCheck, RunReport};
 use crate::stdio::{errln, outln};
 use crate::{run_cuda, run_vulkan, run_wgpu};
-use gpu_counters_core::backend::BackendDevice;
-use gpu_counters_core::timeline::{MultiTimeline, PassKind, Timeline};
-use gpu_counters_core::{Calibration, CommonCounter, CommonCounterSet, DeviceInfo};
-use gpu_counters_profiler::{export, Frame, FrameResult, Profiler, ProfilerOptions, WhenFull};
+use gpu_counters_hal::backend::{BackendDevice, BackendSubmission};
+use gpu_counters_hal::timeline::{MultiTimeline, PassKind, Timeline};
+use gpu_counters_hal::{Calibration, CommonCounter, CommonCounterSet, DeviceInfo};
+use gpu_counters_profiler::{
+    export, Frame, FrameResult, Profiler, ProfilerOptions, Submission, WhenFull,
+};
 use gpu_counters_workloads::WorkloadError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -440,51 +442,22 @@ fn check_frame(
 pub(crate) trait FrameSource {
     /// The backend's device.
     type Device: BackendDevice;
-    /// A submitted frame.
-    type Submission: Submitted;
     /// The device the profiler samples on.
     fn device(&self) -> &Self::Device;
     /// What each pass's scope must be, in the order of the passes.
     fn expectations(&self) -> Vec<PassExpectation<'_>>;
     /// Records frame `index`'s passes, each in a profiler scope of `frame`,
-    /// and submits them.
+    /// and submits them: the backend's submission.
     fn submit_frame(
         &self,
         frame: &Frame<'_, Self::Device>,
         index: u32,
-    ) -> CliResult<Self::Submission>;
+    ) -> CliResult<Submission<Self::Device>>;
     /// What timelines call the queue the passes run on.
     fn queue_label(&self) -> &'static str {
         QUEUE
     }
 }
-
-/// A submitted frame of a [`FrameSource`].
-pub(crate) trait Submitted {
-    /// `CLOCK_MONOTONIC` just before the submission.
-    fn cpu_submit_ns(&self) -> u64;
-    /// Waits until the GPU has finished it.
-    fn wait(self) -> CliResult<()>;
-}
-
-/// Implements [`Submitted`] for a backend's submission type, whose inherent
-/// `cpu_submit_ns(&self) -> u64` and `wait(&self)` (a result of core's
-/// errors) are what the trait's methods mean.
-macro_rules! impl_submitted {
-    ($t:ty) => {
-        impl $crate::run::Submitted for $t {
-            fn cpu_submit_ns(&self) -> u64 {
-                <$t>::cpu_submit_ns(self)
-            }
-
-            fn wait(self) -> $crate::error::CliResult<()> {
-                <$t>::wait(&self)?;
-                Ok(())
-            }
-        }
-    };
-}
-pub(crate) use impl_submitted;
 
 /// Fails unless the device (`backend`'s `index`) offers timestamps.
 pub(crate) fn check_timestamps(info: &DeviceInfo, backend: Backend, index: usize) -> CliResult<()> {
@@ -598,10 +571,11 @@ pub(crate) fn profile_many<S: FrameSource>(
         for p in &profiled {
             let frame = p.profiler.begin_frame()?;
             let submission = p.source.submit_frame(&frame, n)?;
-            p.profiler
-                .end_frame(frame, Some(submission.cpu_submit_ns()))?;
+            p.profiler.end_frame(frame, [&submission])?;
             match order {
-                DeviceOrder::Chain => submission.wait()?,
+                DeviceOrder::Chain => {
+                    submission.wait()?;
+                }
                 DeviceOrder::Together => submitted.push(submission),
             }
         }
@@ -1090,7 +1064,7 @@ pub fn run(args: &RunArgs) -> CliResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_counters_core::CounterResultStatistic;
+    use gpu_counters_hal::CounterResultStatistic;
     use gpu_counters_profiler::{DropCounts, ScopeResult};
 
     fn scope(label: &str, kind: PassKind, invocations: Option<u64>) -> ScopeResult {

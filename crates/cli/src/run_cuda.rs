@@ -3,14 +3,14 @@
 //! count as the Vulkan and wgpu ones, a PTX kernel) on a CUDA device, as
 //! `devices --backend cuda` lists them, through gpu-counters-cuda.
 //!
-//! Each frame is one [`gpu_counters_cuda::CudaRecorder`] (a range of the
-//! device stream's work), submitted with [`CudaDevice::submit`] and waited
+//! Each frame is one [`gcu::Recorder`] (a range of the
+//! device stream's work), submitted with [`gcu::Device::submit`] and waited
 //! for; the compute pass is a profiler scope ([`Frame::scope`]) around its
 //! D kernel launches on the device's stream: timed by gpu-counters-cuda's
 //! `%globaltimer` kernels either side and, where the device offers the
 //! statistic set (CUPTI's launch callbacks), counted by the launches in
 //! between (grid × block threads each). Where it does not, the report says
-//! so and why ([`CudaDevice::statistics_unavailable`]). The render and
+//! so and why ([`gcu::Device::statistics_unavailable`]). The render and
 //! mixed workloads are refused before anything runs
 //! ([`crate::run::Plan::check_backend`]): CUDA has no render pipeline.
 
@@ -21,8 +21,7 @@ use crate::run::{
     self, workload_error, Backend, DeviceOrder, FrameSource, Pass, PassExpectation, Plan, Ran,
     RanDevice, RanMany, Validation,
 };
-use gpu_counters_core::backend::BackendDevice;
-use gpu_counters_cuda::{CudaDevice, CudaSubmission};
+use gpu_counters_cuda as gcu;
 use gpu_counters_profiler::Frame;
 use gpu_counters_workloads::CudaComputeWorkload;
 use std::cell::RefCell;
@@ -36,13 +35,13 @@ struct Work {
 
 /// The CUDA device and the frame's passes, as [`run::profile`] runs them.
 struct CudaFrames {
-    device: CudaDevice,
+    device: gcu::Device,
     passes: Vec<Pass<Work>>,
 }
 
 /// Builds the plan's workloads on `device`'s stream (the plan has only a
 /// compute pass: [`Plan::check_backend`] refused the others).
-fn build_passes(device: &CudaDevice, plan: &Plan) -> CliResult<Vec<Pass<Work>>> {
+fn build_passes(device: &gcu::Device, plan: &Plan) -> CliResult<Vec<Pass<Work>>> {
     let mut passes = Vec::new();
     if let Some(c) = plan.compute {
         let workload = CudaComputeWorkload::new(
@@ -65,13 +64,10 @@ fn build_passes(device: &CudaDevice, plan: &Plan) -> CliResult<Vec<Pass<Work>>> 
     Ok(passes)
 }
 
-run::impl_submitted!(CudaSubmission);
-
 impl FrameSource for CudaFrames {
-    type Device = CudaDevice;
-    type Submission = CudaSubmission;
+    type Device = gcu::Device;
 
-    fn device(&self) -> &CudaDevice {
+    fn device(&self) -> &gcu::Device {
         &self.device
     }
 
@@ -81,9 +77,9 @@ impl FrameSource for CudaFrames {
 
     fn submit_frame(
         &self,
-        frame: &Frame<'_, CudaDevice>,
+        frame: &Frame<'_, gcu::Device>,
         _index: u32,
-    ) -> CliResult<CudaSubmission> {
+    ) -> CliResult<gcu::Submission> {
         let mut rec = self.device.recorder();
         for pass in &self.passes {
             let scope = frame.scope(&mut rec, pass.label, pass.kind)?;
@@ -118,6 +114,15 @@ impl Validation for NoValidation {
     }
 }
 
+/// How `run` opens a CUDA device: with statistics (each pass's kernel
+/// count), asked for.
+fn with_statistics() -> gcu::DeviceOptions {
+    gcu::DeviceOptions {
+        statistics: true,
+        ..gcu::DeviceOptions::default()
+    }
+}
+
 /// Picks the CUDA device (`--device`, else device 0), opens it (without a
 /// driver: `no CUDA driver: ...`, exit 1), builds the workload and runs the
 /// frames through a profiler, one scope per pass.
@@ -125,7 +130,7 @@ pub fn execute(device: Option<usize>, plan: &Plan, bar: &run::Bar) -> CliResult<
     let count = gpu_counters_cuda::device_count().map_err(devices::cuda_error)?;
     let default = (count > 0).then_some(devices::DEFAULT_CUDA_DEVICE);
     let index = run::pick_device(Backend::Cuda, device, count, default)?;
-    let device = CudaDevice::open(index).map_err(devices::cuda_error)?;
+    let device = gcu::Device::open_with(index, &with_statistics()).map_err(devices::cuda_error)?;
     let info = device.info().clone();
     let statistics_unavailable = device.statistics_unavailable().map(str::to_string);
     let measured = (|| {
@@ -157,7 +162,10 @@ pub fn execute_many(
     let indices = choice.indices(Backend::Cuda, count)?;
     let mut opened = Vec::with_capacity(indices.len());
     for &i in &indices {
-        opened.push((i, CudaDevice::open(i).map_err(devices::cuda_error)?));
+        opened.push((
+            i,
+            gcu::Device::open_with(i, &with_statistics()).map_err(devices::cuda_error)?,
+        ));
     }
     let ran = opened
         .iter()

@@ -12,7 +12,7 @@ use crate::run::{
     self, workload_error, Backend, DeviceOrder, FrameSource, Pass, PassExpectation, Plan, Ran,
     RanDevice, RanMany, Validation,
 };
-use gpu_counters_core::timeline::PassKind;
+use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_profiler::Frame;
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
@@ -215,11 +215,8 @@ struct VulkanFrames {
     passes: Passes,
 }
 
-run::impl_submitted!(Submission);
-
 impl FrameSource for VulkanFrames {
     type Device = Device;
-    type Submission = Submission;
 
     fn device(&self) -> &Device {
         &self.device

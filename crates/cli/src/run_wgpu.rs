@@ -3,10 +3,10 @@
 //! counts as the Vulkan ones) on a wgpu adapter, as `devices --backend
 //! wgpu` lists them, through gpu-counters-wgpu.
 //!
-//! Each frame is one [`gpu_counters_wgpu::WgpuRecorder`] (one command
-//! encoder), submitted with [`WgpuDevice::submit`] and waited for; each
+//! Each frame is one [`gcw::Recorder`] (one command
+//! encoder), submitted with [`gcw::Device::submit`] and waited for; each
 //! pass is a profiled pass
-//! ([`gpu_counters_wgpu::WgpuRecorder::begin_profiled_compute_pass`],
+//! ([`gcw::Recorder::begin_profiled_compute_pass`],
 //! `begin_profiled_render_pass`): the pass's scope is timed by the pass's
 //! own timestamp writes and, where the adapter has
 //! `PIPELINE_STATISTICS_QUERY`, counted by the pass's own statistics query.
@@ -21,7 +21,7 @@ use crate::run::{
     self, workload_error, Backend, FrameSource, Pass, PassExpectation, Plan, Ran, Validation,
 };
 use gpu_counters_profiler::Frame;
-use gpu_counters_wgpu::{WgpuDevice, WgpuSubmission};
+use gpu_counters_wgpu as gcw;
 use gpu_counters_workloads::{WgpuComputeWorkload, WgpuRenderWorkload};
 
 /// One pass's work.
@@ -32,13 +32,13 @@ enum Work {
 
 /// The wgpu device and the frame's passes, as [`run::profile`] runs them.
 struct WgpuFrames {
-    device: WgpuDevice,
+    device: gcw::Device,
     passes: Vec<Pass<Work>>,
 }
 
 /// Builds the plan's workloads on `device`.
-fn build_passes(device: &WgpuDevice, plan: &Plan) -> CliResult<Vec<Pass<Work>>> {
-    let info = gpu_counters_core::backend::BackendDevice::info(device);
+fn build_passes(device: &gcw::Device, plan: &Plan) -> CliResult<Vec<Pass<Work>>> {
+    let info = gpu_counters_hal::backend::BackendDevice::info(device);
     let mut passes = Vec::new();
     if let Some(c) = plan.compute {
         let work = WgpuComputeWorkload::new(
@@ -71,13 +71,10 @@ fn build_passes(device: &WgpuDevice, plan: &Plan) -> CliResult<Vec<Pass<Work>>> 
     Ok(passes)
 }
 
-run::impl_submitted!(WgpuSubmission);
-
 impl FrameSource for WgpuFrames {
-    type Device = WgpuDevice;
-    type Submission = WgpuSubmission;
+    type Device = gcw::Device;
 
-    fn device(&self) -> &WgpuDevice {
+    fn device(&self) -> &gcw::Device {
         &self.device
     }
 
@@ -87,9 +84,9 @@ impl FrameSource for WgpuFrames {
 
     fn submit_frame(
         &self,
-        frame: &Frame<'_, WgpuDevice>,
+        frame: &Frame<'_, gcw::Device>,
         _index: u32,
-    ) -> CliResult<WgpuSubmission> {
+    ) -> CliResult<gcw::Submission> {
         let mut rec = self.device.recorder(Some("gpu-counters run"));
         for pass in &self.passes {
             match &pass.work {

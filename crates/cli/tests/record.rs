@@ -542,3 +542,130 @@ fn a_trace_that_cannot_be_written_is_one_line_and_exit_1() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     e.assert_clean();
 }
+
+/// What the program sees in `$GPU_COUNTERS_RECORD_DIR/config.json` for
+/// `args`, read with the injection's own parser, and record's stderr.
+fn config_for(e: &Env, args: &[&str]) -> (gpu_counters_inject::config::Config, String) {
+    let mut all = vec!["--summary-only"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&[
+        "--",
+        "sh",
+        "-c",
+        "cat \"$GPU_COUNTERS_RECORD_DIR/config.json\"",
+    ]);
+    let o = e.run(&all);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    let err = stderr(&o);
+    let text = String::from_utf8(o.stdout).unwrap();
+    let c = gpu_counters_inject::config::Config::parse(&text)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}: {text}"));
+    (c, err)
+}
+
+/// The line saying metrics were checked for syntax only (no driver here).
+const SYNTAX_ONLY: &str = "gpu-counters: note: metric names checked for syntax only: ";
+
+/// `--gpu-metrics`, `--gpu-metric`, `--counters`, `--replay`, `--api` and
+/// `--no-nvtx` reach the injection's config as it reads them. Without a
+/// CUDA driver here, the metric names are checked for syntax only, said
+/// in one note line; with one, PM sampling's defaults are chosen here.
+#[test]
+fn metric_options_reach_the_injections_config() {
+    let e = Env::new();
+    let driver = gpu_counters_cuda::driver_present();
+    let (c, err) = config_for(
+        &e,
+        &[
+            "--gpu-metrics=500",
+            "--gpu-metric",
+            "dram__bytes_read.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed",
+            "--api",
+            "none",
+            "--no-nvtx",
+        ],
+    );
+    assert_eq!(c.gpu_metrics_hz, Some(500));
+    assert_eq!(
+        c.gpu_metrics,
+        vec![
+            "dram__bytes_read.sum".to_string(),
+            "sm__throughput.avg.pct_of_peak_sustained_elapsed".to_string()
+        ]
+    );
+    assert!(c.counters.is_empty());
+    assert!(!c.api_slices());
+    assert!(!c.nvtx);
+    if !driver {
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with(SYNTAX_ONLY)).count(),
+            1,
+            "{err}"
+        );
+    }
+
+    // A metric list alone implies the default rate.
+    let (c, _) = config_for(&e, &["--gpu-metric", "dram__bytes_write.sum"]);
+    assert_eq!(c.gpu_metrics_hz, Some(10_000));
+
+    // --gpu-metrics alone: the defaults (chosen on the device where there
+    // is one here, else by the injection: an empty list).
+    let (c, err) = config_for(&e, &["--gpu-metrics"]);
+    assert_eq!(c.gpu_metrics_hz, Some(10_000));
+    if driver {
+        assert!(
+            !c.gpu_metrics.is_empty() || err.contains(SYNTAX_ONLY),
+            "{err}"
+        );
+    } else {
+        assert!(c.gpu_metrics.is_empty());
+        assert!(err.contains("syntax only: no CUDA driver here"), "{err}");
+    }
+
+    let (c, _) = config_for(
+        &e,
+        &[
+            "--counters",
+            "smsp__inst_executed.sum,dram__bytes_read.sum",
+            "--replay",
+            "kernel",
+        ],
+    );
+    assert_eq!(
+        c.counters,
+        vec![
+            "smsp__inst_executed.sum".to_string(),
+            "dram__bytes_read.sum".to_string()
+        ]
+    );
+    assert!(c.replay_kernels());
+    assert_eq!(c.gpu_metrics_hz, None);
+    assert!(c.api_slices() && c.nvtx);
+
+    // No metric option: nothing is checked, no note.
+    let (c, err) = config_for(&e, &[]);
+    assert_eq!((c.gpu_metrics_hz, c.counters.len()), (None, 0));
+    assert!(!c.replay_kernels());
+    assert!(!err.contains("note:"), "{err}");
+    e.assert_clean();
+}
+
+/// `--list-gpu-metrics` needs no command; without a CUDA driver it fails
+/// in one line.
+#[test]
+fn listing_gpu_metrics_without_a_driver_is_one_line() {
+    if gpu_counters_cuda::driver_present() {
+        eprintln!(
+            "listing_gpu_metrics_without_a_driver_is_one_line: SKIPPED: a CUDA driver is present"
+        );
+        return;
+    }
+    let e = Env::new();
+    let o = e.run(&["--list-gpu-metrics"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "error: --list-gpu-metrics: no CUDA driver could be loaded\n"
+    );
+    assert!(o.stdout.is_empty());
+}

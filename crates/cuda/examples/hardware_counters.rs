@@ -25,12 +25,11 @@
 
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
-use gpu_counters_core::{
-    BackendDevice, BackendRecorder, BackendSampleBuffer, CommonCounterSet,
-    CounterSampleBufferDescriptor, SampleValue, TimestampGranularity,
-};
 use gpu_counters_cuda::hardware::REQUIRED_METRICS;
-use gpu_counters_cuda::{CudaDevice, CudaOptions};
+use gpu_counters_cuda::{Device, DeviceOptions};
+use gpu_counters_hal::{
+    CommonCounterSet, CounterSampleBufferDescriptor, SampleValue, TimestampGranularity,
+};
 use std::error::Error;
 use std::time::Instant;
 
@@ -60,12 +59,12 @@ fn main() -> Result<(), Box<dyn Error>> {
     let list: usize = arg(&args, "--list", 0);
     let ncu = args.iter().any(|a| a == "--ncu");
     let t = Instant::now();
-    let options = CudaOptions {
+    let options = DeviceOptions {
         statistics: !ncu,
         hardware_counters: !ncu,
         ..Default::default()
     };
-    let device = match CudaDevice::open_with(0, &options) {
+    let device = match Device::open_with(0, &options) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");

@@ -11,8 +11,8 @@
 //! says so and exits 1.
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_cuda::CudaDevice;
+use gpu_counters_cuda::{Device, DeviceOptions};
+use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_profiler::{export, Profiler, ProfilerOptions};
 use std::error::Error;
 use std::time::Duration;
@@ -40,7 +40,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     let path = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "/tmp/gpu_counters_cuda.json".into());
-    let device = match CudaDevice::open(0) {
+    let options = DeviceOptions {
+        statistics: true,
+        ..DeviceOptions::default()
+    };
+    let device = match Device::open_with(0, &options) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");
@@ -88,7 +92,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         outer.end(&mut rec)?;
         let submission = device.submit(rec)?;
-        profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+        profiler.end_frame(frame, [&submission])?;
         frames.extend(profiler.collect()?);
     }
     frames.extend(profiler.wait_collect_all(Duration::from_secs(10))?);

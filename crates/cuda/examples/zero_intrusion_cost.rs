@@ -10,11 +10,8 @@
 //! Without a CUDA driver or CUPTI it says so and exits 1.
 
 use cudarc::driver::LaunchConfig;
-use gpu_counters_core::{
-    BackendDevice, BackendSampleBuffer, CommonCounterSet, CounterSampleBufferDescriptor,
-    SampleStatus,
-};
-use gpu_counters_cuda::{CudaDevice, CudaOptions, CudaPassAttachment, TimestampSource};
+use gpu_counters_cuda::{Device, DeviceOptions, PassAttachment, TimestampSource};
+use gpu_counters_hal::{CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus};
 use std::error::Error;
 use std::time::Instant;
 
@@ -32,11 +29,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut args = std::env::args().skip(1);
     let n: u32 = args.next().map_or(Ok(4000), |s| s.parse())?;
     let rounds: usize = args.next().map_or(Ok(20), |s| s.parse())?;
-    let options = CudaOptions {
+    let options = DeviceOptions {
         timestamps: TimestampSource::Activity,
-        ..CudaOptions::default()
+        ..DeviceOptions::default()
     };
-    let d = match CudaDevice::open_with(0, &options) {
+    let d = match Device::open_with(0, &options) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");
@@ -56,7 +53,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let t = Instant::now();
         let mut rec = d.recorder();
         for i in 0..n {
-            let pass = rec.begin_compute_pass(&[CudaPassAttachment {
+            let pass = rec.begin_compute_pass(&[PassAttachment {
                 sample_buffer: &buffer,
                 start_of_encoder_sample_index: Some(2 * i),
                 end_of_encoder_sample_index: Some(2 * i + 1),

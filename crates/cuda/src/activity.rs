@@ -51,7 +51,7 @@
 //! kernel reads `%globaltimer` first and last, and its record must enclose
 //! both reads. That bounds CUPTI's offset from `%globaltimer` (`delta`,
 //! within ± its half-width `u`), and the device's `%globaltimer`
-//! calibration bounds the rest: see [`crate::CudaDevice::activity_clock`].
+//! calibration bounds the rest: see [`crate::Device::activity_clock`].
 //!
 //! # Process-wide
 //!
@@ -329,7 +329,7 @@ pub(crate) fn check(what: &str, r: cs::CUptiResult) -> Result<(), String> {
 
 /// CUPTI's timestamp callback: `CLOCK_MONOTONIC` ns.
 unsafe extern "C" fn monotonic_ns() -> u64 {
-    gpu_counters_core::cpu_monotonic_ns()
+    gpu_counters_hal::cpu_monotonic_ns()
 }
 
 impl Activity {

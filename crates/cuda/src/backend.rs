@@ -1,22 +1,23 @@
 //! The backend interface on CUDA: sample buffers and heaps over host-mapped
 //! memory, recorders over the device's stream, markers as events.
 
-use crate::storage::{MappedWords, Storage};
-use crate::{driver_err, kernels, CudaDevice, MAX_SAMPLE_COUNT};
+use crate::storage::{MappedStorage, MappedWords};
+use crate::{driver_err, kernels, Device, MAX_SAMPLE_COUNT};
 use cudarc::driver::CudaEvent;
-use gpu_counters_core::backend::{
-    Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
-};
-use gpu_counters_core::bookkeeping::{Held, SampleSet, SlotState, Ticket, ABSENT, NONE};
+use gpu_counters_hal::backend::{Backend, BackendDevice, BackendRecorder, BackendSubmission};
+use gpu_counters_hal::bookkeeping::{Held, SampleSet, Ticket, ABSENT, NONE};
+use gpu_counters_hal::marker::{self, MarkerSignal};
+use gpu_counters_hal::storage;
 #[cfg(feature = "cupti")]
-use gpu_counters_core::COUNTER_ERROR_VALUE;
-use gpu_counters_core::{
-    cpu_monotonic_ns, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
-    CounterSampleBufferDescriptor, DeviceId, DeviceInfo, Error, InvalidInput, ResolvedCounters,
-    ResolvedTimestamps, Result, StorageMode, TimestampGranularity, TimestampPair,
+use gpu_counters_hal::Error;
+#[cfg(feature = "cupti")]
+use gpu_counters_hal::COUNTER_ERROR_VALUE;
+use gpu_counters_hal::{
+    cpu_monotonic_ns, Calibration, CommonCounterSet, CounterHeapDescriptor, CounterHeapType,
+    CounterSampleBufferDescriptor, DeviceId, DeviceInfo, InvalidInput, Result, StorageMode,
+    TimestampGranularity, TimestampPair,
 };
-use std::ops::Range;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The CUDA backend.
@@ -24,189 +25,48 @@ use std::sync::Arc;
 pub struct Cuda;
 
 impl Backend for Cuda {
-    type Device = CudaDevice;
-    type SampleBuffer = CudaSampleBuffer;
-    type Heap = CudaHeap;
-    type Recorder = CudaRecorder;
-    type Marker = CudaMarker;
+    type Device = Device;
+    type SampleBuffer = CounterSampleBuffer;
+    type Heap = CounterHeap;
+    type Recorder = Recorder;
+    type Marker = Marker;
+    type Submission = Submission;
 }
 
-/// A counter sample buffer of timestamps. Cloning shares it.
-#[derive(Clone)]
-pub struct CudaSampleBuffer {
-    pub(crate) storage: Arc<Storage>,
-}
+/// A counter sample buffer in host-mapped memory. Cloning shares it.
+pub type CounterSampleBuffer = storage::CounterSampleBuffer<MappedStorage>;
 
-/// A Metal 4 counter heap of timestamps. Cloning shares it.
-#[derive(Clone)]
-pub struct CudaHeap {
-    pub(crate) storage: Arc<Storage>,
-}
-
-fn resolve(storage: &Storage, range: Range<u64>) -> Result<ResolvedCounters> {
-    storage.poll()?;
-    storage.samples.resolve_cpu(range, storage, None)
-}
-
-fn resolve_into(storage: &Storage, range: Range<u64>, out: &mut ResolvedCounters) -> Result<()> {
-    // `out` keeps its memory for the resolve (emptied only on an error
-    // here; the resolve empties it on its own errors).
-    if let Err(e) = storage.poll() {
-        *out = ResolvedCounters::default();
-        return Err(e);
-    }
-    storage.samples.resolve_cpu_into(range, storage, None, out)
-}
-
-fn resolve_timestamps_into(
-    storage: &Storage,
-    range: Range<u64>,
-    out: &mut ResolvedTimestamps,
-) -> Result<()> {
-    if let Err(e) = storage.poll() {
-        out.resolve_laid_out(|_| Err(e))?;
-    }
-    storage.samples.resolve_timestamps_into(range, storage, out)
-}
-
-/// A host reset of `first..first+count` to `state`, refused while any of it
-/// may still be written by the GPU.
-fn host_reset(
-    storage: &Storage,
-    first: u32,
-    count: u32,
-    state: SlotState,
-    what: &'static str,
-) -> Result<()> {
-    storage.poll()?;
-    let s = &storage.samples;
-    let mut slots = s.lock()?;
-    s.check_host_reset(&mut slots, storage, first, count, what)?;
-    #[cfg(feature = "cupti")]
-    if let Some(z) = storage
-        .device
-        .upgrade()
-        .as_ref()
-        .and_then(|d| d.zero.as_ref())
-    {
-        // A zero-intrusion value still waiting for its record is forgotten.
-        z.cancel(storage, first, first + count);
-    }
-    for i in first..first + count {
-        storage.clear(i);
-    }
-    s.host_reset_table(&mut slots, first, count, state);
-    Ok(())
-}
-
-impl BackendSampleBuffer for CudaSampleBuffer {
-    fn sample_count(&self) -> u32 {
-        self.storage.samples.count
-    }
-
-    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        resolve(&self.storage, range)
-    }
-
-    fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        resolve_into(&self.storage, range, out)
-    }
-
-    fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        resolve_timestamps_into(&self.storage, range, out)
-    }
-
-    fn reset(&self) -> Result<()> {
-        let n = self.storage.samples.count;
-        host_reset(&self.storage, 0, n, SlotState::Fresh, "reset")
-    }
-}
-
-impl BackendHeap for CudaHeap {
-    fn count(&self) -> u32 {
-        self.storage.samples.count
-    }
-
-    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        resolve(&self.storage, range)
-    }
-
-    fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        resolve_into(&self.storage, range, out)
-    }
-
-    fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        resolve_timestamps_into(&self.storage, range, out)
-    }
-
-    fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
-        let (first, count) = self.storage.samples.check_range(&range)?;
-        host_reset(
-            &self.storage,
-            first,
-            count,
-            SlotState::Invalidated,
-            "invalidating",
-        )
-    }
-}
-
-const IDLE: u8 = 0;
-const SUBMITTED: u8 = 1;
+/// A Metal 4 counter heap of timestamps in host-mapped memory. Cloning
+/// shares it.
+pub type CounterHeap = storage::CounterHeap<MappedStorage>;
 
 /// A completion marker: an event recorded on the device's stream.
-pub struct CudaMarker {
+pub type Marker = marker::Marker<StreamEvent>;
+
+/// What signals a CUDA [`Marker`]: an event recorded on the device's
+/// stream behind its work.
+pub struct StreamEvent {
     event: CudaEvent,
-    state: AtomicU8,
 }
 
-impl BackendMarker for CudaMarker {
-    fn is_signaled(&self) -> Result<bool> {
-        if self.state.load(Ordering::Acquire) != SUBMITTED {
-            return Ok(false);
-        }
+impl MarkerSignal for StreamEvent {
+    fn poll(&self) -> Result<bool> {
         self.event
             .try_is_complete()
             .map_err(driver_err("cuEventQuery"))
     }
-
-    fn reset(&self) -> Result<()> {
-        if !self.is_signaled()? {
-            return Err(Error::Internal(
-                "CUDA marker reset before it signaled".into(),
-            ));
-        }
-        self.state.store(IDLE, Ordering::Release);
-        Ok(())
-    }
 }
 
-/// A range of the device stream's work, from [`CudaDevice::recorder`] to
-/// [`CudaDevice::submit`]: samples are launched on the stream as they are
+/// A range of the device stream's work, from [`Device::recorder`] to
+/// [`Device::submit`]: samples are launched on the stream as they are
 /// recorded (a stream runs work as it comes), and become available once the
 /// range's work is done.
-pub struct CudaRecorder {
+pub struct Recorder {
     id: u64,
-    device: CudaDevice,
+    device: Device,
     ticket: Ticket,
     /// The storages written: held until the work is done.
-    held: Vec<Arc<Storage>>,
+    held: Vec<Arc<MappedStorage>>,
     cpu_start_ns: u64,
     /// Submitted: the drop has nothing left to do.
     submitted: bool,
@@ -214,7 +74,7 @@ pub struct CudaRecorder {
     /// stream's count when it was sampled.
     chain: Option<OpenStatistic>,
     /// The profiler's scopes open on it.
-    scope_stack: gpu_counters_core::ScopeStack,
+    scope_stack: gpu_counters_hal::ScopeStack,
     /// The stage-utilization chain: its range-profiler session and ranges.
     #[cfg(feature = "cupti")]
     stage: Option<StageChain>,
@@ -233,12 +93,12 @@ pub struct CudaRecorder {
 struct StageChain {
     session: crate::hardware::Session,
     /// The element whose range is open.
-    open: Option<(Arc<Storage>, u32)>,
+    open: Option<(Arc<MappedStorage>, u32)>,
     /// The chain id of the open element.
     chain: u64,
     /// Range `k` of the session (named `k`) is the query of element
     /// `ranges[k]`.
-    ranges: Vec<(Arc<Storage>, u32)>,
+    ranges: Vec<(Arc<MappedStorage>, u32)>,
 }
 
 /// The last statistic sample of a recorder's chain, whose query (what the
@@ -246,7 +106,7 @@ struct StageChain {
 /// `end_statistics`.
 #[cfg_attr(not(feature = "cupti"), allow(dead_code))]
 struct OpenStatistic {
-    storage: Arc<Storage>,
+    storage: Arc<MappedStorage>,
     index: u32,
     chain: u64,
     #[cfg(feature = "cupti")]
@@ -259,8 +119,8 @@ fn next_chain() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-impl CudaRecorder {
-    pub(crate) fn new(device: CudaDevice) -> Self {
+impl Recorder {
+    pub(crate) fn new(device: Device) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         // Zero-intrusion: tracing on from here. Where CUPTI refuses, the
         // samples resolve as errors (no recorded work), never as zeros.
@@ -315,7 +175,7 @@ impl CudaRecorder {
             .collect()
     }
 
-    pub(crate) fn submit(mut self) -> Result<CudaSubmission> {
+    pub(crate) fn submit(mut self) -> Result<Submission> {
         let ended = self.end_statistics();
         self.submitted = true;
         let held = self.held();
@@ -323,7 +183,7 @@ impl CudaRecorder {
         self.end_tracing();
         let event = event?;
         ended?;
-        Ok(CudaSubmission {
+        Ok(Submission {
             device: self.device.clone(),
             event,
             ticket: self.ticket.clone(),
@@ -331,18 +191,22 @@ impl CudaRecorder {
         })
     }
 
-    /// Refuses another device's buffer or heap (core's shared check).
+    /// Refuses another device's buffer or heap (hal's shared check).
     #[inline]
-    fn check_device(&self, storage: &Storage) -> Result<()> {
+    fn check_device(&self, storage: &MappedStorage) -> Result<()> {
         self.device
             .shared
             .id
             .check(storage.device_id, storage.samples.object_name())
     }
 
-    /// Fails unless [`CudaRecorder::timestamp`] of `index` (if any) would
+    /// Fails unless [`Recorder::timestamp`] of `index` (if any) would
     /// be accepted now; records nothing.
-    pub(crate) fn check_timestamp(&self, storage: &Storage, index: Option<u32>) -> Result<()> {
+    pub(crate) fn check_timestamp(
+        &self,
+        storage: &MappedStorage,
+        index: Option<u32>,
+    ) -> Result<()> {
         let Some(index) = index else {
             return Ok(());
         };
@@ -359,7 +223,7 @@ impl CudaRecorder {
     /// [`crate::TimestampSource::Activity`]).
     pub(crate) fn timestamp(
         &mut self,
-        storage: &Arc<Storage>,
+        storage: &Arc<MappedStorage>,
         index: u32,
         precise: bool,
     ) -> Result<()> {
@@ -392,13 +256,13 @@ impl CudaRecorder {
     }
 }
 
-impl CudaRecorder {
-    /// Core's checks of a write of `storage[index]` by this recording, and
+impl Recorder {
+    /// The hal's checks of a write of `storage[index]` by this recording, and
     /// its bookkeeping: the storage held, a dirty index noted as reset.
     fn prepare_write(
         &mut self,
-        storage: &Arc<Storage>,
-        slots: &mut gpu_counters_core::bookkeeping::SampleTable,
+        storage: &Arc<MappedStorage>,
+        slots: &mut gpu_counters_hal::bookkeeping::SampleTable,
         index: u32,
     ) -> Result<()> {
         let dirty = storage
@@ -425,7 +289,7 @@ impl CudaRecorder {
     /// Writes `value` as `storage[index]`'s query once the stream gets
     /// there (zero-intrusion: the host writes it once the recording's work
     /// is done).
-    fn store(&self, storage: &Arc<Storage>, index: u32, value: u64) -> Result<()> {
+    fn store(&self, storage: &Arc<MappedStorage>, index: u32, value: u64) -> Result<()> {
         #[cfg(feature = "cupti")]
         if let Some(z) = &self.device.shared.zero {
             z.value(&self.ticket, storage, index, value);
@@ -451,7 +315,7 @@ impl CudaRecorder {
     /// this one, in the same chain where the buffer and the stream's epoch
     /// are the same.
     #[cfg(feature = "cupti")]
-    fn statistic(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+    fn statistic(&mut self, storage: &Arc<MappedStorage>, index: u32) -> Result<()> {
         self.check_device(storage)?;
         let Some(launches) = self.device.shared.launches else {
             return Err(InvalidInput::UnsupportedCounterSet {
@@ -510,7 +374,7 @@ impl CudaRecorder {
     /// range (the previous element's query) and opens this element's,
     /// starting the recorder's range-profiler session at its first sample.
     #[cfg(feature = "cupti")]
-    fn stage_utilization(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+    fn stage_utilization(&mut self, storage: &Arc<MappedStorage>, index: u32) -> Result<()> {
         self.check_device(storage)?;
         let hardware = match &self.device.shared.hardware {
             Ok(h) => h.clone(),
@@ -550,7 +414,7 @@ impl CudaRecorder {
         st.session.push(&st.ranges.len().to_string())?;
         // Only the CPU writes a stage-utilization query (at the chain's
         // end): until then, nothing old shows as this sample's.
-        storage.clear(index);
+        storage.clear_sample(index);
         let mut closed_elsewhere = None;
         let link = match previous {
             Some((open, i)) if Arc::ptr_eq(&open, storage) => {
@@ -674,7 +538,7 @@ impl CudaRecorder {
     }
 }
 
-impl Drop for CudaRecorder {
+impl Drop for Recorder {
     fn drop(&mut self) {
         if self.submitted {
             return;
@@ -688,7 +552,7 @@ impl Drop for CudaRecorder {
     }
 }
 
-impl BackendRecorder for CudaRecorder {
+impl BackendRecorder for Recorder {
     type Backend = Cuda;
 
     fn recorder_id(&self) -> u64 {
@@ -699,36 +563,73 @@ impl BackendRecorder for CudaRecorder {
         self.device.shared.id
     }
 
-    fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
+    fn scope_stack(&mut self) -> &mut gpu_counters_hal::ScopeStack {
         &mut self.scope_stack
     }
 
     fn sample_counters(
         &mut self,
-        buffer: &CudaSampleBuffer,
+        buffer: &CounterSampleBuffer,
         index: u32,
         placement: TimestampGranularity,
     ) -> Result<()> {
-        let storage = buffer.storage.clone();
-        match storage.samples.set {
-            #[cfg(feature = "cupti")]
-            CommonCounterSet::Statistic => self.statistic(&storage, index),
-            #[cfg(feature = "cupti")]
-            CommonCounterSet::StageUtilization => self.stage_utilization(&storage, index),
-            // A kernel on the stream runs after all prior work, so both
-            // placements are the same there; zero-intrusion, they pick the
-            // side of the sample.
-            _ => self.timestamp(&storage, index, placement == TimestampGranularity::Precise),
-        }
+        Recorder::sample_counters(self, buffer, index, placement)
     }
 
     fn write_timestamp(
         &mut self,
         granularity: TimestampGranularity,
-        heap: &CudaHeap,
+        heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
-        let storage = heap.storage.clone();
+        Recorder::write_timestamp(self, granularity, heap, index)
+    }
+
+    fn end_statistics(&mut self) -> Result<()> {
+        Recorder::end_statistics(self)
+    }
+}
+
+impl Recorder {
+    /// Samples `buffer[index]` between kernels: a timestamp, the stream's
+    /// kernel count (statistics) or its cycles (stage utilization). A
+    /// kernel on the stream runs after all prior work, so both placements
+    /// are the same, except zero-intrusion, where `placement` picks the
+    /// side of the sample. Statistic samples of one recorder form one
+    /// chain, so any end minus start of it is exact.
+    ///
+    /// # Errors
+    /// Another device's buffer (`ForeignObject`); an index out of range or
+    /// already written by this recording; a launch the driver refused.
+    pub fn sample_counters(
+        &mut self,
+        buffer: &CounterSampleBuffer,
+        index: u32,
+        placement: TimestampGranularity,
+    ) -> Result<()> {
+        let storage = buffer.storage().clone();
+        match storage.samples.set {
+            #[cfg(feature = "cupti")]
+            CommonCounterSet::Statistic => self.statistic(&storage, index),
+            #[cfg(feature = "cupti")]
+            CommonCounterSet::StageUtilization => self.stage_utilization(&storage, index),
+            _ => self.timestamp(&storage, index, placement == TimestampGranularity::Precise),
+        }
+    }
+
+    /// Writes a timestamp into `heap[index]` between kernels
+    /// (`writeTimestamp(granularity:counterHeap:index:)`).
+    ///
+    /// # Errors
+    /// Another device's heap (`ForeignObject`); an index out of range or
+    /// already written by this recording; a launch the driver refused.
+    pub fn write_timestamp(
+        &mut self,
+        granularity: TimestampGranularity,
+        heap: &CounterHeap,
+        index: u32,
+    ) -> Result<()> {
+        let storage = heap.storage().clone();
         self.timestamp(
             &storage,
             index,
@@ -736,7 +637,12 @@ impl BackendRecorder for CudaRecorder {
         )
     }
 
-    fn end_statistics(&mut self) -> Result<()> {
+    /// Ends the recorder's open statistic and stage-utilization chains, if
+    /// any (submitting does too).
+    ///
+    /// # Errors
+    /// A count or a range-profiler session that could not be read.
+    pub fn end_statistics(&mut self) -> Result<()> {
         let statistics = self.close_chain();
         #[cfg(feature = "cupti")]
         let stage = self.close_stage();
@@ -748,27 +654,35 @@ impl BackendRecorder for CudaRecorder {
 
 /// A submitted recorder's range of work.
 #[derive(Debug)]
-pub struct CudaSubmission {
-    device: CudaDevice,
+pub struct Submission {
+    device: Device,
     event: Arc<CudaEvent>,
     ticket: Ticket,
     cpu_submit_ns: u64,
 }
 
-impl CudaSubmission {
-    /// `CLOCK_MONOTONIC` when its recorder was made: the range's work may
-    /// have started from then on (a stream runs work as it is launched).
+impl Submission {
+    /// [`cpu_monotonic_ns`] when its recorder was made: the range's work
+    /// may have started from then on (a stream runs work as it is
+    /// launched).
     pub fn cpu_submit_ns(&self) -> u64 {
         self.cpu_submit_ns
     }
 
     /// Whether its work is done.
+    ///
+    /// # Errors
+    /// A driver error while polling.
     pub fn is_done(&self) -> Result<bool> {
         self.device.shared.poll()?;
         Ok(self.ticket.is_done())
     }
 
-    /// Waits until its work is done; returns `CLOCK_MONOTONIC` right after.
+    /// Waits until its work is done; returns [`cpu_monotonic_ns`] right
+    /// after.
+    ///
+    /// # Errors
+    /// A driver error while synchronizing or polling.
     pub fn wait(&self) -> Result<u64> {
         self.event
             .synchronize()
@@ -779,7 +693,21 @@ impl CudaSubmission {
     }
 }
 
-impl CudaDevice {
+impl BackendSubmission for Submission {
+    fn cpu_submit_ns(&self) -> u64 {
+        Submission::cpu_submit_ns(self)
+    }
+
+    fn is_done(&self) -> Result<bool> {
+        Submission::is_done(self)
+    }
+
+    fn wait(&self) -> Result<u64> {
+        Submission::wait(self)
+    }
+}
+
+impl Device {
     fn make_storage(
         &self,
         label: String,
@@ -788,8 +716,8 @@ impl CudaDevice {
         storage: StorageMode,
         count: u32,
         what: &'static str,
-    ) -> Result<Arc<Storage>> {
-        Ok(Arc::new(Storage {
+    ) -> Result<Arc<MappedStorage>> {
+        Ok(Arc::new(MappedStorage {
             samples: SampleSet::new(
                 label.clone(),
                 set,
@@ -806,25 +734,23 @@ impl CudaDevice {
     }
 }
 
-impl BackendDevice for CudaDevice {
-    type Backend = Cuda;
-
-    fn info(&self) -> &DeviceInfo {
+impl Device {
+    /// Everything gpu-counters reports about the device.
+    pub fn info(&self) -> &DeviceInfo {
         &self.shared.info
     }
 
-    fn device_id(&self) -> DeviceId {
-        self.shared.id
-    }
-
-    fn queue_name(&self) -> String {
-        format!("{} stream", self.shared.info.name)
-    }
-
-    fn make_counter_sample_buffer(
+    /// Makes a counter sample buffer (Metal's `makeCounterSampleBuffer`) in
+    /// host-mapped memory.
+    ///
+    /// # Errors
+    /// A sample count of 0 or over [`MAX_SAMPLE_COUNT`]; a counter set the
+    /// device does not offer (statistics and stage utilization need CUPTI,
+    /// and the options that ask for them); out of host-mapped memory.
+    pub fn make_counter_sample_buffer(
         &self,
         descriptor: &CounterSampleBufferDescriptor,
-    ) -> Result<CudaSampleBuffer> {
+    ) -> Result<CounterSampleBuffer> {
         let n = descriptor.checked_sample_count(MAX_SAMPLE_COUNT)?;
         let set = descriptor.counter_set;
         if self.shared.info.counter_set(set).is_none() {
@@ -850,10 +776,16 @@ impl BackendDevice for CudaDevice {
             n,
             "sample",
         )?;
-        Ok(CudaSampleBuffer { storage })
+        Ok(CounterSampleBuffer::from_storage(storage))
     }
 
-    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CudaHeap> {
+    /// Makes a Metal 4 counter heap of timestamps
+    /// (`MTLDevice.makeCounterHeap`) in host-mapped memory.
+    ///
+    /// # Errors
+    /// A count of 0 or over [`MAX_SAMPLE_COUNT`]; out of host-mapped
+    /// memory.
+    pub fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CounterHeap> {
         let n = descriptor.count;
         if n == 0 || n > MAX_SAMPLE_COUNT {
             return Err(InvalidInput::HeapCountOutOfRange {
@@ -866,48 +798,105 @@ impl BackendDevice for CudaDevice {
             CounterHeapType::Timestamp => {}
         }
         let storage = self.make_storage(
-            format!("timestamp heap of {n}"),
+            descriptor.label.clone(),
             CommonCounterSet::Timestamp,
             [ABSENT; 8],
             StorageMode::Shared,
             n,
             "heap entry",
         )?;
-        Ok(CudaHeap { storage })
+        Ok(CounterHeap::from_storage(storage))
     }
 
-    fn sample_timestamps(&self) -> Result<TimestampPair> {
+    /// A CPU time and a GPU timestamp taken together, with the most they
+    /// may be apart (Metal's `sampleTimestamps()`).
+    ///
+    /// # Errors
+    /// A driver error, or reads too far apart to bound.
+    pub fn sample_timestamps(&self) -> Result<TimestampPair> {
         self.shared.sample_timestamps()
     }
 
-    fn make_marker(&self) -> Result<CudaMarker> {
-        let event = self
-            .shared
-            .ctx
-            .new_event(None)
-            .map_err(driver_err("cuEventCreate"))?;
-        Ok(CudaMarker {
-            event,
-            state: AtomicU8::new(IDLE),
-        })
+    /// A calibration of the device's timestamps onto the CPU clock, from a
+    /// fresh pair ([`Device::sample_timestamps`]).
+    ///
+    /// # Errors
+    /// As [`Device::sample_timestamps`].
+    pub fn calibration(&self) -> Result<Calibration> {
+        BackendDevice::calibration(self)
     }
 
-    fn submit_marker(&self, marker: &CudaMarker) -> Result<()> {
-        marker
-            .state
-            .compare_exchange(IDLE, SUBMITTED, Ordering::AcqRel, Ordering::Acquire)
-            .map_err(|_| Error::Internal("CUDA marker submitted twice".into()))?;
-        marker
-            .event
-            .record(&self.shared.stream)
-            .map_err(driver_err("cuEventRecord"))
+    /// Adds a fresh pair to `calibration` if it is due for a refit
+    /// ([`Calibration::needs_refit`]).
+    ///
+    /// # Errors
+    /// As [`Device::sample_timestamps`]; the calibration is unchanged then.
+    pub fn refresh_calibration(&self, calibration: &mut Calibration) -> Result<()> {
+        BackendDevice::refresh_calibration(self, calibration)
     }
 
-    fn wait_idle(&self) -> Result<()> {
+    /// Waits until the device's stream is idle and its samples resolved.
+    ///
+    /// # Errors
+    /// A driver error while synchronizing or polling.
+    pub fn wait_idle(&self) -> Result<()> {
         self.shared
             .stream
             .synchronize()
             .map_err(driver_err("cuStreamSynchronize"))?;
         self.shared.poll()
+    }
+}
+
+impl BackendDevice for Device {
+    type Backend = Cuda;
+
+    fn info(&self) -> &DeviceInfo {
+        Device::info(self)
+    }
+
+    fn device_id(&self) -> DeviceId {
+        self.shared.id
+    }
+
+    fn queue_name(&self) -> String {
+        format!("{} stream", self.shared.info.name)
+    }
+
+    fn make_counter_sample_buffer(
+        &self,
+        descriptor: &CounterSampleBufferDescriptor,
+    ) -> Result<CounterSampleBuffer> {
+        Device::make_counter_sample_buffer(self, descriptor)
+    }
+
+    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CounterHeap> {
+        Device::make_counter_heap(self, descriptor)
+    }
+
+    fn sample_timestamps(&self) -> Result<TimestampPair> {
+        Device::sample_timestamps(self)
+    }
+
+    fn make_marker(&self) -> Result<Marker> {
+        let event = self
+            .shared
+            .ctx
+            .new_event(None)
+            .map_err(driver_err("cuEventCreate"))?;
+        Ok(Marker::new(StreamEvent { event }))
+    }
+
+    fn submit_marker(&self, marker: &Marker) -> Result<()> {
+        marker.submit(|signal, _| {
+            signal
+                .event
+                .record(&self.shared.stream)
+                .map_err(driver_err("cuEventRecord"))
+        })
+    }
+
+    fn wait_idle(&self) -> Result<()> {
+        Device::wait_idle(self)
     }
 }

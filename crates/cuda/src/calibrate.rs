@@ -17,10 +17,10 @@
 //! intervals do not meet (a clock stepped during the burst), the best single
 //! window is used alone.
 
-use gpu_counters_core::TimestampPair;
+use gpu_counters_hal::TimestampPair;
 
 /// Relative rate difference allowed between the two clocks over a burst:
-/// 200 parts per million, core's assumption for a rate not yet measured.
+/// 200 parts per million, hal's assumption for a rate not yet measured.
 pub(crate) const MAX_DRIFT: f64 = 200e-6;
 
 /// One handshake read: CPU ns before, GPU ticks, CPU ns after.

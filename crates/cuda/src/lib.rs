@@ -1,9 +1,9 @@
-//! gpu-counters on CUDA: core's backend interface
-//! ([`gpu_counters_core::Backend`]) over the caller's own cudarc context and
+//! gpu-counters on CUDA: hal's backend interface
+//! ([`gpu_counters_hal::Backend`]) over the caller's own cudarc context and
 //! stream.
 //!
 //! - The driver is loaded at run time (cudarc's dynamic loading): the crate
-//!   builds anywhere, and with no driver [`CudaDevice::open`] is a typed
+//!   builds anywhere, and with no driver [`Device::open`] is a typed
 //!   [`OpenError::NoDriver`], never a panic.
 //! - A timestamp is `%globaltimer`, the GPU's 64-bit nanosecond timer, read
 //!   by a one-thread kernel launched on the stream: it runs after all prior
@@ -11,11 +11,11 @@
 //!   same. The kernel writes the value, one 64-bit store (it is never 0:
 //!   the host zeroes the word before it is written again, so a value that
 //!   is not 0 is its own availability), into page-locked host memory
-//!   mapped into the device, which core's CPU resolve reads without a copy.
+//!   mapped into the device, which hal's CPU resolve reads without a copy.
 //! - A stream is not a command buffer: its work runs as soon as it is
-//!   launched. A [`CudaRecorder`] is a range of one stream's work: samples it
+//!   launched. A [`Recorder`] is a range of one stream's work: samples it
 //!   writes become available once the work launched before
-//!   [`CudaDevice::submit`] (or the recorder's drop) is done, which an event
+//!   [`Device::submit`] (or the recorder's drop) is done, which an event
 //!   recorded there tells. Nothing is ever abandoned: a recorder dropped
 //!   without being submitted is submitted by its drop.
 //! - Calibration: a kernel that reads `%globaltimer` the moment it sees a
@@ -28,19 +28,22 @@
 //!   `cupti`): nothing is launched for a sample; its value is a boundary of
 //!   the kernels, copies and graph nodes around it from CUPTI's activity
 //!   records, on `CLOCK_MONOTONIC` (see `activity.rs` and
-//!   [`CudaDevice::activity_clock`]).
-//! - Counter sets: timestamps; statistics with `compute_kernel_invocations`
-//!   (feature `cupti`, on by default) from the launch configurations CUPTI's
-//!   callback API reports, exact for a range of one stream's kernels (see
-//!   [`CudaOptions::statistics`]); its other fields are the error value.
-//! - Hardware counters (feature `cupti`): [`CudaDevice::hardware_counters`]
+//!   [`Device::activity_clock`]).
+//! - Counter sets: timestamps (all a device opened with the default
+//!   [`DeviceOptions`] offers); statistics, where asked for
+//!   ([`DeviceOptions::statistics`]; feature `cupti`, on by default), with
+//!   `compute_kernel_invocations` from the launch configurations CUPTI's
+//!   callback API reports, exact for a range of one stream's kernels; its
+//!   other fields are the error value.
+//! - Hardware counters, where asked for ([`DeviceOptions::hardware_counters`];
+//!   feature `cupti`): [`Device::hardware_counters`]
 //!   lists the chip's metrics through CUPTI's profiler host API, with units
 //!   and replay passes, and measures chosen ones over a user range of
 //!   CUPTI's range profiler (see [`hardware`]). Where they are offered, so
 //!   is stage utilization: `total_cycles` is `sm__cycles_elapsed.max` over
 //!   the range between two samples of one recorder, the other fields (no
 //!   CUDA meaning) the error value. Where not,
-//!   [`CudaDevice::hardware_counters_unavailable`] says why, and asking for
+//!   [`Device::hardware_counters_unavailable`] says why, and asking for
 //!   stage utilization is a typed `UnsupportedCounterSet` error, never
 //!   zeros.
 //!
@@ -66,19 +69,22 @@ mod zero;
 
 #[cfg(feature = "cupti")]
 pub use activity::ActivityStats;
-pub use backend::{Cuda, CudaHeap, CudaMarker, CudaRecorder, CudaSampleBuffer, CudaSubmission};
+pub use backend::{
+    CounterHeap, CounterSampleBuffer, Cuda, Marker, Recorder, StreamEvent, Submission,
+};
 #[cfg(feature = "cupti")]
 pub use hardware::{
     BaseMetric, HardwareCounters, HardwareError, HardwareMeasurement, HardwareRange, MetricInfo,
     MetricKind, MetricValue,
 };
-pub use pass::{CudaComputePass, CudaPassAttachment};
+pub use pass::{ComputePass, PassAttachment};
+pub use storage::MappedStorage;
 #[cfg(feature = "cupti")]
 pub use zero::ActivityClock;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaStream, DriverError};
-use gpu_counters_core::bookkeeping::Ticket;
-use gpu_counters_core::{
+use gpu_counters_hal::bookkeeping::Ticket;
+use gpu_counters_hal::{
     cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
     CounterSamplingPoint, CounterSet, DeviceId, DeviceInfo, DeviceType, Error, Result,
     TimestampPair,
@@ -93,7 +99,7 @@ use storage::MappedWords;
 /// memory each).
 pub const MAX_SAMPLE_COUNT: u32 = 1 << 24;
 
-/// The calibration reads in one [`CudaDevice`] calibration: their offset
+/// The calibration reads in one [`Device`] calibration: their offset
 /// intervals are intersected (see `calibrate.rs`).
 const CALIBRATION_BURST: usize = 32;
 
@@ -104,15 +110,29 @@ const CALIBRATION_TIMEOUT: Duration = Duration::from_secs(10);
 /// What cudarc's loader looks for.
 const DRIVER_NAMES: &str = "libcuda.so, libcuda.so.1 (nvcuda.dll on Windows)";
 
-/// How a [`CudaDevice`] is opened.
+/// How a [`Device`] is opened. The default is the cheap thing: timestamps
+/// only, so that opening a device subscribes nothing process-wide and
+/// probes no range profiler; ask for statistics and hardware counters:
+///
+/// ```no_run
+/// use gpu_counters_cuda::{Device, DeviceOptions};
+/// let device = Device::open_with(
+///     0,
+///     &DeviceOptions {
+///         statistics: true,
+///         ..DeviceOptions::default()
+///     },
+/// )?;
+/// # Ok::<(), gpu_counters_cuda::OpenError>(())
+/// ```
 #[derive(Debug, Clone)]
-pub struct CudaOptions {
+pub struct DeviceOptions {
     /// Offer the statistic set: subscribes (once per process) to CUPTI's
     /// launch callbacks, which then run on every kernel launch of the
     /// process. Where CUPTI cannot be loaded or subscribed (another profiler
     /// attached), the set is not offered and
-    /// [`CudaDevice::statistics_unavailable`] says why (also: built without
-    /// the `cupti` feature). Default: on.
+    /// [`Device::statistics_unavailable`] says why (also: built without
+    /// the `cupti` feature). Default: off.
     pub statistics: bool,
     /// Offer hardware counters and the stage-utilization set: loads CUPTI's
     /// profiler and probes it on the device once per process (a
@@ -120,8 +140,8 @@ pub struct CudaOptions {
     /// CUPTI or its profiler cannot be used (no library, an unsupported
     /// device, counters not permitted, another profiler such as Nsight
     /// Compute attached), neither is offered and
-    /// [`CudaDevice::hardware_counters_unavailable`] says why (also: built
-    /// without the `cupti` feature). Default: on.
+    /// [`Device::hardware_counters_unavailable`] says why (also: built
+    /// without the `cupti` feature). Default: off.
     pub hardware_counters: bool,
     /// Where timestamps come from. Default: [`TimestampSource::Kernel`].
     pub timestamps: TimestampSource,
@@ -156,11 +176,11 @@ pub enum ActivityTracing {
     LaunchesAfterSamples,
 }
 
-impl Default for CudaOptions {
+impl Default for DeviceOptions {
     fn default() -> Self {
         Self {
-            statistics: true,
-            hardware_counters: true,
+            statistics: false,
+            hardware_counters: false,
             timestamps: TimestampSource::Kernel,
             activity_tracing: ActivityTracing::EveryLaunch,
         }
@@ -181,8 +201,8 @@ pub enum TimestampSource {
     /// relaxed ones (and a pass's start) the start of the work after;
     /// statistic values are written by the host. A sample with no recorded
     /// work around it, or whose records CUPTI lost, resolves as
-    /// `SampleStatus::Error`. See [`CudaDevice::activity_clock`] for the
-    /// bound, and [`CudaOptions::activity_tracing`] for which launches are
+    /// `SampleStatus::Error`. See [`Device::activity_clock`] for the
+    /// bound, and [`DeviceOptions::activity_tracing`] for which launches are
     /// traced (every one, or only those after samples).
     Activity,
 }
@@ -273,14 +293,21 @@ pub fn device_count() -> std::result::Result<usize, OpenError> {
     }
 }
 
-/// Every CUDA device, opened and described.
+/// Every CUDA device, opened and described with every counter set it can
+/// offer (each opened with statistics and hardware counters asked for; see
+/// [`DeviceOptions`]).
 pub fn devices() -> std::result::Result<Vec<DeviceInfo>, OpenError> {
+    let options = DeviceOptions {
+        statistics: true,
+        hardware_counters: true,
+        ..DeviceOptions::default()
+    };
     (0..device_count()?)
-        .map(|i| CudaDevice::open(i).map(|d| d.shared.info.clone()))
+        .map(|i| Device::open_with(i, &options).map(|d| d.shared.info.clone()))
         .collect()
 }
 
-/// Maps a driver error of the call `what` onto core's errors: out of memory
+/// Maps a driver error of the call `what` onto hal's errors: out of memory
 /// as [`Error::OutOfMemory`], a failed or faulted launch and a destroyed
 /// context as [`Error::DeviceLost`], anything else as [`Error::Internal`];
 /// the message names `what` and the driver's error.
@@ -288,7 +315,7 @@ pub fn map_driver_error(what: &str, e: DriverError) -> Error {
     driver_err(what)(e)
 }
 
-/// Maps a driver error onto core's errors.
+/// Maps a driver error onto hal's errors.
 pub(crate) fn driver_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
     move |e| match e.0 {
         sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory(format!("{what}: {e}")),
@@ -374,9 +401,9 @@ impl Shared {
     pub(crate) fn enqueue(
         &self,
         ticket: &Ticket,
-        held: gpu_counters_core::bookkeeping::Held,
+        held: gpu_counters_hal::bookkeeping::Held,
     ) -> Result<Arc<CudaEvent>> {
-        ticket.set_phase(gpu_counters_core::bookkeeping::Phase::Submitted);
+        ticket.set_phase(gpu_counters_hal::bookkeeping::Phase::Submitted);
         ticket.hold_until_complete(held);
         let recorded = self
             .ctx
@@ -418,30 +445,30 @@ impl Drop for Shared {
 
 /// A CUDA context and stream as a gpu-counters device. Cloning shares it.
 #[derive(Clone)]
-pub struct CudaDevice {
+pub struct Device {
     pub(crate) shared: Arc<Shared>,
 }
 
-impl std::fmt::Debug for CudaDevice {
+impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaDevice")
+        f.debug_struct("Device")
             .field("name", &self.shared.info.name)
             .field("ordinal", &self.shared.ctx.ordinal())
             .finish()
     }
 }
 
-impl CudaDevice {
+impl Device {
     /// Opens device `ordinal`'s primary context with a new stream of its
-    /// own, with the default [`CudaOptions`].
+    /// own, with the default [`DeviceOptions`]: timestamps only.
     pub fn open(ordinal: usize) -> std::result::Result<Self, OpenError> {
-        Self::open_with(ordinal, &CudaOptions::default())
+        Self::open_with(ordinal, &DeviceOptions::default())
     }
 
-    /// [`CudaDevice::open`] with `options`.
+    /// [`Device::open`] with `options`.
     pub fn open_with(
         ordinal: usize,
-        options: &CudaOptions,
+        options: &DeviceOptions,
     ) -> std::result::Result<Self, OpenError> {
         let count = device_count()?;
         if ordinal >= count {
@@ -465,15 +492,15 @@ impl CudaDevice {
 
     /// Samples on the caller's own `stream` (of the caller's cudarc
     /// context): timestamps are launched on it, after the caller's work.
-    /// Default [`CudaOptions`].
+    /// Default [`DeviceOptions`]: timestamps only.
     pub fn from_stream(stream: Arc<CudaStream>) -> std::result::Result<Self, OpenError> {
-        Self::from_stream_with(stream, &CudaOptions::default())
+        Self::from_stream_with(stream, &DeviceOptions::default())
     }
 
-    /// [`CudaDevice::from_stream`] with `options`.
+    /// [`Device::from_stream`] with `options`.
     pub fn from_stream_with(
         stream: Arc<CudaStream>,
-        options: &CudaOptions,
+        options: &DeviceOptions,
     ) -> std::result::Result<Self, OpenError> {
         let ctx = stream.context().clone();
         let driver = |what| move |error| OpenError::Driver { what, error };
@@ -508,27 +535,27 @@ impl CudaDevice {
                 Err(why) => (None, Some(why)),
             }
         } else {
-            (None, Some("CudaOptions::statistics is off".to_string()))
+            (None, Some("DeviceOptions::statistics is off".to_string()))
         };
         #[cfg(not(feature = "cupti"))]
         let statistics_unavailable = Some(if options.statistics {
             "built without the `cupti` feature".to_string()
         } else {
-            "CudaOptions::statistics is off".to_string()
+            "DeviceOptions::statistics is off".to_string()
         });
         #[cfg(feature = "cupti")]
         let hardware = if options.hardware_counters {
             hardware::HardwareCounters::probe(ctx.ordinal(), ctx.cu_device(), &ctx, &stream)
         } else {
             Err(hardware::HardwareError::NotSupported {
-                why: "CudaOptions::hardware_counters is off".into(),
+                why: "DeviceOptions::hardware_counters is off".into(),
             })
         };
         #[cfg(feature = "cupti")]
         let hardware_unavailable = match &hardware {
             Ok(_) => None,
             Err(_) if !options.hardware_counters => {
-                Some("CudaOptions::hardware_counters is off".to_string())
+                Some("DeviceOptions::hardware_counters is off".to_string())
             }
             Err(e) => Some(e.to_string()),
         };
@@ -536,7 +563,7 @@ impl CudaDevice {
         let hardware_unavailable = Some(if options.hardware_counters {
             "built without the `cupti` feature".to_string()
         } else {
-            "CudaOptions::hardware_counters is off".to_string()
+            "DeviceOptions::hardware_counters is off".to_string()
         });
         let mut counter_sets = vec![CounterSet {
             set: CommonCounterSet::Timestamp,
@@ -689,7 +716,7 @@ impl CudaDevice {
     /// device ([`BackendDevice::sample_timestamps`]) includes it. `None` on
     /// a kernel-timestamp device.
     ///
-    /// [`BackendDevice::sample_timestamps`]: gpu_counters_core::BackendDevice::sample_timestamps
+    /// [`BackendDevice::sample_timestamps`]: gpu_counters_hal::BackendDevice::sample_timestamps
     #[cfg(feature = "cupti")]
     pub fn activity_clock(&self) -> Option<ActivityClock> {
         self.shared.zero.as_ref().and_then(|z| z.clock())
@@ -717,17 +744,17 @@ impl CudaDevice {
 
     /// A recorder: a range of the stream's work, from now until it is
     /// submitted.
-    pub fn recorder(&self) -> CudaRecorder {
-        CudaRecorder::new(self.clone())
+    pub fn recorder(&self) -> Recorder {
+        Recorder::new(self.clone())
     }
 
     /// Ends `recorder`'s range: its samples become available once all work
     /// launched on the stream so far is done. Another device's recorder is
     /// refused with `ForeignObject` (its drop then submits it to its own
     /// device, as for any recorder dropped unsubmitted).
-    pub fn submit(&self, recorder: CudaRecorder) -> Result<CudaSubmission> {
+    pub fn submit(&self, recorder: Recorder) -> Result<Submission> {
         self.shared.id.check(
-            gpu_counters_core::BackendRecorder::device_id(&recorder),
+            gpu_counters_hal::BackendRecorder::device_id(&recorder),
             "recorder",
         )?;
         recorder.submit()

@@ -1,45 +1,45 @@
 //! Metal's pass attachments on a stream: a compute pass is the range of
-//! kernels launched between [`CudaRecorder::begin_compute_pass`] and
-//! [`CudaComputePass::end`]; its start indices are sampled before the first,
+//! kernels launched between [`Recorder::begin_compute_pass`] and
+//! [`ComputePass::end`]; its start indices are sampled before the first,
 //! its end indices after the last.
 
-use crate::storage::Storage;
-use crate::{CudaRecorder, CudaSampleBuffer};
-use gpu_counters_core::bookkeeping::check_pass_attachments;
-use gpu_counters_core::Result;
+use crate::storage::MappedStorage;
+use crate::{CounterSampleBuffer, Recorder};
+use gpu_counters_hal::bookkeeping::check_pass_attachments;
+use gpu_counters_hal::Result;
 use std::sync::Arc;
 
 /// Where a compute pass samples a buffer
 /// (`MTLComputePassSampleBufferAttachmentDescriptor`); `None` is Metal's
 /// `MTLCounterDontSample`.
 #[derive(Clone, Copy)]
-pub struct CudaPassAttachment<'a> {
+pub struct PassAttachment<'a> {
     /// The buffer to sample into.
-    pub sample_buffer: &'a CudaSampleBuffer,
+    pub sample_buffer: &'a CounterSampleBuffer,
     /// Index sampled before the pass's first kernel.
     pub start_of_encoder_sample_index: Option<u32>,
     /// Index sampled after all of the pass's work.
     pub end_of_encoder_sample_index: Option<u32>,
 }
 
-/// An open compute pass: launch its kernels on [`CudaComputePass::stream`].
+/// An open compute pass: launch its kernels on [`ComputePass::stream`].
 /// Ending it (or dropping it) samples its end indices.
-pub struct CudaComputePass<'r> {
-    recorder: &'r mut CudaRecorder,
-    ends: Vec<(Arc<Storage>, u32)>,
+pub struct ComputePass<'r> {
+    recorder: &'r mut Recorder,
+    ends: Vec<(Arc<MappedStorage>, u32)>,
 }
 
-impl CudaRecorder {
+impl Recorder {
     /// Begins a compute pass sampling `attachments`: every index is checked
     /// (inside its buffer, not attached twice, writable now) before any is
     /// sampled, then the start indices are sampled.
     pub fn begin_compute_pass<'r>(
         &'r mut self,
-        attachments: &[CudaPassAttachment<'_>],
-    ) -> Result<CudaComputePass<'r>> {
+        attachments: &[PassAttachment<'_>],
+    ) -> Result<ComputePass<'r>> {
         let points = attachments.iter().flat_map(|a| {
-            let key = Arc::as_ptr(&a.sample_buffer.storage) as usize;
-            let s = &a.sample_buffer.storage.samples;
+            let key = Arc::as_ptr(a.sample_buffer.storage()) as usize;
+            let s = &a.sample_buffer.storage().samples;
             [
                 a.start_of_encoder_sample_index,
                 a.end_of_encoder_sample_index,
@@ -50,12 +50,12 @@ impl CudaRecorder {
         });
         check_pass_attachments(points.clone())?;
         for a in attachments {
-            self.check_timestamp(&a.sample_buffer.storage, a.start_of_encoder_sample_index)?;
-            self.check_timestamp(&a.sample_buffer.storage, a.end_of_encoder_sample_index)?;
+            self.check_timestamp(a.sample_buffer.storage(), a.start_of_encoder_sample_index)?;
+            self.check_timestamp(a.sample_buffer.storage(), a.end_of_encoder_sample_index)?;
         }
         let mut ends = Vec::new();
         for a in attachments {
-            let storage = &a.sample_buffer.storage;
+            let storage = a.sample_buffer.storage();
             if let Some(i) = a.start_of_encoder_sample_index {
                 // Before the pass's first kernel (zero-intrusion: its start).
                 self.timestamp(storage, i, false)?;
@@ -64,14 +64,14 @@ impl CudaRecorder {
                 ends.push((storage.clone(), i));
             }
         }
-        Ok(CudaComputePass {
+        Ok(ComputePass {
             recorder: self,
             ends,
         })
     }
 }
 
-impl CudaComputePass<'_> {
+impl ComputePass<'_> {
     /// The stream to launch the pass's kernels on.
     pub fn stream(&self) -> &Arc<cudarc::driver::CudaStream> {
         self.recorder.stream()
@@ -98,7 +98,7 @@ impl CudaComputePass<'_> {
     }
 }
 
-impl Drop for CudaComputePass<'_> {
+impl Drop for ComputePass<'_> {
     fn drop(&mut self) {
         // Not ended explicitly: the end samples still follow the pass's
         // work; a failure leaves them NotWritten, never a made-up value.

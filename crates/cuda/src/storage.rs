@@ -1,13 +1,14 @@
 //! Host-mapped memory the GPU writes samples into, and one sample buffer's
 //! (or heap's) storage: two words per sample, the value then the
-//! availability word, read by core's CPU resolve without any copy. A
+//! availability word, read by hal's CPU resolve without any copy. A
 //! timestamp kernel writes only the value, which is then its own
 //! availability (`%globaltimer` is never 0).
 
 use crate::{driver_err, Shared};
 use cudarc::driver::{result, sys, CudaContext};
-use gpu_counters_core::bookkeeping::{QueryRead, SampleSet};
-use gpu_counters_core::{Error, Result};
+use gpu_counters_hal::bookkeeping::{QueryRead, SampleSet};
+use gpu_counters_hal::storage::SampleStorage;
+use gpu_counters_hal::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -95,27 +96,29 @@ impl MappedWords {
 impl Drop for MappedWords {
     fn drop(&mut self) {
         // Whoever owns the words keeps them until no launch writing them
-        // can still run (see `Storage`), so freeing here is the last use.
+        // can still run (see `MappedStorage`), so freeing here is the last use.
         let _ = self.ctx.bind_to_thread();
         // SAFETY: allocated by cuMemHostAlloc in `new`, freed only here.
         let _ = unsafe { result::free_host(self.host.cast()) };
     }
 }
 
-/// One sample buffer's or heap's storage: its bookkeeping and its words.
+/// One sample buffer's or heap's storage: its bookkeeping and its words;
+/// the storage of [`CounterSampleBuffer`](crate::CounterSampleBuffer) and
+/// [`CounterHeap`](crate::CounterHeap).
 /// Held by every recording that writes it until that recording is done, so
 /// the memory outlives every launch that writes it.
-pub(crate) struct Storage {
+pub struct MappedStorage {
     pub(crate) samples: SampleSet,
     pub(crate) words: MappedWords,
     /// The device, to poll for finished work before a resolve (weak: the
     /// device's pending work holds storages).
     pub(crate) device: Weak<Shared>,
     /// Which device it belongs to, for refusing foreign objects.
-    pub(crate) device_id: gpu_counters_core::DeviceId,
+    pub(crate) device_id: gpu_counters_hal::DeviceId,
 }
 
-impl Storage {
+impl MappedStorage {
     /// Completes the tickets of finished work before a resolve reads.
     pub(crate) fn poll(&self) -> Result<()> {
         match self.device.upgrade() {
@@ -144,14 +147,38 @@ impl Storage {
     /// host reset; the bookkeeping checked that no launch writing it is
     /// pending). The value too: a timestamp's value is its own
     /// availability.
-    pub(crate) fn clear(&self, i: u32) {
+    pub(crate) fn clear_sample(&self, i: u32) {
         for w in self.words.words(2 * i as usize, 2).into_iter().flatten() {
             w.store(0, Ordering::Release);
         }
     }
 }
 
-impl QueryRead for Storage {
+/// A resolve or host reset first completes the tickets of finished work
+/// (a poll of the device).
+impl SampleStorage for MappedStorage {
+    fn samples(&self) -> &SampleSet {
+        &self.samples
+    }
+
+    fn update(&self) -> Result<()> {
+        self.poll()
+    }
+
+    fn clear(&self, first: u32, count: u32) {
+        #[cfg(feature = "cupti")]
+        if let Some(z) = self.device.upgrade().as_ref().and_then(|d| d.zero.as_ref()) {
+            // A zero-intrusion value still waiting for its record is
+            // forgotten.
+            z.cancel(self, first, first + count);
+        }
+        for i in first..first + count {
+            self.clear_sample(i);
+        }
+    }
+}
+
+impl QueryRead for MappedStorage {
     fn values(&self) -> u32 {
         1
     }

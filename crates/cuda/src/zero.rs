@@ -5,11 +5,11 @@
 //! calibration stream, never on the caller's).
 
 use crate::activity::{Activity, ActivityStats, Anchor, Enabled, Settled};
-use crate::storage::{MappedWords, Storage};
+use crate::storage::{MappedStorage, MappedWords};
 use crate::{driver_err, kernels, lock};
 use cudarc::driver::{CudaFunction, CudaStream};
-use gpu_counters_core::bookkeeping::{Ticket, QUERY_FAILED};
-use gpu_counters_core::{cpu_monotonic_ns, Error, Result};
+use gpu_counters_hal::bookkeeping::{Ticket, QUERY_FAILED};
+use gpu_counters_hal::{cpu_monotonic_ns, Error, Result};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -63,7 +63,7 @@ enum Write {
 /// A sample written by the host once its recording's work is done.
 struct Pending {
     ticket: Ticket,
-    storage: Arc<Storage>,
+    storage: Arc<MappedStorage>,
     index: u32,
     write: Write,
 }
@@ -322,7 +322,7 @@ impl DeviceActivity {
     pub(crate) fn sample(
         &self,
         ticket: &Ticket,
-        storage: &Arc<Storage>,
+        storage: &Arc<MappedStorage>,
         index: u32,
         precise: bool,
     ) {
@@ -339,18 +339,24 @@ impl DeviceActivity {
 
     /// `value` written as `storage[index]`'s query once `ticket`'s work is
     /// done (a statistic, counted on the host).
-    pub(crate) fn value(&self, ticket: &Ticket, storage: &Arc<Storage>, index: u32, value: u64) {
+    pub(crate) fn value(
+        &self,
+        ticket: &Ticket,
+        storage: &Arc<MappedStorage>,
+        index: u32,
+        value: u64,
+    ) {
         self.push(ticket, storage, index, Write::Value(value));
     }
 
-    fn push(&self, ticket: &Ticket, storage: &Arc<Storage>, index: u32, write: Write) {
+    fn push(&self, ticket: &Ticket, storage: &Arc<MappedStorage>, index: u32, write: Write) {
         let mut pending = lock(&self.pending);
         // (A slot written before had its pending write cancelled when it
-        // was recorded again: `CudaRecorder::prepare_write`.)
+        // was recorded again: `Recorder::prepare_write`.)
         // The slot's old value, if any, is not this sample's: nothing but
         // this host writes it on a zero-intrusion device. Both words: a
-        // value that is not 0 counts as available (`Storage`'s read).
-        storage.clear(index);
+        // value that is not 0 counts as available (`MappedStorage`'s read).
+        storage.clear_sample(index);
         pending.push(Pending {
             ticket: ticket.clone(),
             storage: storage.clone(),
@@ -361,12 +367,18 @@ impl DeviceActivity {
 
     /// Forgets the pending writes of `storage[first..end]` (reset, or
     /// recorded again).
-    pub(crate) fn cancel(&self, storage: &Storage, first: u32, end: u32) {
+    pub(crate) fn cancel(&self, storage: &MappedStorage, first: u32, end: u32) {
         let mut pending = lock(&self.pending);
         self.cancel_locked(&mut pending, storage, first, end);
     }
 
-    fn cancel_locked(&self, pending: &mut Vec<Pending>, storage: &Storage, first: u32, end: u32) {
+    fn cancel_locked(
+        &self,
+        pending: &mut Vec<Pending>,
+        storage: &MappedStorage,
+        first: u32,
+        end: u32,
+    ) {
         let mut kept = Vec::with_capacity(pending.len());
         for p in pending.drain(..) {
             if std::ptr::eq(Arc::as_ptr(&p.storage), storage) && (first..end).contains(&p.index) {

@@ -9,13 +9,12 @@
 mod common;
 
 use cudarc::driver::sys;
-use gpu_counters_core::{
-    cpu_monotonic_ns, BackendDevice, BackendRecorder, BackendSampleBuffer, Calibration,
-    CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus, SampleValue,
-    TimestampGranularity, COUNTER_ERROR_VALUE,
-};
 use gpu_counters_cuda::{
-    ActivityTracing, CudaDevice, CudaOptions, CudaSampleBuffer, OpenError, TimestampSource,
+    ActivityTracing, CounterSampleBuffer, Device, DeviceOptions, OpenError, TimestampSource,
+};
+use gpu_counters_hal::{
+    cpu_monotonic_ns, Calibration, CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus,
+    SampleValue, TimestampGranularity, COUNTER_ERROR_VALUE,
 };
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard};
@@ -31,25 +30,22 @@ fn serial() -> MutexGuard<'static, ()> {
 
 /// Device 0 with timestamps from `source`, or `None` after one line saying
 /// why not.
-fn device_with(test: &str, source: TimestampSource) -> Option<CudaDevice> {
+fn device_with(test: &str, source: TimestampSource) -> Option<Device> {
     device_traced(test, source, ActivityTracing::EveryLaunch)
 }
 
 /// As [`device_with`], tracing `tracing`.
-fn device_traced(
-    test: &str,
-    source: TimestampSource,
-    tracing: ActivityTracing,
-) -> Option<CudaDevice> {
+fn device_traced(test: &str, source: TimestampSource, tracing: ActivityTracing) -> Option<Device> {
     if !common::gpu_present(test) {
         return None;
     }
-    let options = CudaOptions {
+    let options = DeviceOptions {
+        statistics: true,
         timestamps: source,
         activity_tracing: tracing,
-        ..CudaOptions::default()
+        ..DeviceOptions::default()
     };
-    match CudaDevice::open_with(0, &options) {
+    match Device::open_with(0, &options) {
         Ok(d) => Some(d),
         Err(OpenError::Cupti { why }) => {
             eprintln!("skipped {test}: {why}");
@@ -59,11 +55,11 @@ fn device_traced(
     }
 }
 
-fn zero(test: &str) -> Option<CudaDevice> {
+fn zero(test: &str) -> Option<Device> {
     device_with(test, TimestampSource::Activity)
 }
 
-fn timestamps(d: &CudaDevice, n: u32) -> CudaSampleBuffer {
+fn timestamps(d: &Device, n: u32) -> CounterSampleBuffer {
     d.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
         CommonCounterSet::Timestamp,
         "timestamps",
@@ -109,7 +105,7 @@ struct Work {
 }
 
 impl Work {
-    fn new(d: &CudaDevice, words: usize) -> Self {
+    fn new(d: &Device, words: usize) -> Self {
         let module = d
             .context()
             .load_module(cudarc::nvrtc::Ptx::from_src(TIMED_PTX))
@@ -179,7 +175,7 @@ impl Drop for Work {
 }
 
 /// The timestamp values of a resolve.
-fn ticks(r: &gpu_counters_core::ResolvedCounters) -> Vec<u64> {
+fn ticks(r: &gpu_counters_hal::ResolvedCounters) -> Vec<u64> {
     r.timestamps()
         .unwrap()
         .iter()
@@ -308,7 +304,7 @@ fn samples_with_no_work_around_them_are_errors_never_zeros() {
         assert_eq!(s.timestamp, COUNTER_ERROR_VALUE);
     }
     assert_eq!(
-        r.sample::<gpu_counters_core::CounterResultTimestamp>(0)
+        r.sample::<gpu_counters_hal::CounterResultTimestamp>(0)
             .unwrap(),
         SampleValue::Error
     );
@@ -527,7 +523,7 @@ fn statistics_on_a_zero_intrusion_device_are_exact() {
 #[test]
 fn profiler_scopes_over_zero_intrusion() {
     let _serial = serial();
-    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_hal::timeline::PassKind;
     use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let Some(d) = zero("profiler_scopes_over_zero_intrusion") else {
         return;
@@ -544,9 +540,10 @@ fn profiler_scopes_over_zero_intrusion() {
         inner.end(&mut rec).unwrap();
         work.launch(d.stream().cu_stream(), 0, 10_000);
         outer.end(&mut rec).unwrap();
-        d.submit(rec).unwrap().wait().unwrap();
+        let submission = d.submit(rec).unwrap();
+        submission.wait().unwrap();
         let after = cpu_monotonic_ns();
-        profiler.end_frame(frame, Some(before)).unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         let frames = profiler
             .wait_collect_all(std::time::Duration::from_secs(10))
             .unwrap();
@@ -604,11 +601,11 @@ fn without_cupti_zero_intrusion_is_a_typed_error_naming_it() {
             if gpu_counters_cuda::driver_present()
                 && gpu_counters_cuda::device_count().unwrap_or(0) > 0
             {
-                let options = CudaOptions {
+                let options = DeviceOptions {
                     timestamps: TimestampSource::Activity,
-                    ..CudaOptions::default()
+                    ..DeviceOptions::default()
                 };
-                match CudaDevice::open_with(0, &options) {
+                match Device::open_with(0, &options) {
                     Err(OpenError::Cupti { why: w }) => assert_eq!(w, why),
                     other => panic!("{other:?}"),
                 }

@@ -4,20 +4,29 @@
 
 mod common;
 
-use gpu_counters_core::{
-    cpu_monotonic_ns, BackendDevice, BackendHeap, BackendRecorder, BackendSampleBuffer,
-    CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, InvalidInput,
-    SampleStatus, TimestampGranularity, COUNTER_ERROR_VALUE,
+use gpu_counters_cuda::{CounterSampleBuffer, Device, DeviceOptions, OpenError};
+use gpu_counters_hal::{
+    cpu_monotonic_ns, BackendDevice, BackendRecorder, CommonCounterSet, CounterHeapDescriptor,
+    CounterSampleBufferDescriptor, InvalidInput, SampleStatus, TimestampGranularity,
+    COUNTER_ERROR_VALUE,
 };
-use gpu_counters_cuda::{CudaDevice, CudaSampleBuffer, OpenError};
 
-/// Device 0, or `None` (after one line saying why) without a driver or a
-/// device.
-fn device(test: &str) -> Option<CudaDevice> {
-    common::gpu_present(test).then(|| CudaDevice::open(0).expect("CudaDevice::open(0)"))
+/// Every counter set asked for: statistics and hardware counters.
+fn all_sets() -> DeviceOptions {
+    DeviceOptions {
+        statistics: true,
+        hardware_counters: true,
+        ..DeviceOptions::default()
+    }
 }
 
-fn timestamps(d: &CudaDevice, n: u32) -> CudaSampleBuffer {
+/// Device 0 with every counter set asked for, or `None` (after one line
+/// saying why) without a driver or a device.
+fn device(test: &str) -> Option<Device> {
+    common::gpu_present(test).then(|| Device::open_with(0, &all_sets()).expect("Device::open(0)"))
+}
+
+fn timestamps(d: &Device, n: u32) -> CounterSampleBuffer {
     d.make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
         CommonCounterSet::Timestamp,
         "timestamps",
@@ -31,7 +40,7 @@ fn without_a_driver_opening_is_a_typed_error() {
     if gpu_counters_cuda::driver_present() {
         // With a driver: an ordinal past the end is the typed error.
         let n = gpu_counters_cuda::device_count().unwrap();
-        match CudaDevice::open(n + 3) {
+        match Device::open(n + 3) {
             Err(OpenError::NoDevice { ordinal, there }) => {
                 assert_eq!(ordinal, n + 3);
                 assert!(there.contains(&n.to_string()) || n == 0, "{there}");
@@ -40,7 +49,7 @@ fn without_a_driver_opening_is_a_typed_error() {
         }
         return;
     }
-    let e = CudaDevice::open(0).expect_err("no driver, yet a device");
+    let e = Device::open(0).expect_err("no driver, yet a device");
     assert!(matches!(e, OpenError::NoDriver { .. }), "{e:?}");
     let message = e.to_string();
     assert!(message.contains("libcuda.so.1"), "{message}");
@@ -137,6 +146,49 @@ fn a_dropped_recorder_still_resolves_and_drop_order_is_free() {
     assert_eq!(r.statuses()[0], SampleStatus::Written);
 }
 
+/// A host reset of part of a sample buffer (`reset_range`, what the
+/// profiler resets of a page after a frame) resets exactly that range, is
+/// refused while an index of it is pending, and leaves the rest as it was.
+#[test]
+fn range_reset_resets_only_its_range() {
+    let Some(d) = device("range_reset_resets_only_its_range") else {
+        return;
+    };
+    let buffer = timestamps(&d, 6);
+    let mut rec = d.recorder();
+    for i in 0..4 {
+        rec.sample_counters(&buffer, i, TimestampGranularity::Precise)
+            .unwrap();
+    }
+    assert!(buffer.reset_range(2..4).is_err(), "recorded, not submitted");
+    d.submit(rec).unwrap().wait().unwrap();
+    // Ranges past the end and empty ones are refused, as by resolves.
+    for (range, start, end) in [(4..7, 4, 7), (3..3, 3, 3)] {
+        match buffer.reset_range(range).unwrap_err() {
+            gpu_counters_hal::Error::Invalid(InvalidInput::RangeOutOfBounds {
+                start: s,
+                end: e,
+                count: 6,
+                ..
+            }) => assert_eq!((s, e), (start, end)),
+            e => panic!("expected RangeOutOfBounds, got {e:?}"),
+        }
+    }
+    buffer.reset_range(0..2).unwrap();
+    let resolved = buffer.resolve_counter_range(0..6).unwrap();
+    assert_eq!(
+        resolved.statuses(),
+        &[
+            SampleStatus::NotWritten,
+            SampleStatus::NotWritten,
+            SampleStatus::Written,
+            SampleStatus::Written,
+            SampleStatus::NotWritten,
+            SampleStatus::NotWritten,
+        ]
+    );
+}
+
 /// A timestamp's value word is its own availability (the kernel writes
 /// nothing else): a sample reset on the host resolves as never written, not
 /// as its old value, and one written again (with or without a reset
@@ -178,7 +230,7 @@ fn rewritten_and_reset_samples_never_show_their_old_value() {
         "{second:?} {third:?}"
     );
     // A result resolved into again keeps its memory, and holds the same.
-    let mut into = gpu_counters_core::ResolvedCounters::default();
+    let mut into = gpu_counters_hal::ResolvedCounters::default();
     buffer.resolve_counter_range_into(0..2, &mut into).unwrap();
     let at = into.as_bytes().as_ptr();
     buffer.resolve_counter_range_into(0..2, &mut into).unwrap();
@@ -186,7 +238,7 @@ fn rewritten_and_reset_samples_never_show_their_old_value() {
     assert_eq!(into.timestamps().unwrap()[0].timestamp, third[0].timestamp);
     // The profiler's resolve reads the same, whether every sample is
     // written (index 0 alone) or not (both).
-    let mut once = gpu_counters_core::ResolvedTimestamps::default();
+    let mut once = gpu_counters_hal::ResolvedTimestamps::default();
     buffer.resolve_timestamps_into(0..1, &mut once).unwrap();
     assert!(once.all_written());
     assert_eq!(
@@ -200,6 +252,74 @@ fn rewritten_and_reset_samples_never_show_their_old_value() {
     );
     assert_eq!(once.get(1).map(|(_, s)| s), Some(st[1]));
     assert!(!once.all_written() || st[1] == SampleStatus::Written);
+}
+
+/// A heap carries its descriptor's label (`MTL4CounterHeap.label`), which
+/// errors about its entries name; `timestamp(count)` labels it by its size.
+#[test]
+fn heaps_carry_their_label() {
+    let Some(d) = device("heaps_carry_their_label") else {
+        return;
+    };
+    let heap = d
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(3).with_label("frame times"))
+        .unwrap();
+    assert_eq!(heap.label(), "frame times");
+    assert!(format!("{heap:?}").contains("frame times"));
+    let mut rec = d.recorder();
+    let e = rec
+        .write_timestamp(TimestampGranularity::Precise, &heap, 3)
+        .unwrap_err();
+    assert!(e.to_string().contains("`frame times`"), "{e}");
+    let plain = d
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(5))
+        .unwrap();
+    assert_eq!(plain.label(), "timestamp heap of 5");
+}
+
+/// A device opened with the default options offers timestamps only:
+/// statistics and hardware counters are asked for, and asking for their
+/// sets on it is a typed error saying so.
+#[test]
+fn a_default_device_offers_timestamps_only() {
+    if !common::gpu_present("a_default_device_offers_timestamps_only") {
+        return;
+    }
+    let d = Device::open(0).expect("Device::open(0)");
+    let sets: Vec<CommonCounterSet> = d.info().counter_sets.iter().map(|s| s.set).collect();
+    assert_eq!(sets, [CommonCounterSet::Timestamp]);
+    assert_eq!(
+        d.statistics_unavailable(),
+        Some("DeviceOptions::statistics is off")
+    );
+    assert_eq!(
+        d.hardware_counters_unavailable(),
+        Some("DeviceOptions::hardware_counters is off")
+    );
+    for set in [
+        CommonCounterSet::Statistic,
+        CommonCounterSet::StageUtilization,
+    ] {
+        let e = d
+            .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(set, "x", 2))
+            .expect_err("a set not asked for");
+        assert!(
+            matches!(
+                e.invalid(),
+                Some(InvalidInput::UnsupportedCounterSet { set: s, .. }) if *s == set
+            ),
+            "{e}"
+        );
+    }
+    let times = timestamps(&d, 2);
+    let mut rec = d.recorder();
+    rec.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    rec.sample_counters(&times, 1, TimestampGranularity::Precise)
+        .unwrap();
+    d.submit(rec).unwrap().wait().unwrap();
+    let r = times.resolve_counter_range(0..2).unwrap();
+    assert_eq!(r.statuses(), &[SampleStatus::Written; 2]);
 }
 
 /// What CUDA does not offer is a typed error naming it, never zeros.
@@ -218,8 +338,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
     for set in unoffered {
         let e = d
             .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(set, "x", 4))
-            .err()
-            .expect("an unoffered set");
+            .expect_err("an unoffered set");
         assert!(
             matches!(
                 e.invalid(),
@@ -234,8 +353,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
             "empty",
             0,
         ))
-        .err()
-        .expect("zero samples");
+        .expect_err("zero samples");
     assert!(
         matches!(e.invalid(), Some(InvalidInput::SampleCountZero { .. })),
         "{e}"
@@ -250,7 +368,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
         "{e}"
     );
     // Another device's buffer.
-    let other = CudaDevice::open(0).unwrap();
+    let other = Device::open_with(0, &all_sets()).unwrap();
     let foreign = timestamps(&other, 1);
     let e = rec
         .sample_counters(&foreign, 0, TimestampGranularity::Precise)
@@ -265,7 +383,7 @@ fn unsupported_sets_and_bad_sizes_are_typed_errors() {
 /// scope inside its CPU window ± bound, nothing dropped.
 #[test]
 fn profiler_scopes_from_two_threads() {
-    use gpu_counters_core::timeline::PassKind;
+    use gpu_counters_hal::timeline::PassKind;
     use gpu_counters_profiler::{Profiler, ProfilerOptions};
     let Some(d) = device("profiler_scopes_from_two_threads") else {
         return;
@@ -274,25 +392,30 @@ fn profiler_scopes_from_two_threads() {
     for _ in 0..10 {
         let frame = profiler.begin_frame().unwrap();
         let before = cpu_monotonic_ns();
-        std::thread::scope(|s| {
-            for t in 0..2 {
-                let (frame, d) = (&frame, &d);
-                s.spawn(move || {
-                    let mut rec = d.recorder();
-                    let outer = frame
-                        .scope(&mut rec, &format!("outer {t}"), PassKind::Scope)
-                        .unwrap();
-                    let inner = frame
-                        .scope(&mut rec, &format!("inner {t}"), PassKind::Compute)
-                        .unwrap();
-                    inner.end(&mut rec).unwrap();
-                    outer.end(&mut rec).unwrap();
-                    d.submit(rec).unwrap().wait().unwrap();
-                });
-            }
+        let submissions: Vec<_> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..2)
+                .map(|t| {
+                    let (frame, d) = (&frame, &d);
+                    s.spawn(move || {
+                        let mut rec = d.recorder();
+                        let outer = frame
+                            .scope(&mut rec, &format!("outer {t}"), PassKind::Scope)
+                            .unwrap();
+                        let inner = frame
+                            .scope(&mut rec, &format!("inner {t}"), PassKind::Compute)
+                            .unwrap();
+                        inner.end(&mut rec).unwrap();
+                        outer.end(&mut rec).unwrap();
+                        let submission = d.submit(rec).unwrap();
+                        submission.wait().unwrap();
+                        submission
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
         });
         let after = cpu_monotonic_ns();
-        profiler.end_frame(frame, Some(before)).unwrap();
+        profiler.end_frame(frame, &submissions).unwrap();
         let frames = profiler
             .wait_collect_all(std::time::Duration::from_secs(10))
             .unwrap();
@@ -320,7 +443,7 @@ struct Busy {
 }
 
 impl Busy {
-    fn new(d: &CudaDevice) -> Self {
+    fn new(d: &Device) -> Self {
         let module = d
             .context()
             .load_module(cudarc::nvrtc::Ptx::from_src(BUSY_PTX))
@@ -330,7 +453,7 @@ impl Busy {
     }
 
     /// `busy` with `grid` blocks of `block` threads on the device's stream.
-    fn launch(&self, d: &CudaDevice, grid: u32, block: u32) {
+    fn launch(&self, d: &Device, grid: u32, block: u32) {
         use cudarc::driver::{LaunchConfig, PushKernelArg};
         let n = 10u32;
         let mut l = d.stream().launch_builder(&self.f);
@@ -370,14 +493,14 @@ LOOP:
 #[test]
 fn pass_attachments_bracket_the_callers_kernels() {
     use cudarc::driver::{LaunchConfig, PushKernelArg};
-    use gpu_counters_cuda::CudaPassAttachment;
+    use gpu_counters_cuda::PassAttachment;
     let Some(d) = device("pass_attachments_bracket_the_callers_kernels") else {
         return;
     };
     let busy = Busy::new(&d);
     let buffer = timestamps(&d, 4);
     let mut rec = d.recorder();
-    let attach = |start, end| CudaPassAttachment {
+    let attach = |start, end| PassAttachment {
         sample_buffer: &buffer,
         start_of_encoder_sample_index: start,
         end_of_encoder_sample_index: end,
@@ -423,7 +546,7 @@ fn pass_attachments_bracket_the_callers_kernels() {
 /// samples of two recorders are not comparable.
 #[test]
 fn statistics_count_the_callers_launches_exactly() {
-    use gpu_counters_core::SampleValue;
+    use gpu_counters_hal::SampleValue;
     let Some(d) = device("statistics_count_the_callers_launches_exactly") else {
         return;
     };
@@ -487,7 +610,7 @@ fn statistics_count_the_callers_launches_exactly() {
 #[test]
 fn statistics_count_graph_kernels_until_the_instance_changes() {
     use cudarc::driver::sys;
-    use gpu_counters_core::SampleValue;
+    use gpu_counters_hal::SampleValue;
     let test = "statistics_count_graph_kernels_until_the_instance_changes";
     let Some(d) = device(test) else {
         return;
@@ -618,7 +741,7 @@ fn statistics_count_graph_kernels_until_the_instance_changes() {
 }
 
 /// What an `InvalidInput::ForeignObject` error names.
-fn foreign(e: gpu_counters_core::Error) -> &'static str {
+fn foreign(e: gpu_counters_hal::Error) -> &'static str {
     match e.invalid() {
         Some(InvalidInput::ForeignObject { what }) => what,
         other => panic!("expected ForeignObject, got {other:?} ({e})"),
@@ -627,7 +750,7 @@ fn foreign(e: gpu_counters_core::Error) -> &'static str {
 
 /// Two devices opened on ordinal 0 (two gpu-counters devices, one GPU):
 /// every call that takes two objects refuses the other device's with
-/// `ForeignObject` naming it, before anything is launched (core's shared
+/// `ForeignObject` naming it, before anything is launched (hal's shared
 /// `DeviceId` check): its sample buffer, heap and statistic buffer on a
 /// recorder, its buffer as a pass attachment, its recorder submitted
 /// through this device, and its profiler's frame with this device's
@@ -635,13 +758,13 @@ fn foreign(e: gpu_counters_core::Error) -> &'static str {
 /// recording still runs and writes exactly its own samples.
 #[test]
 fn objects_of_another_device_are_refused() {
-    use gpu_counters_core::timeline::PassKind;
-    use gpu_counters_cuda::CudaPassAttachment;
+    use gpu_counters_cuda::PassAttachment;
+    use gpu_counters_hal::timeline::PassKind;
     use gpu_counters_profiler::{Profiler, ProfilerError, ProfilerOptions};
     let Some(d) = device("objects_of_another_device_are_refused") else {
         return;
     };
-    let other = CudaDevice::open(0).unwrap();
+    let other = Device::open_with(0, &all_sets()).unwrap();
     assert_ne!(d.device_id(), other.device_id());
     let (mine, theirs) = (timestamps(&d, 4), timestamps(&other, 4));
     let heap = other
@@ -684,7 +807,7 @@ fn objects_of_another_device_are_refused() {
         let r = stats.resolve_counter_range(0..2).unwrap();
         assert_eq!(r.statuses(), &[SampleStatus::NotWritten; 2]);
     }
-    let attach = |b| CudaPassAttachment {
+    let attach = |b| PassAttachment {
         sample_buffer: b,
         start_of_encoder_sample_index: Some(1),
         end_of_encoder_sample_index: Some(2),
@@ -720,7 +843,7 @@ fn objects_of_another_device_are_refused() {
         ),
         "recorder"
     );
-    profiler.end_frame(frame, None).unwrap();
+    profiler.end_frame(frame, []).unwrap();
     let frames = profiler
         .wait_collect_all(std::time::Duration::from_secs(10))
         .unwrap();
@@ -756,14 +879,14 @@ fn objects_of_another_device_are_refused() {
 /// submitting as usual.
 #[test]
 fn a_leaked_compute_pass_leaves_its_end_sample_not_written() {
-    use gpu_counters_cuda::CudaPassAttachment;
+    use gpu_counters_cuda::PassAttachment;
     let Some(d) = device("a_leaked_compute_pass_leaves_its_end_sample_not_written") else {
         return;
     };
     let buffer = timestamps(&d, 4);
     let mut rec = d.recorder();
     std::mem::forget(
-        rec.begin_compute_pass(&[CudaPassAttachment {
+        rec.begin_compute_pass(&[PassAttachment {
             sample_buffer: &buffer,
             start_of_encoder_sample_index: Some(0),
             end_of_encoder_sample_index: Some(1),

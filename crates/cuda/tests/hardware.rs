@@ -15,13 +15,12 @@ mod common;
 
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
-use gpu_counters_core::{
-    BackendDevice, BackendRecorder, BackendSampleBuffer, CommonCounter, CommonCounterSet,
-    CounterSampleBufferDescriptor, InvalidInput, SampleStatus, SampleValue, TimestampGranularity,
-    COUNTER_ERROR_VALUE,
-};
 use gpu_counters_cuda::hardware::{REQUIRED_METRICS, STAGE_UTILIZATION_METRIC};
-use gpu_counters_cuda::{CudaDevice, CudaOptions, HardwareCounters, HardwareError};
+use gpu_counters_cuda::{Device, DeviceOptions, HardwareCounters, HardwareError};
+use gpu_counters_hal::{
+    CommonCounter, CommonCounterSet, CounterSampleBufferDescriptor, InvalidInput, SampleStatus,
+    SampleValue, TimestampGranularity, COUNTER_ERROR_VALUE,
+};
 use std::sync::{Mutex, MutexGuard};
 
 /// CUPTI's range profiler runs one session per context, and these tests
@@ -36,11 +35,15 @@ fn serial() -> MutexGuard<'static, ()> {
 
 /// Device 0 and its hardware counters, or `None` after one line saying why
 /// the test skipped.
-fn hardware(test: &str) -> Option<(CudaDevice, HardwareCounters)> {
+fn hardware(test: &str) -> Option<(Device, HardwareCounters)> {
     if !common::gpu_present(test) {
         return None;
     }
-    let d = CudaDevice::open(0).expect("CudaDevice::open(0)");
+    let options = DeviceOptions {
+        hardware_counters: true,
+        ..DeviceOptions::default()
+    };
+    let d = Device::open_with(0, &options).expect("Device::open(0)");
     match d.hardware_counters() {
         Ok(h) => {
             let h = h.clone();
@@ -63,7 +66,7 @@ struct Spin {
 }
 
 impl Spin {
-    fn new(d: &CudaDevice) -> Self {
+    fn new(d: &Device) -> Self {
         let module = d
             .context()
             .load_module(cudarc::nvrtc::Ptx::from_src(SPIN_PTX))
@@ -79,7 +82,7 @@ impl Spin {
     }
 
     /// One block of 128 threads per SM, each spinning `cycles`.
-    fn launch(&self, d: &CudaDevice, cycles: u64) -> Result<(), cudarc::driver::DriverError> {
+    fn launch(&self, d: &Device, cycles: u64) -> Result<(), cudarc::driver::DriverError> {
         let mut l = d.stream().launch_builder(&self.f);
         l.arg(&cycles);
         let cfg = LaunchConfig {
@@ -369,9 +372,9 @@ fn turned_off_hardware_counters_are_not_offered() {
     if !common::gpu_present("turned_off_hardware_counters_are_not_offered") {
         return;
     }
-    let d = CudaDevice::open_with(
+    let d = Device::open_with(
         0,
-        &CudaOptions {
+        &DeviceOptions {
             hardware_counters: false,
             ..Default::default()
         },
@@ -379,7 +382,7 @@ fn turned_off_hardware_counters_are_not_offered() {
     .unwrap();
     assert_eq!(
         d.hardware_counters_unavailable(),
-        Some("CudaOptions::hardware_counters is off")
+        Some("DeviceOptions::hardware_counters is off")
     );
     assert!(d.hardware_counters().is_err());
     assert!(d
@@ -392,8 +395,7 @@ fn turned_off_hardware_counters_are_not_offered() {
             "x",
             2,
         ))
-        .err()
-        .expect("stage utilization without hardware counters");
+        .expect_err("stage utilization without hardware counters");
     assert!(
         matches!(
             e.invalid(),

@@ -68,7 +68,8 @@ pub const CUPTI_PATH_VAR: &str = "GPU_COUNTERS_CUPTI";
 ///    name starts with `libcupti.so`), opened again without loading
 ///    anything (`RTLD_NOLOAD`);
 /// 2. else the path in [`CUPTI_PATH_VAR`];
-/// 3. else the first of [`LIBRARY_NAMES`] that loads.
+/// 3. else the path given to [`prefer_path`] before the first call;
+/// 4. else the first of [`LIBRARY_NAMES`] that loads.
 ///
 /// Each must have every function this crate binds. The error lists what
 /// each step tried and why it failed.
@@ -98,6 +99,14 @@ pub fn cupti() -> Result<&'static Cupti, &'static str> {
                     )),
                 }
             }
+            if let Some(path) = PREFERRED.get() {
+                // SAFETY: loads NVIDIA's CUPTI library by the path the
+                // caller found; as below.
+                match unsafe { Cupti::new(path) } {
+                    Ok(c) => return Ok(c),
+                    Err(e) => failures.push(format!("{}: {}", path.display(), load_error(&e))),
+                }
+            }
             for name in LIBRARY_NAMES {
                 // SAFETY: loads NVIDIA's CUPTI library by name; its
                 // initialisers are NVIDIA's own, and every symbol is checked
@@ -111,6 +120,17 @@ pub fn cupti() -> Result<&'static Cupti, &'static str> {
         })
         .as_ref()
         .map_err(String::as_str)
+}
+
+static PREFERRED: OnceLock<std::path::PathBuf> = OnceLock::new();
+
+/// A CUPTI library to try when none is mapped and [`CUPTI_PATH_VAR`] is not
+/// set, before [`LIBRARY_NAMES`] (a process that found one in CUDA's usual
+/// directories, without changing its environment). It matters only before
+/// the first [`cupti`] call, which loads the library once; returns false
+/// where a path was given already (the first one stays).
+pub fn prefer_path(path: std::path::PathBuf) -> bool {
+    PREFERRED.set(path).is_ok()
 }
 
 /// libloading's message is "dlopen failed"; dlerror's own ("cannot open

@@ -1,7 +1,7 @@
 //! The profiler's own host cost, without a driver: `Frame::scope` /
-//! `Scope::end` pairs and `Profiler::collect_into` on core's fake backend
+//! `Scope::end` pairs and `Profiler::collect_into` on hal's fake backend
 //! (its recording and resolve are plain memory), so what is timed is the
-//! profiler's bookkeeping and core's, not a GPU driver's.
+//! profiler's bookkeeping and hal's, not a GPU driver's.
 //!
 //! ```text
 //! cargo run --release -p gpu-counters-profiler --example fake_cost -- 4096 200
@@ -9,8 +9,8 @@
 //!
 //! Prints the median record and collect ns per scope over the frames.
 
-use gpu_counters_core::fake::FakeDevice;
-use gpu_counters_core::timeline::PassKind;
+use gpu_counters_hal::fake::FakeDevice;
+use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use std::time::{Duration, Instant};
 
@@ -43,7 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         record.push(t.elapsed().as_nanos() as f64 / f64::from(n));
         let submission = device.submit(cmd)?;
-        profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+        profiler.end_frame(frame, [&submission])?;
         submission.wait();
         let t = Instant::now();
         profiler.collect_into(&mut results)?;

@@ -13,8 +13,8 @@
 //! different with `--unique-labels` (which fills the interned-name table, so
 //! later names are written inline).
 
-use gpu_counters_core::timeline::{PassKind, TimelineFrame, TimelineInterval};
-use gpu_counters_core::CounterResultStatistic;
+use gpu_counters_hal::timeline::{PassKind, TimelineFrame, TimelineInterval};
+use gpu_counters_hal::CounterResultStatistic;
 use gpu_counters_profiler::export::PerfettoWriter;
 use std::io::{BufWriter, Write};
 use std::time::Instant;

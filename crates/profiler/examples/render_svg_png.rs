@@ -7,8 +7,8 @@
 //! Writes `OUT.png` (default `/tmp/timeline_sample.png`) and the SVG next to
 //! it. Text needs system fonts (Debian: `fonts-dejavu-core`).
 
-use gpu_counters_core::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
-use gpu_counters_core::CounterResultStatistic;
+use gpu_counters_hal::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
+use gpu_counters_hal::CounterResultStatistic;
 use gpu_counters_profiler::export::{render_svg, SvgOptions};
 use std::error::Error;
 use std::path::PathBuf;

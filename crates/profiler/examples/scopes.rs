@@ -10,8 +10,8 @@
 //! records two command buffers on two threads, each an outer scope around a
 //! "simulate" compute pass and a "clear" blit, with three frames in flight.
 
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::CommonCounterSet;
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::CommonCounterSet;
 use gpu_counters_profiler::{export, Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_vulkan::{
     CommandBuffer, Device, GpuBuffer, InstanceOptions, MemoryLocation, Submission,
@@ -125,8 +125,7 @@ fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
             .into_iter()
             .map(CommandBuffer::commit)
             .collect::<Result<Vec<_>, _>>()?;
-        let submitted = submissions.iter().map(Submission::cpu_submit_ns).min();
-        profiler.end_frame(frame, submitted)?;
+        profiler.end_frame(frame, &submissions)?;
         in_flight.push_back(submissions);
         // Frames come back a few frames later, in order, each exactly once.
         results.extend(profiler.collect()?);

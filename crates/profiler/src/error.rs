@@ -8,7 +8,7 @@ use thiserror::Error;
 pub enum ProfilerError {
     /// The counter-sampling layer failed (bad input, out of memory, driver).
     #[error(transparent)]
-    Counters(#[from] gpu_counters_core::Error),
+    Counters(#[from] gpu_counters_hal::Error),
     /// A field of [`ProfilerOptions`](crate::ProfilerOptions) is out of range;
     /// the message names it.
     #[error("invalid profiler options: {0}")]

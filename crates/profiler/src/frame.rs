@@ -5,8 +5,8 @@
 //! so most scopes take no atomic operation. An id names the scope's samples
 //! and its record, a cell of the page the samples are in, which only the
 //! recorder that got the id writes. Which scopes are open on a recorder, and
-//! which ids it holds, the recorder keeps itself
-//! ([`BackendRecorder::scope_stack`]), so nesting is checked on the recorder
+//! which ids it holds, the recorder keeps itself (the profiler's
+//! [`crate::stack::Stack`] in [`BackendRecorder::scope_stack`]), so nesting is checked on the recorder
 //! that is being recorded into, and moves with it between threads. Only
 //! growing a frame past its pages (under [`WhenFull::Grow`]) takes a lock.
 
@@ -14,9 +14,10 @@ use crate::error::{ProfilerError, Result};
 use crate::profiler::{lock, Buf, Page, Profiler, Recorder, WhenFull};
 use crate::result::DropCounts;
 use crate::shared_str::{Interner, SharedStr};
-use gpu_counters_core::bookkeeping::{Phase, Ticket};
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{BackendDevice, BackendRecorder, DeviceId, TimestampGranularity};
+use crate::stack::stack;
+use gpu_counters_hal::bookkeeping::{Phase, Ticket};
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{BackendDevice, BackendRecorder, DeviceId, TimestampGranularity};
 use std::cell::{RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,12 +27,12 @@ pub(crate) const NO_SCOPE: u32 = u32::MAX;
 
 /// The most scope ids a recorder claims at once (see `Frame::claim`): the
 /// scopes of one group of timestamp blocks
-/// ([`gpu_counters_core::bookkeeping::GROUP_INDICES`], two samples a
+/// ([`gpu_counters_hal::bookkeeping::GROUP_INDICES`], two samples a
 /// scope), so that a full claim's samples are a whole group, written by its
 /// recorder alone: its first locked write claims the whole group (the
 /// block it is in and those ahead of it), and the rest of the claim's
 /// writes go without the lock.
-pub(crate) const MAX_CLAIM: u32 = gpu_counters_core::bookkeeping::GROUP_INDICES / 2;
+pub(crate) const MAX_CLAIM: u32 = gpu_counters_hal::bookkeeping::GROUP_INDICES / 2;
 
 /// What became of a scope, in its record's `state`.
 pub(crate) mod state {
@@ -124,7 +125,7 @@ impl RecordWord {
 ///
 /// `meta` is written once per frame, by [`Frame::scope`] on the recorder
 /// the scope's id was handed to (from the frame's counter, alone or in a
-/// block that only that recorder's `ScopeStack` holds), before the id is put
+/// block that only that recorder's `Stack` holds), before the id is put
 /// on the recorder's stack. It is read only by the scope itself (for its errors),
 /// by a later scope on the same recorder (for its errors; the recorder is
 /// `&mut`, so it was handed over, with a happens-before edge, from the
@@ -480,8 +481,21 @@ fn set_strings(meta: &mut ScopeMeta, label: &str, interner: &Mutex<Interner>) {
     }
 }
 
-/// Keys of frames, unique in the process: a recorder's [`ScopeStack`]
-/// (gpu_counters_core::ScopeStack) entries never mistake one frame for
+/// Where [`Frame::place`] put a scope.
+struct Placed<'f, D: BackendDevice> {
+    page: &'f Page<D>,
+    id: u32,
+    /// Its record's place in `page`.
+    at: u32,
+    /// The innermost scope still open on the recorder when it began (past
+    /// dropped ones): its record's parent.
+    parent: u32,
+    /// The recorder's innermost scope, as its stack held it then.
+    outer: Option<u32>,
+}
+
+/// Keys of frames, unique in the process: a recorder's
+/// [`Stack`](crate::stack::Stack) entries never mistake one frame for
 /// another, whichever profiler began it.
 static NEXT_FRAME_KEY: AtomicU64 = AtomicU64::new(1);
 
@@ -604,7 +618,15 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         label: &str,
         kind: PassKind,
     ) -> Result<Scope<'_, D>> {
-        let Some((page, id, at)) = self.place(cmd)? else {
+        let statistics_here = cmd.samples_statistics();
+        let Some(Placed {
+            page,
+            id,
+            at,
+            parent,
+            outer,
+        }) = self.place(cmd, true)?
+        else {
             return Ok(Scope {
                 frame: self,
                 page: None,
@@ -616,30 +638,23 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         // SAFETY: `at` is below `per` (see `place`), the page's number of
         // records.
         let cell = unsafe { page.record_unchecked(at) };
-        let statistics = page
-            .statistics
-            .as_ref()
-            .filter(|_| cmd.samples_statistics());
-        let parent = self.open_scope(cmd.scope_stack().innermost(self.key));
+        let statistics = page.statistics.as_ref().filter(|_| statistics_here);
         // SAFETY: `id` came from `next` to this recorder alone (directly or
         // in a block only its stack holds, see `claim`), so this call alone
         // writes the cell in this frame, and nothing reads its `meta` before
-        // the scope is on `cmd`'s stack (below) or the frame has ended (see
+        // this call returns (the scope is on `cmd`'s stack, which only the
+        // holder of `cmd` reaches) or the frame has ended (see
         // `RecordCell`).
         let meta = unsafe { &mut *cell.meta.get() };
         set_strings(meta, label, &self.profiler.labels);
         let index = 2 * at;
-        let sampled = sample::<D>(cmd, &page.timestamps, statistics, index);
         cell.word.store(
             pack(parent, state::OPEN, kind, statistics.is_some()),
             Ordering::Relaxed,
         );
-        if let Err(e) = sampled {
-            return Err(self.failed(cell, e));
+        if let Err(e) = sample::<D>(cmd, &page.timestamps, statistics, index) {
+            return Err(self.unplace(cmd, cell, outer, e));
         }
-        // SAFETY: scope `id` of this frame was begun on `cmd`, and its
-        // record is written.
-        unsafe { cmd.scope_stack().set_innermost(self.key, Some(id)) };
         Ok(Scope {
             frame: self,
             page: Some(page),
@@ -649,13 +664,37 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         })
     }
 
+    /// Takes a scope whose begin failed (with `e`) off `cmd`'s stack again,
+    /// where `outer` was the innermost scope before it, and notes the failure.
+    #[cold]
+    #[inline(never)]
+    #[allow(unsafe_code)]
+    fn unplace(
+        &self,
+        cmd: &mut Recorder<D>,
+        cell: &RecordCell,
+        outer: Option<u32>,
+        e: ProfilerError,
+    ) -> ProfilerError {
+        // SAFETY: `outer` was the innermost scope on `cmd` before `place`
+        // put this one above it: `None`, or a scope of this frame begun on
+        // `cmd` whose record is written.
+        unsafe { stack(cmd).set_innermost(self.key, outer) };
+        self.failed(cell, e)
+    }
+
     /// A scope id for a scope begun on `cmd`, its page and its record's
-    /// place there (below `per`); `None` when the scope is dropped (no slot
-    /// or no room), counted. A recorder of another device than the
-    /// profiler's is refused (`ForeignObject`, naming the recorder) before
-    /// anything is claimed or recorded.
+    /// place there (below `per`), and the scope it nests in; `None` when the
+    /// scope is dropped (no slot or no room), counted. A recorder of another
+    /// device than the profiler's is refused (`ForeignObject`, naming the
+    /// recorder) before anything is claimed or recorded. With `push`, the
+    /// scope is `cmd`'s innermost one from now on: the caller writes its
+    /// record before it returns, or takes it off again
+    /// ([`Frame::unplace`]). One lookup of the recorder's stack, where it
+    /// holds a claimed id.
     #[inline(always)]
-    fn place(&self, cmd: &mut Recorder<D>) -> Result<Option<(&Page<D>, u32, u32)>> {
+    #[allow(unsafe_code)]
+    fn place(&self, cmd: &mut Recorder<D>, push: bool) -> Result<Option<Placed<'_, D>>> {
         self.device_id.check(cmd.device_id(), "recorder")?;
         if self.is_abandoned() {
             return Err(self.abandoned());
@@ -664,9 +703,14 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
             self.count_dropped(&self.store.no_slot);
             return Ok(None);
         }
-        let claimed = match cmd.scope_stack().take_claimed(self.key) {
+        let mut entry = stack(cmd).entry_mut(self.key);
+        let claimed = match entry.take_claimed() {
             Some(id) => u64::from(id),
-            None => self.claim(cmd),
+            None => {
+                let first = self.claim(cmd);
+                entry = stack(cmd).entry_mut(self.key);
+                first
+            }
         };
         let per = u64::from(self.per);
         // Ids are u32, NO_SCOPE excluded.
@@ -690,7 +734,22 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
                 }
             },
         };
-        Ok(Some((page, id, at)))
+        let outer = entry.innermost();
+        let parent = self.open_scope(outer);
+        if push {
+            // SAFETY: scope `id` of this frame is begun on `cmd` now: the
+            // caller writes its record before it returns, or takes it off
+            // again, and until then nothing reads it through the stack
+            // (reached only through `cmd`, which the caller holds).
+            unsafe { entry.set_innermost(Some(id)) };
+        }
+        Ok(Some(Placed {
+            page,
+            id,
+            at,
+            parent,
+            outer,
+        }))
     }
 
     /// Begins and ends at once a scope labelled `label` in `cmd` whose two
@@ -718,13 +777,15 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
         label: &str,
         kind: PassKind,
     ) -> Result<Option<PassScope<'_, D>>> {
-        let Some((page, _, at)) = self.place(cmd)? else {
+        let Some(Placed {
+            page, at, parent, ..
+        }) = self.place(cmd, false)?
+        else {
             return Ok(None);
         };
         // SAFETY: `at` is below `per` (see `place`), the page's number of
         // records.
         let cell = unsafe { page.record_unchecked(at) };
-        let parent = self.open_scope(cmd.scope_stack().innermost(self.key));
         // SAFETY: as in `scope`: this call alone writes the cell in this
         // frame, and the scope never goes on a recorder's stack, so nothing
         // reads its `meta` before the frame has ended.
@@ -768,13 +829,13 @@ impl<'p, D: BackendDevice> Frame<'p, D> {
     #[allow(unsafe_code)]
     #[inline(never)]
     fn claim(&self, cmd: &mut Recorder<D>) -> u64 {
-        let claimants = if cmd.scope_stack().last_claim(self.key) == 0 {
+        let claimants = if stack(cmd).last_claim(self.key) == 0 {
             lock(&self.recorders).note(cmd.ticket());
             self.claimants.fetch_add(1, Ordering::Relaxed) + 1
         } else {
             self.claimants.load(Ordering::Relaxed)
         };
-        let stack = cmd.scope_stack();
+        let stack = stack(cmd);
         let capacity = self.store.pages.count() as u64 * u64::from(self.per);
         let room = capacity.saturating_sub(self.next.load(Ordering::Relaxed));
         // At least 1: an empty claim would hand the same id out twice.
@@ -1012,14 +1073,14 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
         // SAFETY: the stack takes `outer` only if this scope is `cmd`'s
         // innermost one, and so was begun on `cmd`: `outer` is then
         // `None` or a scope this one began inside, on this recorder.
-        let ended = unsafe { cmd.scope_stack().end_innermost(frame.key, this.id, outer) };
+        let ended = unsafe { stack(cmd).end_innermost(frame.key, this.id, outer) };
         if !ended {
             // Not the innermost: misplaced, or dropped scopes above it.
             this.end_under_dropped(cmd, cell, outer)?;
         }
         let statistics = page.statistics.as_ref().filter(|_| this.statistics);
         let mut recorded = sample::<D>(cmd, &page.timestamps, statistics, this.index + 1);
-        if recorded.is_ok() && statistics.is_some() && cmd.scope_stack().no_open_scopes() {
+        if recorded.is_ok() && statistics.is_some() && stack(cmd).no_open_scopes() {
             // No scope of any frame is open on the recorder: close its
             // statistic chain (one per recorder). Nothing is counted outside
             // scopes, and a caller's command buffer can be ended as is.
@@ -1049,14 +1110,14 @@ impl<'f, D: BackendDevice> Scope<'f, D> {
         outer: Option<u32>,
     ) -> Result<()> {
         let frame = self.frame;
-        let innermost = frame.open_scope(cmd.scope_stack().innermost(frame.key));
+        let innermost = frame.open_scope(stack(cmd).innermost(frame.key));
         if innermost != self.id {
             return Err(self.misplaced(innermost, cell));
         }
         // SAFETY: this scope is open on `cmd` (its innermost one past
         // dropped scopes), so `outer`, from its record, is `None` or a
         // scope it began inside, on this recorder.
-        unsafe { cmd.scope_stack().set_innermost(frame.key, outer) };
+        unsafe { stack(cmd).set_innermost(frame.key, outer) };
         Ok(())
     }
 

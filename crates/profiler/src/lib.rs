@@ -1,5 +1,5 @@
 //! Profiler layer of gpu-counters: scopes, frames in flight, a calibrated
-//! timeline, and exporters that turn a [`gpu_counters_core::timeline::Timeline`]
+//! timeline, and exporters that turn a [`gpu_counters_hal::timeline::Timeline`]
 //! into a Chrome trace (Perfetto UI, `chrome://tracing`), CSV, or an SVG
 //! picture.
 //!
@@ -21,7 +21,7 @@
 //! scope is begun and ended at once, and the pass writes its two samples.
 //!
 //! ```no_run
-//! use gpu_counters_core::timeline::PassKind;
+//! use gpu_counters_hal::timeline::PassKind;
 //! use gpu_counters_profiler::{export, Profiler, ProfilerOptions};
 //! use gpu_counters_vulkan::{CommandBuffer, Device, InstanceOptions};
 //!
@@ -37,7 +37,7 @@
 //!     pass.end(&mut cmd)?;
 //!     outer.end(&mut cmd)?;
 //!     let submission = cmd.commit()?;
-//!     profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+//!     profiler.end_frame(frame, [&submission])?;
 //!     submission.wait()?;
 //!     results.extend(profiler.collect()?);
 //! }
@@ -60,11 +60,13 @@ mod multi;
 mod profiler;
 mod result;
 mod shared_str;
+mod stack;
 
 pub use error::{ProfilerError, Result};
 pub use frame::{Frame, PassScope, Scope};
 pub use profiler::{
-    FrameSink, Profiler, ProfilerOptions, Recorder, WhenFull, MAX_FRAMES_IN_FLIGHT, MAX_RING_SCOPES,
+    FrameSink, Profiler, ProfilerOptions, Recorder, Submission, WhenFull, MAX_FRAMES_IN_FLIGHT,
+    MAX_RING_SCOPES,
 };
 pub use result::{to_timeline, DropCounts, FrameResult, ScopeResult};
 pub use shared_str::SharedStr;

@@ -3,8 +3,8 @@
 //! [`MultiTimeline`] on the CPU clock.
 //!
 //! ```no_run
-//! # use gpu_counters_core::fake::FakeDevice;
-//! # use gpu_counters_core::timeline::{MultiTimeline, PassKind};
+//! # use gpu_counters_hal::fake::FakeDevice;
+//! # use gpu_counters_hal::timeline::{MultiTimeline, PassKind};
 //! # use gpu_counters_profiler::{export, Profiler, ProfilerOptions};
 //! let (a, b) = (FakeDevice::new("a", 64)?, FakeDevice::new("b", 64)?);
 //! let (pa, pb) = (Profiler::new(&a, ProfilerOptions::default())?,
@@ -19,8 +19,8 @@
 //! ```
 
 use crate::{FrameResult, Profiler};
-use gpu_counters_core::backend::BackendDevice;
-use gpu_counters_core::timeline::{ClockSummary, DeviceTimeline, MultiTimeline};
+use gpu_counters_hal::backend::BackendDevice;
+use gpu_counters_hal::timeline::{ClockSummary, DeviceTimeline, MultiTimeline};
 
 impl<D: BackendDevice> Profiler<D> {
     /// The frames' timeline with this profiler's calibration summary: one

@@ -4,12 +4,14 @@ use crate::error::{ProfilerError, Result};
 use crate::frame::{state, Frame, FrameStore, RecordCell, Recorders, NO_SCOPE};
 use crate::result::{to_timeline, DropCounts, FrameResult, ScopeResult};
 use crate::shared_str::Interner;
-use gpu_counters_core::timeline::Timeline;
-use gpu_counters_core::{
+use gpu_counters_hal::timeline::Timeline;
+use gpu_counters_hal::{
     cpu_monotonic_ns, Calibration, CommonCounterSet, CounterSampleBufferDescriptor,
     ResolvedCounters, ResolvedTimestamps, SampleStatus, SampleValue,
 };
-use gpu_counters_core::{BackendDevice, BackendMarker, BackendSampleBuffer, DeviceInfo};
+use gpu_counters_hal::{
+    BackendDevice, BackendMarker, BackendSampleBuffer, BackendSubmission, DeviceInfo,
+};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -104,11 +106,12 @@ impl Default for ProfilerOptions {
 }
 
 /// A backend's sample buffer type, for the device type `D`.
-pub(crate) type Buf<D> =
-    <<D as BackendDevice>::Backend as gpu_counters_core::Backend>::SampleBuffer;
+pub(crate) type Buf<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::SampleBuffer;
 /// A backend's recorder type (what commands are recorded into).
-pub type Recorder<D> = <<D as BackendDevice>::Backend as gpu_counters_core::Backend>::Recorder;
-type Marker<D> = <<D as BackendDevice>::Backend as gpu_counters_core::Backend>::Marker;
+pub type Recorder<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::Recorder;
+/// A backend's submission type (a recorder handed to the device's queue).
+pub type Submission<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::Submission;
+type Marker<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::Marker;
 
 /// One set of sample buffers, `2 * max_scopes_per_frame` samples each, and
 /// the records of the scopes that sample them.
@@ -268,9 +271,9 @@ impl<D: BackendDevice> std::fmt::Debug for Profiler<D> {
 
 const _: fn() = || {
     fn send_sync<T: Send + Sync>() {}
-    send_sync::<Profiler<gpu_counters_core::fake::FakeDevice>>();
-    send_sync::<Frame<'static, gpu_counters_core::fake::FakeDevice>>();
-    send_sync::<crate::Scope<'static, gpu_counters_core::fake::FakeDevice>>();
+    send_sync::<Profiler<gpu_counters_hal::fake::FakeDevice>>();
+    send_sync::<Frame<'static, gpu_counters_hal::fake::FakeDevice>>();
+    send_sync::<crate::Scope<'static, gpu_counters_hal::fake::FakeDevice>>();
 };
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -451,11 +454,12 @@ impl<D: BackendDevice> Profiler<D> {
     /// Ends `frame`'s recording. Scopes begun and not ended are counted in
     /// [`DropCounts::not_ended`].
     ///
-    /// `Some(cpu_submit_ns)` says the frame's recorders were submitted to the
-    /// device's queue, `cpu_submit_ns` being the CPU time just before (the
-    /// Vulkan backend's `Submission::cpu_submit_ns` for its own command
-    /// buffers). Where every recorder's backend learns by itself when the
-    /// GPU finished it ([`BackendRecorder::ticket`](gpu_counters_core::BackendRecorder::ticket):
+    /// `submissions` are the frame's recorders as submitted to the device's
+    /// queue (each backend's `Submission`, e.g. `[&submission]`, or
+    /// `&submissions` for a `Vec`): the frame's CPU submit time is the
+    /// earliest one's [`cpu_submit_ns`](BackendSubmission::cpu_submit_ns).
+    /// Where every recorder's backend learns by itself when the GPU finished
+    /// it ([`BackendRecorder::ticket`](gpu_counters_hal::BackendRecorder::ticket):
     /// the Vulkan backend's own command buffers, once committed), the frame
     /// is done when they are: on Vulkan, once their `Submission`s are waited
     /// for, polled, reused or dropped, or `Device::wait_idle` returned.
@@ -465,9 +469,12 @@ impl<D: BackendDevice> Profiler<D> {
     /// nobody looks at those submissions. Otherwise the profiler queues a
     /// completion marker behind the frame now
     /// ([`BackendDevice::submit_marker`]), whose signal says the frame's work
-    /// is done. With `None` (not submitted yet, or no time known) the marker
-    /// is queued once all the frame's samples are seen available. Dropping a
-    /// frame ends it with `None`.
+    /// is done.
+    ///
+    /// No submissions (`[]`) says the frame's work was submitted outside
+    /// gpu-counters (a caller's own command buffers or queue), or not yet:
+    /// the frame has no CPU submit time, and the marker is queued once all
+    /// the frame's samples are seen available. Dropping a frame ends it so.
     ///
     /// # Errors
     /// [`ProfilerError::ForeignFrame`] for a frame of another profiler;
@@ -475,10 +482,21 @@ impl<D: BackendDevice> Profiler<D> {
     /// (its scopes were counted then, and those begun since are counted in
     /// [`Profiler::dropped_scopes_total`] now); the backend's error when a
     /// frame marker cannot be submitted.
-    pub fn end_frame(&self, mut frame: Frame<'_, D>, cpu_submit_ns: Option<u64>) -> Result<()> {
+    pub fn end_frame<'s>(
+        &self,
+        mut frame: Frame<'_, D>,
+        submissions: impl IntoIterator<Item = &'s Submission<D>>,
+    ) -> Result<()>
+    where
+        Submission<D>: 's,
+    {
         if !std::ptr::eq(frame.profiler, self) {
             return Err(ProfilerError::ForeignFrame);
         }
+        let cpu_submit_ns = submissions
+            .into_iter()
+            .map(BackendSubmission::cpu_submit_ns)
+            .min();
         frame.finish(cpu_submit_ns)
     }
 
@@ -887,7 +905,7 @@ impl<D: BackendDevice> Profiler<D> {
             (Stage::Recording, _) => return Ok(false),
             (Stage::InFlight { cpu_submit_ns }, Some(s)) => (*cpu_submit_ns, s),
             (Stage::InFlight { .. }, None) => {
-                return Err(ProfilerError::Counters(gpu_counters_core::Error::Internal(
+                return Err(ProfilerError::Counters(gpu_counters_hal::Error::Internal(
                     "profiler: frame in flight without a slot".into(),
                 )))
             }
@@ -1018,7 +1036,7 @@ impl<D: BackendDevice> Profiler<D> {
         for (p, page, count) in store.used_pages(ids, per as u32) {
             let stamps = &stamps[p];
             if stamps.span_count() != count {
-                return Err(ProfilerError::Counters(gpu_counters_core::Error::Internal(
+                return Err(ProfilerError::Counters(gpu_counters_hal::Error::Internal(
                     format!(
                         "profiler: a page of {count} scopes resolved {} samples",
                         stamps.len()

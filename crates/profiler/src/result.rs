@@ -1,8 +1,8 @@
 //! What a finished frame resolves to, and its conversion to a timeline.
 
 use crate::shared_str::SharedStr;
-use gpu_counters_core::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
-use gpu_counters_core::CounterResultStatistic;
+use gpu_counters_hal::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
+use gpu_counters_hal::CounterResultStatistic;
 use serde::{Deserialize, Serialize};
 
 /// Why scopes of a frame have no result. Every scope asked for is either in
@@ -80,7 +80,7 @@ pub struct ScopeResult {
     /// the scope's recorder could not sample them (wgpu counts statistics
     /// only inside passes: a scope over an encoder is timed only, its
     /// profiled passes are counted). Counters the device does not count hold
-    /// [`COUNTER_ERROR_VALUE`](gpu_counters_core::COUNTER_ERROR_VALUE), never 0.
+    /// [`COUNTER_ERROR_VALUE`](gpu_counters_hal::COUNTER_ERROR_VALUE), never 0.
     /// Boxed, so that a result without them stays small: collecting a frame
     /// writes, and dropping it reads, every result.
     pub statistics: Option<Box<CounterResultStatistic>>,
@@ -94,8 +94,9 @@ pub struct FrameResult {
     pub index: u64,
     /// The queue's name ([`ProfilerOptions::queue_name`](crate::ProfilerOptions::queue_name)).
     pub queue: String,
-    /// CPU time just before the frame's submission, as passed to
-    /// [`Profiler::end_frame`](crate::Profiler::end_frame).
+    /// CPU time just before the frame's submission: the earliest
+    /// `cpu_submit_ns` of the submissions passed to
+    /// [`Profiler::end_frame`](crate::Profiler::end_frame), `None` for none.
     pub cpu_submit_ns: Option<u64>,
     /// CPU time at which the profiler saw the frame finished (all its samples
     /// available); at or after the GPU finished it.

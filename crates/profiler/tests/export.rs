@@ -1,7 +1,7 @@
 //! Exporters: Chrome trace JSON, CSV and SVG, on timelines built by hand.
 
-use gpu_counters_core::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
-use gpu_counters_core::CounterResultStatistic;
+use gpu_counters_hal::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
+use gpu_counters_hal::CounterResultStatistic;
 use gpu_counters_profiler::export::{
     chrome, render_svg, to_chrome_trace_json, write_chrome_trace, write_csv, write_svg, SvgOptions,
     CSV_HEADER,

@@ -2,8 +2,8 @@
 //! typed error, and what an exporter keeps is bounded by its input plus a
 //! stated constant: absurd option values, absurd labels.
 
-use gpu_counters_core::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
-use gpu_counters_core::{BackendKind, TimestampPair};
+use gpu_counters_hal::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
+use gpu_counters_hal::{BackendKind, TimestampPair};
 use gpu_counters_profiler::export::svg::{MAX_TITLE_BYTES, MAX_WIDTH};
 use gpu_counters_profiler::export::tracy::{TracyCall, TracyClock, TracyPlanner, MAX_NAME_BYTES};
 use gpu_counters_profiler::export::{render_svg, write_svg, ExportError, SvgOptions};
@@ -164,7 +164,7 @@ fn tracy_names_fit_tracys_source_locations_and_cuts_are_counted() {
     let long_queue = format!("q{}", "ü".repeat(40_000));
     let mut iv = interval(&long_label, &long_queue, 10, 20);
     iv.error_bound_ns = 7;
-    iv.statistics = Some(gpu_counters_core::CounterResultStatistic {
+    iv.statistics = Some(gpu_counters_hal::CounterResultStatistic {
         compute_kernel_invocations: 5,
         ..Default::default()
     });

@@ -3,10 +3,10 @@
 //! interrupted; and the number of `write` calls each makes, which must be
 //! about what a `BufWriter` makes (one per 8 KiB), whatever the writer.
 
-use gpu_counters_core::timeline::{
+use gpu_counters_hal::timeline::{
     MultiTimeline, PassKind, Timeline, TimelineFrame, TimelineInterval,
 };
-use gpu_counters_core::CounterResultStatistic;
+use gpu_counters_hal::CounterResultStatistic;
 use gpu_counters_profiler::export::{
     write_chrome_trace, write_chrome_trace_multi, write_csv, write_svg, SvgOptions,
 };

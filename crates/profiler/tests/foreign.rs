@@ -2,9 +2,9 @@
 //! `ForeignObject` naming the recorder, before the frame claims or records
 //! anything, on the fake backend and on lavapipe (validation on).
 
-use gpu_counters_core::fake::FakeDevice;
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{BackendDevice, BackendRecorder, Error, InvalidInput};
+use gpu_counters_hal::fake::FakeDevice;
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{BackendDevice, BackendRecorder, Error, InvalidInput};
 use gpu_counters_profiler::{Profiler, ProfilerError, ProfilerOptions};
 use gpu_counters_vulkan::{CommandBuffer, Device, InstanceOptions};
 use std::time::Duration;
@@ -68,9 +68,7 @@ fn a_frame_refuses_another_fake_devices_recorder() {
         let (mut own, mut other) = (a.recorder(), b.recorder());
         refuse_foreign(&frame, &mut own, &mut other);
         let submission = a.submit(own).unwrap();
-        profiler
-            .end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         submission.wait();
         drop(other);
         let frames = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();
@@ -117,9 +115,7 @@ fn a_frame_refuses_another_vulkan_devices_command_buffer() {
         let mut other = CommandBuffer::new(&b).unwrap();
         refuse_foreign(&frame, &mut own, &mut other);
         let submission = own.commit().unwrap();
-        profiler
-            .end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         submission.wait().unwrap();
         drop(other);
         let frames = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();

@@ -2,8 +2,8 @@
 //! frame that is never ended (`mem::forget`) must not hold back the frames
 //! behind it, under every `WhenFull`, and whatever it held is counted.
 
-use gpu_counters_core::fake::{FakeDevice, FakeRecorder};
-use gpu_counters_core::timeline::PassKind;
+use gpu_counters_hal::fake::{FakeDevice, FakeRecorder};
+use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_profiler::{
     DropCounts, Frame, FrameResult, Profiler, ProfilerError, ProfilerOptions, WhenFull,
 };
@@ -45,9 +45,7 @@ fn run_frame(
     cmd: FakeRecorder,
 ) {
     let submission = device.submit(cmd).unwrap();
-    profiler
-        .end_frame(frame, Some(submission.cpu_submit_ns()))
-        .unwrap();
+    profiler.end_frame(frame, [&submission]).unwrap();
     submission.wait();
 }
 
@@ -210,9 +208,7 @@ fn a_slow_frame_is_abandoned_and_later_uses_fail_on_the_fake_backend() {
     assert!(slow.is_abandoned());
     let two = one_scope(&device, &frame, "two", 2);
     let two = device.submit(two).unwrap();
-    profiler
-        .end_frame(frame, Some(two.cpu_submit_ns()))
-        .unwrap();
+    profiler.end_frame(frame, [&two]).unwrap();
 
     let refused = slow
         .scope(&mut slow_cmd, "too late", PassKind::Compute)
@@ -233,7 +229,7 @@ fn a_slow_frame_is_abandoned_and_later_uses_fail_on_the_fake_backend() {
     // Its work runs (after the frame in its old slot was recorded), then
     // that frame's.
     let slow_submission = device.submit(slow_cmd).unwrap();
-    let ended = profiler.end_frame(slow, Some(slow_submission.cpu_submit_ns()));
+    let ended = profiler.end_frame(slow, [&slow_submission]);
     assert!(
         matches!(ended, Err(ProfilerError::FrameAbandoned { frame: 0 })),
         "{ended:?}"
@@ -270,9 +266,7 @@ fn a_leaked_frame_without_a_slot_is_abandoned_on_the_fake_backend() {
     let frame = profiler.begin_frame().unwrap();
     let cmd = one_scope(&device, &frame, "first", 1);
     let first = device.submit(cmd).unwrap();
-    profiler
-        .end_frame(frame, Some(first.cpu_submit_ns()))
-        .unwrap();
+    profiler.end_frame(frame, [&first]).unwrap();
     let leaked = profiler.begin_frame().unwrap();
     assert!(!leaked.has_slot());
     let cmd = one_scope(&device, &leaked, "no slot", 2);
@@ -329,9 +323,7 @@ fn leaked_scope_guards_are_counted_on_the_fake_backend() {
     after.end(&mut cmd).unwrap();
     let other = one_scope(&device, &frame, "other", 11);
     let submissions = [device.submit(cmd).unwrap(), device.submit(other).unwrap()];
-    profiler
-        .end_frame(frame, Some(submissions[0].cpu_submit_ns()))
-        .unwrap();
+    profiler.end_frame(frame, &submissions).unwrap();
     for s in &submissions {
         s.wait();
     }

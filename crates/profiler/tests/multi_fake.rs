@@ -4,8 +4,8 @@
 //! process per device. The same on two lavapipe devices is in
 //! tests/multi_vulkan.rs.
 
-use gpu_counters_core::fake::FakeDevice;
-use gpu_counters_core::timeline::{
+use gpu_counters_hal::fake::FakeDevice;
+use gpu_counters_hal::timeline::{
     MultiTimeline, PassKind, Timeline, TimelineFrame, TimelineInterval,
 };
 use gpu_counters_profiler::{export, FrameResult, Profiler, ProfilerOptions, WhenFull};
@@ -48,9 +48,7 @@ fn one_frame(
     cmd.dispatch(invocations);
     scope.end(&mut cmd).unwrap();
     let submission = device.submit(cmd).unwrap();
-    profiler
-        .end_frame(frame, Some(submission.cpu_submit_ns()))
-        .unwrap();
+    profiler.end_frame(frame, [&submission]).unwrap();
     submission.wait();
     out.extend(collect(profiler));
 }

@@ -7,8 +7,8 @@
 //! with a process per device. The tests run one at a time (the caller's
 //! device is created and destroyed by the test itself).
 
-use gpu_counters_core::timeline::{IntervalRef, MultiTimeline, PassKind};
-use gpu_counters_core::CommonCounterSet;
+use gpu_counters_hal::timeline::{IntervalRef, MultiTimeline, PassKind};
+use gpu_counters_hal::CommonCounterSet;
 use gpu_counters_profiler::{export, FrameResult, Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
@@ -86,8 +86,7 @@ fn copy_then_kernel(a: &Device, b: &Device) -> MultiTimeline {
         enc.end_encoding().unwrap();
         scope.end(&mut cmd).unwrap();
         let submission = cmd.commit().unwrap();
-        pa.end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        pa.end_frame(frame, [&submission]).unwrap();
         // The host waits for A before B's kernel is submitted.
         submission.wait().unwrap();
         ra.extend(pa.wait_collect_all(Duration::from_secs(30)).unwrap());
@@ -112,8 +111,7 @@ fn copy_then_kernel(a: &Device, b: &Device) -> MultiTimeline {
         enc.end_encoding().unwrap();
         scope.end(&mut cmd).unwrap();
         let submission = cmd.commit().unwrap();
-        pb.end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        pb.end_frame(frame, [&submission]).unwrap();
         submission.wait().unwrap();
         rb.extend(pb.wait_collect_all(Duration::from_secs(30)).unwrap());
     }

@@ -6,8 +6,8 @@
 #[path = "common/perfetto_py.rs"]
 mod perfetto_py;
 
-use gpu_counters_core::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
-use gpu_counters_core::{CounterResultStatistic, COUNTER_ERROR_VALUE};
+use gpu_counters_hal::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
+use gpu_counters_hal::{CounterResultStatistic, COUNTER_ERROR_VALUE};
 use gpu_counters_profiler::export::perfetto::{PerfettoError, PerfettoWriter, CPU_TRACK_NAME};
 use gpu_counters_profiler::export::{to_chrome_trace_json, write_perfetto};
 use serde_json::Value;

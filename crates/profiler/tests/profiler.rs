@@ -2,7 +2,8 @@
 //! validation layer on: nested scopes from two threads, 1000 frames through a
 //! ring of 3, and the drop report.
 
-use gpu_counters_core::timeline::PassKind;
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::TimestampGranularity;
 use gpu_counters_profiler::{
     export, DropCounts, FrameResult, Profiler, ProfilerError, ProfilerOptions, ScopeResult,
     WhenFull,
@@ -191,7 +192,7 @@ fn nested_scopes_from_two_threads() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let submit = submissions.iter().map(|s| s.cpu_submit_ns()).min();
-    profiler.end_frame(frame, submit).unwrap();
+    profiler.end_frame(frame, &submissions).unwrap();
     for s in &submissions {
         s.wait().unwrap();
     }
@@ -358,9 +359,7 @@ fn thousand_frames_through_a_ring_of_three() {
             inner.end(&mut cmd).unwrap();
             outer.end(&mut cmd).unwrap();
             let submission = cmd.commit().unwrap();
-            profiler
-                .end_frame(frame, Some(submission.cpu_submit_ns()))
-                .unwrap();
+            profiler.end_frame(frame, [&submission]).unwrap();
             in_flight.push_back(submission);
             collected.extend(profiler.collect().unwrap());
             assert_eq!(profiler.ring_size(), 3);
@@ -429,7 +428,7 @@ fn drop_reports_exact_counts() {
     b.end(&mut cmd0).unwrap();
     a.end(&mut cmd0).unwrap();
     assert_eq!(frame0.dropped_scopes(), 1);
-    profiler.end_frame(frame0, None).unwrap();
+    profiler.end_frame(frame0, []).unwrap();
 
     // Frame 1: fills the ring.
     let frame1 = profiler.begin_frame().unwrap();
@@ -437,7 +436,7 @@ fn drop_reports_exact_counts() {
     let d = frame1.scope(&mut cmd1, "d", PassKind::Blit).unwrap();
     fill(&device, &cmd1, &target, 2);
     d.end(&mut cmd1).unwrap();
-    profiler.end_frame(frame1, None).unwrap();
+    profiler.end_frame(frame1, []).unwrap();
 
     // Frames 2 and 3: the ring is full (nothing submitted), so they get no
     // slot and every scope is dropped, nested ones included.
@@ -453,7 +452,7 @@ fn drop_reports_exact_counts() {
         }
         outer.end(&mut cmd2).unwrap();
         assert_eq!(frame.dropped_scopes(), frame_scopes);
-        profiler.end_frame(frame, None).unwrap();
+        profiler.end_frame(frame, []).unwrap();
     }
     assert_eq!(profiler.ring_size(), 2);
     assert_eq!(profiler.dropped_scopes_total(), 1 + 3 + 2);
@@ -502,9 +501,7 @@ fn drop_reports_exact_counts() {
     drop(forgotten);
     kept.end(&mut cmd).unwrap();
     let submission = cmd.commit().unwrap();
-    profiler
-        .end_frame(frame, Some(submission.cpu_submit_ns()))
-        .unwrap();
+    profiler.end_frame(frame, [&submission]).unwrap();
     submission.wait().unwrap();
     let frames = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();
     assert_eq!(frames.len(), 1);
@@ -549,7 +546,7 @@ fn grow_grows_the_ring_and_frames() {
             inner.end(&mut cmd).unwrap();
         }
         outer.end(&mut cmd).unwrap();
-        profiler.end_frame(frame, None).unwrap();
+        profiler.end_frame(frame, []).unwrap();
         cmds.push(cmd);
         assert_eq!(profiler.ring_size(), n as usize + 1);
     }
@@ -574,9 +571,7 @@ fn grow_grows_the_ring_and_frames() {
         fill(&device, &cmd, &target, n);
         s.end(&mut cmd).unwrap();
         let submission = cmd.commit().unwrap();
-        profiler
-            .end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         submission.wait().unwrap();
         // The frame marker signals a moment after the submission's fence.
         let got = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();
@@ -623,7 +618,7 @@ fn wait_times_out_with_a_typed_error_and_misuse_is_reported() {
         inner.end(&mut other),
         Err(ProfilerError::WrongCommandBuffer { ref label }) if label == "inner"
     ));
-    profiler.end_frame(frame, None).unwrap();
+    profiler.end_frame(frame, []).unwrap();
 
     // The only slot holds frame 0, which was never submitted.
     let err = profiler.begin_frame().unwrap_err();
@@ -708,12 +703,10 @@ fn abandoned_frame_does_not_block_later_frames() {
         outer.end(&mut cmd).unwrap();
         if n == 1 {
             drop(cmd);
-            profiler.end_frame(frame, None).unwrap();
+            profiler.end_frame(frame, []).unwrap();
         } else {
             let submission = cmd.commit().unwrap();
-            profiler
-                .end_frame(frame, Some(submission.cpu_submit_ns()))
-                .unwrap();
+            profiler.end_frame(frame, [&submission]).unwrap();
             submission.wait().unwrap();
         }
         results.extend(profiler.collect().unwrap());
@@ -765,9 +758,7 @@ fn frames_of_varying_size_reuse_a_partly_reset_slot() {
                 scope.end(&mut cmd).unwrap();
             }
             let submission = cmd.commit().unwrap();
-            profiler
-                .end_frame(frame, Some(submission.cpu_submit_ns()))
-                .unwrap();
+            profiler.end_frame(frame, [&submission]).unwrap();
             submission.wait().unwrap();
             let frames = profiler.wait_collect_all(Duration::from_secs(10)).unwrap();
             assert_eq!(frames.len(), 1, "frame {n}");
@@ -840,9 +831,7 @@ fn collect_into_reuses_results_without_leftovers() {
         }
         outer.map(|o| o.end(&mut cmd)).transpose().unwrap();
         let submission = cmd.commit().unwrap();
-        profiler
-            .end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         submission.wait().unwrap();
         device.wait_idle().unwrap();
         profiler.collect_into(&mut results).unwrap();
@@ -903,9 +892,7 @@ fn frames_are_done_when_their_submissions_are() {
             gate.record_wait(&cmd);
         }
         let submission = cmd.commit().unwrap();
-        profiler
-            .end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         submission
     };
     let one = |frames: Vec<FrameResult>, label: &str| {
@@ -919,7 +906,7 @@ fn frames_are_done_when_their_submissions_are() {
     for _ in 0..3 {
         assert!(profiler.collect().unwrap().is_empty());
     }
-    assert!(!gated.is_complete().unwrap());
+    assert!(!gated.is_done().unwrap());
     gate.open();
     gated.wait().unwrap();
     one(profiler.collect().unwrap(), "gated");
@@ -953,7 +940,7 @@ fn frames_are_done_when_their_submissions_are() {
     let completion = cmd.completion();
     drop(cmd);
     caller.submit().unwrap();
-    profiler.end_frame(frame, None).unwrap();
+    profiler.end_frame(frame, []).unwrap();
     caller.wait().unwrap();
     assert!(
         profiler.collect().unwrap().is_empty(),
@@ -1000,18 +987,20 @@ fn host_reset_of_a_frames_samples_in_flight_is_refused() {
         pass.start_index(),
         pass.end_index(),
     );
-    cmd.sample_counters(&buffer, start, true).unwrap();
+    cmd.sample_counters(&buffer, start, TimestampGranularity::Precise)
+        .unwrap();
     fill(&device, &cmd, &target, 7);
-    cmd.sample_counters(&buffer, end, true).unwrap();
+    cmd.sample_counters(&buffer, end, TimestampGranularity::Precise)
+        .unwrap();
     pass.recorded();
     let submission = cmd.commit().unwrap();
     let before = submission.cpu_submit_ns();
-    profiler.end_frame(frame, Some(before)).unwrap();
-    let refused = buffer.reset_counter_range(u64::from(start)..u64::from(end) + 1);
+    profiler.end_frame(frame, [&submission]).unwrap();
+    let refused = buffer.reset_range(u64::from(start)..u64::from(end) + 1);
     assert!(
         matches!(
             refused.as_ref().map_err(|e| e.invalid()),
-            Err(Some(gpu_counters_core::InvalidInput::SampleIndexReuse { reason, .. }))
+            Err(Some(gpu_counters_hal::InvalidInput::SampleIndexReuse { reason, .. }))
                 if reason.contains("pending on the GPU")
         ),
         "{refused:?}"
@@ -1070,7 +1059,7 @@ fn leaked_scope_guards_are_counted_on_vulkan() {
         fill(&device, &cmd, &target, 2);
         after.end(&mut cmd).unwrap();
         let submission = cmd.commit().unwrap();
-        profiler.end_frame(frame, None).unwrap();
+        profiler.end_frame(frame, []).unwrap();
         let mut frames = profiler.collect().unwrap();
 
         // All of this frame's scopes leaked.
@@ -1080,7 +1069,7 @@ fn leaked_scope_guards_are_counted_on_vulkan() {
         fill(&device, &cmd, &target, 3);
         std::mem::forget(leaked);
         let submission_2 = cmd.commit().unwrap();
-        profiler.end_frame(frame, None).unwrap();
+        profiler.end_frame(frame, []).unwrap();
         frames.extend(profiler.collect().unwrap());
 
         submission.wait().unwrap();
@@ -1146,16 +1135,14 @@ fn frames_that_never_end_are_abandoned_on_vulkan() {
         fill(&device, &cmd, &target, n as u32);
         scope.end(&mut cmd).unwrap();
         let submission = cmd.commit().unwrap();
-        profiler
-            .end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         submission.wait().unwrap();
         results.extend(profiler.collect().unwrap());
     }
     assert!(slow.is_abandoned());
     open.end(&mut slow_cmd).unwrap();
     assert!(matches!(
-        profiler.end_frame(slow, None),
+        profiler.end_frame(slow, []),
         Err(ProfilerError::FrameAbandoned { frame: 1 })
     ));
     for cmd in [leaked_cmd, slow_cmd] {
@@ -1210,7 +1197,7 @@ fn an_encoder_leaked_inside_a_scope_is_counted() {
         let leaked_encoder = |r: Result<(), ProfilerError>| match r {
             Err(ProfilerError::Counters(e)) => matches!(
                 e.invalid(),
-                Some(gpu_counters_core::InvalidInput::EncoderState(m)) if m.contains("never ended")
+                Some(gpu_counters_hal::InvalidInput::EncoderState(m)) if m.contains("never ended")
             ),
             _ => false,
         };
@@ -1221,7 +1208,7 @@ fn an_encoder_leaked_inside_a_scope_is_counted() {
         let after = frame.scope(&mut cmd, "after", PassKind::Scope).map(|_| ());
         assert!(leaked_encoder(after), "statistics {statistics}");
         assert!(cmd.commit().is_err());
-        profiler.end_frame(frame, None).unwrap();
+        profiler.end_frame(frame, []).unwrap();
         let frames = profiler.collect().unwrap();
         assert_eq!(frames.len(), 1, "statistics {statistics}");
         assert!(frames[0].scopes.is_empty());

@@ -3,8 +3,9 @@
 //! two frames open on one recorder, dropped scopes in the middle of a
 //! nest, misuse, and many threads into one frame growing past its pages.
 
-use gpu_counters_core::fake::{FakeDevice, FakeRecorder};
-use gpu_counters_core::timeline::PassKind;
+use gpu_counters_hal::fake::{FakeDevice, FakeRecorder};
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{BackendRecorder, ScopeStack};
 use gpu_counters_profiler::{
     DropCounts, Frame, FrameResult, Profiler, ProfilerError, ProfilerOptions, ScopeResult, WhenFull,
 };
@@ -63,9 +64,7 @@ fn run(
         .map(|r| device.submit(r).unwrap())
         .collect();
     for f in frames {
-        profiler
-            .end_frame(f, Some(subs[0].cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(f, &subs).unwrap();
     }
     for s in &subs {
         s.wait();
@@ -308,6 +307,60 @@ fn misuse_on_recorders_is_a_typed_error() {
     assert_eq!(profiler.dropped_scopes_total(), 3);
 }
 
+/// What a backend may do with the stacks its recorders hold (swap two
+/// recorders' stacks, put a new one in, keep a value of another type in
+/// one) loses the profiler's nesting on them, never its soundness: a scope
+/// ended where its recorder's stack no longer holds it is a typed error and
+/// counted as not ended, and the recorders go on with new scopes, each with
+/// its own samples.
+#[test]
+fn stacks_a_backend_swaps_replaces_or_takes_over_are_typed_errors() {
+    let device = device();
+    let profiler = Profiler::new(&device, timed_only(2, 16, WAIT)).unwrap();
+    let frame = profiler.begin_frame().unwrap();
+    let (mut a, mut b) = (device.recorder(), device.recorder());
+    let sa = frame.scope(&mut a, "a", PassKind::Compute).unwrap();
+    let sb = frame.scope(&mut b, "b", PassKind::Compute).unwrap();
+    std::mem::swap(a.scope_stack(), b.scope_stack());
+    assert!(matches!(
+        sa.end(&mut a),
+        Err(ProfilerError::WrongCommandBuffer { ref label }) if label == "a"
+    ));
+    assert!(matches!(
+        sb.end(&mut b),
+        Err(ProfilerError::WrongCommandBuffer { ref label }) if label == "b"
+    ));
+    *a.scope_stack() = ScopeStack::default();
+    *b.scope_stack().state::<u64>() = 7;
+    let a2 = frame.scope(&mut a, "a2", PassKind::Compute).unwrap();
+    let b2 = frame.scope(&mut b, "b2", PassKind::Compute).unwrap();
+    let inner = frame.scope(&mut b, "inner", PassKind::Compute).unwrap();
+    inner.end(&mut b).unwrap();
+    b2.end(&mut b).unwrap();
+    a2.end(&mut a).unwrap();
+    let frames = run(&device, &profiler, vec![frame], vec![a, b]);
+    let f = &frames[0];
+    assert_eq!(
+        f.drops,
+        DropCounts {
+            not_ended: 2,
+            ..Default::default()
+        }
+    );
+    let mut labels: Vec<&str> = f.scopes.iter().map(|s| s.label.as_str()).collect();
+    labels.sort_unstable();
+    assert_eq!(labels, ["a2", "b2", "inner"]);
+    let (b2_at, _) = find(f, "b2");
+    let (_, inner) = find(f, "inner");
+    assert_eq!(inner.parent, Some(b2_at));
+    let (_, a2) = find(f, "a2");
+    assert_eq!((a2.depth, a2.parent), (0, None));
+    for s in &f.scopes {
+        assert!(s.end_ns >= s.start_ns, "{s:?}");
+    }
+    assert_eq!(profiler.dropped_scopes_total(), 2);
+}
+
 /// Eight named threads, each on its own recorder, record 60 scopes each into
 /// one frame whose pages hold 8 scopes, so the frame grows pages while they
 /// record. Each thread cycles through more labels than a thread keeps at
@@ -513,7 +566,7 @@ fn eight_threads_claim_blocks_with_exact_results() {
 /// write).
 #[test]
 fn pass_scopes_nest_and_every_lost_one_is_counted() {
-    use gpu_counters_core::{BackendRecorder, TimestampGranularity::Precise};
+    use gpu_counters_hal::{BackendRecorder, TimestampGranularity::Precise};
     let device = device();
     let profiler = Profiler::new(&device, timed_only(1, 6, WAIT)).unwrap();
     let frame = profiler.begin_frame().unwrap();
@@ -546,7 +599,7 @@ fn pass_scopes_nest_and_every_lost_one_is_counted() {
         .pass_scope(&mut cmd, "failing", PassKind::Compute)
         .unwrap()
         .unwrap();
-    let e = failing.failed(gpu_counters_core::Error::Internal("refused".into()));
+    let e = failing.failed(gpu_counters_hal::Error::Internal("refused".into()));
     assert!(e.to_string().contains("refused"), "{e}");
     outer.end(&mut cmd).unwrap();
     // Room for 6: "outer", the two passes, the two lost ones, and "last".
@@ -600,7 +653,7 @@ fn pass_scopes_nest_and_every_lost_one_is_counted() {
 /// written as failed.
 #[test]
 fn pass_scopes_without_their_writes_are_counted() {
-    use gpu_counters_core::{BackendRecorder, TimestampGranularity::Precise};
+    use gpu_counters_hal::{BackendRecorder, TimestampGranularity::Precise};
     let device = device();
     let profiler = Profiler::new(&device, timed_only(1, 8, WAIT)).unwrap();
     let frame = profiler.begin_frame().unwrap();
@@ -639,8 +692,8 @@ fn pass_scopes_without_their_writes_are_counted() {
 /// results.
 #[test]
 fn recorders_taking_turns_write_timestamp_blocks_of_their_own() {
-    use gpu_counters_core::bookkeeping::GROUP_INDICES;
-    use gpu_counters_core::{BackendRecorder, TimestampGranularity::Precise};
+    use gpu_counters_hal::bookkeeping::GROUP_INDICES;
+    use gpu_counters_hal::{BackendRecorder, TimestampGranularity::Precise};
     use std::collections::{BTreeMap, BTreeSet};
     const RECORDERS: usize = 3;
     const EACH: u32 = 600;

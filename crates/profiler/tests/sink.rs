@@ -2,9 +2,9 @@
 //! the sink once, oldest first, with the calibration its times came from;
 //! with the feature `tracy`, the Tracy sink takes a profiler's frames.
 
-use gpu_counters_core::fake::FakeDevice;
-use gpu_counters_core::timeline::PassKind;
-use gpu_counters_core::{Calibration, DeviceInfo};
+use gpu_counters_hal::fake::FakeDevice;
+use gpu_counters_hal::timeline::PassKind;
+use gpu_counters_hal::{Calibration, DeviceInfo};
 use gpu_counters_profiler::{FrameResult, FrameSink, Profiler, ProfilerOptions};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,9 +40,7 @@ fn run(device: &FakeDevice, profiler: &Profiler<FakeDevice>, frames: u64) -> Vec
         inner.end(&mut cmd).unwrap();
         outer.end(&mut cmd).unwrap();
         let submission = device.submit(cmd).unwrap();
-        profiler
-            .end_frame(frame, Some(submission.cpu_submit_ns()))
-            .unwrap();
+        profiler.end_frame(frame, [&submission]).unwrap();
         submission.wait();
         out.extend(profiler.collect().unwrap());
     }

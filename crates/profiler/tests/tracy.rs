@@ -1,8 +1,8 @@
 //! What the Tracy layer hands to Tracy's client, call by call: the order and
 //! the content, without a client (`export::tracy::TracyPlanner` is pure).
 
-use gpu_counters_core::timeline::{PassKind, TimelineFrame, TimelineInterval};
-use gpu_counters_core::{BackendKind, CounterResultStatistic, TimestampPair, COUNTER_ERROR_VALUE};
+use gpu_counters_hal::timeline::{PassKind, TimelineFrame, TimelineInterval};
+use gpu_counters_hal::{BackendKind, CounterResultStatistic, TimestampPair, COUNTER_ERROR_VALUE};
 use gpu_counters_profiler::export::tracy::{
     TracyCall, TracyClock, TracyContextType, TracyPlanner, CONTEXT_CALIBRATION, MAX_PLOTS,
 };

@@ -18,11 +18,11 @@ pub struct Config {
     pub nvtx: bool,
     /// PM-sampling rate (`--gpu-metrics`), samples a second.
     pub gpu_metrics_hz: Option<u32>,
-    /// PM-sampling metrics (empty: the defaults).
+    /// PM-sampling metrics (empty: the defaults, chosen on the device).
     pub gpu_metrics: Vec<String>,
     /// Per-kernel counters (`--counters`).
     pub counters: Vec<String>,
-    /// `none` or `kernel`.
+    /// `none` or `kernel`: whether per-kernel counters replay kernels.
     pub replay: String,
     /// Seconds between clock calibrations.
     pub refit_s: f64,
@@ -59,6 +59,25 @@ impl Config {
         if !(c.refit_s.is_finite() && c.refit_s > 0.0) {
             return Err(format!("config.json: refit_s {}", c.refit_s));
         }
+        if c.replay != "none" && c.replay != "kernel" {
+            return Err(format!(
+                "config.json: replay {:?} (none or kernel)",
+                c.replay
+            ));
+        }
+        if let Some(hz) = c.gpu_metrics_hz {
+            if !(1..=MAX_PM_HZ).contains(&hz) {
+                return Err(format!(
+                    "config.json: gpu_metrics_hz {hz} (1 to {MAX_PM_HZ})"
+                ));
+            }
+        }
+        if c.gpu_metrics_hz.is_some() && !c.counters.is_empty() {
+            return Err(
+                "config.json: gpu_metrics_hz with counters (both need the performance monitors)"
+                    .into(),
+            );
+        }
         Ok(c)
     }
 
@@ -81,7 +100,15 @@ impl Config {
     pub fn api_slices(&self) -> bool {
         self.api == "launches"
     }
+
+    /// Whether per-kernel counters replay kernels.
+    pub fn replay_kernels(&self) -> bool {
+        self.replay == "kernel"
+    }
 }
+
+/// The highest PM-sampling rate accepted, samples a second.
+pub const MAX_PM_HZ: u32 = 100_000;
 
 #[cfg(test)]
 mod tests {
@@ -100,7 +127,16 @@ mod tests {
         assert_eq!(c.gpu_metrics_hz, Some(10000));
         assert_eq!(c.gpu_metrics, vec!["dram__bytes_read.sum".to_string()]);
         assert_eq!(c.refit_s, 10.0);
+        assert!(!c.replay_kernels());
         assert_eq!(Config::parse("{}").unwrap(), Config::default());
+        let c = Config::parse(
+            r#"{"version":1,"counters":["smsp__inst_executed.sum","dram__bytes_read.sum"],
+                "replay":"kernel"}"#,
+        )
+        .unwrap();
+        assert!(c.replay_kernels());
+        assert_eq!(c.counters.len(), 2);
+        assert_eq!(c.gpu_metrics_hz, None);
     }
 
     /// Bad files are typed errors naming the field; a missing file gives
@@ -114,6 +150,18 @@ mod tests {
             .unwrap_err()
             .contains("api"));
         assert!(Config::parse(r#"{"nvtx":"yes"}"#).is_err());
+        assert!(Config::parse(r#"{"replay":"user"}"#)
+            .unwrap_err()
+            .contains("replay \"user\""));
+        assert!(Config::parse(r#"{"gpu_metrics_hz":0}"#)
+            .unwrap_err()
+            .contains("gpu_metrics_hz 0"));
+        assert!(Config::parse(r#"{"gpu_metrics_hz":100001}"#).is_err());
+        assert!(
+            Config::parse(r#"{"gpu_metrics_hz":10,"counters":["smsp__inst_executed.sum"]}"#)
+                .unwrap_err()
+                .contains("with counters")
+        );
         assert!(Config::parse("[").is_err());
         let dir = tempfile::tempdir().unwrap();
         let (c, why) = Config::load(dir.path());

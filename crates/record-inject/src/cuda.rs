@@ -120,7 +120,23 @@ thread_local! {
 
 fn api_call(s: &State, a: &ApiCall<'_>) {
     let k = kind(a.domain, a.cbid);
-    if k == 0 || WORKER.with(|w| w.get()) {
+    if k == 0 {
+        return;
+    }
+    let worker = WORKER.with(|w| w.get());
+    if (k == api_kind::LAUNCH || k == api_kind::GRAPH) && crate::counters::active() {
+        match a.site {
+            Site::Enter => {
+                // The id the launch's kernel record will carry (the join's).
+                let correlation = CALLS
+                    .with(|c| c.borrow().first().map(|o| o.correlation))
+                    .unwrap_or(a.correlation);
+                crate::counters::enter(s, a, k, correlation, worker);
+            }
+            Site::Exit => crate::counters::exit(s, a),
+        }
+    }
+    if worker {
         return;
     }
     let expects = match k {
@@ -425,10 +441,11 @@ fn driver_version() -> i32 {
     }
 }
 
-/// A device opened for calibration, with its ordinal.
+/// A device opened for calibration, with its ordinal and UUID.
 struct Calibrated {
     ordinal: u32,
-    device: gpu_counters_cuda::CudaDevice,
+    uuid: [u8; 16],
+    device: gpu_counters_cuda::Device,
 }
 
 fn open_device(s: &State, context: usize) -> Result<Calibrated, String> {
@@ -461,9 +478,9 @@ fn open_device(s: &State, context: usize) -> Result<Calibrated, String> {
     let stream = ctx
         .new_stream()
         .map_err(|e| format!("cuStreamCreate: {e}"))?;
-    let device = gpu_counters_cuda::CudaDevice::from_stream_with(
+    let device = gpu_counters_cuda::Device::from_stream_with(
         stream,
-        &gpu_counters_cuda::CudaOptions {
+        &gpu_counters_cuda::DeviceOptions {
             statistics: false,
             hardware_counters: false,
             timestamps: gpu_counters_cuda::TimestampSource::Activity,
@@ -471,11 +488,14 @@ fn open_device(s: &State, context: usize) -> Result<Calibrated, String> {
         },
     )
     .map_err(|e| e.to_string())?;
-    Ok(Calibrated { ordinal, device })
+    Ok(Calibrated {
+        ordinal,
+        uuid,
+        device,
+    })
 }
 
 fn calibrate(s: &State, d: &Calibrated) -> Result<(), String> {
-    use gpu_counters_core::BackendDevice;
     let pair = d.device.sample_timestamps().map_err(|e| e.to_string())?;
     s.push(&Record::Clock(Clock {
         device: d.ordinal,
@@ -506,8 +526,8 @@ pub fn send_stats(s: &State, cupti: Option<gpu_counters_cuda::ActivityStats>) {
         unmatched_launches: join.unmatched + join.evicted,
         nvtx_unterminated: 0,
         nvtx_pop_empty: l(&c.nvtx_pop_empty),
-        pm_overflows: 0,
-        pm_gaps: 0,
+        pm_overflows: l(&c.pm_overflows),
+        pm_gaps: l(&c.pm_gaps),
         own_kernels: l(&c.own_kernels),
     }));
 }
@@ -551,6 +571,8 @@ fn worker(s: &'static State, rx: mpsc::Receiver<usize>) {
                                 &format!("GPU{ordinal}: clock calibration failed: {e}"),
                             );
                         }
+                        crate::pm::start(s, d.ordinal, d.uuid);
+                        crate::counters::start(s, d.ordinal, d.device.context());
                         devices.push(d);
                     }
                     Err(e) => notice(
@@ -579,6 +601,7 @@ fn worker(s: &'static State, rx: mpsc::Receiver<usize>) {
                     );
                 }
             }
+            crate::counters::flush(s, true, Duration::from_millis(100));
             let stats = trace::flush(false).ok();
             send_stats(s, stats);
         }

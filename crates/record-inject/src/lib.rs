@@ -11,6 +11,9 @@
 //! - `InitializeInjectionNvtx2`: each NVTX instance calls it on its first
 //!   NVTX call when `NVTX_INJECTION64_PATH` names this library; our
 //!   handlers go into its function table ([`nvtx`]).
+//! - GPU metrics over time ([`pm`], `--gpu-metrics`) and counters of every
+//!   kernel ([`counters`], `--counters`), started by the worker on each
+//!   device's first context.
 //!
 //! Both return success once anything was registered (a library the driver
 //! unloaded with a thread or `atexit` handler inside it would crash the
@@ -26,9 +29,11 @@
 //! without one. A forked child gets a fresh state and connection.
 
 pub mod config;
+pub mod counters;
 pub mod cuda;
 pub mod join;
 pub mod nvtx;
+pub mod pm;
 pub mod state;
 
 use gpu_counters_record::protocol::{goodbye, init, severity, Goodbye, Record, Stats};
@@ -68,6 +73,10 @@ pub fn exit_sequence(reason: u8) {
     }
     let Some(s) = state::current() else { return };
     let cupti = if cuda::started() {
+        // The last counters and samples first: their kernels' records come
+        // with the forced flush after (the collector matches either order).
+        counters::flush(s, false, Duration::from_millis(1000));
+        pm::stop_all(Duration::from_millis(1000));
         cuda::exit_flush()
     } else {
         None
@@ -90,8 +99,8 @@ pub fn exit_sequence(reason: u8) {
                 unmatched_launches: join.unmatched + join.evicted,
                 nvtx_unterminated: open,
                 nvtx_pop_empty: l(&c.nvtx_pop_empty),
-                pm_overflows: 0,
-                pm_gaps: 0,
+                pm_overflows: l(&c.pm_overflows),
+                pm_gaps: l(&c.pm_gaps),
                 own_kernels: l(&c.own_kernels),
             }),
             deadline,
@@ -225,13 +234,6 @@ pub extern "C" fn InitializeInjection() -> c_int {
                     s,
                     severity::ERROR,
                     &format!("CUDA tracing could not start: {e}"),
-                );
-            }
-            if s.config.gpu_metrics_hz.is_some() || !s.config.counters.is_empty() {
-                cuda::notice(
-                    s,
-                    severity::WARNING,
-                    "--gpu-metrics and --counters are not recorded by this build of the injection library",
                 );
             }
         });

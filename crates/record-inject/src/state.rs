@@ -62,6 +62,10 @@ pub struct Counts {
     pub cupti_dropped: AtomicU64,
     /// Buffers CUPTI asked for and did not get.
     pub buffers_refused: AtomicU64,
+    /// PM-sampling hardware-buffer overflows.
+    pub pm_overflows: AtomicU64,
+    /// Gaps between consecutive PM samples.
+    pub pm_gaps: AtomicU64,
 }
 
 /// Interned strings, by content and by address of a static string.

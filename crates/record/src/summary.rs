@@ -281,6 +281,34 @@ pub struct TraceSummary {
     pub bytes_per_kernel: Option<f64>,
 }
 
+/// GPU metrics sampled on one GPU (PM sampling, `--gpu-metrics`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
+pub struct PmRow {
+    /// The GPU's index.
+    pub gpu: usize,
+    /// The metrics sampled.
+    pub metrics: Vec<String>,
+    /// Samples drawn.
+    pub samples: u64,
+    /// Time the samples covered, ns.
+    pub covered_ns: u64,
+}
+
+/// Per-kernel counters on one GPU (`--counters`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
+pub struct CounterRow {
+    /// The GPU's index.
+    pub gpu: usize,
+    /// The metrics measured.
+    pub metrics: Vec<String>,
+    /// Kernels whose counters were drawn.
+    pub kernels_measured: u64,
+    /// Kernels of the GPU, recorded while counters were on, without them
+    /// (launched before the session started, in a CUDA graph, during a
+    /// stream capture, or whose values CUPTI did not give).
+    pub kernels_unmeasured: u64,
+}
+
 /// The summary; see the module documentation.
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct Summary {
@@ -322,6 +350,10 @@ pub struct Summary {
     pub serialized: bool,
     /// PM sampling ran (it locks the GPU clocks).
     pub pm_clocks_locked: bool,
+    /// GPU metrics sampled, per GPU.
+    pub gpu_metrics: Vec<PmRow>,
+    /// Per-kernel counters, per GPU.
+    pub counters: Vec<CounterRow>,
 }
 
 fn ms(ns: u64) -> String {
@@ -466,6 +498,26 @@ impl Summary {
                 self.clock.calibrations,
                 self.clock.median_bound_ns.unwrap_or(0),
                 self.clock.max_bound_ns.unwrap_or(0)
+            );
+        }
+        for p in &self.gpu_metrics {
+            let _ = writeln!(
+                s,
+                "  GPU{} metrics: {} samples over {} of {}",
+                p.gpu,
+                p.samples,
+                ms(p.covered_ns),
+                p.metrics.join(", ")
+            );
+        }
+        for c in &self.counters {
+            let _ = writeln!(
+                s,
+                "  GPU{} per-kernel counters: {} kernels measured, {} not, of {}",
+                c.gpu,
+                c.kernels_measured,
+                c.kernels_unmeasured,
+                c.metrics.join(", ")
             );
         }
         if self.serialized {
@@ -626,6 +678,8 @@ pub(crate) struct Aggregates {
     notice_index: HashMap<(String, String), usize>,
     notice_cap: usize,
     pub(crate) notices_dropped: u64,
+    pm: BTreeMap<usize, PmRow>,
+    counters: BTreeMap<usize, CounterRow>,
 }
 
 const OTHER: &str = "(other)";
@@ -715,6 +769,46 @@ impl Aggregates {
         if self.bounds.len() < CLOCK_BOUNDS {
             self.bounds.push(bound);
         }
+    }
+
+    /// PM sampling of `metrics` started on `gpu` (metrics new to the GPU's
+    /// row are added to it).
+    pub(crate) fn pm_config(&mut self, gpu: usize, metrics: &[String]) {
+        let row = self.pm.entry(gpu).or_insert_with(|| PmRow {
+            gpu,
+            ..PmRow::default()
+        });
+        for m in metrics {
+            if !row.metrics.contains(m) {
+                row.metrics.push(m.clone());
+            }
+        }
+    }
+
+    /// A PM sample of `gpu` drawn.
+    pub(crate) fn pm_sample(&mut self, gpu: usize, start: u64, end: u64) {
+        let row = self.pm.entry(gpu).or_insert_with(|| PmRow {
+            gpu,
+            ..PmRow::default()
+        });
+        row.samples += 1;
+        row.covered_ns += end.saturating_sub(start);
+    }
+
+    /// Per-kernel counters of `metrics` on `gpu` (metrics new to the row
+    /// are added), with kernels measured and not.
+    pub(crate) fn counters(&mut self, gpu: usize, metrics: &[String], measured: u64, not: u64) {
+        let row = self.counters.entry(gpu).or_insert_with(|| CounterRow {
+            gpu,
+            ..CounterRow::default()
+        });
+        for m in metrics {
+            if !row.metrics.contains(m) {
+                row.metrics.push(m.clone());
+            }
+        }
+        row.kernels_measured += measured;
+        row.kernels_unmeasured += not;
     }
 
     pub(crate) fn notice(&mut self, severity: &str, text: &str) {
@@ -818,6 +912,8 @@ impl Aggregates {
             median_bound_ns: self.bounds.get(self.bounds.len() / 2).copied(),
         };
         s.notices = std::mem::take(&mut self.notices);
+        s.gpu_metrics = std::mem::take(&mut self.pm).into_values().collect();
+        s.counters = std::mem::take(&mut self.counters).into_values().collect();
     }
 }
 

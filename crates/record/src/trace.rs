@@ -107,12 +107,42 @@ struct AsyncOpen {
     name: Rc<str>,
 }
 
-struct PmConfig {
+/// The GPU counter tracks of one device's PM sampling or per-kernel
+/// counters on a connection.
+struct MetricTracks {
     gpu: usize,
     ids: Vec<u32>,
     specs: Vec<GpuCounterSpec>,
+    /// Per metric: a byte count per sample, drawn as bytes per second.
+    per_second: Vec<bool>,
     described: bool,
+    /// Kernels of the device seen since the config (per-kernel counters).
+    kernels: u64,
+    /// Of those, kernels whose counters were drawn.
+    measured: u64,
 }
+
+/// How a metric is drawn: its unit and whether a PM sample's value (a
+/// count over the sample) is divided by the sample's duration. Byte counts
+/// sampled over time become bytes per second, so that the track integrates
+/// to the bytes moved; per kernel they stay bytes.
+pub(crate) fn metric_unit(name: &str, sampled: bool) -> (CounterUnit, bool) {
+    let per_second = name.ends_with(".per_second");
+    if name.contains("pct") {
+        (CounterUnit::Percent, false)
+    } else if name.contains("bytes") && per_second {
+        (CounterUnit::BytesPerSecond, false)
+    } else if name.contains("bytes") && sampled {
+        (CounterUnit::BytesPerSecond, true)
+    } else if name.contains("bytes") {
+        (CounterUnit::Bytes, false)
+    } else {
+        (CounterUnit::Count, false)
+    }
+}
+
+/// Per-kernel counters waiting for their kernel's record, per connection.
+const PENDING_COUNTERS: usize = 65_536;
 
 #[derive(Default)]
 struct Conn {
@@ -139,8 +169,9 @@ struct Conn {
     async_open: HashMap<u64, AsyncOpen>,
     spans: HashMap<u64, Span>,
     spans_flushed_upto: u64,
-    pm: HashMap<u32, PmConfig>,
-    counters: HashMap<u32, PmConfig>,
+    pm: HashMap<u32, MetricTracks>,
+    counters: HashMap<u32, MetricTracks>,
+    pending_counters: HashMap<u32, (u32, Vec<f64>)>,
     recent: HashMap<u32, (u64, usize)>,
     recent_order: VecDeque<u32>,
     drops_track: u64,
@@ -675,6 +706,13 @@ impl<W: Write> State<W> {
                 {
                     conn.recent_order.push_back(k.work.correlation);
                 }
+                let device = u32::from(k.work.device);
+                if let Some(t) = conn.counters.get_mut(&device) {
+                    t.kernels += 1;
+                }
+                if let Some((device, values)) = conn.pending_counters.remove(&k.work.correlation) {
+                    self.kernel_counters(conn, device, k.work.end_ns, &values);
+                }
             }
             Record::Copy(c) => {
                 if !self.complete(&c.work) {
@@ -915,17 +953,15 @@ impl<W: Write> State<W> {
                 let base = if pm { 0 } else { COUNTERS_PER_GPU / 2 };
                 let mut ids = Vec::new();
                 let mut specs = Vec::new();
+                let mut per_second = Vec::new();
+                let mut names = Vec::new();
                 for (i, m) in c.metrics.iter().enumerate().take(32) {
                     let id = gpu as u32 * COUNTERS_PER_GPU + base + i as u32 + 1;
                     let name = self.string(conn, m);
-                    let unit = if name.contains("pct") {
-                        CounterUnit::Percent
-                    } else if name.contains("bytes") {
-                        CounterUnit::BytesPerSecond
-                    } else {
-                        CounterUnit::Count
-                    };
+                    let (unit, divide) = metric_unit(&name, pm);
                     ids.push(id);
+                    per_second.push(divide);
+                    names.push(name.to_string());
                     specs.push(GpuCounterSpec {
                         id,
                         name: if pm {
@@ -941,18 +977,43 @@ impl<W: Write> State<W> {
                         unit,
                     });
                 }
-                let cfg = PmConfig {
+                let tracks = MetricTracks {
                     gpu,
                     ids,
                     specs,
+                    per_second,
                     described: false,
+                    kernels: 0,
+                    measured: 0,
                 };
-                if pm {
-                    conn.pm.insert(c.device, cfg);
+                let p = self.process_track(conn);
+                let ts = conn.last_ts;
+                let what = if pm {
+                    self.pm_ran = true;
+                    self.agg.pm_config(gpu, &names);
+                    conn.pm.insert(c.device, tracks);
+                    format!(
+                        "gpu-counters: PM sampling of {} on GPU{gpu}: the GPU clocks are locked while it runs",
+                        names.join(", ")
+                    )
                 } else {
                     self.serialized = true;
-                    conn.counters.insert(c.device, cfg);
-                }
+                    if let Some(old) = conn.counters.insert(c.device, tracks) {
+                        self.agg.counters(
+                            old.gpu,
+                            &[],
+                            old.measured,
+                            old.kernels.saturating_sub(old.measured),
+                        );
+                    }
+                    self.agg.counters(gpu, &names, 0, 0);
+                    format!(
+                        "gpu-counters: per-kernel counters ({}) on GPU{gpu}: kernels are serialized",
+                        names.join(", ")
+                    )
+                };
+                self.out
+                    .put(|w| w.instant(p, ts, &what, Some("gpu-counters")));
             }
             Record::PmSample(s) => {
                 self.pm_ran = true;
@@ -965,39 +1026,30 @@ impl<W: Write> State<W> {
                 let values: Vec<(u32, f64)> = cfg
                     .ids
                     .iter()
-                    .zip(cfg.specs.iter())
+                    .zip(cfg.per_second.iter())
                     .zip(s.values.iter())
-                    .map(|((&id, spec), v)| {
-                        let v = if spec.unit == CounterUnit::BytesPerSecond {
-                            v / span
-                        } else {
-                            v
-                        };
-                        (id, v)
-                    })
+                    .map(|((&id, &divide), v)| (id, if divide { v / span } else { v }))
                     .collect();
                 let descriptor = (!cfg.described).then(|| cfg.specs.clone());
                 cfg.described = true;
-                let gpu = cfg.gpu as i32;
+                let gpu = cfg.gpu;
+                self.agg.pm_sample(gpu, s.start_ns, s.end_ns);
                 self.out
-                    .put(|w| w.gpu_counters(s.end_ns, gpu, descriptor.as_deref(), &values));
+                    .put(|w| w.gpu_counters(s.end_ns, gpu as i32, descriptor.as_deref(), &values));
             }
             Record::KernelCounters(k) => {
                 let Some(&(end, _)) = conn.recent.get(&k.correlation) else {
-                    self.drops.unknown_references += 1;
+                    // Its kernel's record may still be on its way.
+                    if conn.pending_counters.len() < PENDING_COUNTERS {
+                        conn.pending_counters
+                            .insert(k.correlation, (k.device, k.values.iter().collect()));
+                    } else {
+                        self.drops.over_cap += 1;
+                    }
                     return;
                 };
-                let Some(cfg) = conn.counters.get_mut(&k.device) else {
-                    self.drops.unknown_references += 1;
-                    return;
-                };
-                let values: Vec<(u32, f64)> =
-                    cfg.ids.iter().copied().zip(k.values.iter()).collect();
-                let descriptor = (!cfg.described).then(|| cfg.specs.clone());
-                cfg.described = true;
-                let gpu = cfg.gpu as i32;
-                self.out
-                    .put(|w| w.gpu_counters(end, gpu, descriptor.as_deref(), &values));
+                let values: Vec<f64> = k.values.iter().collect();
+                self.kernel_counters(conn, k.device, end, &values);
             }
             Record::Stats(s) => {
                 conn.stats = *s;
@@ -1039,6 +1091,26 @@ impl<W: Write> State<W> {
             }
             Record::Unknown { .. } => self.drops.unknown_records += 1,
         }
+    }
+
+    /// Draws a kernel's counters at its end.
+    fn kernel_counters(&mut self, conn: &mut Conn, device: u32, end: u64, values: &[f64]) {
+        let Some(cfg) = conn.counters.get_mut(&device) else {
+            self.drops.unknown_references += 1;
+            return;
+        };
+        let values: Vec<(u32, f64)> = cfg
+            .ids
+            .iter()
+            .copied()
+            .zip(values.iter().copied())
+            .collect();
+        let descriptor = (!cfg.described).then(|| cfg.specs.clone());
+        cfg.described = true;
+        cfg.measured += 1;
+        let gpu = cfg.gpu as i32;
+        self.out
+            .put(|w| w.gpu_counters(end, gpu, descriptor.as_deref(), &values));
     }
 
     fn close_span(&mut self, conn: &mut Conn, open: OpenRange, domain: u32, ts: u64) {
@@ -1184,6 +1256,12 @@ impl<W: Write> State<W> {
             }
         }
         self.flush_spans(&mut conn, false);
+        // Counters whose kernel never came are not drawn.
+        self.drops.unknown_references += conn.pending_counters.len() as u64;
+        for t in conn.counters.values() {
+            self.agg
+                .counters(t.gpu, &[], t.measured, t.kernels.saturating_sub(t.measured));
+        }
         let how = match (&ended, conn.goodbye) {
             (_, Some(r)) => goodbye_name(r).to_string(),
             (Ended::Eof, None) => "ended without goodbye".to_string(),
@@ -1281,5 +1359,40 @@ impl<W: Write> State<W> {
             summary,
             write_error: self.out.error.take(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Units follow the names: percentages; byte counts sampled over time
+    /// as bytes per second (divided by the sample's duration), per kernel
+    /// as bytes; rates already per second as they are; plain counts.
+    #[test]
+    fn metric_units_follow_their_names() {
+        let pct = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
+        assert_eq!(metric_unit(pct, true), (CounterUnit::Percent, false));
+        assert_eq!(metric_unit(pct, false), (CounterUnit::Percent, false));
+        assert_eq!(
+            metric_unit("dram__bytes_read.sum", true),
+            (CounterUnit::BytesPerSecond, true)
+        );
+        assert_eq!(
+            metric_unit("dram__bytes_read.sum", false),
+            (CounterUnit::Bytes, false)
+        );
+        assert_eq!(
+            metric_unit("dram__bytes_read.sum.per_second", true),
+            (CounterUnit::BytesPerSecond, false)
+        );
+        assert_eq!(
+            metric_unit("dram__bytes_read.sum.pct_of_peak_sustained_elapsed", true),
+            (CounterUnit::Percent, false)
+        );
+        assert_eq!(
+            metric_unit("smsp__inst_executed.sum", true),
+            (CounterUnit::Count, false)
+        );
     }
 }

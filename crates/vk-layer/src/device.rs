@@ -9,7 +9,7 @@ use crate::recording::{NameRef, Recorded, Recording, STAT_BLOCK, TS_BLOCK};
 use crate::sink::{self, stat};
 use crate::{chain, global, hooks, retire, submit};
 use ash::vk;
-use gpu_counters_core::{Calibration, CalibrationMethod};
+use gpu_counters_hal::{Calibration, CalibrationMethod};
 use gpu_counters_record::protocol::{
     scope_kind, Clock, Record, Seq, VkDevice as VkDeviceRecord, VkStatNames,
 };
@@ -521,7 +521,7 @@ pub fn send_clock(
     sink: &sink::Sink,
     device: u32,
     period_ns: f64,
-    pair: &gpu_counters_core::TimestampPair,
+    pair: &gpu_counters_hal::TimestampPair,
 ) {
     let gpu_ns = pair.gpu_ticks as f64 * period_ns;
     sink.push(&Record::Clock(Clock {

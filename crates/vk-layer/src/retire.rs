@@ -15,8 +15,8 @@ use crate::recording::{Event, NameRef, NO_QUERY};
 use crate::sink::{self, stat, Sink};
 use crate::submit::{Execution, QueueData};
 use ash::vk;
-use gpu_counters_core::bookkeeping::SlotState;
-use gpu_counters_core::{CalibratedTime, ResolvedTimestamps, SampleStatus};
+use gpu_counters_hal::bookkeeping::SlotState;
+use gpu_counters_hal::{CalibratedTime, ResolvedTimestamps, SampleStatus};
 use gpu_counters_record::protocol::{
     frame_flags, scope_kind, scope_status, severity, Name, Record, Seq, Text, VkFrame, VkScope,
 };
@@ -376,7 +376,7 @@ fn refit(a: &Active) {
                 crate::device::send_clock(s, a.id, a.period_ns, &pair);
             }
         }
-        Err(gpu_counters_core::Error::DeviceLost(_)) => {
+        Err(gpu_counters_hal::Error::DeviceLost(_)) => {
             drop(c);
             device_lost(a, 0);
         }

@@ -104,7 +104,7 @@ static SINK: OnceLock<Option<Sink>> = OnceLock::new();
 
 /// `CLOCK_MONOTONIC` ns.
 pub fn now_ns() -> u64 {
-    gpu_counters_core::cpu_monotonic_ns()
+    gpu_counters_hal::cpu_monotonic_ns()
 }
 
 /// The calling thread's id.

@@ -31,8 +31,8 @@ use crate::recording::Recorded;
 use crate::retire;
 use crate::sink::{self, stat};
 use ash::vk;
-use gpu_counters_core::bookkeeping::{QueryRead, SampleSet, NONE};
-use gpu_counters_core::{CommonCounterSet, StorageMode};
+use gpu_counters_hal::bookkeeping::{QueryRead, SampleSet, NONE};
+use gpu_counters_hal::{CommonCounterSet, StorageMode};
 use gpu_counters_record::protocol::{
     api_kind, execution_correlation, Api, Record, Thread, VkQueue,
 };
@@ -132,11 +132,11 @@ impl QueryRead for Mapped {
         1
     }
 
-    fn read(&self, first: u32, count: u32, out: &mut [u64]) -> gpu_counters_core::Result<()> {
+    fn read(&self, first: u32, count: u32, out: &mut [u64]) -> gpu_counters_hal::Result<()> {
         let start = first as usize * 2;
         let n = count as usize * 2;
         if start + n > self.words || out.len() != n {
-            return Err(gpu_counters_core::Error::Internal(format!(
+            return Err(gpu_counters_hal::Error::Internal(format!(
                 "ring read of {count} timestamps at {first} past its {} words",
                 self.words
             )));
@@ -441,7 +441,7 @@ fn prepare(a: &Active, q: &QueueData, st: &mut QueueState) -> bool {
             CommonCounterSet::Timestamp,
             StorageMode::Shared,
             ts_cap,
-            [gpu_counters_core::bookkeeping::ABSENT; 8],
+            [gpu_counters_hal::bookkeeping::ABSENT; 8],
             crate::retire::mask(q.valid_bits),
             "sample",
         )
@@ -838,7 +838,7 @@ fn abandon(st: &mut QueueState, ins: Instrumented) {
                         &mut slots,
                         off,
                         e.rec.ts_used,
-                        gpu_counters_core::bookkeeping::SlotState::Fresh,
+                        gpu_counters_hal::bookkeeping::SlotState::Fresh,
                     );
                 }
                 ring.ts = undo(ring.ts, c);

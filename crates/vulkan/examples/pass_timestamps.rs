@@ -7,7 +7,7 @@
 //! cargo run -p gpu-counters-vulkan --example pass_timestamps
 //! ```
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterResultTimestamp, CounterSampleBufferDescriptor, SampleValue,
 };
 use gpu_counters_vulkan::{

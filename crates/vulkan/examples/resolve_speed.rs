@@ -12,9 +12,9 @@
 //! (defaults: 1000000 timestamps, 7 reps; medians are printed).
 
 use ash::vk;
-use gpu_counters_core::{
-    CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
-    SampleStatus, TimestampGranularity,
+use gpu_counters_hal::{
+    CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, SampleStatus,
+    TimestampGranularity,
 };
 use gpu_counters_vulkan::{
     CommandBuffer, ComputePassDescriptor, Device, InstanceOptions, PassSampleBufferAttachment,
@@ -115,7 +115,7 @@ fn main() -> Res<()> {
     let raw = RawPool::new(&device, n)?;
     let mut cmd = CommandBuffer::new(&device)?;
     for i in 0..n {
-        cmd.sample_counters(&buffer, i, false)?;
+        cmd.sample_counters(&buffer, i, TimestampGranularity::Relaxed)?;
     }
     // SAFETY: recording outside any pass; each raw query written once.
     unsafe {
@@ -220,7 +220,7 @@ fn main() -> Res<()> {
         ))?;
         let mut cmd = CommandBuffer::new(&device)?;
         for i in 0..c {
-            cmd.sample_counters(&stats, i, false)?;
+            cmd.sample_counters(&stats, i, TimestampGranularity::Relaxed)?;
         }
         cmd.commit()?.wait()?;
         let chain = timed(reps.min(3), || {
@@ -261,7 +261,7 @@ fn main() -> Res<()> {
         let mut cmd = CommandBuffer::new(&device)?;
         let t = Instant::now();
         for i in 0..m {
-            cmd.sample_counters(&b, i, false)?;
+            cmd.sample_counters(&b, i, TimestampGranularity::Relaxed)?;
         }
         Ok(t.elapsed().as_nanos() as f64 / m as f64)
     })?;
@@ -278,10 +278,7 @@ fn main() -> Res<()> {
         Ok(ns)
     })?;
     let heap_precise = fastest(reps, || {
-        let h = device.make_counter_heap(&CounterHeapDescriptor {
-            heap_type: CounterHeapType::Timestamp,
-            count: m,
-        })?;
+        let h = device.make_counter_heap(&CounterHeapDescriptor::timestamp(m))?;
         let mut cmd = CommandBuffer::new(&device)?;
         let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;
         let t = Instant::now();
@@ -294,10 +291,7 @@ fn main() -> Res<()> {
     })?;
     let relaxed_n = m.min(16_384);
     let heap_relaxed = fastest(reps, || {
-        let h = device.make_counter_heap(&CounterHeapDescriptor {
-            heap_type: CounterHeapType::Timestamp,
-            count: relaxed_n,
-        })?;
+        let h = device.make_counter_heap(&CounterHeapDescriptor::timestamp(relaxed_n))?;
         let mut cmd = CommandBuffer::new(&device)?;
         let t = Instant::now();
         let mut enc = cmd.compute_encoder(&ComputePassDescriptor::default())?;

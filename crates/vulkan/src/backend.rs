@@ -1,14 +1,17 @@
-//! The Vulkan crate as a gpu-counters backend ([`gpu_counters_core::Backend`]):
+//! The Vulkan crate as a gpu-counters backend ([`gpu_counters_hal::Backend`]):
 //! what the profiler and the other backend-generic layers use.
 
+use crate::command::{CommandBuffer, Submission};
+use crate::device::Device;
+use crate::sample_buffer::{CounterHeap, CounterSampleBuffer};
 use crate::util::vk_err;
-use crate::{CommandBuffer, CounterHeap, CounterSampleBuffer, Device};
 use ash::vk;
-use gpu_counters_core::bookkeeping::Ticket;
-use gpu_counters_core::{
+use gpu_counters_hal::bookkeeping::Ticket;
+use gpu_counters_hal::{
     Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
-    Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId, DeviceInfo, Error,
-    ResolvedCounters, ResolvedTimestamps, Result, TimestampGranularity, TimestampPair,
+    BackendSubmission, Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId,
+    DeviceInfo, Error, ResolvedCounters, ResolvedTimestamps, Result, TimestampGranularity,
+    TimestampPair,
 };
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +32,8 @@ impl Backend for Vulkan {
     type SampleBuffer = CounterSampleBuffer;
     type Heap = CounterHeap;
     type Recorder = CommandBuffer;
-    type Marker = FenceMarker;
+    type Marker = Marker;
+    type Submission = Submission;
 }
 
 /// A fence signaled by an empty submission queued behind earlier work.
@@ -37,7 +41,7 @@ impl Backend for Vulkan {
 /// Its signal says that every command buffer submitted before it has
 /// finished: seen signaled, it completes their tickets, as
 /// [`Device::wait_idle`] does, so their samples may be reset on the host.
-pub struct FenceMarker {
+pub struct Marker {
     device: Device,
     fence: vk::Fence,
     /// Submitted and not seen signaled since.
@@ -47,15 +51,15 @@ pub struct FenceMarker {
     covered: Mutex<Vec<Ticket>>,
 }
 
-impl std::fmt::Debug for FenceMarker {
+impl std::fmt::Debug for Marker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FenceMarker")
+        f.debug_struct("Marker")
             .field("fence", &self.fence)
             .finish()
     }
 }
 
-impl BackendMarker for FenceMarker {
+impl BackendMarker for Marker {
     fn is_signaled(&self) -> Result<bool> {
         // SAFETY: the fence belongs to this device.
         let done = unsafe { self.device.raw().get_fence_status(self.fence) }
@@ -80,7 +84,7 @@ impl BackendMarker for FenceMarker {
     }
 }
 
-impl Drop for FenceMarker {
+impl Drop for Marker {
     fn drop(&mut self) {
         // SAFETY: a fence in flight is waited for before it is destroyed, so
         // no queue operation uses it then.
@@ -135,14 +139,14 @@ impl BackendDevice for Device {
         Device::refresh_calibration(self, calibration)
     }
 
-    fn make_marker(&self) -> Result<FenceMarker> {
+    fn make_marker(&self) -> Result<Marker> {
         // SAFETY: a valid device and create-info; destroyed in Drop.
         let fence = unsafe {
             self.raw()
                 .create_fence(&vk::FenceCreateInfo::default(), None)
         }
         .map_err(vk_err("vkCreateFence (marker)"))?;
-        Ok(FenceMarker {
+        Ok(Marker {
             device: self.clone(),
             fence,
             in_flight: AtomicBool::new(false),
@@ -150,7 +154,7 @@ impl BackendDevice for Device {
         })
     }
 
-    fn submit_marker(&self, marker: &FenceMarker) -> Result<()> {
+    fn submit_marker(&self, marker: &Marker) -> Result<()> {
         if marker.in_flight.swap(true, Ordering::AcqRel) {
             return Err(Error::Internal("marker submitted while in flight".into()));
         }
@@ -209,7 +213,7 @@ impl BackendSampleBuffer for CounterSampleBuffer {
     }
 
     fn reset_range(&self, range: Range<u64>) -> Result<()> {
-        CounterSampleBuffer::reset_counter_range(self, range)
+        CounterSampleBuffer::reset_range(self, range)
     }
 }
 
@@ -258,7 +262,7 @@ impl BackendRecorder for CommandBuffer {
     }
 
     #[inline]
-    fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
+    fn scope_stack(&mut self) -> &mut gpu_counters_hal::ScopeStack {
         &mut self.scope_stack
     }
 
@@ -269,12 +273,7 @@ impl BackendRecorder for CommandBuffer {
         index: u32,
         placement: TimestampGranularity,
     ) -> Result<()> {
-        CommandBuffer::sample_counters(
-            self,
-            buffer,
-            index,
-            placement == TimestampGranularity::Precise,
-        )
+        CommandBuffer::sample_counters(self, buffer, index, placement)
     }
 
     fn write_timestamp(
@@ -290,11 +289,25 @@ impl BackendRecorder for CommandBuffer {
         CommandBuffer::end_statistics(self)
     }
 
-    /// Done once a [`Submission`](crate::Submission) of it is seen finished
+    /// Done once a [`Submission`] of it is seen finished
     /// (waited for, polled, reused or dropped) or its
     /// [`Completion`](crate::Completion) is signaled; abandoned when dropped
     /// unsubmitted.
-    fn ticket(&self) -> Option<&gpu_counters_core::bookkeeping::Ticket> {
+    fn ticket(&self) -> Option<&gpu_counters_hal::bookkeeping::Ticket> {
         Some(&self.tracker.ticket)
+    }
+}
+
+impl BackendSubmission for Submission {
+    fn cpu_submit_ns(&self) -> u64 {
+        Submission::cpu_submit_ns(self)
+    }
+
+    fn is_done(&self) -> Result<bool> {
+        Submission::is_done(self)
+    }
+
+    fn wait(&self) -> Result<u64> {
+        Submission::wait(self)
     }
 }

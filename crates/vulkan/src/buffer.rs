@@ -1,9 +1,9 @@
 //! GPU buffers: resolve destinations and internal scratch.
 
+use crate::device::Device;
 use crate::util::vk_err;
-use crate::Device;
 use ash::vk;
-use gpu_counters_core::{Error, Result};
+use gpu_counters_hal::{Error, Result};
 use std::sync::Arc;
 
 /// Where a [`GpuBuffer`]'s memory lives.
@@ -60,9 +60,7 @@ impl GpuBuffer {
         usage: vk::BufferUsageFlags,
     ) -> Result<Self> {
         if size == 0 {
-            return Err(
-                gpu_counters_core::InvalidInput::Argument("buffer size is 0".into()).into(),
-            );
+            return Err(gpu_counters_hal::InvalidInput::Argument("buffer size is 0".into()).into());
         }
         let raw_dev = device.raw();
         let info = vk::BufferCreateInfo::default()
@@ -169,7 +167,7 @@ impl GpuBuffer {
     /// the GPU work that writes it first.
     pub fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
         let ptr = self.shared.mapped.ok_or_else(|| {
-            Error::from(gpu_counters_core::InvalidInput::Argument(
+            Error::from(gpu_counters_hal::InvalidInput::Argument(
                 "buffer is not host-visible".into(),
             ))
         })?;
@@ -177,7 +175,7 @@ impl GpuBuffer {
             .checked_add(len)
             .filter(|&e| e <= self.shared.size)
             .ok_or_else(|| {
-                Error::from(gpu_counters_core::InvalidInput::Argument(format!(
+                Error::from(gpu_counters_hal::InvalidInput::Argument(format!(
                     "read of {len} bytes at {offset} is past the buffer's {} bytes",
                     self.shared.size
                 )))
@@ -198,7 +196,7 @@ impl GpuBuffer {
     /// Writes bytes into a host-visible buffer at `offset`.
     pub fn write(&self, offset: u64, bytes: &[u8]) -> Result<()> {
         let ptr = self.shared.mapped.ok_or_else(|| {
-            Error::from(gpu_counters_core::InvalidInput::Argument(
+            Error::from(gpu_counters_hal::InvalidInput::Argument(
                 "buffer is not host-visible".into(),
             ))
         })?;
@@ -206,7 +204,7 @@ impl GpuBuffer {
             .checked_add(bytes.len() as u64)
             .is_none_or(|e| e > self.shared.size)
         {
-            return Err(gpu_counters_core::InvalidInput::Argument(format!(
+            return Err(gpu_counters_hal::InvalidInput::Argument(format!(
                 "write of {} bytes at {offset} is past the buffer's {} bytes",
                 bytes.len(),
                 self.shared.size
@@ -254,7 +252,7 @@ impl Drop for BufferShared {
 /// then keeps alive) or a caller's buffer ([`BufferRef::from_raw`]).
 #[derive(Clone)]
 pub struct BufferRef {
-    pub(crate) device_id: gpu_counters_core::DeviceId,
+    pub(crate) device_id: gpu_counters_hal::DeviceId,
     pub(crate) raw: vk::Buffer,
     pub(crate) size: u64,
     pub(crate) usage: vk::BufferUsageFlags,

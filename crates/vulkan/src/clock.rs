@@ -3,10 +3,11 @@
 //! calibrates with, usable on any `ash` device that enabled one of the
 //! extensions (the Vulkan layer's devices, for one).
 
-use crate::device::CalibratedTimestamps;
+use crate::device::mask;
+use crate::instance::CalibratedTimestamps;
 use crate::util::vk_err;
 use ash::vk;
-use gpu_counters_core::{Error, Result, TimestampPair};
+use gpu_counters_hal::{Error, Result, TimestampPair};
 
 /// Calibration reads taken per [`CalibratedClock::read_best`] call that
 /// [`crate::Device::sample_timestamps`] makes; the one with the smallest
@@ -33,15 +34,6 @@ impl std::fmt::Debug for CalibratedClock {
         f.debug_struct("CalibratedClock")
             .field("mask", &self.mask)
             .finish_non_exhaustive()
-    }
-}
-
-/// The mask of `bits` valid bits (all ones from 64 on).
-pub(crate) fn mask(bits: u32) -> u64 {
-    if bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
     }
 }
 

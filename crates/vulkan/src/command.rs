@@ -1,167 +1,20 @@
 //! Command buffers: recorded by gpu-counters or the caller, and submissions.
 
-use crate::buffer::{BufferRef, BufferShared};
-use crate::encoder::Chain;
+use crate::buffer::BufferRef;
+use crate::device::Device;
+use crate::pass_state::{OpenPass, PassEnds, SpareRelaxed};
+use crate::recording::{Held, Tracker};
+use crate::sample_buffer::{CounterHeap, CounterSampleBuffer};
 use crate::samples::Samples;
 use crate::util::vk_err;
-use crate::{CounterHeap, CounterSampleBuffer, Device};
-use ash::vk;
-use gpu_counters_core::bookkeeping::SampleTable;
-use gpu_counters_core::bookkeeping::{
-    LocalClaims, Phase, SlotState, Ticket, STILL_OPEN, WRITTEN_CONCURRENTLY,
+use crate::writes::{
+    barrier_stage, chain_close, chain_sample, record_claimed, write_timestamp, Chain,
 };
-use gpu_counters_core::{cpu_monotonic_ns, Error, InvalidInput, Result, TimestampGranularity};
+use ash::vk;
+use gpu_counters_hal::bookkeeping::{Phase, SlotState, Ticket, STILL_OPEN};
+use gpu_counters_hal::{cpu_monotonic_ns, Error, InvalidInput, Result, TimestampGranularity};
 use std::ops::Range;
 use std::sync::Arc;
-
-/// GPU objects referenced by recorded commands.
-#[derive(Default)]
-pub(crate) struct Held {
-    samples: Vec<Arc<Samples>>,
-    buffers: Vec<Arc<BufferShared>>,
-}
-
-impl Held {
-    fn is_empty(&self) -> bool {
-        self.samples.is_empty() && self.buffers.is_empty()
-    }
-
-    /// The same objects, type-erased for core's [`Ticket`].
-    fn erased(self) -> gpu_counters_core::bookkeeping::Held {
-        let mut out: gpu_counters_core::bookkeeping::Held = Vec::new();
-        out.extend(
-            self.samples
-                .into_iter()
-                .map(|s| Box::new(s) as Box<dyn std::any::Any + Send + Sync>),
-        );
-        out.extend(
-            self.buffers
-                .into_iter()
-                .map(|b| Box::new(b) as Box<dyn std::any::Any + Send + Sync>),
-        );
-        out
-    }
-}
-
-/// What a recording references and the ticket it records under: the command
-/// buffer, then its submission, hold every sample buffer, heap and resolve
-/// destination it recorded into until the GPU has finished with them.
-pub(crate) struct Tracker {
-    pub(crate) ticket: Ticket,
-    held: Held,
-    /// The samples held last, so that a run of samples into one buffer costs
-    /// one comparison each.
-    last: usize,
-    /// Blocks of timestamp indices this recording writes without the lock.
-    pub(crate) claims: LocalClaims,
-    /// An index another recording wrote too while this one had it claimed:
-    /// this recording must not be submitted.
-    conflict: Option<Error>,
-}
-
-impl Tracker {
-    fn new() -> Self {
-        Self {
-            ticket: Ticket::new(),
-            held: Held::default(),
-            last: 0,
-            claims: LocalClaims::default(),
-            conflict: None,
-        }
-    }
-
-    /// Ends this recording's claim on `samples` (locked into `slots`), if
-    /// any, noting a conflict it reports.
-    #[inline]
-    pub(crate) fn release_claim(&mut self, samples: &Samples, slots: &mut SampleTable) {
-        if self.claims.is_empty() {
-            return;
-        }
-        if let Some(index) = self.claims.release(samples, slots, &self.ticket) {
-            self.conflict
-                .get_or_insert_with(|| samples.reuse(index, WRITTEN_CONCURRENTLY));
-        }
-    }
-
-    /// Ends every claim of this recording, so that the tables know all it
-    /// wrote; fails if another recording wrote one of its indices too.
-    fn release_claims(&mut self) -> Result<()> {
-        if !self.claims.is_empty() {
-            for i in 0..self.held.samples.len() {
-                let samples = self.held.samples[i].clone();
-                if !self.claims.holds(&samples) {
-                    continue;
-                }
-                let mut slots = samples.lock()?;
-                self.release_claim(&samples, &mut slots);
-            }
-            // Claims on sets this recording no longer holds cannot exist
-            // (a claim is taken on a held set), but never keep one.
-            self.claims.clear();
-        }
-        match &self.conflict {
-            Some(e) => Err(e.clone()),
-            None => Ok(()),
-        }
-    }
-
-    /// Holds `samples` until the GPU is done; returns whether this recording
-    /// had not held them before.
-    #[inline]
-    pub(crate) fn hold_samples(&mut self, samples: &Arc<Samples>) -> bool {
-        let p = Arc::as_ptr(samples) as usize;
-        if p == self.last {
-            return false;
-        }
-        self.last = p;
-        if self
-            .held
-            .samples
-            .iter()
-            .any(|h| Arc::as_ptr(h) as usize == p)
-        {
-            return false;
-        }
-        self.held.samples.push(samples.clone());
-        true
-    }
-
-    /// Where `samples` is in the sets this recording holds until the GPU is
-    /// done, if it holds them.
-    #[inline]
-    pub(crate) fn held_position(&self, samples: &Arc<Samples>) -> Option<usize> {
-        let p = Arc::as_ptr(samples);
-        self.held.samples.iter().position(|h| Arc::as_ptr(h) == p)
-    }
-
-    /// Holds a buffer until the GPU is done.
-    pub(crate) fn hold_buffer(&mut self, buffer: Arc<BufferShared>) {
-        if !self.held.buffers.iter().any(|b| Arc::ptr_eq(b, &buffer)) {
-            self.held.buffers.push(buffer);
-        }
-    }
-
-    /// The recording will never run: forgets what it recorded in every
-    /// sample table it touched and lets go of what it held.
-    fn abandon(&mut self) {
-        // The tables learn every write first, so that they forget them all.
-        let _ = self.release_claims();
-        self.ticket.set_phase(Phase::Abandoned);
-        let id = self.ticket.id();
-        for samples in &self.held.samples {
-            if let Ok(mut slots) = samples.lock() {
-                slots.abandon(id);
-            }
-        }
-        self.held = Held::default();
-        self.last = 0;
-    }
-
-    fn take_held(&mut self) -> Held {
-        self.last = 0;
-        std::mem::take(&mut self.held)
-    }
-}
 
 /// A command buffer that encoders record into (Metal's `MTLCommandBuffer`).
 ///
@@ -179,20 +32,20 @@ pub struct CommandBuffer {
     /// The open encoder's state, if one began and has not ended: a leaked
     /// encoder (`mem::forget`) leaves its pass or queries open, and the
     /// command buffer cannot be ended then.
-    pub(crate) open_pass: crate::encoder::OpenPass,
+    pub(crate) open_pass: OpenPass,
     /// The relaxed-write lists of ended encoders, emptied, for the next
     /// encoders to reuse: a pass with relaxed heap writes then allocates
     /// nothing.
-    pub(crate) spare_relaxed: crate::encoder::SpareRelaxed,
+    pub(crate) spare_relaxed: SpareRelaxed,
     /// The open encoder's end-of-pass samples (empty while none is open).
-    pub(crate) pass_ends: crate::encoder::PassEnds,
+    pub(crate) pass_ends: PassEnds,
     /// Whether [`CommandBuffer::completion`] handed out a handle.
     completion_taken: bool,
     /// Set once submitted by [`CommandBuffer::commit`]: the submission owns
     /// everything from then on.
     committed: bool,
     /// The profiler's scopes open on it (new with each recording).
-    pub(crate) scope_stack: gpu_counters_core::ScopeStack,
+    pub(crate) scope_stack: gpu_counters_hal::ScopeStack,
 }
 
 /// Tells gpu-counters that the GPU finished a caller's command buffer
@@ -261,7 +114,7 @@ impl CommandBuffer {
                 owned: Some(Owned { pool, fence }),
                 chain: None,
                 tracker: Tracker::new(),
-                open_pass: crate::encoder::OpenPass::CLOSED,
+                open_pass: OpenPass::CLOSED,
                 spare_relaxed: Default::default(),
                 pass_ends: Default::default(),
                 completion_taken: false,
@@ -312,7 +165,7 @@ impl CommandBuffer {
             owned: None,
             chain: None,
             tracker: Tracker::new(),
-            open_pass: crate::encoder::OpenPass::CLOSED,
+            open_pass: OpenPass::CLOSED,
             spare_relaxed: Default::default(),
             pass_ends: Default::default(),
             completion_taken: false,
@@ -338,18 +191,24 @@ impl CommandBuffer {
 
     /// Samples counters between passes, outside any encoder: the building
     /// block of profiler scopes. Timestamps follow all prior work with
-    /// `barrier`, or are taken when the GPU reaches them without. Statistic
-    /// samples of one command buffer form one chain, so nested and sequential
-    /// scopes both resolve to exact end-minus-start counts, render passes in
-    /// between included. While such a chain is open, encoders cannot sample
-    /// statistics; [`CommandBuffer::end_statistics`] closes it (commit does too).
+    /// [`TimestampGranularity::Precise`] (a barrier), or are taken when the
+    /// GPU reaches them with `Relaxed`. Statistic samples of one command
+    /// buffer form one chain, so nested and sequential scopes both resolve
+    /// to exact end-minus-start counts, render passes in between included.
+    /// While such a chain is open, encoders cannot sample statistics;
+    /// [`CommandBuffer::end_statistics`] closes it (commit does too).
+    ///
+    /// # Errors
+    /// Another device's buffer (`ForeignObject`); an encoder still open; an
+    /// index out of range or already written by this recording.
     #[inline(always)]
     pub fn sample_counters(
         &mut self,
         buffer: &CounterSampleBuffer,
         index: u32,
-        barrier: bool,
+        placement: TimestampGranularity,
     ) -> Result<()> {
+        let barrier = placement == TimestampGranularity::Precise;
         let stage = barrier_stage(barrier);
         if !self.open_pass.is_open() && self.write_claimed(&buffer.inner, index, stage) {
             return Ok(());
@@ -358,7 +217,7 @@ impl CommandBuffer {
     }
 
     /// Writes a timestamp of `samples` that this recording claimed clean
-    /// (see [`gpu_counters_core::bookkeeping::claim`]), if it is one, with
+    /// (see [`LocalClaims::claim`](gpu_counters_hal::bookkeeping::LocalClaims::claim)), if it is one, with
     /// nothing else to check: the usual write, small enough to inline into
     /// the caller's loop. Returns whether it wrote.
     #[inline(always)]
@@ -385,7 +244,7 @@ impl CommandBuffer {
     /// same block, another index) is claimed clean too, which is then
     /// noted as written as well: a pass attachment's start, with its end
     /// taken in the same lookup. The caller records `also`'s write before
-    /// the recording ends (see [`LocalClaims::try_write_both`]); until it
+    /// the recording ends (see [`LocalClaims::try_write_both`](gpu_counters_hal::bookkeeping::LocalClaims::try_write_both)); until it
     /// does, the command buffer cannot end.
     #[inline(always)]
     pub(crate) fn write_claimed_both(
@@ -444,7 +303,7 @@ impl CommandBuffer {
         self.check_device(&buffer.inner, "counter sample buffer")?;
         self.check_no_open_encoder()?;
         match buffer.counter_set() {
-            gpu_counters_core::CommonCounterSet::Statistic => crate::encoder::chain_sample(
+            gpu_counters_hal::CommonCounterSet::Statistic => chain_sample(
                 self.device.raw(),
                 self.raw,
                 &mut self.chain,
@@ -519,7 +378,7 @@ impl CommandBuffer {
     /// ([`CommandBuffer::commit`] checks that itself.)
     pub fn end_statistics(&mut self) -> Result<()> {
         self.check_no_open_encoder()?;
-        crate::encoder::chain_close(self.device.raw(), self.raw, &mut self.chain)?;
+        chain_close(self.device.raw(), self.raw, &mut self.chain)?;
         if self.owned.is_none() {
             self.tracker.release_claims()?;
         }
@@ -570,7 +429,11 @@ impl CommandBuffer {
     /// The resolve waits on the GPU for every sample of the range that was
     /// recorded: submit it after the command buffers that write them (in the
     /// same command buffer, after the passes, is the usual place). Samples
-    /// never written resolve to the error value without waiting.
+    /// never written resolve to the error value without waiting. Outside
+    /// any encoder; inside a blit pass, [`BlitEncoder::resolve_counters`]
+    /// records one.
+    ///
+    /// [`BlitEncoder::resolve_counters`]: crate::BlitEncoder::resolve_counters
     pub fn resolve_counters(
         &mut self,
         buffer: &CounterSampleBuffer,
@@ -586,6 +449,7 @@ impl CommandBuffer {
             range,
             destination.into(),
             destination_offset,
+            &[],
         )
     }
 
@@ -605,6 +469,7 @@ impl CommandBuffer {
             range,
             destination.into(),
             destination_offset,
+            &[],
         )
     }
 
@@ -713,13 +578,16 @@ impl std::fmt::Debug for Submission {
 }
 
 impl Submission {
-    /// `CLOCK_MONOTONIC` just before the submit call.
+    /// [`cpu_monotonic_ns`] just before the submit call.
     pub fn cpu_submit_ns(&self) -> u64 {
         self.cpu_submit_ns
     }
 
-    /// Whether the GPU finished.
-    pub fn is_complete(&self) -> Result<bool> {
+    /// Whether the GPU finished, without waiting.
+    ///
+    /// # Errors
+    /// A failed fence query (device lost).
+    pub fn is_done(&self) -> Result<bool> {
         if self.fence == vk::Fence::null() {
             return Ok(true);
         }
@@ -732,7 +600,11 @@ impl Submission {
         Ok(done)
     }
 
-    /// Waits for the GPU to finish; returns `CLOCK_MONOTONIC` right after.
+    /// Waits for the GPU to finish; returns [`cpu_monotonic_ns`] right
+    /// after.
+    ///
+    /// # Errors
+    /// A failed fence wait (device lost).
     pub fn wait(&self) -> Result<u64> {
         if let Some(t) = self.complete_ns {
             return Ok(t);
@@ -771,7 +643,7 @@ impl Submission {
             }),
             chain: None,
             tracker: Tracker::new(),
-            open_pass: crate::encoder::OpenPass::CLOSED,
+            open_pass: OpenPass::CLOSED,
             spare_relaxed: Default::default(),
             pass_ends: Default::default(),
             completion_taken: false,
@@ -810,140 +682,4 @@ impl Drop for Submission {
 
 fn map_wait_error(e: vk::Result) -> Error {
     vk_err("vkWaitForFences")(e)
-}
-
-#[cold]
-fn not_timestamps(samples: &Samples) -> Error {
-    InvalidInput::Argument(format!(
-        "`{}` holds {} samples, not timestamps",
-        samples.label, samples.set
-    ))
-    .into()
-}
-
-/// The stage a timestamp sample is taken at: after all prior work with
-/// `barrier`, else when the GPU reaches it.
-#[inline(always)]
-pub(crate) fn barrier_stage(barrier: bool) -> vk::PipelineStageFlags2 {
-    if barrier {
-        vk::PipelineStageFlags2::ALL_COMMANDS
-    } else {
-        vk::PipelineStageFlags2::TOP_OF_PIPE
-    }
-}
-
-/// Records one timestamp into `samples[index]` at `stage`.
-#[inline(always)]
-pub(crate) fn write_timestamp(
-    device: &Device,
-    cmd: vk::CommandBuffer,
-    samples: &Arc<Samples>,
-    index: u32,
-    stage: vk::PipelineStageFlags2,
-    in_render_pass: bool,
-    tracker: &mut Tracker,
-) -> Result<()> {
-    if samples.set != gpu_counters_core::CommonCounterSet::Timestamp {
-        return Err(not_timestamps(samples));
-    }
-    if record_claimed(device, cmd, samples, &mut tracker.claims, index, stage) {
-        return Ok(());
-    }
-    write_timestamp_locked(device, cmd, samples, index, stage, in_render_pass, tracker)
-}
-
-/// Records a timestamp into `samples[index]` at `stage` if the recording
-/// whose claims are `claims` claimed the index clean, with no lock; returns
-/// whether it did. `claims` must be the claims of the recording of `cmd`
-/// on `device`, and `cmd` recording.
-///
-/// A recording claims only sets of timestamps of its own device: a claim
-/// follows a locked write, which checked both, into a set the recording
-/// holds until its claims end (so no other set can take the claimed set's
-/// address meanwhile). So a write that finds its claim needs neither
-/// check again, and a set of another device or of other counters finds
-/// none.
-#[inline(always)]
-fn record_claimed(
-    device: &Device,
-    cmd: vk::CommandBuffer,
-    samples: &Samples,
-    claims: &mut LocalClaims,
-    index: u32,
-    stage: vk::PipelineStageFlags2,
-) -> bool {
-    if !claims.try_write(samples, index) {
-        return false;
-    }
-    // SAFETY: the index is clean in a block this recording claimed
-    // (`LocalClaims::try_write`): inside the set, its query reset and
-    // written by no other recording; the claim makes the set a timestamp
-    // set of `device` (see above), and `cmd` is recording (what every
-    // caller holds to).
-    unsafe {
-        device
-            .raw()
-            .cmd_write_timestamp2(cmd, stage, samples.main.raw, index)
-    };
-    true
-}
-
-/// [`write_timestamp`] under the bookkeeping lock: the first write into a
-/// block (which claims it), and every write that needs a reset or a check.
-#[inline(never)]
-fn write_timestamp_locked(
-    device: &Device,
-    cmd: vk::CommandBuffer,
-    samples: &Arc<Samples>,
-    index: u32,
-    stage: vk::PipelineStageFlags2,
-    in_render_pass: bool,
-    tracker: &mut Tracker,
-) -> Result<()> {
-    let mut slots = samples.lock_block(index)?;
-    write_timestamp_in(
-        device,
-        cmd,
-        samples,
-        &mut slots,
-        index,
-        stage,
-        in_render_pass,
-        tracker,
-    )
-}
-
-/// [`write_timestamp_locked`] with `slots` locked from `samples` already:
-/// checks the write (resetting a re-used index), records it, notes it, and
-/// claims its block for this recording.
-#[allow(clippy::too_many_arguments)] // the recording context, the set and its table, the write
-pub(crate) fn write_timestamp_in(
-    device: &Device,
-    cmd: vk::CommandBuffer,
-    samples: &Arc<Samples>,
-    slots: &mut SampleTable,
-    index: u32,
-    stage: vk::PipelineStageFlags2,
-    in_render_pass: bool,
-    tracker: &mut Tracker,
-) -> Result<()> {
-    if samples.prepare_write(slots, index, in_render_pass, tracker)? {
-        samples.record_reset(slots, cmd, tracker, index);
-    }
-    // SAFETY: index < count (prepare_write), the query was reset (on the host
-    // at creation/reset, or inline just above), and `cmd` is recording.
-    unsafe {
-        device
-            .raw()
-            .cmd_write_timestamp2(cmd, stage, samples.main.raw, index)
-    };
-    slots.mark_recorded(
-        index,
-        gpu_counters_core::bookkeeping::NONE,
-        false,
-        tracker.ticket.id(),
-        0,
-    );
-    tracker.claims.claim(samples, slots, index, &tracker.ticket);
-    Ok(())
 }

@@ -1,15 +1,14 @@
 //! The logical device: opened by gpu-counters or wrapped from the caller's.
 
-pub(crate) use crate::clock::mask;
-use crate::clock::{CalibratedClock, CALIBRATION_BURST};
-use crate::instance::{Capabilities, Instance, InstanceOptions};
+use crate::clock::CalibratedClock;
+use crate::instance::{CalibratedTimestamps, Capabilities, Instance, InstanceOptions};
 use crate::resolve::ResolvePipeline;
 use crate::util::vk_err;
 use ash::vk;
-use gpu_counters_core::bookkeeping::{QueryRead, Ticket};
-use gpu_counters_core::{
-    cpu_monotonic_ns, Calibration, CalibrationMethod, CommonCounterSet, CounterSamplingPoint,
-    DeviceId, DeviceInfo, Error, InvalidInput, Result, TimestampPair,
+use gpu_counters_hal::bookkeeping::Ticket;
+use gpu_counters_hal::{
+    CalibrationMethod, CommonCounterSet, CounterSamplingPoint, DeviceId, DeviceInfo, Error,
+    InvalidInput, RenderStage, Result,
 };
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -36,25 +35,12 @@ pub struct EnabledFeatures {
     /// Which calibrated-timestamps extension is enabled, if any: gpu-counters
     /// calibrates through that one.
     pub calibrated_timestamps: Option<CalibratedTimestamps>,
-}
-
-/// The extensions that read the GPU and CPU clocks together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CalibratedTimestamps {
-    /// `VK_KHR_calibrated_timestamps`.
-    Khr,
-    /// `VK_EXT_calibrated_timestamps`.
-    Ext,
-}
-
-impl CalibratedTimestamps {
-    /// The extension's name.
-    pub fn name(self) -> &'static CStr {
-        match self {
-            CalibratedTimestamps::Khr => ash::khr::calibrated_timestamps::NAME,
-            CalibratedTimestamps::Ext => ash::ext::calibrated_timestamps::NAME,
-        }
-    }
+    /// `taskShader` of `VK_EXT_mesh_shader`: render encoders write
+    /// timestamps after [`RenderStage::Object`].
+    pub task_shader: bool,
+    /// `meshShader` of `VK_EXT_mesh_shader`: render encoders write
+    /// timestamps after [`RenderStage::Mesh`].
+    pub mesh_shader: bool,
 }
 
 /// Device commands of Vulkan 1.2 and 1.3 that gpu-counters calls: a device
@@ -68,6 +54,7 @@ const REQUIRED_COMMANDS: [&CStr; 7] = [
     c"vkCmdEndRendering",
     c"vkCmdBeginRenderPass2",
 ];
+
 
 /// A Vulkan device with one graphics+compute queue, ready for counter
 /// sampling. Cloning shares it.
@@ -208,6 +195,8 @@ impl Device {
             calibrated_timestamps: caps
                 .calibration_ext
                 .filter(|_| caps.calibration == CalibrationMethod::CalibratedPair),
+            task_shader: false,
+            mesh_shader: false,
         };
         Ok(Self::assemble(
             instance.clone(),
@@ -316,6 +305,9 @@ impl Device {
                 // CLOCK_MONOTONIC domain) bracketing stays.
                 caps.calibration_ext = Some(ext);
             }
+        }
+        if features.task_shader || features.mesh_shader {
+            check_mesh_shader_features(&instance, physical_device, features)?;
         }
         if !features.synchronization2 || !caps.host_query_reset {
             return Err(InvalidInput::Unsupported(
@@ -445,6 +437,56 @@ impl Device {
         Ok(())
     }
 
+    /// Whether render encoders of this device can write a timestamp after
+    /// `stage` ([`RenderEncoder::write_timestamp`](crate::RenderEncoder::write_timestamp)):
+    /// vertex and fragment always; object and mesh where `VK_EXT_mesh_shader`'s
+    /// `taskShader` and `meshShader` are enabled (only on a device wrapped
+    /// with [`Device::from_raw`]: gpu-counters opens devices without them);
+    /// tile never, as Vulkan has no tile shaders.
+    pub fn supports_render_stage(&self, stage: RenderStage) -> bool {
+        match stage {
+            RenderStage::Vertex | RenderStage::Fragment => true,
+            RenderStage::Tile => false,
+            RenderStage::Object => self.shared.features.task_shader,
+            RenderStage::Mesh => self.shared.features.mesh_shader,
+        }
+    }
+
+    /// The pipeline stage a timestamp after `stage` waits for: vertex
+    /// `VERTEX_SHADER`, fragment `FRAGMENT_SHADER`, object `TASK_SHADER_EXT`,
+    /// mesh `MESH_SHADER_EXT`.
+    ///
+    /// # Errors
+    /// [`InvalidInput::UnsupportedRenderStage`] for a stage the device lacks
+    /// ([`Device::supports_render_stage`]).
+    #[inline(always)]
+    pub(crate) fn render_stage_flags(&self, stage: RenderStage) -> Result<vk::PipelineStageFlags2> {
+        match stage {
+            RenderStage::Vertex => Ok(vk::PipelineStageFlags2::VERTEX_SHADER),
+            RenderStage::Fragment => Ok(vk::PipelineStageFlags2::FRAGMENT_SHADER),
+            _ => self.other_render_stage_flags(stage),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn other_render_stage_flags(&self, stage: RenderStage) -> Result<vk::PipelineStageFlags2> {
+        let features = &self.shared.features;
+        Ok(match stage {
+            RenderStage::Vertex => vk::PipelineStageFlags2::VERTEX_SHADER,
+            RenderStage::Fragment => vk::PipelineStageFlags2::FRAGMENT_SHADER,
+            RenderStage::Object if features.task_shader => vk::PipelineStageFlags2::TASK_SHADER_EXT,
+            RenderStage::Mesh if features.mesh_shader => vk::PipelineStageFlags2::MESH_SHADER_EXT,
+            RenderStage::Object | RenderStage::Mesh | RenderStage::Tile => {
+                return Err(InvalidInput::UnsupportedRenderStage {
+                    stage,
+                    device: self.shared.info.name.clone(),
+                }
+                .into())
+            }
+        })
+    }
+
     pub(crate) fn require_point(&self, point: CounterSamplingPoint) -> Result<()> {
         if !self.supports_counter_sampling(point) {
             return Err(InvalidInput::UnsupportedSamplingPoint {
@@ -452,81 +494,6 @@ impl Device {
                 device: self.shared.info.name.clone(),
             }
             .into());
-        }
-        Ok(())
-    }
-
-    /// A CPU `CLOCK_MONOTONIC` time and a GPU timestamp taken together, with
-    /// the most they may be apart (Metal's `sampleTimestamps()`).
-    ///
-    /// With calibrated timestamps this reads both clocks a few times and keeps
-    /// the read with the smallest max deviation; without them it brackets a
-    /// timestamp-only submission between two CPU clock reads.
-    pub fn sample_timestamps(&self) -> Result<TimestampPair> {
-        match &self.shared.calibrated {
-            Some(clock) => clock.read_best(CALIBRATION_BURST),
-            None => self.bracketed_read(),
-        }
-    }
-
-    /// One `vkGetCalibratedTimestamps` read (device and `CLOCK_MONOTONIC`).
-    pub fn calibrated_timestamp_read(&self) -> Result<Option<TimestampPair>> {
-        self.shared
-            .calibrated
-            .as_ref()
-            .map(CalibratedClock::read)
-            .transpose()
-    }
-
-    fn bracketed_read(&self) -> Result<TimestampPair> {
-        let cmd = crate::CommandBuffer::new(self)?;
-        let pool = crate::query::QueryPool::new(self, vk::QueryType::TIMESTAMP, 1, None)?;
-        // SAFETY: the pool was just reset on the host and the command buffer
-        // is recording; the pool outlives the wait below.
-        unsafe {
-            self.raw().cmd_write_timestamp2(
-                cmd.raw(),
-                vk::PipelineStageFlags2::ALL_COMMANDS,
-                pool.raw,
-                0,
-            );
-        }
-        let before = cpu_monotonic_ns();
-        let submission = cmd.commit()?;
-        submission.wait()?;
-        let after = cpu_monotonic_ns();
-        let mut data = Vec::new();
-        pool.read_into(0, 1, &mut data)?;
-        if data[1] == 0 {
-            return Err(Error::Internal(
-                "bracketing timestamp not available after its submission completed".into(),
-            ));
-        }
-        let half = (after - before) / 2;
-        Ok(TimestampPair {
-            cpu_ns: before + half,
-            gpu_ticks: data[0] & mask(self.shared.caps.timestamp_valid_bits),
-            max_deviation_ns: half + (after - before) % 2,
-        })
-    }
-
-    /// A calibration of this device's timestamps onto the CPU clock, from a
-    /// fresh [`Device::sample_timestamps`].
-    pub fn calibration(&self) -> Result<Calibration> {
-        self.shared.require_timestamps()?;
-        let pair = self.sample_timestamps()?;
-        Calibration::new(
-            self.shared.caps.calibration,
-            self.shared.caps.timestamp_period_ns,
-            self.shared.caps.timestamp_valid_bits,
-            pair,
-        )
-    }
-
-    /// Adds a fresh anchor to `calibration` if it is due for a refit.
-    pub fn refresh_calibration(&self, calibration: &mut Calibration) -> Result<()> {
-        if calibration.needs_refit(cpu_monotonic_ns()) {
-            calibration.add_anchor(self.sample_timestamps()?)?;
         }
         Ok(())
     }
@@ -574,6 +541,27 @@ impl Device {
         list.iter().filter(|t| !t.is_done()).cloned().collect()
     }
 
+    /// The pipeline of GPU resolves, created on first use.
+    ///
+    /// # Errors
+    /// [`InvalidInput::Unsupported`] without `VK_KHR_push_descriptor`; the
+    /// pipeline's creation errors otherwise.
+    pub(crate) fn resolve_pipeline(&self) -> Result<&ResolvePipeline> {
+        self.shared
+            .resolve
+            .get_or_init(|| {
+                if self.shared.push_descriptor.is_none() {
+                    return Err(InvalidInput::Unsupported(
+                        "GPU resolve needs VK_KHR_push_descriptor, which this device lacks".into(),
+                    )
+                    .into());
+                }
+                ResolvePipeline::new(self.raw())
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
     pub(crate) fn memory_type(&self, bits: u32, flags: vk::MemoryPropertyFlags) -> Option<u32> {
         let m = &self.shared.memory;
         (0..m.memory_type_count).find(|&i| {
@@ -600,4 +588,62 @@ impl DeviceShared {
         }
         Ok(())
     }
+}
+
+pub(crate) fn mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// Fails unless `physical_device` has `VK_EXT_mesh_shader` with the task and
+/// mesh shader features that `features` claims enabled.
+fn check_mesh_shader_features(
+    instance: &Instance,
+    physical_device: vk::PhysicalDevice,
+    features: EnabledFeatures,
+) -> Result<()> {
+    let name = ash::ext::mesh_shader::NAME;
+    // SAFETY: plain enumeration on the caller's physical device.
+    let exts = unsafe {
+        instance
+            .raw()
+            .enumerate_device_extension_properties(physical_device)
+    }
+    .map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?;
+    if !exts
+        .iter()
+        .any(|e| e.extension_name_as_c_str().ok() == Some(name))
+    {
+        return Err(InvalidInput::Unsupported(format!(
+            "features.task_shader or features.mesh_shader claims {}, which the device does not support",
+            name.to_string_lossy()
+        ))
+        .into());
+    }
+    let mut mesh = vk::PhysicalDeviceMeshShaderFeaturesEXT::default();
+    let mut all = vk::PhysicalDeviceFeatures2::default().push_next(&mut mesh);
+    // SAFETY: the device supports the extension whose feature structure is
+    // chained, on an instance of Vulkan 1.1 or later (checked by the caller
+    // of this function before: the 1.3 commands were found).
+    unsafe {
+        instance
+            .raw()
+            .get_physical_device_features2(physical_device, &mut all)
+    };
+    for (claimed, supported, feature) in [
+        (features.task_shader, mesh.task_shader, "taskShader"),
+        (features.mesh_shader, mesh.mesh_shader, "meshShader"),
+    ] {
+        if claimed && supported == vk::FALSE {
+            return Err(InvalidInput::Unsupported(format!(
+                "features claims {feature} of {}, which the device does not support",
+                name.to_string_lossy()
+            ))
+            .into());
+        }
+    }
+    Ok(())
 }

@@ -8,7 +8,7 @@
 //! the CPU or on the GPU into Metal's result structs.
 //!
 //! ```no_run
-//! use gpu_counters_core::{CommonCounterSet, CounterSampleBufferDescriptor, CounterResultTimestamp};
+//! use gpu_counters_hal::{CommonCounterSet, CounterSampleBufferDescriptor, CounterResultTimestamp};
 //! use gpu_counters_vulkan::{CommandBuffer, ComputePassDescriptor, Device, InstanceOptions, PassSampleBufferAttachment};
 //!
 //! let device = Device::open_default(&InstanceOptions::default())?;
@@ -30,44 +30,47 @@
 //! for t in resolved.timestamps()? {
 //!     println!("{} ns", calibration.to_cpu_ns(t.timestamp)?.ns);
 //! }
-//! # Ok::<(), gpu_counters_core::Error>(())
+//! # Ok::<(), gpu_counters_hal::Error>(())
 //! ```
 
 #![warn(missing_docs)]
 
 mod backend;
 mod buffer;
+mod calibration;
 mod clock;
 mod command;
+mod descriptors;
 mod device;
 mod encoder;
+mod gpu_resolve;
 mod instance;
+mod pass;
+mod pass_state;
 mod query;
+mod recording;
 mod resolve;
 mod sample_buffer;
 mod samples;
 mod util;
+mod writes;
 
 pub use ash;
-pub use backend::{FenceMarker, Vulkan};
+pub use backend::{Marker, Vulkan};
 pub use buffer::{BufferRef, GpuBuffer, MemoryLocation};
 pub use clock::{calibration_extension, CalibratedClock, CALIBRATION_BURST};
 pub use command::{CommandBuffer, Completion, Submission};
-pub use device::{CalibratedTimestamps, Device, EnabledFeatures};
-pub use encoder::{
-    BlitEncoder, BlitPassDescriptor, ComputeEncoder, ComputePassDescriptor,
-    PassSampleBufferAttachment, RenderEncoder, RenderPassDescriptor,
+pub use descriptors::{
+    BlitPassDescriptor, ComputePassDescriptor, PassSampleBufferAttachment, RenderPassDescriptor,
     RenderPassSampleBufferAttachment, RenderTarget,
 };
-pub use gpu_counters_core as core;
-pub use instance::{Instance, InstanceOptions, MAX_SAMPLE_COUNT, VALIDATION_ENV, VALIDATION_LAYER};
+pub use device::{Device, EnabledFeatures};
+pub use encoder::{BlitEncoder, ComputeEncoder, RenderEncoder};
+pub use instance::{
+    CalibratedTimestamps, Instance, InstanceOptions, MAX_SAMPLE_COUNT, VALIDATION_ENV,
+    VALIDATION_LAYER,
+};
 pub use resolve::compile_wgsl;
-pub use sample_buffer::{CounterHeap, CounterSampleBuffer};
 pub use samples::VK_STATISTICS;
+pub use sample_buffer::{CounterHeap, CounterSampleBuffer};
 pub use util::map_vk_error;
-
-/// README.md's Rust examples, compiled by `cargo test --doc` so that they
-/// stay true to the API.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;

@@ -1,10 +1,10 @@
 //! Thin ownership wrapper around a `VkQueryPool`.
 
+use crate::device::Device;
 use crate::util::vk_err;
-use crate::Device;
 use ash::vk;
-use gpu_counters_core::bookkeeping::QueryRead;
-use gpu_counters_core::{Error, Result};
+use gpu_counters_hal::bookkeeping::QueryRead;
+use gpu_counters_hal::{Error, Result};
 
 pub(crate) struct QueryPool {
     pub(crate) device: Device,

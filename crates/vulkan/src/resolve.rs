@@ -1,10 +1,9 @@
 //! The compute pipeline behind GPU resolves (WGSL, compiled with naga).
 
 use crate::util::vk_err;
-use crate::Device;
 use ash::vk;
 use bytemuck::{Pod, Zeroable};
-use gpu_counters_core::{Error, Result};
+use gpu_counters_hal::{Error, Result};
 
 /// Invocations per workgroup of the resolve shader.
 pub(crate) const RESOLVE_WORKGROUP: u32 = 64;
@@ -67,24 +66,11 @@ pub fn compile_wgsl(source: &str) -> Result<Vec<u32>> {
         .map_err(|e| Error::Internal(format!("SPIR-V generation error: {e}")))
 }
 
-impl Device {
-    pub(crate) fn resolve_pipeline(&self) -> Result<&ResolvePipeline> {
-        self.shared
-            .resolve
-            .get_or_init(|| self.create_resolve_pipeline())
-            .as_ref()
-            .map_err(Clone::clone)
-    }
-
-    fn create_resolve_pipeline(&self) -> Result<ResolvePipeline> {
-        if self.shared.push_descriptor.is_none() {
-            return Err(gpu_counters_core::InvalidInput::Unsupported(
-                "GPU resolve needs VK_KHR_push_descriptor, which this device lacks".into(),
-            )
-            .into());
-        }
+impl ResolvePipeline {
+    /// Compiles the resolve shader and creates its pipeline on `d`, which
+    /// must have `VK_KHR_push_descriptor` enabled.
+    pub(crate) fn new(d: &ash::Device) -> Result<Self> {
         let spirv = compile_wgsl(SOURCE)?;
-        let d = self.raw();
         let bindings: Vec<_> = (0..3)
             .map(|b| {
                 vk::DescriptorSetLayoutBinding::default()

@@ -1,10 +1,10 @@
 //! Counter sample buffers (`MTLCounterSampleBuffer`) and Metal 4 counter heaps
 //! (`MTL4CounterHeap`).
 
+use crate::device::Device;
 use crate::samples::Samples;
-use crate::Device;
-use gpu_counters_core::bookkeeping::SlotState;
-use gpu_counters_core::{
+use gpu_counters_hal::bookkeeping::SlotState;
+use gpu_counters_hal::{
     CommonCounterSet, CounterHeapDescriptor, CounterHeapType, CounterSampleBufferDescriptor,
     InvalidInput, ResolvedCounters, ResolvedTimestamps, Result, StorageMode,
 };
@@ -56,7 +56,14 @@ impl Device {
         })
     }
 
-    /// Makes a Metal 4 counter heap (`MTLDevice.makeCounterHeap`).
+    /// Makes a Metal 4 counter heap (`MTLDevice.makeCounterHeap`), with the
+    /// descriptor's label.
+    ///
+    /// # Errors
+    /// [`InvalidInput::HeapCountOutOfRange`] for a count of 0 or over the
+    /// device's limit, [`InvalidInput::UnsupportedCounterSet`] on a device
+    /// without timestamps, and out-of-memory or internal errors from the
+    /// driver.
     pub fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CounterHeap> {
         let limit = self.info().max_sample_count;
         if descriptor.count == 0 || descriptor.count > limit {
@@ -73,7 +80,7 @@ impl Device {
             inner: Arc::new(Samples::new(
                 self,
                 CommonCounterSet::Timestamp,
-                format!("timestamp heap of {}", descriptor.count),
+                descriptor.label.clone(),
                 StorageMode::Shared,
                 descriptor.count,
                 "heap entry",
@@ -177,7 +184,7 @@ impl CounterSampleBuffer {
     /// `vkResetQueryPool` of the range). Fails for a range past the end, and
     /// at once while the GPU may still use one of them (as
     /// [`CounterSampleBuffer::reset`] says).
-    pub fn reset_counter_range(&self, range: Range<u64>) -> Result<()> {
+    pub fn reset_range(&self, range: Range<u64>) -> Result<()> {
         self.inner
             .host_reset_range(&range, "resetting", SlotState::Fresh)
     }
@@ -194,6 +201,7 @@ pub struct CounterHeap {
 impl std::fmt::Debug for CounterHeap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CounterHeap")
+            .field("label", &self.inner.label)
             .field("type", &self.heap_type)
             .field("count", &self.inner.count)
             .finish()
@@ -201,6 +209,11 @@ impl std::fmt::Debug for CounterHeap {
 }
 
 impl CounterHeap {
+    /// The descriptor's label (`MTL4CounterHeap.label`).
+    pub fn label(&self) -> &str {
+        &self.inner.label
+    }
+
     /// What the heap holds.
     pub fn heap_type(&self) -> CounterHeapType {
         self.heap_type

@@ -1,5 +1,5 @@
 use ash::vk;
-use gpu_counters_core::Error;
+use gpu_counters_hal::Error;
 
 /// Maps the result of a failed Vulkan call onto gpu-counters' errors, naming
 /// the call.
@@ -17,7 +17,8 @@ use gpu_counters_core::Error;
 /// doing where that helps (`vkCreateFence (profiler frame marker)`).
 ///
 /// ```
-/// use gpu_counters_vulkan::{ash::vk, core::{CounterErrorKind, Error}, map_vk_error};
+/// use gpu_counters_hal::{CounterErrorKind, Error};
+/// use gpu_counters_vulkan::{ash::vk, map_vk_error};
 ///
 /// let e = map_vk_error("vkQueueSubmit2", vk::Result::ERROR_DEVICE_LOST);
 /// assert_eq!(e, Error::DeviceLost("vkQueueSubmit2".into()));
@@ -40,10 +41,32 @@ pub(crate) fn vk_err(call: &'static str) -> impl Fn(vk::Result) -> Error {
     move |r| map_vk_error(call, r)
 }
 
+/// Records one global memory barrier (synchronization2).
+///
+/// # Safety
+/// `cmd` must be a command buffer of `d` in the recording state.
+pub(crate) unsafe fn barrier(
+    d: &ash::Device,
+    cmd: vk::CommandBuffer,
+    src_stage: vk::PipelineStageFlags2,
+    src_access: vk::AccessFlags2,
+    dst_stage: vk::PipelineStageFlags2,
+    dst_access: vk::AccessFlags2,
+) {
+    let barriers = [vk::MemoryBarrier2::default()
+        .src_stage_mask(src_stage)
+        .src_access_mask(src_access)
+        .dst_stage_mask(dst_stage)
+        .dst_access_mask(dst_access)];
+    let dep = vk::DependencyInfo::default().memory_barriers(&barriers);
+    // SAFETY: forwarded from the caller.
+    unsafe { d.cmd_pipeline_barrier2(cmd, &dep) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_counters_core::CounterErrorKind;
+    use gpu_counters_hal::CounterErrorKind;
 
     #[test]
     fn every_vulkan_result_maps_to_one_kind() {

@@ -1,11 +1,11 @@
 //! Timestamp writes into claimed blocks, which skip the bookkeeping lock
-//! (`gpu_counters_core::bookkeeping::LocalClaims`): every rule of the locked
+//! (`gpu_counters_hal::bookkeeping::LocalClaims`): every rule of the locked
 //! path still holds for them, on the real driver with validation on.
 mod common;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterErrorKind, CounterSampleBufferDescriptor, Error, InvalidInput,
-    SampleStatus, SampleValue,
+    SampleStatus, SampleValue, TimestampGranularity,
 };
 use gpu_counters_vulkan::{CommandBuffer, CounterSampleBuffer, Device};
 use std::sync::Barrier;
@@ -37,7 +37,12 @@ fn claimed_writes_are_pending_until_submitted() {
     let buffer = times(&device, n);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     for i in 0..n {
-        cmd.sample_counters(&buffer, i, i % 2 == 1).unwrap();
+        let placement = if i % 2 == 1 {
+            TimestampGranularity::Precise
+        } else {
+            TimestampGranularity::Relaxed
+        };
+        cmd.sample_counters(&buffer, i, placement).unwrap();
     }
     let before = buffer.resolve_counter_range(0..n as u64).unwrap();
     assert_eq!(before.count(SampleStatus::NotReady), n as usize);
@@ -59,15 +64,25 @@ fn claimed_indices_are_refused_to_other_recordings() {
     let buffer = times(&device, 64);
     let mut first = CommandBuffer::new(&device).unwrap();
     for i in 0..10 {
-        first.sample_counters(&buffer, i, true).unwrap();
+        first
+            .sample_counters(&buffer, i, TimestampGranularity::Precise)
+            .unwrap();
     }
     let mut second = CommandBuffer::new(&device).unwrap();
-    let e = second.sample_counters(&buffer, 5, true).unwrap_err();
+    let e = second
+        .sample_counters(&buffer, 5, TimestampGranularity::Precise)
+        .unwrap_err();
     assert!(reuse_reason(e).contains("not been submitted"));
-    second.sample_counters(&buffer, 20, true).unwrap();
-    let e = first.sample_counters(&buffer, 20, true).unwrap_err();
+    second
+        .sample_counters(&buffer, 20, TimestampGranularity::Precise)
+        .unwrap();
+    let e = first
+        .sample_counters(&buffer, 20, TimestampGranularity::Precise)
+        .unwrap_err();
     assert!(reuse_reason(e).contains("not been submitted"));
-    first.sample_counters(&buffer, 21, true).unwrap();
+    first
+        .sample_counters(&buffer, 21, TimestampGranularity::Precise)
+        .unwrap();
     common::run(first);
     common::run(second);
     let r = buffer.resolve_counter_range(0..22).unwrap();
@@ -90,13 +105,15 @@ fn rewritten_claimed_indices_are_reset_first() {
     let mut cmd = CommandBuffer::new(&device).unwrap();
     for _ in 0..2 {
         for i in 0..n {
-            cmd.sample_counters(&buffer, i, true).unwrap();
+            cmd.sample_counters(&buffer, i, TimestampGranularity::Precise)
+                .unwrap();
         }
     }
     common::run(cmd);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     for i in 0..n {
-        cmd.sample_counters(&buffer, i, true).unwrap();
+        cmd.sample_counters(&buffer, i, TimestampGranularity::Precise)
+            .unwrap();
     }
     common::run(cmd);
     let r = buffer.resolve_counter_range(0..n as u64).unwrap();
@@ -113,7 +130,8 @@ fn abandoned_claimed_writes_are_forgotten() {
     let buffer = times(&device, n);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     for i in 0..n {
-        cmd.sample_counters(&buffer, i, true).unwrap();
+        cmd.sample_counters(&buffer, i, TimestampGranularity::Precise)
+            .unwrap();
     }
     drop(cmd);
     let r = buffer.resolve_counter_range(0..n as u64).unwrap();
@@ -121,7 +139,8 @@ fn abandoned_claimed_writes_are_forgotten() {
     buffer.reset().unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();
     for i in 0..n {
-        cmd.sample_counters(&buffer, i, true).unwrap();
+        cmd.sample_counters(&buffer, i, TimestampGranularity::Precise)
+            .unwrap();
     }
     common::run(cmd);
     assert!(buffer
@@ -148,7 +167,8 @@ fn record_on_threads(
                     let mut cmd = CommandBuffer::new(device).unwrap();
                     start.wait();
                     for &i in list {
-                        cmd.sample_counters(buffer, i, true).unwrap();
+                        cmd.sample_counters(buffer, i, TimestampGranularity::Precise)
+                            .unwrap();
                     }
                     cmd.end_statistics().unwrap();
                     cmd
@@ -193,20 +213,30 @@ fn blocks_claimed_ahead_are_shared_by_the_rules() {
     let mut first = CommandBuffer::new(&device).unwrap();
     // Index 0 under the lock: blocks 0 to 3 are now the first's.
     for i in [0, 1, 130, 131] {
-        first.sample_counters(&buffer, i, true).unwrap();
+        first
+            .sample_counters(&buffer, i, TimestampGranularity::Precise)
+            .unwrap();
     }
     let mut second = CommandBuffer::new(&device).unwrap();
-    let e = second.sample_counters(&buffer, 130, true).unwrap_err();
+    let e = second
+        .sample_counters(&buffer, 130, TimestampGranularity::Precise)
+        .unwrap_err();
     assert!(reuse_reason(e).contains("not been submitted"));
     for i in [100, 200, 201] {
-        second.sample_counters(&buffer, i, true).unwrap();
+        second
+            .sample_counters(&buffer, i, TimestampGranularity::Precise)
+            .unwrap();
     }
     for i in [100, 200] {
-        let e = first.sample_counters(&buffer, i, true).unwrap_err();
+        let e = first
+            .sample_counters(&buffer, i, TimestampGranularity::Precise)
+            .unwrap_err();
         assert!(reuse_reason(e).contains("not been submitted"), "{i}");
     }
     for i in [101, 199, 202] {
-        first.sample_counters(&buffer, i, true).unwrap();
+        first
+            .sample_counters(&buffer, i, TimestampGranularity::Precise)
+            .unwrap();
     }
     // Submitted in the reverse of their recording order.
     common::run(second);
@@ -279,11 +309,16 @@ fn statistic_samples_beside_claimed_timestamps_take_their_own_path() {
         ))
         .unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&times, 0, true).unwrap();
-    cmd.sample_counters(&times, 1, true).unwrap();
-    cmd.sample_counters(&stats, 0, true).unwrap();
-    cmd.sample_counters(&times, 2, true).unwrap();
-    cmd.sample_counters(&stats, 1, true).unwrap();
+    cmd.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&times, 1, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&stats, 0, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&times, 2, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&stats, 1, TimestampGranularity::Precise)
+        .unwrap();
     cmd.end_statistics().unwrap();
     common::run(cmd);
     let t = times.resolve_counter_range(0..3).unwrap();

@@ -1,7 +1,7 @@
 //! Compute passes: exact kernel invocation counts, calibrated timestamps.
 mod common;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterResultStatistic, CounterResultTimestamp,
     CounterSampleBufferDescriptor, SampleValue,
 };

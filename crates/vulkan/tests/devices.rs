@@ -3,7 +3,7 @@
 
 mod common;
 
-use gpu_counters_core::{CommonCounter, CommonCounterSet, CounterSamplingPoint, DeviceType};
+use gpu_counters_hal::{CommonCounter, CommonCounterSet, CounterSamplingPoint, DeviceType};
 use gpu_counters_vulkan::{Instance, InstanceOptions};
 
 #[test]
@@ -51,9 +51,9 @@ fn lists_devices_with_their_counter_sets() {
 #[test]
 fn calibration_pair_is_current() {
     let device = common::device();
-    let before = gpu_counters_core::cpu_monotonic_ns();
+    let before = gpu_counters_hal::cpu_monotonic_ns();
     let pair = device.sample_timestamps().unwrap();
-    let after = gpu_counters_core::cpu_monotonic_ns();
+    let after = gpu_counters_hal::cpu_monotonic_ns();
     assert!(
         pair.cpu_ns + pair.max_deviation_ns >= before
             && pair.cpu_ns <= after + pair.max_deviation_ns,

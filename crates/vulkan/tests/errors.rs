@@ -2,9 +2,9 @@
 //! no validation-layer message.
 mod common;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterSampleBufferDescriptor,
-    Error, InvalidInput, SampleStatus, StorageMode, TimestampGranularity,
+    Error, InvalidInput, RenderStage, SampleStatus, StorageMode, TimestampGranularity,
 };
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
@@ -170,7 +170,10 @@ fn index_out_of_range() {
         pass.end_encoding().unwrap();
     }
     assert_eq!(
-        invalid(cmd.sample_counters(&b, 7, true).unwrap_err()),
+        invalid(
+            cmd.sample_counters(&b, 7, TimestampGranularity::Precise)
+                .unwrap_err()
+        ),
         InvalidInput::IndexOutOfRange {
             what: "sample",
             label: "two".into(),
@@ -318,7 +321,10 @@ fn objects_of_another_device() {
     let buffer_b = timestamps(&b, "b", 2);
     let mut cmd = CommandBuffer::new(&b).unwrap();
     assert_eq!(
-        foreign(cmd.sample_counters(&buffer_a, 0, true).unwrap_err()),
+        foreign(
+            cmd.sample_counters(&buffer_a, 0, TimestampGranularity::Precise)
+                .unwrap_err()
+        ),
         "counter sample buffer"
     );
     assert_eq!(
@@ -359,7 +365,7 @@ fn objects_of_another_device() {
 
 /// The calls `objects_of_another_device` leaves out, each refusing device
 /// A's object on device B's command buffer with `ForeignObject` naming it
-/// (core's shared `DeviceId` check): a recorded reset, a heap's GPU resolve
+/// (hal's shared `DeviceId` check): a recorded reset, a heap's GPU resolve
 /// (its heap and its destination), a blit pass's attachments, resolves and
 /// samples, and a render pass's attachments, samples and heap writes (both
 /// granularities). B's own work still runs; nothing of
@@ -464,7 +470,10 @@ fn objects_of_another_device_in_every_call() {
     );
     for granularity in [TimestampGranularity::Precise, TimestampGranularity::Relaxed] {
         assert_eq!(
-            foreign(pass.write_timestamp(granularity, &heap_a, 2).unwrap_err()),
+            foreign(
+                pass.write_timestamp(granularity, RenderStage::Fragment, &heap_a, 2)
+                    .unwrap_err()
+            ),
             "counter heap"
         );
     }
@@ -511,20 +520,27 @@ fn objects_of_another_device_beside_claimed_blocks() {
     let (heap_a, heap_b) = (heap(&a), heap(&b));
     // The other device's recording claims the same indices of its own sets.
     let mut cmd_a = CommandBuffer::new(&a).unwrap();
-    cmd_a.sample_counters(&buffer_a, 0, true).unwrap();
+    cmd_a
+        .sample_counters(&buffer_a, 0, TimestampGranularity::Precise)
+        .unwrap();
     cmd_a
         .write_timestamp(TimestampGranularity::Precise, &heap_a, 0)
         .unwrap();
     let mut cmd = CommandBuffer::new(&b).unwrap();
     // Claims on b's sets: index 0 written under the lock, 1 claimed clean.
-    cmd.sample_counters(&buffer_b, 0, true).unwrap();
-    cmd.sample_counters(&buffer_b, 1, true).unwrap();
+    cmd.sample_counters(&buffer_b, 0, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&buffer_b, 1, TimestampGranularity::Precise)
+        .unwrap();
     cmd.write_timestamp(TimestampGranularity::Precise, &heap_b, 0)
         .unwrap();
     cmd.write_timestamp(TimestampGranularity::Precise, &heap_b, 1)
         .unwrap();
     assert_eq!(
-        foreign(cmd.sample_counters(&buffer_a, 2, true).unwrap_err()),
+        foreign(
+            cmd.sample_counters(&buffer_a, 2, TimestampGranularity::Precise)
+                .unwrap_err()
+        ),
         "counter sample buffer"
     );
     assert_eq!(
@@ -673,7 +689,7 @@ fn index_reuse_inside_a_render_pass_and_attached_twice() {
     assert_eq!(
         invalid(e),
         InvalidInput::UnsupportedSamplingPoint {
-            point: gpu_counters_core::CounterSamplingPoint::AtTileDispatchBoundary,
+            point: gpu_counters_hal::CounterSamplingPoint::AtTileDispatchBoundary,
             device: device.info().name.clone(),
         }
     );
@@ -703,8 +719,10 @@ fn commit_of_a_callers_command_buffer() {
     // `cmd`; it is submitted (to the queue, under `Device::queue`'s lock) and
     // waited for before `completion` is signaled; no statistics are sampled.
     let mut cmd = unsafe { CommandBuffer::from_raw(&device, caller.raw()) };
-    cmd.sample_counters(&b, 0, true).unwrap();
-    cmd.sample_counters(&b, 1, true).unwrap();
+    cmd.sample_counters(&b, 0, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&b, 1, TimestampGranularity::Precise)
+        .unwrap();
     let completion = cmd.completion();
     assert!(matches!(
         invalid(cmd.commit().unwrap_err()),

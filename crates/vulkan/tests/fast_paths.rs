@@ -6,7 +6,7 @@
 //! the same samples and the same typed errors.
 mod common;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, Error, InvalidInput, SampleStatus,
     TimestampGranularity,
 };
@@ -33,7 +33,7 @@ fn attach(
     }]
 }
 
-fn ticks(r: &gpu_counters_core::ResolvedCounters) -> Vec<u64> {
+fn ticks(r: &gpu_counters_hal::ResolvedCounters) -> Vec<u64> {
     r.timestamps()
         .unwrap()
         .iter()
@@ -47,7 +47,8 @@ fn one_attachment_into_claimed_indices() {
     let b = common::sample_buffer(&device, CommonCounterSet::Timestamp, "pairs", 100);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     // Claims the block of indices 0..64 for this recording.
-    cmd.sample_counters(&b, 0, true).unwrap();
+    cmd.sample_counters(&b, 0, TimestampGranularity::Precise)
+        .unwrap();
     for i in 1..20 {
         let pass = cmd
             .compute_encoder(&ComputePassDescriptor {
@@ -395,7 +396,8 @@ fn a_pass_end_noted_at_its_begin() {
     // The end written before in this recording (so not clean in the
     // claim): the pass's begin takes the lock, resets it and claims the
     // block again.
-    cmd.sample_counters(&b, 190, true).unwrap();
+    cmd.sample_counters(&b, 190, TimestampGranularity::Precise)
+        .unwrap();
     pass_of(&mut cmd, 129, 190);
     common::run(cmd);
     let r = b.resolve_counter_range(0..200).unwrap();
@@ -456,7 +458,8 @@ fn a_noted_end_is_refused_to_other_recordings() {
     let b = common::sample_buffer(&device, CommonCounterSet::Timestamp, "noted", 64);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     // Claims block 0, so the pass below takes the noted path.
-    cmd.sample_counters(&b, 0, true).unwrap();
+    cmd.sample_counters(&b, 0, TimestampGranularity::Precise)
+        .unwrap();
     let pass = cmd
         .compute_encoder(&ComputePassDescriptor {
             sample_buffer_attachments: &attach(&b, Some(2), Some(3)),
@@ -468,18 +471,22 @@ fn a_noted_end_is_refused_to_other_recordings() {
         let other = s.spawn(move || {
             open_rx.recv().unwrap();
             let mut other = CommandBuffer::new(device).unwrap();
-            let e = other.sample_counters(b, 3, true).unwrap_err();
+            let e = other
+                .sample_counters(b, 3, TimestampGranularity::Precise)
+                .unwrap_err();
             assert!(matches!(
                 invalid(e),
                 InvalidInput::SampleIndexReuse {
                     index: 3,
-                    reason: gpu_counters_core::bookkeeping::RECORDED_ELSEWHERE,
+                    reason: gpu_counters_hal::bookkeeping::RECORDED_ELSEWHERE,
                     ..
                 }
             ));
             // An index of the claimed block no one wrote: its write revokes
             // it from the claim, and it is this recording's.
-            other.sample_counters(b, 5, true).unwrap();
+            other
+                .sample_counters(b, 5, TimestampGranularity::Precise)
+                .unwrap();
             other
         });
         open_tx.send(()).unwrap();

@@ -5,7 +5,7 @@
 //! Debian 12's loader, such instances made concurrently with validated ones
 //! in one process hung the process once in a few runs).
 
-use gpu_counters_core::{CounterErrorKind, Error, InvalidInput};
+use gpu_counters_hal::{CounterErrorKind, Error, InvalidInput};
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{CalibratedTimestamps, Device, EnabledFeatures, Instance};
 use std::sync::Mutex;
@@ -30,6 +30,17 @@ struct RawDevice {
 
 impl RawDevice {
     fn new(api_version: u32, extensions: &[&std::ffi::CStr], vulkan_1_3: bool) -> Self {
+        Self::create(api_version, extensions, vulkan_1_3, false)
+    }
+
+    /// As `new`, with `VK_EXT_mesh_shader`'s task and mesh shaders enabled
+    /// when `mesh` (the caller names the extension).
+    fn create(
+        api_version: u32,
+        extensions: &[&std::ffi::CStr],
+        vulkan_1_3: bool,
+        mesh: bool,
+    ) -> Self {
         // SAFETY: plain instance and device creation with create-infos that
         // point at locals alive for each call.
         unsafe {
@@ -65,6 +76,12 @@ impl RawDevice {
             if vulkan_1_3 {
                 info = info.push_next(&mut f12).push_next(&mut f13);
             }
+            let mut mesh_features = vk::PhysicalDeviceMeshShaderFeaturesEXT::default()
+                .task_shader(true)
+                .mesh_shader(true);
+            if mesh {
+                info = info.push_next(&mut mesh_features);
+            }
             let device = instance
                 .create_device(physical_device, &info, None)
                 .unwrap();
@@ -79,7 +96,7 @@ impl RawDevice {
     }
 
     /// Wraps it. The caller (this test) keeps it alive longer.
-    fn wrap(&self, features: EnabledFeatures) -> gpu_counters_core::Result<Device> {
+    fn wrap(&self, features: EnabledFeatures) -> gpu_counters_hal::Result<Device> {
         // SAFETY: the instance and device outlive the wrapper (dropped
         // before `RawDevice`), the queue is of `family`, and `features` is
         // what `new` enabled (or more, for the check that refuses it).
@@ -171,10 +188,10 @@ fn from_raw_calibrates_with_the_callers_extension() {
             let raw = RawDevice::new(vk::API_VERSION_1_3, &[name], true);
             let device = raw.wrap(features).unwrap();
             let calibration = device.calibration().unwrap();
-            if device.info().calibration != gpu_counters_core::CalibrationMethod::Bracketing {
+            if device.info().calibration != gpu_counters_hal::CalibrationMethod::Bracketing {
                 assert_eq!(
                     calibration.method(),
-                    gpu_counters_core::CalibrationMethod::CalibratedPair
+                    gpu_counters_hal::CalibrationMethod::CalibratedPair
                 );
                 assert_eq!(
                     device.info().calibration_source,
@@ -193,4 +210,119 @@ fn from_raw_calibrates_with_the_callers_extension() {
         }
     }
     assert!(tried >= 1, "lavapipe has VK_EXT_calibrated_timestamps");
+}
+
+/// Object and mesh stages need `VK_EXT_mesh_shader`'s `taskShader` and
+/// `meshShader`, which only a caller's device has: claimed on a device
+/// without them, `from_raw` refuses naming the extension; without the
+/// claim, timestamps after them are typed errors; claimed on a device that
+/// has them (NVIDIA), precise timestamps after both lie between a sample
+/// before the pass and one after it, and relaxed ones share the pass's end.
+#[test]
+fn from_raw_object_and_mesh_stages_follow_the_mesh_shader_features() {
+    use gpu_counters_hal::RenderStage::{Fragment, Mesh, Object, Tile, Vertex};
+    use gpu_counters_hal::TimestampGranularity::{Precise, Relaxed};
+    use gpu_counters_hal::{CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus};
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let name = ash::ext::mesh_shader::NAME;
+    let probe = RawDevice::new(vk::API_VERSION_1_3, &[], true);
+    // SAFETY: plain enumeration on a valid physical device.
+    let has_mesh = unsafe {
+        probe
+            .instance
+            .enumerate_device_extension_properties(probe.physical_device)
+            .unwrap()
+    }
+    .iter()
+    .any(|e| e.extension_name_as_c_str().ok() == Some(name));
+    let plain = probe.wrap(vulkan_1_3_features()).unwrap();
+    for stage in [Object, Mesh, Tile] {
+        assert!(!plain.supports_render_stage(stage), "{stage}");
+    }
+    assert!(plain.supports_render_stage(Vertex) && plain.supports_render_stage(Fragment));
+    drop(plain);
+    if !has_mesh {
+        for features in [
+            EnabledFeatures {
+                task_shader: true,
+                ..vulkan_1_3_features()
+            },
+            EnabledFeatures {
+                mesh_shader: true,
+                ..vulkan_1_3_features()
+            },
+        ] {
+            let e = probe.wrap(features).unwrap_err();
+            assert!(
+                matches!(invalid(e.clone()), InvalidInput::Unsupported(ref m) if m.contains(&*name.to_string_lossy())),
+                "{e}"
+            );
+        }
+        return;
+    }
+    drop(probe);
+    let raw = RawDevice::create(vk::API_VERSION_1_3, &[name], true, true);
+    let device = raw
+        .wrap(EnabledFeatures {
+            task_shader: true,
+            mesh_shader: true,
+            ..vulkan_1_3_features()
+        })
+        .unwrap();
+    assert!(device.supports_render_stage(Object) && device.supports_render_stage(Mesh));
+    assert!(!device.supports_render_stage(Tile));
+    let heap = device
+        .make_counter_heap(&gpu_counters_hal::CounterHeapDescriptor::timestamp(4))
+        .unwrap();
+    let bounds = device
+        .make_counter_sample_buffer(&CounterSampleBufferDescriptor::new(
+            CommonCounterSet::Timestamp,
+            "bounds",
+            2,
+        ))
+        .unwrap();
+    let mut cmd = gpu_counters_vulkan::CommandBuffer::new(&device).unwrap();
+    cmd.sample_counters(&bounds, 0, Precise).unwrap();
+    let info = vk::RenderingInfo::default()
+        .render_area(vk::Rect2D {
+            offset: vk::Offset2D { x: 0, y: 0 },
+            extent: vk::Extent2D {
+                width: 16,
+                height: 16,
+            },
+        })
+        .layer_count(1);
+    // SAFETY: a rendering instance without attachments over a 16x16 area
+    // in one layer (valid with dynamic rendering, which the device
+    // enables); `info` outlives the call.
+    let mut pass = unsafe {
+        cmd.render_encoder(&gpu_counters_vulkan::RenderPassDescriptor {
+            target: gpu_counters_vulkan::RenderTarget::Dynamic(&info),
+            sample_buffer_attachments: &[],
+        })
+    }
+    .unwrap();
+    pass.write_timestamp(Precise, Object, &heap, 0).unwrap();
+    pass.write_timestamp(Precise, Mesh, &heap, 1).unwrap();
+    pass.write_timestamp(Relaxed, Object, &heap, 2).unwrap();
+    pass.write_timestamp(Relaxed, Mesh, &heap, 3).unwrap();
+    pass.end_encoding().unwrap();
+    cmd.sample_counters(&bounds, 1, Precise).unwrap();
+    cmd.commit().unwrap().wait().unwrap();
+    let b = bounds.resolve_counter_range(0..2).unwrap();
+    assert_eq!(b.statuses(), &[SampleStatus::Written; 2]);
+    let b = b.timestamps().unwrap();
+    let h = heap.resolve_counter_range(0..4).unwrap();
+    assert_eq!(h.statuses(), &[SampleStatus::Written; 4]);
+    let h: Vec<u64> = h
+        .timestamps()
+        .unwrap()
+        .iter()
+        .map(|t| t.timestamp)
+        .collect();
+    for t in &h[..2] {
+        assert!(b[0].timestamp <= *t && *t <= h[2], "{b:?} {h:?}");
+    }
+    assert_eq!(h[2], h[3]);
+    assert!(h[2] <= b[1].timestamp, "{b:?} {h:?}");
 }

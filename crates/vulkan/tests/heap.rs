@@ -1,7 +1,7 @@
 //! Metal 4 counter heaps: precise and relaxed writes, invalidation.
 mod common;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CounterHeapDescriptor, CounterHeapType, SampleStatus, TimestampGranularity, COUNTER_ERROR_VALUE,
 };
 use gpu_counters_vulkan::{CommandBuffer, ComputePassDescriptor, GpuBuffer, MemoryLocation};
@@ -124,5 +124,42 @@ fn heap_writes_resolve_and_invalidate() {
     // SAFETY: the device finished every command buffer that used the workload
     // (`common::run` waits), which was built on `device`.
     unsafe { work.destroy(device.raw()) };
+    common::assert_no_validation_messages(&device);
+}
+
+/// A heap carries its descriptor's label (`MTL4CounterHeap.label`), which
+/// errors about its entries name; `timestamp(count)` labels it by its size.
+#[test]
+fn heaps_carry_their_label() {
+    let device = common::device();
+    let heap = device
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(3).with_label("frame times"))
+        .unwrap();
+    assert_eq!(heap.label(), "frame times");
+    assert!(format!("{heap:?}").contains("frame times"));
+    assert_eq!(heap.clone().label(), "frame times");
+    let e = heap.resolve_counter_range(0..4).unwrap_err();
+    assert_eq!(
+        e.invalid(),
+        Some(&gpu_counters_hal::InvalidInput::RangeOutOfBounds {
+            label: "frame times".into(),
+            start: 0,
+            end: 4,
+            count: 3,
+        })
+    );
+    let mut cmd = CommandBuffer::new(&device).unwrap();
+    let mut pass = cmd
+        .compute_encoder(&ComputePassDescriptor::default())
+        .unwrap();
+    let e = pass
+        .write_timestamp(TimestampGranularity::Precise, &heap, 3)
+        .unwrap_err();
+    assert!(e.to_string().contains("`frame times`"), "{e}");
+    pass.end_encoding().unwrap();
+    let plain = device
+        .make_counter_heap(&CounterHeapDescriptor::timestamp(5))
+        .unwrap();
+    assert_eq!(plain.label(), "timestamp heap of 5");
     common::assert_no_validation_messages(&device);
 }

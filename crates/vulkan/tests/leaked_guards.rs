@@ -6,9 +6,9 @@ mod common;
 
 use common::sample_buffer as buffer;
 
-use gpu_counters_core::{
-    CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, Error, InvalidInput, SampleStatus,
-    TimestampGranularity,
+use gpu_counters_hal::{
+    CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, Error, InvalidInput, RenderStage,
+    SampleStatus, TimestampGranularity,
 };
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
@@ -24,7 +24,7 @@ fn invalid(e: Error) -> InvalidInput {
 }
 
 /// Whether `r` is the leaked-encoder error.
-fn leaked<T: std::fmt::Debug>(what: &str, r: gpu_counters_core::Result<T>) {
+fn leaked<T: std::fmt::Debug>(what: &str, r: gpu_counters_hal::Result<T>) {
     match r {
         Err(e) => assert!(
             matches!(invalid(e.clone()), InvalidInput::EncoderState(ref m) if m.contains("never ended")),
@@ -122,8 +122,13 @@ fn leak_pass(kind: Kind, cmd: &mut CommandBuffer, s: &Sampled, work: &RenderWork
                 })
             }
             .unwrap();
-            pass.write_timestamp(TimestampGranularity::Relaxed, &s.heap, 0)
-                .unwrap();
+            pass.write_timestamp(
+                TimestampGranularity::Relaxed,
+                RenderStage::Fragment,
+                &s.heap,
+                0,
+            )
+            .unwrap();
             std::mem::forget(pass);
         }
     }
@@ -181,7 +186,7 @@ fn a_leaked_encoder_of_each_kind_fails_every_later_call() {
         }
         leaked(
             &format!("{what}: sample"),
-            cmd.sample_counters(&other, 0, true),
+            cmd.sample_counters(&other, 0, TimestampGranularity::Precise),
         );
         leaked(
             &format!("{what}: heap write"),
@@ -217,8 +222,10 @@ fn a_leaked_encoder_of_each_kind_fails_every_later_call() {
 
         let mut cmd = CommandBuffer::new(&device).unwrap();
         for i in 0..2 {
-            cmd.sample_counters(&s.times, i, true).unwrap();
-            cmd.sample_counters(&s.stats, i, false).unwrap();
+            cmd.sample_counters(&s.times, i, TimestampGranularity::Precise)
+                .unwrap();
+            cmd.sample_counters(&s.stats, i, TimestampGranularity::Relaxed)
+                .unwrap();
         }
         common::run(cmd);
         assert!(s.times.resolve_counter_range(0..2).unwrap().all_written());
@@ -270,22 +277,30 @@ fn a_leaked_command_buffer_keeps_its_samples_pending() {
     let device = common::device();
     let times = buffer(&device, CommonCounterSet::Timestamp, "leaked recording", 4);
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&times, 0, true).unwrap();
-    cmd.sample_counters(&times, 1, true).unwrap();
+    cmd.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&times, 1, TimestampGranularity::Precise)
+        .unwrap();
     std::mem::forget(cmd);
     let r = times.resolve_counter_range(0..2).unwrap();
     assert_eq!(r.statuses(), &[SampleStatus::NotReady; 2]);
     let mut other = CommandBuffer::new(&device).unwrap();
-    let e = other.sample_counters(&times, 0, true).unwrap_err();
+    let e = other
+        .sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap_err();
     assert!(reuse_reason(e).contains("not been submitted"));
-    let e = times.reset_counter_range(0..2).unwrap_err();
+    let e = times.reset_range(0..2).unwrap_err();
     assert!(reuse_reason(e).contains("not been submitted"));
-    other.sample_counters(&times, 2, true).unwrap();
-    other.sample_counters(&times, 3, true).unwrap();
+    other
+        .sample_counters(&times, 2, TimestampGranularity::Precise)
+        .unwrap();
+    other
+        .sample_counters(&times, 3, TimestampGranularity::Precise)
+        .unwrap();
     common::run(other);
     let r = times.resolve_counter_range(2..4).unwrap();
     assert!(r.all_written(), "{:?}", r.statuses());
-    times.reset_counter_range(2..4).unwrap();
+    times.reset_range(2..4).unwrap();
     common::assert_no_validation_messages(&device);
 }
 
@@ -298,8 +313,10 @@ fn a_leaked_submission_is_finished_by_wait_idle() {
     let device = common::device();
     let times = buffer(&device, CommonCounterSet::Timestamp, "leaked submission", 2);
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&times, 0, true).unwrap();
-    cmd.sample_counters(&times, 1, true).unwrap();
+    cmd.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&times, 1, TimestampGranularity::Precise)
+        .unwrap();
     std::mem::forget(cmd.commit().unwrap());
     let e = times.reset().unwrap_err();
     assert!(reuse_reason(e).contains("pending on the GPU"));

@@ -1,7 +1,7 @@
 //! Render passes: exact vertex, clipper and fragments-passed counts.
 mod common;
 
-use gpu_counters_core::{CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus};
+use gpu_counters_hal::{CommonCounterSet, CounterSampleBufferDescriptor, SampleStatus};
 use gpu_counters_vulkan::ash::vk;
 use gpu_counters_vulkan::{
     CommandBuffer, RenderPassDescriptor, RenderPassSampleBufferAttachment, RenderTarget,
@@ -117,10 +117,11 @@ fn odd_target() {
 /// written before is reset and written at the pass's end.
 #[test]
 fn relaxed_then_precise_in_a_render_pass() {
-    use gpu_counters_core::TimestampGranularity::{Precise, Relaxed};
+    use gpu_counters_hal::RenderStage::Fragment;
+    use gpu_counters_hal::TimestampGranularity::{Precise, Relaxed};
     let device = common::device();
     let heap = device
-        .make_counter_heap(&gpu_counters_core::CounterHeapDescriptor::timestamp(8))
+        .make_counter_heap(&gpu_counters_hal::CounterHeapDescriptor::timestamp(8))
         .unwrap();
     let mut work = RenderWorkload::new(&common::ctx(&device), 1, 16, 16).unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();
@@ -149,25 +150,25 @@ fn relaxed_then_precise_in_a_render_pass() {
         .unwrap();
         if round == 0 {
             // The pass's first relaxed write, then a precise one in its place.
-            pass.write_timestamp(Relaxed, &heap, 1).unwrap();
-            pass.write_timestamp(Precise, &heap, 1).unwrap();
+            pass.write_timestamp(Relaxed, Fragment, &heap, 1).unwrap();
+            pass.write_timestamp(Precise, Fragment, &heap, 1).unwrap();
             // Again (the first relaxed write since), and one in the lists.
-            pass.write_timestamp(Relaxed, &heap, 2).unwrap();
-            pass.write_timestamp(Relaxed, &heap, 3).unwrap();
-            pass.write_timestamp(Precise, &heap, 2).unwrap();
-            pass.write_timestamp(Precise, &heap, 3).unwrap();
-            pass.write_timestamp(Relaxed, &heap, 4).unwrap();
+            pass.write_timestamp(Relaxed, Fragment, &heap, 2).unwrap();
+            pass.write_timestamp(Relaxed, Fragment, &heap, 3).unwrap();
+            pass.write_timestamp(Precise, Fragment, &heap, 2).unwrap();
+            pass.write_timestamp(Precise, Fragment, &heap, 3).unwrap();
+            pass.write_timestamp(Relaxed, Fragment, &heap, 4).unwrap();
         } else if round == 1 {
-            pass.write_timestamp(Relaxed, &heap, 5).unwrap();
-            pass.write_timestamp(Relaxed, &heap, 6).unwrap();
+            pass.write_timestamp(Relaxed, Fragment, &heap, 5).unwrap();
+            pass.write_timestamp(Relaxed, Fragment, &heap, 6).unwrap();
             // Written before in this recording: it shares 5's timestamp
             // too, its own query untouched.
-            pass.write_timestamp(Relaxed, &heap, 0).unwrap();
+            pass.write_timestamp(Relaxed, Fragment, &heap, 0).unwrap();
         } else {
             // The pass's first relaxed write, into an entry written before
             // in this recording: it needs a reset, which the pass's end
             // (outside the render pass) records before writing it.
-            pass.write_timestamp(Relaxed, &heap, 1).unwrap();
+            pass.write_timestamp(Relaxed, Fragment, &heap, 1).unwrap();
         }
         pass.end_encoding().unwrap();
     }

@@ -2,9 +2,9 @@
 //! finished, CPU and GPU resolves byte for byte, encoder-level chains.
 mod common;
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterResultStatistic, CounterSampleBufferDescriptor, SampleStatus,
-    SampleValue, StorageMode, COUNTER_ERROR_VALUE,
+    SampleValue, StorageMode, TimestampGranularity, COUNTER_ERROR_VALUE,
 };
 use gpu_counters_vulkan::{
     CommandBuffer, ComputePassDescriptor, CounterSampleBuffer, Device, GpuBuffer, MemoryLocation,
@@ -132,7 +132,7 @@ fn resolve_before_completion_never_yields_zeros() {
                 .iter()
                 .all(|&v| v == COUNTER_ERROR_VALUE));
             assert!(matches!(
-                r.sample::<gpu_counters_core::CounterResultTimestamp>(0),
+                r.sample::<gpu_counters_hal::CounterResultTimestamp>(0),
                 Ok(SampleValue::NotReady) | Err(_)
             ));
         }
@@ -217,22 +217,25 @@ fn command_buffer_level_statistics_nest() {
     let stats = buffer(&device, CommonCounterSet::Statistic, 4);
     let mut work = ComputeWorkload::new(&common::ctx(&device), 9, 2, 1).unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&stats, 0, true).unwrap(); // outer start
-                                                   // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
-                                                   // outside any render pass on `device`, where the workload was built; the
-                                                   // GPU is done with it (`common::run` waits) before it is destroyed.
+    cmd.sample_counters(&stats, 0, TimestampGranularity::Precise)
+        .unwrap(); // outer start
+                   // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
+                   // outside any render pass on `device`, where the workload was built; the
+                   // GPU is done with it (`common::run` waits) before it is destroyed.
     unsafe { work.record_dispatch(device.raw(), cmd.raw()) };
-    cmd.sample_counters(&stats, 1, true).unwrap(); // inner start
-                                                   // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
-                                                   // outside any render pass on `device`, where the workload was built; the
-                                                   // GPU is done with it (`common::run` waits) before it is destroyed.
+    cmd.sample_counters(&stats, 1, TimestampGranularity::Precise)
+        .unwrap(); // inner start
+                   // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
+                   // outside any render pass on `device`, where the workload was built; the
+                   // GPU is done with it (`common::run` waits) before it is destroyed.
     unsafe {
         work.record_barrier(device.raw(), cmd.raw());
         work.record_dispatch(device.raw(), cmd.raw());
         work.record_dispatch(device.raw(), cmd.raw());
     }
-    cmd.sample_counters(&stats, 2, true).unwrap(); // inner end
-                                                   // Statistics inside a pass are refused while the chain is open.
+    cmd.sample_counters(&stats, 2, TimestampGranularity::Precise)
+        .unwrap(); // inner end
+                   // Statistics inside a pass are refused while the chain is open.
     {
         let mut pass = cmd
             .compute_encoder(&ComputePassDescriptor::default())
@@ -241,7 +244,8 @@ fn command_buffer_level_statistics_nest() {
         assert!(e.to_string().contains("end_statistics"), "{e}");
         pass.end_encoding().unwrap();
     }
-    cmd.sample_counters(&stats, 3, true).unwrap(); // outer end
+    cmd.sample_counters(&stats, 3, TimestampGranularity::Precise)
+        .unwrap(); // outer end
     common::run(cmd);
     let r = stats.resolve_counter_range(0..4).unwrap();
     assert!(r.all_written());
@@ -348,7 +352,7 @@ fn resampled_indices_are_not_ready_until_their_command_buffer_completes() {
 /// Whether the driver lets the host read query results while the GPU waits
 /// on a host-set event (lavapipe does not: it waits for the device to idle).
 fn gate_allowed(device: &Device) -> bool {
-    device.info().device_type != gpu_counters_core::DeviceType::Cpu
+    device.info().device_type != gpu_counters_hal::DeviceType::Cpu
 }
 
 /// Resolving into a result kept between resolves gives what a new result
@@ -361,10 +365,11 @@ fn resolves_into_a_reused_result_match_new_ones() {
     let times = buffer(&device, CommonCounterSet::Timestamp, n);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     for i in (0..n).filter(|i| i % 3 != 1) {
-        cmd.sample_counters(&times, i, false).unwrap();
+        cmd.sample_counters(&times, i, TimestampGranularity::Relaxed)
+            .unwrap();
     }
     common::run(cmd);
-    let mut out = gpu_counters_core::ResolvedCounters::default();
+    let mut out = gpu_counters_hal::ResolvedCounters::default();
     for range in [0..u64::from(n), 7..1000, 0..u64::from(n)] {
         times
             .resolve_counter_range_into(range.clone(), &mut out)
@@ -388,10 +393,7 @@ fn resolves_into_a_reused_result_match_new_ones() {
     assert!(err.to_string().contains("range"), "{err}");
     assert_eq!(out.len(), 0);
     let heap = device
-        .make_counter_heap(&gpu_counters_core::CounterHeapDescriptor {
-            heap_type: gpu_counters_core::CounterHeapType::Timestamp,
-            count: 4,
-        })
+        .make_counter_heap(&gpu_counters_hal::CounterHeapDescriptor::timestamp(4))
         .unwrap();
     heap.resolve_counter_range_into(0..4, &mut out).unwrap();
     assert_eq!(out, heap.resolve_counter_range(0..4).unwrap());
@@ -404,8 +406,8 @@ fn resolves_into_a_reused_result_match_new_ones() {
 /// Every sample of `range` as `resolve_timestamps_into` gives it, checked
 /// against `resolve_counter_range` of the same range, sample by sample.
 fn same_as_usual(
-    out: &gpu_counters_core::ResolvedTimestamps,
-    usual: &gpu_counters_core::ResolvedCounters,
+    out: &gpu_counters_hal::ResolvedTimestamps,
+    usual: &gpu_counters_hal::ResolvedCounters,
 ) {
     assert_eq!(out.len(), usual.len());
     let ticks = usual.timestamps().unwrap();
@@ -438,10 +440,15 @@ fn timestamps_resolved_for_one_read_match_the_usual_resolve() {
     let times = buffer(&device, CommonCounterSet::Timestamp, n);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     for i in 0..n {
-        cmd.sample_counters(&times, i, i % 2 == 1).unwrap();
+        let placement = if i % 2 == 1 {
+            TimestampGranularity::Precise
+        } else {
+            TimestampGranularity::Relaxed
+        };
+        cmd.sample_counters(&times, i, placement).unwrap();
     }
     common::run(cmd);
-    let mut out = gpu_counters_core::ResolvedTimestamps::default();
+    let mut out = gpu_counters_hal::ResolvedTimestamps::default();
     for range in [0..u64::from(n), 7..1000] {
         times
             .resolve_timestamps_into(range.clone(), &mut out)
@@ -453,7 +460,8 @@ fn timestamps_resolved_for_one_read_match_the_usual_resolve() {
     let gaps = buffer(&device, CommonCounterSet::Timestamp, 64);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     for i in (0..64).filter(|i| i % 5 != 3) {
-        cmd.sample_counters(&gaps, i, false).unwrap();
+        cmd.sample_counters(&gaps, i, TimestampGranularity::Relaxed)
+            .unwrap();
     }
     common::run(cmd);
     gaps.resolve_timestamps_into(0..64, &mut out).unwrap();
@@ -462,10 +470,7 @@ fn timestamps_resolved_for_one_read_match_the_usual_resolve() {
     // A heap: precise, relaxed (coalesced into the pass's end), invalidated
     // and never written entries.
     let heap = device
-        .make_counter_heap(&gpu_counters_core::CounterHeapDescriptor {
-            heap_type: gpu_counters_core::CounterHeapType::Timestamp,
-            count: 6,
-        })
+        .make_counter_heap(&gpu_counters_hal::CounterHeapDescriptor::timestamp(6))
         .unwrap();
     heap.invalidate_counter_range(4..5).unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();
@@ -473,7 +478,7 @@ fn timestamps_resolved_for_one_read_match_the_usual_resolve() {
         let mut pass = cmd
             .compute_encoder(&ComputePassDescriptor::default())
             .unwrap();
-        use gpu_counters_core::TimestampGranularity::{Precise, Relaxed};
+        use gpu_counters_hal::TimestampGranularity::{Precise, Relaxed};
         pass.write_timestamp(Precise, &heap, 0).unwrap();
         pass.write_timestamp(Relaxed, &heap, 1).unwrap();
         pass.write_timestamp(Relaxed, &heap, 2).unwrap();

@@ -8,7 +8,7 @@ mod common;
 use common::sample_buffer as buffer;
 
 use common::Gate;
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CommonCounterSet, CounterErrorKind, CounterHeapDescriptor, CounterResultTimestamp, Error,
     InvalidInput, SampleStatus, SampleValue, TimestampGranularity,
 };
@@ -44,10 +44,14 @@ fn sample_buffer_dropped_before_commit() {
     let times = buffer(&device, CommonCounterSet::Timestamp, "dropped early", 2);
     let stats = buffer(&device, CommonCounterSet::Statistic, "dropped early", 2);
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&times, 0, true).unwrap();
-    cmd.sample_counters(&stats, 0, false).unwrap();
-    cmd.sample_counters(&times, 1, true).unwrap();
-    cmd.sample_counters(&stats, 1, false).unwrap();
+    cmd.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&stats, 0, TimestampGranularity::Relaxed)
+        .unwrap();
+    cmd.sample_counters(&times, 1, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&stats, 1, TimestampGranularity::Relaxed)
+        .unwrap();
     drop(times);
     drop(stats);
     common::run(cmd);
@@ -63,7 +67,8 @@ fn pass_with_end_attachments<'a>(
     held: &CounterSampleBuffer,
     fresh: &CounterSampleBuffer,
 ) -> gpu_counters_vulkan::ComputeEncoder<'a> {
-    cmd.sample_counters(held, 0, true).unwrap();
+    cmd.sample_counters(held, 0, TimestampGranularity::Precise)
+        .unwrap();
     cmd.compute_encoder(&ComputePassDescriptor {
         sample_buffer_attachments: &[
             PassSampleBufferAttachment {
@@ -142,7 +147,8 @@ fn sample_buffer_and_heap_dropped_in_flight() {
     let entries = heap(&device, 2);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     gate.record_wait(cmd.raw());
-    cmd.sample_counters(&times, 0, true).unwrap();
+    cmd.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
     cmd.write_timestamp(TimestampGranularity::Precise, &entries, 0)
         .unwrap();
     let submission = cmd.commit().unwrap();
@@ -164,8 +170,10 @@ fn resolve_destination_dropped_in_flight() {
     let destination = GpuBuffer::new(&device, 16, MemoryLocation::HostVisible).unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();
     gate.record_wait(cmd.raw());
-    cmd.sample_counters(&times, 0, true).unwrap();
-    cmd.sample_counters(&times, 1, true).unwrap();
+    cmd.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&times, 1, TimestampGranularity::Precise)
+        .unwrap();
     cmd.resolve_counters(&times, 0..2, &destination, 0).unwrap();
     let submission = cmd.commit().unwrap();
     drop(destination);
@@ -187,14 +195,15 @@ fn any_drop_order_is_safe() {
     let destination = GpuBuffer::new(&device, 32, MemoryLocation::HostVisible).unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();
     drop(device);
-    cmd.sample_counters(&times, 0, true).unwrap();
+    cmd.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
     cmd.write_timestamp(TimestampGranularity::Precise, &entries, 0)
         .unwrap();
     cmd.resolve_counters(&times, 0..1, &destination, 0).unwrap();
     let submission = cmd.commit().unwrap();
     drop(entries);
     drop(times);
-    let complete = submission.is_complete();
+    let complete = submission.is_done();
     drop(destination);
     assert!(complete.is_ok());
     drop(submission);
@@ -212,12 +221,16 @@ fn open_statistic_index_cannot_be_sampled_again() {
     let stats = buffer(&device, CommonCounterSet::Statistic, "open", 4);
 
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&stats, 0, false).unwrap();
-    let e = cmd.sample_counters(&stats, 0, false).unwrap_err();
+    cmd.sample_counters(&stats, 0, TimestampGranularity::Relaxed)
+        .unwrap();
+    let e = cmd
+        .sample_counters(&stats, 0, TimestampGranularity::Relaxed)
+        .unwrap_err();
     assert!(reuse_reason(e).contains("still being counted"));
     let e = cmd.reset_samples(&stats, 0..2).unwrap_err();
     assert!(reuse_reason(e).contains("still being counted"));
-    cmd.sample_counters(&stats, 1, false).unwrap();
+    cmd.sample_counters(&stats, 1, TimestampGranularity::Relaxed)
+        .unwrap();
     common::run(cmd);
 
     stats.reset().unwrap();
@@ -256,7 +269,8 @@ fn wait_idle_and_commit_on_two_threads() {
         });
         for _ in 0..200 {
             let mut cmd = CommandBuffer::new(&device).unwrap();
-            cmd.sample_counters(&times, 0, false).unwrap();
+            cmd.sample_counters(&times, 0, TimestampGranularity::Relaxed)
+                .unwrap();
             cmd.commit().unwrap().wait().unwrap();
         }
     });
@@ -273,20 +287,32 @@ fn second_recording_of_an_unsubmitted_index_is_refused() {
     let times = buffer(&device, CommonCounterSet::Timestamp, "order", 2);
     let stats = buffer(&device, CommonCounterSet::Statistic, "order", 2);
     let mut first = CommandBuffer::new(&device).unwrap();
-    first.sample_counters(&times, 0, true).unwrap();
-    first.sample_counters(&stats, 0, false).unwrap();
+    first
+        .sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    first
+        .sample_counters(&stats, 0, TimestampGranularity::Relaxed)
+        .unwrap();
     first.end_statistics().unwrap();
     let mut second = CommandBuffer::new(&device).unwrap();
-    let e = second.sample_counters(&times, 0, true).unwrap_err();
+    let e = second
+        .sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap_err();
     assert!(reuse_reason(e).contains("not been submitted"));
-    let e = second.sample_counters(&stats, 0, false).unwrap_err();
+    let e = second
+        .sample_counters(&stats, 0, TimestampGranularity::Relaxed)
+        .unwrap_err();
     assert!(reuse_reason(e).contains("not been submitted"));
     let e = second.reset_samples(&times, 0..1).unwrap_err();
     assert!(reuse_reason(e).contains("not been submitted"));
     // Once the first is submitted, the second resets and writes after it.
     let submitted = first.commit().unwrap();
-    second.sample_counters(&times, 0, true).unwrap();
-    second.sample_counters(&times, 1, true).unwrap();
+    second
+        .sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    second
+        .sample_counters(&times, 1, TimestampGranularity::Precise)
+        .unwrap();
     let (_, _) = common::run(second);
     submitted.wait().unwrap();
     let resolved = times.resolve_counter_range(0..2).unwrap();
@@ -334,7 +360,8 @@ fn statistics_across_command_buffers_are_not_comparable() {
     let ctx = common::ctx(&device);
     let mut work = ComputeWorkload::new(&ctx, 64, 16, 1).unwrap();
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&stats, 0, false).unwrap();
+    cmd.sample_counters(&stats, 0, TimestampGranularity::Relaxed)
+        .unwrap();
     common::run(cmd);
     let cmd = CommandBuffer::new(&device).unwrap();
     // SAFETY: `cmd.raw()` is recording (gpu-counters begins its command buffers)
@@ -343,7 +370,8 @@ fn statistics_across_command_buffers_are_not_comparable() {
     unsafe { work.record_dispatch(device.raw(), cmd.raw()) };
     common::run(cmd);
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&stats, 1, false).unwrap();
+    cmd.sample_counters(&stats, 1, TimestampGranularity::Relaxed)
+        .unwrap();
     common::run(cmd);
     let resolved = stats.resolve_counter_range(0..2).unwrap();
     assert!(resolved.all_written());
@@ -443,9 +471,12 @@ fn indices_of_an_abandoned_command_buffer_can_be_reset() {
     let times = buffer(&device, CommonCounterSet::Timestamp, "abandoned", 2);
     let stats = buffer(&device, CommonCounterSet::Statistic, "abandoned", 2);
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&times, 0, true).unwrap();
-    cmd.sample_counters(&stats, 0, false).unwrap();
-    cmd.sample_counters(&stats, 1, false).unwrap();
+    cmd.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&stats, 0, TimestampGranularity::Relaxed)
+        .unwrap();
+    cmd.sample_counters(&stats, 1, TimestampGranularity::Relaxed)
+        .unwrap();
     assert!(times.reset().is_err(), "recorded, not submitted: pending");
     drop(cmd);
     let resolved = times.resolve_counter_range(0..2).unwrap();
@@ -459,12 +490,16 @@ fn indices_of_an_abandoned_command_buffer_can_be_reset() {
     stats.reset().unwrap();
     // Written again, without a reset in between too.
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&times, 0, true).unwrap();
+    cmd.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
     drop(cmd);
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&times, 0, true).unwrap();
-    cmd.sample_counters(&stats, 0, false).unwrap();
-    cmd.sample_counters(&stats, 1, false).unwrap();
+    cmd.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&stats, 0, TimestampGranularity::Relaxed)
+        .unwrap();
+    cmd.sample_counters(&stats, 1, TimestampGranularity::Relaxed)
+        .unwrap();
     common::run(cmd);
     assert_eq!(
         times.resolve_counter_range(0..1).unwrap().statuses(),
@@ -487,10 +522,14 @@ fn callers_command_buffer_holds_until_signaled() {
     // SAFETY: `caller` is recording, of the device's family, and the completion
     // is signaled only after the fence wait below.
     let mut cmd = unsafe { CommandBuffer::from_raw(&device, caller.raw()) };
-    cmd.sample_counters(&times, 0, true).unwrap();
-    cmd.sample_counters(&stats, 0, false).unwrap();
-    cmd.sample_counters(&times, 1, true).unwrap();
-    cmd.sample_counters(&stats, 1, false).unwrap();
+    cmd.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&stats, 0, TimestampGranularity::Relaxed)
+        .unwrap();
+    cmd.sample_counters(&times, 1, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&stats, 1, TimestampGranularity::Relaxed)
+        .unwrap();
     cmd.end_statistics().unwrap();
     let completion = cmd.completion();
     drop(cmd);
@@ -508,7 +547,7 @@ fn callers_command_buffer_holds_until_signaled() {
     common::assert_no_validation_messages(&device);
 }
 
-/// A host reset of part of a sample buffer (`reset_counter_range`, what the
+/// A host reset of part of a sample buffer (`reset_range`, what the
 /// profiler resets of a page after a frame) resets exactly that range, is
 /// refused while an index of it is pending, and leaves the rest as it was.
 #[test]
@@ -517,18 +556,19 @@ fn range_reset_resets_only_its_range() {
     let times = buffer(&device, CommonCounterSet::Timestamp, "range reset", 6);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     for i in 0..4 {
-        cmd.sample_counters(&times, i, true).unwrap();
+        cmd.sample_counters(&times, i, TimestampGranularity::Precise)
+            .unwrap();
     }
-    let e = times.reset_counter_range(2..4).unwrap_err();
+    let e = times.reset_range(2..4).unwrap_err();
     assert_eq!(
         reuse_reason(e),
         "is recorded in a command buffer that has not been submitted yet: submit or drop it first"
     );
     common::run(cmd);
     // Ranges past the end and empty ones are refused, as by resolves.
-    assert!(times.reset_counter_range(4..7).is_err());
-    assert!(times.reset_counter_range(3..3).is_err());
-    times.reset_counter_range(0..2).unwrap();
+    assert!(times.reset_range(4..7).is_err());
+    assert!(times.reset_range(3..3).is_err());
+    times.reset_range(0..2).unwrap();
     let resolved = times.resolve_counter_range(0..6).unwrap();
     assert_eq!(
         resolved.statuses(),
@@ -546,14 +586,16 @@ fn range_reset_resets_only_its_range() {
     assert_ne!(values[2].timestamp, u64::MAX);
     // The reset indices can be written again without a reset in between.
     let mut cmd = CommandBuffer::new(&device).unwrap();
-    cmd.sample_counters(&times, 0, true).unwrap();
-    cmd.sample_counters(&times, 1, true).unwrap();
+    cmd.sample_counters(&times, 0, TimestampGranularity::Precise)
+        .unwrap();
+    cmd.sample_counters(&times, 1, TimestampGranularity::Precise)
+        .unwrap();
     common::run(cmd);
     assert_eq!(
         times.resolve_counter_range(0..4).unwrap().statuses(),
         &[SampleStatus::Written; 4]
     );
-    times.reset_counter_range(0..6).unwrap();
+    times.reset_range(0..6).unwrap();
     assert_eq!(
         times.resolve_counter_range(0..6).unwrap().statuses(),
         &[SampleStatus::NotWritten; 6]
@@ -580,8 +622,10 @@ fn host_reset_of_submitted_samples_fails_at_once() {
     let gate = Gate::new(&device);
     let mut cmd = CommandBuffer::new(&device).unwrap();
     let sample = |cmd: &mut CommandBuffer, i: u32| {
-        cmd.sample_counters(&times, i, true).unwrap();
-        cmd.sample_counters(&stats, i, false).unwrap();
+        cmd.sample_counters(&times, i, TimestampGranularity::Precise)
+            .unwrap();
+        cmd.sample_counters(&stats, i, TimestampGranularity::Relaxed)
+            .unwrap();
         cmd.write_timestamp(TimestampGranularity::Precise, &entries, i)
             .unwrap();
     };
@@ -596,7 +640,7 @@ fn host_reset_of_submitted_samples_fails_at_once() {
         std::thread::spawn(move || {
             let answers = [
                 times.reset(),
-                times.reset_counter_range(1..2),
+                times.reset_range(1..2),
                 stats.reset(),
                 entries.invalidate_counter_range(0..2),
             ];
@@ -622,7 +666,7 @@ fn host_reset_of_submitted_samples_fails_at_once() {
     assert!(stats.resolve_counter_range(0..2).unwrap().all_written());
     assert!(entries.resolve_counter_range(0..2).unwrap().all_written());
     times.reset().unwrap();
-    stats.reset_counter_range(0..2).unwrap();
+    stats.reset_range(0..2).unwrap();
     entries.invalidate_counter_range(0..2).unwrap();
     drop(submission);
     drop(gate);

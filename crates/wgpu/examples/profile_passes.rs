@@ -1,7 +1,7 @@
 //! A wgpu program profiled per pass with gpu-counters' profiler: each frame
 //! runs a compute pass (a WGSL kernel writing a storage buffer) and a render
 //! pass (triangles into an offscreen texture), each a profiler scope through
-//! `WgpuRecorder::begin_profiled_compute_pass` / `begin_profiled_render_pass`,
+//! `Recorder::begin_profiled_compute_pass` / `begin_profiled_render_pass`,
 //! which needs only `wgpu::Features::TIMESTAMP_QUERY` (and counts exact
 //! pipeline statistics where the device has `PIPELINE_STATISTICS_QUERY`).
 //! Prints each pass's calibrated duration and error bound, and writes a
@@ -13,7 +13,7 @@
 //! ```
 
 use gpu_counters_profiler::{export, FrameResult, Profiler, ProfilerOptions, WhenFull};
-use gpu_counters_wgpu::{WgpuDevice, WgpuSubmission};
+use gpu_counters_wgpu::{Device, Submission};
 use std::collections::VecDeque;
 use std::error::Error;
 use std::process::ExitCode;
@@ -66,9 +66,9 @@ fn main() -> ExitCode {
 }
 
 /// A device with timestamps (and statistics where the adapter counts them),
-/// opened through `WgpuDevice::request` so that on Vulkan calibration is a
+/// opened through `Device::request` so that on Vulkan calibration is a
 /// calibrated pair where the driver has the extension.
-fn open() -> Res<WgpuDevice> {
+fn open() -> Res<Device> {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = wgpu::Backends::VULKAN;
     desc.flags = wgpu::InstanceFlags::empty().with_env();
@@ -89,7 +89,7 @@ fn open() -> Res<WgpuDevice> {
     }
     let features =
         wgpu::Features::TIMESTAMP_QUERY | (have & wgpu::Features::PIPELINE_STATISTICS_QUERY);
-    let device = pollster::block_on(WgpuDevice::request(
+    let device = pollster::block_on(Device::request(
         &adapter,
         &wgpu::DeviceDescriptor {
             label: Some("profile_passes"),
@@ -211,7 +211,7 @@ fn run() -> Res<()> {
         },
     )?;
 
-    let mut in_flight: VecDeque<WgpuSubmission> = VecDeque::new();
+    let mut in_flight: VecDeque<Submission> = VecDeque::new();
     let mut results: Vec<FrameResult> = Vec::new();
     for f in 0..FRAMES {
         // Keep at most FRAMES_IN_FLIGHT frames on the GPU.
@@ -250,7 +250,7 @@ fn run() -> Res<()> {
             pass.draw(0..3, 0..(f % 4 + 1) as u32);
         }
         let submission = d.submit(rec)?;
-        profiler.end_frame(frame, Some(submission.cpu_submit_ns()))?;
+        profiler.end_frame(frame, [&submission])?;
         in_flight.push_back(submission);
         // Finished frames come back in order, a few frames later.
         results.extend(profiler.collect()?);
@@ -278,7 +278,7 @@ fn run() -> Res<()> {
                 s.error_bound_ns as f64 / 1e3
             );
             if let Some(st) = &s.statistics {
-                if s.kind == gpu_counters_core::timeline::PassKind::Compute {
+                if s.kind == gpu_counters_hal::timeline::PassKind::Compute {
                     line += &format!("  compute invocations {}", st.compute_kernel_invocations);
                 } else {
                     line += &format!(

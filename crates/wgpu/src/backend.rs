@@ -1,186 +1,59 @@
-//! The wgpu crate as a gpu-counters backend ([`gpu_counters_core::Backend`]).
+//! The wgpu crate as a gpu-counters backend ([`gpu_counters_hal::Backend`]).
 
-use crate::storage::Storage;
-use crate::{poll_err, WgpuDevice, WgpuRecorder, MAX_SAMPLE_COUNT, STATISTIC_TYPES};
-use gpu_counters_core::bookkeeping::{SampleSet, SlotState, ABSENT};
-use gpu_counters_core::{
-    Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
-    CommonCounterSet, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId, DeviceInfo,
-    Error, InvalidInput, ResolvedCounters, ResolvedTimestamps, Result, StorageMode,
-    TimestampGranularity, TimestampPair,
+use crate::storage::QuerySetStorage;
+use crate::{poll_err, Device, Recorder, Submission, MAX_SAMPLE_COUNT, STATISTIC_TYPES};
+use gpu_counters_hal::bookkeeping::{SampleSet, ABSENT};
+use gpu_counters_hal::marker::{self, MarkerSignal};
+use gpu_counters_hal::storage;
+use gpu_counters_hal::{
+    Backend, BackendDevice, BackendRecorder, BackendSubmission, Calibration, CommonCounterSet,
+    CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId, DeviceInfo, InvalidInput,
+    Result, StorageMode, TimestampGranularity, TimestampPair,
 };
-use std::ops::Range;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-/// The wgpu backend: [`WgpuDevice`], [`WgpuSampleBuffer`], [`WgpuHeap`],
-/// [`WgpuRecorder`] and a work-done callback as the completion marker.
+/// The wgpu backend: [`Device`], [`CounterSampleBuffer`], [`CounterHeap`],
+/// [`Recorder`] and a work-done callback as the completion marker.
 #[derive(Debug, Clone, Copy)]
 pub struct Wgpu;
 
 impl Backend for Wgpu {
-    type Device = WgpuDevice;
-    type SampleBuffer = WgpuSampleBuffer;
-    type Heap = WgpuHeap;
-    type Recorder = WgpuRecorder;
-    type Marker = WgpuMarker;
+    type Device = Device;
+    type SampleBuffer = CounterSampleBuffer;
+    type Heap = CounterHeap;
+    type Recorder = Recorder;
+    type Marker = Marker;
+    type Submission = Submission;
 }
 
 /// A counter sample buffer: a wgpu query set. Cloning shares it.
-#[derive(Clone)]
-pub struct WgpuSampleBuffer {
-    pub(crate) storage: Arc<Storage>,
-}
-
-impl WgpuSampleBuffer {
-    /// The wgpu query set, for the caller's own pass descriptors (record
-    /// through [`WgpuRecorder`] so the bookkeeping knows of the writes).
-    pub fn query_set(&self) -> &wgpu::QuerySet {
-        &self.storage.query_set
-    }
-}
-
-fn resolve(storage: &Storage, range: Range<u64>) -> Result<ResolvedCounters> {
-    storage.harvest()?;
-    storage.samples.resolve_cpu(range, storage, None)
-}
-
-fn resolve_into(storage: &Storage, range: Range<u64>, out: &mut ResolvedCounters) -> Result<()> {
-    // `out` keeps its memory for the resolve (emptied only on an error
-    // here; the resolve empties it on its own errors).
-    if let Err(e) = storage.harvest() {
-        *out = ResolvedCounters::default();
-        return Err(e);
-    }
-    storage.samples.resolve_cpu_into(range, storage, None, out)
-}
-
-fn resolve_timestamps_into(
-    storage: &Storage,
-    range: Range<u64>,
-    out: &mut ResolvedTimestamps,
-) -> Result<()> {
-    if let Err(e) = storage.harvest() {
-        out.resolve_laid_out(|_| Err(e))?;
-    }
-    storage.samples.resolve_timestamps_into(range, storage, out)
-}
-
-fn host_reset(
-    storage: &Storage,
-    range: Range<u64>,
-    state: SlotState,
-    what: &'static str,
-) -> Result<()> {
-    storage.harvest()?;
-    let s = &storage.samples;
-    let (first, count) = s.check_range(&range)?;
-    let mut slots = s.lock()?;
-    s.check_host_reset(&mut slots, storage, first, count, what)?;
-    storage.clear(first, count);
-    s.host_reset_table(&mut slots, first, count, state);
-    Ok(())
-}
-
-impl BackendSampleBuffer for WgpuSampleBuffer {
-    fn sample_count(&self) -> u32 {
-        self.storage.samples.count
-    }
-
-    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        resolve(&self.storage, range)
-    }
-
-    fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        resolve_into(&self.storage, range, out)
-    }
-
-    fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        resolve_timestamps_into(&self.storage, range, out)
-    }
-
-    fn reset(&self) -> Result<()> {
-        let n = u64::from(self.storage.samples.count);
-        host_reset(&self.storage, 0..n, SlotState::Fresh, "reset")
-    }
-}
+pub type CounterSampleBuffer = storage::CounterSampleBuffer<QuerySetStorage>;
 
 /// A Metal 4 counter heap of timestamps: a wgpu query set. Cloning shares
 /// it.
-#[derive(Clone)]
-pub struct WgpuHeap {
-    storage: Arc<Storage>,
-}
+pub type CounterHeap = storage::CounterHeap<QuerySetStorage>;
 
-impl BackendHeap for WgpuHeap {
-    fn count(&self) -> u32 {
-        self.storage.samples.count
-    }
+/// A completion marker: a `Queue::on_submitted_work_done` callback that
+/// signals it.
+pub type Marker = marker::Marker<WorkDone>;
 
-    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        resolve(&self.storage, range)
-    }
-
-    fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        resolve_into(&self.storage, range, out)
-    }
-
-    fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        resolve_timestamps_into(&self.storage, range, out)
-    }
-
-    fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
-        host_reset(&self.storage, range, SlotState::Invalidated, "invalidating")
-    }
-}
-
-const IDLE: u8 = 0;
-const SUBMITTED: u8 = 1;
-const SIGNALED: u8 = 2;
-
-/// A completion marker: a `Queue::on_submitted_work_done` callback setting
-/// an atomic.
-pub struct WgpuMarker {
+/// What signals a wgpu [`Marker`]: the queue's work-done callback, which
+/// runs when the device is polled.
+pub struct WorkDone {
     device: wgpu::Device,
-    state: Arc<AtomicU8>,
 }
 
-impl BackendMarker for WgpuMarker {
-    fn is_signaled(&self) -> Result<bool> {
-        if self.state.load(Ordering::Acquire) == SUBMITTED {
-            // Callbacks run only when the device is polled.
-            self.device
-                .poll(wgpu::PollType::Poll)
-                .map_err(poll_err("marker"))?;
-        }
-        Ok(self.state.load(Ordering::Acquire) == SIGNALED)
-    }
-
-    fn reset(&self) -> Result<()> {
-        self.state
-            .compare_exchange(SIGNALED, IDLE, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
-            .map_err(|_| Error::Internal("marker reset before it signaled".into()))
+impl MarkerSignal for WorkDone {
+    fn poll(&self) -> Result<bool> {
+        // Callbacks run only when the device is polled.
+        self.device
+            .poll(wgpu::PollType::Poll)
+            .map_err(poll_err("marker"))?;
+        Ok(false)
     }
 }
 
-impl BackendRecorder for WgpuRecorder {
+impl BackendRecorder for Recorder {
     type Backend = Wgpu;
 
     fn recorder_id(&self) -> u64 {
@@ -191,45 +64,30 @@ impl BackendRecorder for WgpuRecorder {
         self.device_id
     }
 
-    fn scope_stack(&mut self) -> &mut gpu_counters_core::ScopeStack {
+    fn scope_stack(&mut self) -> &mut gpu_counters_hal::ScopeStack {
         &mut self.scope_stack
     }
 
     fn sample_counters(
         &mut self,
-        buffer: &WgpuSampleBuffer,
+        buffer: &CounterSampleBuffer,
         index: u32,
-        _placement: TimestampGranularity,
+        placement: TimestampGranularity,
     ) -> Result<()> {
-        if self.capture.active {
-            // A profiled pass's scope: the pass writes it.
-            return self.capture_sample(buffer, index);
-        }
-        if buffer.storage.samples.set == CommonCounterSet::Statistic {
-            return Err(InvalidInput::Unsupported(
-                "wgpu cannot sample pipeline statistics between passes: its pipeline statistics queries can only be begun and ended inside a pass".into(),
-            )
-            .into());
-        }
-        // wgpu's encoder timestamps come after all prior work: both
-        // placements are the same.
-        let storage = buffer.storage.clone();
-        self.encoder_timestamp(&storage, index)
+        Recorder::sample_counters(self, buffer, index, placement)
     }
 
     fn write_timestamp(
         &mut self,
-        _granularity: TimestampGranularity,
-        heap: &WgpuHeap,
+        granularity: TimestampGranularity,
+        heap: &CounterHeap,
         index: u32,
     ) -> Result<()> {
-        let storage = heap.storage.clone();
-        self.encoder_timestamp(&storage, index)
+        Recorder::write_timestamp(self, granularity, heap, index)
     }
 
     fn end_statistics(&mut self) -> Result<()> {
-        // Statistic chains are never opened between passes.
-        Ok(())
+        Recorder::end_statistics(self)
     }
 
     fn samples_statistics(&self) -> bool {
@@ -238,7 +96,66 @@ impl BackendRecorder for WgpuRecorder {
     }
 }
 
-impl WgpuDevice {
+impl Recorder {
+    /// Samples `buffer[index]` between passes: an encoder timestamp, after
+    /// all prior work whatever `placement` says (wgpu has no cheaper one).
+    ///
+    /// # Errors
+    /// Another device's buffer (`ForeignObject`); an index out of range or
+    /// already written by this recording; a statistic buffer (wgpu counts
+    /// statistics only inside passes: use a counted pass); a device without
+    /// `TIMESTAMP_QUERY_INSIDE_ENCODERS`.
+    pub fn sample_counters(
+        &mut self,
+        buffer: &CounterSampleBuffer,
+        index: u32,
+        _placement: TimestampGranularity,
+    ) -> Result<()> {
+        if self.capture.active {
+            // A profiled pass's scope: the pass writes it.
+            return self.capture_sample(buffer, index);
+        }
+        if buffer.counter_set() == CommonCounterSet::Statistic {
+            return Err(InvalidInput::Unsupported(
+                "wgpu cannot sample pipeline statistics between passes: its pipeline statistics queries can only be begun and ended inside a pass".into(),
+            )
+            .into());
+        }
+        // wgpu's encoder timestamps come after all prior work: both
+        // placements are the same.
+        let storage = buffer.storage().clone();
+        self.encoder_timestamp(&storage, index)
+    }
+
+    /// Writes a timestamp into `heap[index]` between passes
+    /// (`writeTimestamp(granularity:counterHeap:index:)`): after all prior
+    /// work with either granularity.
+    ///
+    /// # Errors
+    /// Another device's heap (`ForeignObject`); an index out of range or
+    /// already written by this recording; a device without
+    /// `TIMESTAMP_QUERY_INSIDE_ENCODERS`.
+    pub fn write_timestamp(
+        &mut self,
+        _granularity: TimestampGranularity,
+        heap: &CounterHeap,
+        index: u32,
+    ) -> Result<()> {
+        let storage = heap.storage().clone();
+        self.encoder_timestamp(&storage, index)
+    }
+
+    /// Ends the recorder's open statistic chain: none is ever open between
+    /// passes on wgpu, so this does nothing.
+    ///
+    /// # Errors
+    /// None on wgpu; the signature is every backend's.
+    pub fn end_statistics(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl Device {
     fn make_storage(
         &self,
         label: String,
@@ -246,7 +163,7 @@ impl WgpuDevice {
         storage: StorageMode,
         count: u32,
         what: &'static str,
-    ) -> Result<Arc<Storage>> {
+    ) -> Result<Arc<QuerySetStorage>> {
         let (ty, values, field_map) = match set {
             CommonCounterSet::Timestamp => {
                 self.require(
@@ -286,7 +203,7 @@ impl WgpuDevice {
             ty,
             count,
         });
-        Ok(Arc::new(Storage::new(
+        Ok(Arc::new(QuerySetStorage::new(
             samples,
             query_set,
             (self.device().clone(), self.shared.id),
@@ -295,11 +212,102 @@ impl WgpuDevice {
     }
 }
 
-impl BackendDevice for WgpuDevice {
+impl Device {
+    /// Everything gpu-counters reports about the device.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.shared.info
+    }
+
+    /// Makes a counter sample buffer (Metal's `makeCounterSampleBuffer`):
+    /// a wgpu query set of timestamps or pipeline statistics.
+    ///
+    /// # Errors
+    /// A sample count of 0 or over [`MAX_SAMPLE_COUNT`]; a counter set the
+    /// device does not offer, or whose wgpu feature it lacks.
+    pub fn make_counter_sample_buffer(
+        &self,
+        descriptor: &CounterSampleBufferDescriptor,
+    ) -> Result<CounterSampleBuffer> {
+        let n = descriptor.checked_sample_count(MAX_SAMPLE_COUNT)?;
+        Ok(CounterSampleBuffer::from_storage(self.make_storage(
+            descriptor.label.clone(),
+            descriptor.counter_set,
+            descriptor.storage_mode,
+            n,
+            "sample",
+        )?))
+    }
+
+    /// Makes a Metal 4 counter heap of timestamps
+    /// (`MTLDevice.makeCounterHeap`).
+    ///
+    /// # Errors
+    /// A count of 0 or over [`MAX_SAMPLE_COUNT`]; a device without
+    /// `TIMESTAMP_QUERY`.
+    pub fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CounterHeap> {
+        let n = descriptor.count;
+        if n == 0 || n > MAX_SAMPLE_COUNT {
+            return Err(InvalidInput::HeapCountOutOfRange {
+                requested: n,
+                limit: MAX_SAMPLE_COUNT,
+            }
+            .into());
+        }
+        Ok(CounterHeap::from_storage(self.make_storage(
+            descriptor.label.clone(),
+            CommonCounterSet::Timestamp,
+            StorageMode::Shared,
+            n,
+            "heap entry",
+        )?))
+    }
+
+    /// A CPU time and a GPU timestamp taken together, with the most they
+    /// may be apart (Metal's `sampleTimestamps()`): a calibrated pair where
+    /// the device has a calibration call, else a bracketed submission.
+    ///
+    /// # Errors
+    /// A device without `TIMESTAMP_QUERY`; a failed read or poll.
+    pub fn sample_timestamps(&self) -> Result<TimestampPair> {
+        self.timestamp_pair()
+    }
+
+    /// A calibration of the device's timestamps onto the CPU clock, from a
+    /// fresh pair ([`Device::sample_timestamps`]).
+    ///
+    /// # Errors
+    /// As [`Device::sample_timestamps`].
+    pub fn calibration(&self) -> Result<Calibration> {
+        BackendDevice::calibration(self)
+    }
+
+    /// Adds a fresh pair to `calibration` if it is due for a refit
+    /// ([`Calibration::needs_refit`]).
+    ///
+    /// # Errors
+    /// As [`Device::sample_timestamps`]; the calibration is unchanged then.
+    pub fn refresh_calibration(&self, calibration: &mut Calibration) -> Result<()> {
+        BackendDevice::refresh_calibration(self, calibration)
+    }
+
+    /// Waits until the device is idle: every submission finished, and its
+    /// samples' values arrived.
+    ///
+    /// # Errors
+    /// A failed poll.
+    pub fn wait_idle(&self) -> Result<()> {
+        self.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(poll_err("wait_idle"))?;
+        Ok(())
+    }
+}
+
+impl BackendDevice for Device {
     type Backend = Wgpu;
 
     fn info(&self) -> &DeviceInfo {
-        &self.shared.info
+        Device::info(self)
     }
 
     fn device_id(&self) -> DeviceId {
@@ -313,66 +321,47 @@ impl BackendDevice for WgpuDevice {
     fn make_counter_sample_buffer(
         &self,
         descriptor: &CounterSampleBufferDescriptor,
-    ) -> Result<WgpuSampleBuffer> {
-        let n = descriptor.checked_sample_count(MAX_SAMPLE_COUNT)?;
-        Ok(WgpuSampleBuffer {
-            storage: self.make_storage(
-                descriptor.label.clone(),
-                descriptor.counter_set,
-                descriptor.storage_mode,
-                n,
-                "sample",
-            )?,
-        })
+    ) -> Result<CounterSampleBuffer> {
+        Device::make_counter_sample_buffer(self, descriptor)
     }
 
-    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<WgpuHeap> {
-        let n = descriptor.count;
-        if n == 0 || n > MAX_SAMPLE_COUNT {
-            return Err(InvalidInput::HeapCountOutOfRange {
-                requested: n,
-                limit: MAX_SAMPLE_COUNT,
-            }
-            .into());
-        }
-        Ok(WgpuHeap {
-            storage: self.make_storage(
-                format!("timestamp heap of {n}"),
-                CommonCounterSet::Timestamp,
-                StorageMode::Shared,
-                n,
-                "heap entry",
-            )?,
-        })
+    fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<CounterHeap> {
+        Device::make_counter_heap(self, descriptor)
     }
 
     fn sample_timestamps(&self) -> Result<TimestampPair> {
-        self.timestamp_pair()
+        Device::sample_timestamps(self)
     }
 
-    fn make_marker(&self) -> Result<WgpuMarker> {
-        Ok(WgpuMarker {
+    fn make_marker(&self) -> Result<Marker> {
+        Ok(Marker::new(WorkDone {
             device: self.device().clone(),
-            state: Arc::new(AtomicU8::new(IDLE)),
+        }))
+    }
+
+    fn submit_marker(&self, marker: &Marker) -> Result<()> {
+        marker.submit(|_, flag| {
+            let flag = flag.clone();
+            self.queue().on_submitted_work_done(move || flag.signal());
+            Ok(())
         })
     }
 
-    fn submit_marker(&self, marker: &WgpuMarker) -> Result<()> {
-        marker
-            .state
-            .compare_exchange(IDLE, SUBMITTED, Ordering::AcqRel, Ordering::Acquire)
-            .map_err(|_| Error::Internal("marker submitted while in flight".into()))?;
-        let state = marker.state.clone();
-        self.queue().on_submitted_work_done(move || {
-            state.store(SIGNALED, Ordering::Release);
-        });
-        Ok(())
+    fn wait_idle(&self) -> Result<()> {
+        Device::wait_idle(self)
+    }
+}
+
+impl BackendSubmission for Submission {
+    fn cpu_submit_ns(&self) -> u64 {
+        Submission::cpu_submit_ns(self)
     }
 
-    fn wait_idle(&self) -> Result<()> {
-        self.device()
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(poll_err("wait_idle"))?;
-        Ok(())
+    fn is_done(&self) -> Result<bool> {
+        Submission::is_done(self)
+    }
+
+    fn wait(&self) -> Result<u64> {
+        Submission::wait(self)
     }
 }

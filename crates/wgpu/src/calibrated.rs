@@ -18,7 +18,7 @@
 //! its call failing on a device) [`probe`] finds nothing and calibration
 //! brackets a timestamp-only submission through wgpu's portable API.
 
-use gpu_counters_core::{Result, TimestampPair};
+use gpu_counters_hal::{Result, TimestampPair};
 use std::ffi::CStr;
 use std::sync::OnceLock;
 

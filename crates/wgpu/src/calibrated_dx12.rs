@@ -10,7 +10,7 @@
 //! `ID3D12CommandQueue`; not yet run on a D3D12 device.
 
 use super::{bracketed_pair, mask, narrowest_of_burst};
-use gpu_counters_core::{cpu_monotonic_ns, Error, Result, TimestampPair};
+use gpu_counters_hal::{cpu_monotonic_ns, Error, Result, TimestampPair};
 use std::ffi::CStr;
 use std::sync::OnceLock;
 use wgpu::hal::api::Dx12;

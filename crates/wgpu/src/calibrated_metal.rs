@@ -8,7 +8,7 @@
 //! `MTLDevice`; not yet run on a Metal device.
 
 use super::{bracketed_pair, mask, narrowest_of_burst};
-use gpu_counters_core::{cpu_monotonic_ns, Error, Result, TimestampPair};
+use gpu_counters_hal::{cpu_monotonic_ns, Error, Result, TimestampPair};
 use objc2::runtime::{NSObjectProtocol, ProtocolObject};
 use objc2_metal::MTLDevice;
 use std::ffi::CStr;

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use gpu_counters_core::{Result, TimestampPair};
+use gpu_counters_hal::{Result, TimestampPair};
 use std::ffi::CStr;
 use std::sync::OnceLock;
 

@@ -1,12 +1,12 @@
 //! Calibrated timestamps on wgpu's Vulkan backend: `vkGetCalibratedTimestamps`
 //! (`VK_EXT_calibrated_timestamps`, else `VK_KHR_calibrated_timestamps`)
 //! through wgpu-hal's raw Vulkan device, for the device domain and the host
-//! domain of [`cpu_monotonic_ns`](gpu_counters_core::cpu_monotonic_ns)'s
+//! domain of [`cpu_monotonic_ns`](gpu_counters_hal::cpu_monotonic_ns)'s
 //! clock: `CLOCK_MONOTONIC` (Linux, Android, FreeBSD) or
 //! `QUERY_PERFORMANCE_COUNTER` (Windows, converted to ns). Calibrated reads
 //! touch no queue, so nothing of wgpu's needs locking for them.
 
-use gpu_counters_core::{Error, Result, TimestampPair};
+use gpu_counters_hal::{Error, Result, TimestampPair};
 use std::ffi::CStr;
 use std::sync::OnceLock;
 use wgpu::hal::api::Vulkan;
@@ -26,7 +26,7 @@ fn host_ns(value: u64) -> Option<u64> {
 }
 #[cfg(windows)]
 fn host_ns(value: u64) -> Option<u64> {
-    gpu_counters_core::clock::qpc_to_ns(i64::try_from(value).ok()?)
+    gpu_counters_hal::clock::qpc_to_ns(i64::try_from(value).ok()?)
 }
 
 /// Reads in one [`read_burst`]; the one with the

@@ -1,34 +1,34 @@
-//! gpu-counters on wgpu: core's backend interface
-//! ([`gpu_counters_core::Backend`]) over the caller's own [`wgpu::Device`] and
+//! gpu-counters on wgpu: hal's backend interface
+//! ([`gpu_counters_hal::Backend`]) over the caller's own [`wgpu::Device`] and
 //! [`wgpu::Queue`], recording through wgpu's own query sets.
 //!
-//! - A counter sample buffer (or heap) is a [`wgpu::QuerySet`] and a core
-//!   [`SampleSet`](gpu_counters_core::bookkeeping::SampleSet). Raw values come back through `resolve_query_set` into a
+//! - A counter sample buffer (or heap) is a [`wgpu::QuerySet`] and a hal
+//!   [`SampleSet`](gpu_counters_hal::bookkeeping::SampleSet). Raw values come back through `resolve_query_set` into a
 //!   buffer, copied into a `MAP_READ` buffer at the end of each submission and
 //!   mapped once the submission is done.
 //! - wgpu has no availability word and gives 0 for queries never written, so
 //!   availability comes from the bookkeeping: a sample is available once the
 //!   submission that last wrote it is done and its read-back values arrived.
 //!   A sample never written resolves to the error value with
-//!   [`gpu_counters_core::SampleStatus::NotWritten`], never to wgpu's 0; so
+//!   [`gpu_counters_hal::SampleStatus::NotWritten`], never to wgpu's 0; so
 //!   does a pass timestamp write handed out and never used by a pass, once
 //!   its submission is done (its 0 is read back: no GPU clock reads 0).
-//! - [`WgpuRecorder`] wraps the caller's [`wgpu::CommandEncoder`]. Between
+//! - [`Recorder`] wraps the caller's [`wgpu::CommandEncoder`]. Between
 //!   passes it samples timestamps with `CommandEncoder::write_timestamp`
 //!   (needs [`wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS`]); in passes,
-//!   [`WgpuRecorder::compute_pass_timestamp_writes`] and
-//!   [`WgpuRecorder::render_pass_timestamp_writes`] hand back the
+//!   [`Recorder::compute_pass_timestamp_writes`] and
+//!   [`Recorder::render_pass_timestamp_writes`] hand back the
 //!   timestamp-writes struct for the caller's pass descriptor.
 //! - Pipeline statistics: the set is offered where the device has
 //!   [`wgpu::Features::PIPELINE_STATISTICS_QUERY`], but wgpu only allows
 //!   statistics queries inside passes, so sampling them between passes is a
 //!   typed error; a pass counts its statistics through
-//!   [`WgpuRecorder::begin_compute_pass_with_statistics`] (or
-//!   [`WgpuRecorder::begin_render_pass_with_statistics`]): each counted pass
+//!   [`Recorder::begin_compute_pass_with_statistics`] (or
+//!   [`Recorder::begin_render_pass_with_statistics`]): each counted pass
 //!   is a two-sample chain whose `statistics_between(start, end)` is the
-//!   pass's work (see [`WgpuComputePass`]).
+//!   pass's work (see [`ComputePass`]).
 //! - Profiled passes (feature `profiler`, on by default):
-//!   `WgpuRecorder::begin_profiled_compute_pass` (and the render one) begin
+//!   `Recorder::begin_profiled_compute_pass` (and the render one) begin
 //!   a pass that is a scope of a `gpu_counters_profiler::Frame`, timed by the
 //!   pass's own timestamp writes (and counted by its statistics query): the
 //!   profiler then needs only [`wgpu::Features::TIMESTAMP_QUERY`].
@@ -41,7 +41,7 @@
 //!     performance counter on Windows) with `VK_EXT_calibrated_timestamps`
 //!     (or KHR) enabled, a burst of 32 reads keeping the smallest stated
 //!     deviation. wgpu does not enable the extension itself:
-//!     [`WgpuDevice::request`] opens a device with it.
+//!     [`Device::request`] opens a device with it.
 //!   - `dx12` (Windows): `ID3D12CommandQueue::GetClockCalibration`, and the
 //!     exact period from `GetTimestampFrequency`.
 //!   - `metal` (macOS, iOS): `MTLDevice.sampleTimestamps`.
@@ -57,13 +57,13 @@
 //! Hostile use:
 //!
 //! - Another device's object: every sample buffer, heap and recorder keeps
-//!   its device's [`gpu_counters_core::DeviceId`], and every call that takes
+//!   its device's [`gpu_counters_hal::DeviceId`], and every call that takes
 //!   two of them refuses another device's with `ForeignObject` before
 //!   anything reaches wgpu (a profiler frame checks the recorder itself).
-//!   wgpu 30 cannot tell an encoder's device, so [`WgpuDevice::wrap`] cannot
-//!   check one: [`WgpuDevice::submit`] catches another device's encoder in an
+//!   wgpu 30 cannot tell an encoder's device, so [`Device::wrap`] cannot
+//!   check one: [`Device::submit`] catches another device's encoder in an
 //!   error scope and refuses it (see there).
-//! - A leaked pass guard ([`WgpuComputePass`], [`WgpuRenderPass`], profiled
+//! - A leaked pass guard ([`ComputePass`], [`RenderPass`], profiled
 //!   or counted): the recorder tracks the pass its guards hold open, so
 //!   everything after the leak that would record into the locked encoder,
 //!   and the submission, is refused with `EncoderState` naming the pass; the
@@ -78,20 +78,20 @@ mod scope;
 mod stats;
 mod storage;
 
-pub use backend::{Wgpu, WgpuHeap, WgpuMarker, WgpuSampleBuffer};
-pub use stats::{WgpuComputePass, WgpuRenderPass};
+pub use backend::{CounterHeap, CounterSampleBuffer, Marker, Wgpu, WorkDone};
+pub use stats::{ComputePass, RenderPass};
+pub use storage::QuerySetStorage;
 
-use gpu_counters_core::bookkeeping::{
+use gpu_counters_hal::bookkeeping::{
     LocalClaims, Phase, SampleTable, Ticket, WRITTEN_CONCURRENTLY,
 };
-use gpu_counters_core::{
+use gpu_counters_hal::{
     cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
     CounterSamplingPoint, CounterSet, DeviceId, DeviceInfo, DeviceType, Error, InvalidInput,
     Result, TimestampPair,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use storage::Storage;
 
 /// Most queries one sample buffer holds: wgpu's query set limit.
 pub const MAX_SAMPLE_COUNT: u32 = wgpu::QUERY_SET_MAX_QUERIES;
@@ -116,13 +116,13 @@ struct Shared {
 
 /// A wgpu device and queue as a gpu-counters device. Cloning shares it.
 #[derive(Clone)]
-pub struct WgpuDevice {
+pub struct Device {
     shared: Arc<Shared>,
 }
 
-impl std::fmt::Debug for WgpuDevice {
+impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuDevice")
+        f.debug_struct("Device")
             .field("name", &self.shared.info.name)
             .field("features", &self.shared.features)
             .finish()
@@ -139,7 +139,7 @@ fn device_type(t: wgpu::DeviceType) -> DeviceType {
     }
 }
 
-/// Maps a failed poll onto core's errors.
+/// Maps a failed poll onto hal's errors.
 pub(crate) fn poll_err(what: &'static str) -> impl Fn(wgpu::PollError) -> Error {
     move |e| match e {
         wgpu::PollError::Timeout => Error::Internal(format!("{what}: wgpu poll timed out")),
@@ -175,7 +175,7 @@ fn refused_as_foreign(e: &wgpu::Error) -> bool {
 
 /// Abandons a recording refused at submit: its ticket, and its writes into
 /// the storages of `readbacks` (nothing of it runs).
-fn abandon(ticket: &Ticket, readbacks: &[(Arc<Storage>, storage::Readback)]) {
+fn abandon(ticket: &Ticket, readbacks: &[(Arc<QuerySetStorage>, storage::Readback)]) {
     ticket.set_phase(Phase::Abandoned);
     for (storage, _) in readbacks {
         if let Ok(mut slots) = storage.samples.lock() {
@@ -184,7 +184,7 @@ fn abandon(ticket: &Ticket, readbacks: &[(Arc<Storage>, storage::Readback)]) {
     }
 }
 
-impl WgpuDevice {
+impl Device {
     /// Wraps the caller's `device` and `queue` (of the adapter `adapter_info`
     /// describes). Counter sets are offered where the device has the
     /// features: timestamps with [`wgpu::Features::TIMESTAMP_QUERY`],
@@ -315,7 +315,7 @@ impl WgpuDevice {
         &self.shared.queue
     }
 
-    /// The adapter's info, as given to [`WgpuDevice::new`].
+    /// The adapter's info, as given to [`Device::new`].
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
         &self.shared.adapter
     }
@@ -344,7 +344,7 @@ impl WgpuDevice {
     }
 
     /// A recorder over a new command encoder of this device.
-    pub fn recorder(&self, label: Option<&str>) -> WgpuRecorder {
+    pub fn recorder(&self, label: Option<&str>) -> Recorder {
         let encoder = self
             .shared
             .device
@@ -354,12 +354,12 @@ impl WgpuDevice {
 
     /// A recorder over the caller's `encoder`, which must be of this
     /// device. wgpu 30 cannot tell which device an encoder belongs to, so
-    /// this cannot check it; [`WgpuDevice::submit`] does (another device's
+    /// this cannot check it; [`Device::submit`] does (another device's
     /// encoder is refused there with `ForeignObject`, naming the command
     /// encoder).
-    pub fn wrap(&self, encoder: wgpu::CommandEncoder) -> WgpuRecorder {
+    pub fn wrap(&self, encoder: wgpu::CommandEncoder) -> Recorder {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        WgpuRecorder {
+        Recorder {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             device_id: self.shared.id,
             device: self.clone(),
@@ -377,7 +377,7 @@ impl WgpuDevice {
     /// Finishes `recorder`'s encoder (with the resolves and read-back copies
     /// of the samples it wrote) and submits it. Its samples become available
     /// once the submission is done and the device was polled
-    /// ([`WgpuSubmission::wait`], or any resolve, which polls without
+    /// ([`Submission::wait`], or any resolve, which polls without
     /// waiting).
     ///
     /// Refused, with the recording dropped unsubmitted (its samples resolve
@@ -392,14 +392,14 @@ impl WgpuDevice {
     ///   unended, or another command wgpu found invalid): `EncoderState`
     ///   with wgpu's message, caught in an error scope of this device, so
     ///   the device's error handler never sees it, and nothing is submitted;
-    /// - another device's encoder given to [`WgpuDevice::wrap`]: the queue
+    /// - another device's encoder given to [`Device::wrap`]: the queue
     ///   refuses its command buffer, caught in an error scope of this
     ///   device: `ForeignObject` naming the command encoder. wgpu reports
     ///   an error of its own on the encoder's device when the encoder was
     ///   invalid there (one of this device's query sets written into it):
     ///   that error goes to that device's handler, which gpu-counters cannot
     ///   reach.
-    pub fn submit(&self, mut recorder: WgpuRecorder) -> Result<WgpuSubmission> {
+    pub fn submit(&self, mut recorder: Recorder) -> Result<Submission> {
         self.shared.id.check(recorder.device_id, "recorder")?;
         recorder.pass.check()?;
         let mut encoder = recorder
@@ -446,7 +446,7 @@ impl WgpuDevice {
             }
             .into());
         }
-        let mut held: gpu_counters_core::bookkeeping::Held = Vec::new();
+        let mut held: gpu_counters_hal::bookkeeping::Held = Vec::new();
         for (storage, rb) in readbacks {
             storage.start_map(rb);
             held.push(Box::new(storage));
@@ -456,7 +456,7 @@ impl WgpuDevice {
         self.shared
             .queue
             .on_submitted_work_done(move || done.complete());
-        Ok(WgpuSubmission {
+        Ok(Submission {
             device: self.clone(),
             index,
             ticket,
@@ -560,26 +560,33 @@ impl WgpuDevice {
 /// A submitted recorder's work; holds its query sets and read-back buffers
 /// until it is done.
 #[derive(Debug)]
-pub struct WgpuSubmission {
-    device: WgpuDevice,
+pub struct Submission {
+    device: Device,
     index: wgpu::SubmissionIndex,
     ticket: Ticket,
     cpu_submit_ns: u64,
 }
 
-impl WgpuSubmission {
-    /// `CLOCK_MONOTONIC` just before it was submitted.
+impl Submission {
+    /// [`cpu_monotonic_ns`] just before it was submitted.
     pub fn cpu_submit_ns(&self) -> u64 {
         self.cpu_submit_ns
     }
 
-    /// Whether the GPU finished it (as far as the last poll saw).
-    pub fn is_done(&self) -> bool {
-        self.ticket.is_done()
+    /// Whether the GPU finished it, as far as the last poll of the device
+    /// saw (any resolve polls; this does not).
+    ///
+    /// # Errors
+    /// None on wgpu; the signature is every backend's.
+    pub fn is_done(&self) -> Result<bool> {
+        Ok(self.ticket.is_done())
     }
 
     /// Waits until it finished and its samples' values arrived; returns
-    /// `CLOCK_MONOTONIC` right after.
+    /// [`cpu_monotonic_ns`] right after.
+    ///
+    /// # Errors
+    /// A failed poll (device lost).
     pub fn wait(&self) -> Result<u64> {
         self.device
             .shared
@@ -588,7 +595,7 @@ impl WgpuSubmission {
                 submission_index: Some(self.index.clone()),
                 timeout: None,
             })
-            .map_err(poll_err("WgpuSubmission::wait"))?;
+            .map_err(poll_err("Submission::wait"))?;
         let now = cpu_monotonic_ns();
         if !self.ticket.is_done() {
             // The work-done callback runs in the poll that saw the
@@ -601,19 +608,19 @@ impl WgpuSubmission {
 
 /// Records into the caller's [`wgpu::CommandEncoder`], sampling counters
 /// between passes and attaching timestamp writes to passes.
-pub struct WgpuRecorder {
+pub struct Recorder {
     id: u64,
     /// Its device's id, kept here for the checks of every write.
     device_id: DeviceId,
-    device: WgpuDevice,
+    device: Device,
     encoder: Option<wgpu::CommandEncoder>,
     /// The pass its guards hold open (see [`stats::PassSlot`]).
     pass: stats::PassSlot,
     ticket: Ticket,
     /// Per storage written: the indices written.
-    written: Vec<(Arc<Storage>, storage::Written)>,
+    written: Vec<(Arc<QuerySetStorage>, storage::Written)>,
     /// Blocks of timestamp indices this recording claimed, written without
-    /// the bookkeeping lock (see [`gpu_counters_core::bookkeeping::claim`]).
+    /// the bookkeeping lock (see [`gpu_counters_hal::bookkeeping::claim`]).
     claims: LocalClaims,
     /// A write another recording made into an index this one claimed:
     /// refuses the submission.
@@ -622,17 +629,17 @@ pub struct WgpuRecorder {
     /// profiler asked for, to be written by the pass itself.
     capture: scope::Capture,
     /// The profiler's scopes open on it.
-    scope_stack: gpu_counters_core::ScopeStack,
+    scope_stack: gpu_counters_hal::ScopeStack,
 }
 
-impl WgpuRecorder {
+impl Recorder {
     /// The wrapped encoder, for the caller's own commands and passes.
     ///
     /// After a pass guard of this recorder was leaked (`mem::forget`), wgpu
     /// keeps the wrapped encoder locked for ever, and anything recorded
     /// into it is a wgpu error: this then hands out a detached encoder of
     /// the device instead, which is never submitted. What is recorded there
-    /// never runs, and [`WgpuDevice::submit`] refuses the recording, naming
+    /// never runs, and [`Device::submit`] refuses the recording, naming
     /// the leaked pass.
     pub fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
         if self.pass.is_open() {
@@ -675,16 +682,16 @@ impl WgpuRecorder {
 
     /// Notes timestamp writes of `indices` (one or two, in order) of
     /// `storage` by this recording: without the lock where they are clean
-    /// in a block this recording claimed, else core's `check_write` for
+    /// in a block this recording claimed, else hal's `check_write` for
     /// each, then `mark_recorded`, and a claim of the block of the last.
     /// All are checked before any is marked.
     ///
     /// Another device's storage is refused on the locked path, in
-    /// [`WgpuRecorder::note_writes_with`]: a claim is taken only after a
+    /// [`Recorder::note_writes_with`]: a claim is taken only after a
     /// locked write passed that check, so a claimed write is always of this
     /// device's storage.
     #[inline]
-    fn note_writes(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> Result<()> {
+    fn note_writes(&mut self, storage: &Arc<QuerySetStorage>, indices: &[u32]) -> Result<()> {
         if storage.samples.set != CommonCounterSet::Timestamp {
             return Err(self.not_timestamps(storage));
         }
@@ -704,33 +711,37 @@ impl WgpuRecorder {
     /// Why `storage`, not of timestamps, cannot be written as timestamps
     /// (or that it is another device's).
     #[cold]
-    fn not_timestamps(&self, storage: &Storage) -> Error {
+    fn not_timestamps(&self, storage: &QuerySetStorage) -> Error {
         if let Err(e) = self.check_device(storage) {
             return e;
         }
         InvalidInput::Unsupported(
-            "wgpu pipeline statistics queries can only be begun and ended inside a pass, not between passes or as pass timestamp writes; count a pass with WgpuRecorder::begin_compute_pass_with_statistics (or the render one)".into(),
+            "wgpu pipeline statistics queries can only be begun and ended inside a pass, not between passes or as pass timestamp writes; count a pass with Recorder::begin_compute_pass_with_statistics (or the render one)".into(),
         )
         .into()
     }
 
-    /// Refuses another device's sample buffer or heap (core's shared
+    /// Refuses another device's sample buffer or heap (hal's shared
     /// check, naming which of the two it is).
     #[inline]
-    pub(crate) fn check_device(&self, storage: &Storage) -> Result<()> {
+    pub(crate) fn check_device(&self, storage: &QuerySetStorage) -> Result<()> {
         self.device_id
             .check(storage.device_id, storage.samples.object_name())
     }
 
-    /// [`WgpuRecorder::note_writes`] under the bookkeeping lock.
+    /// [`Recorder::note_writes`] under the bookkeeping lock.
     #[inline(never)]
-    fn note_writes_locked(&mut self, storage: &Arc<Storage>, indices: &[u32]) -> Result<()> {
+    fn note_writes_locked(
+        &mut self,
+        storage: &Arc<QuerySetStorage>,
+        indices: &[u32],
+    ) -> Result<()> {
         let last = indices.last().copied();
         self.note_writes_with(storage, indices, |slots, claims, ticket| {
             for &i in indices {
                 slots.mark_recorded(
                     i,
-                    gpu_counters_core::bookkeeping::NONE,
+                    gpu_counters_hal::bookkeeping::NONE,
                     false,
                     ticket.id(),
                     0,
@@ -750,7 +761,7 @@ impl WgpuRecorder {
     /// does not revoke) cannot store its "no write" after this recording's
     /// write of the index: the reset either came first, and the write is
     /// the latest, or it saw the write applied to the table and refused.
-    fn release_claim(&mut self, storage: &Storage, slots: &mut SampleTable) {
+    fn release_claim(&mut self, storage: &QuerySetStorage, slots: &mut SampleTable) {
         if self.claims.is_empty() {
             return;
         }
@@ -795,22 +806,22 @@ impl WgpuRecorder {
         }
     }
 
-    /// Notes writes of `indices` of `storage` by this recording: core's
+    /// Notes writes of `indices` of `storage` by this recording: hal's
     /// `check_write` for each, all before `mark` marks them (under the
     /// bookkeeping's lock, with this recording's claims and ticket, after
     /// its claim on these samples ended); each is read back at the end of
     /// the submission.
     pub(crate) fn note_writes_with(
         &mut self,
-        storage: &Arc<Storage>,
+        storage: &Arc<QuerySetStorage>,
         indices: &[u32],
         mark: impl FnOnce(&mut SampleTable, &mut LocalClaims, &Ticket),
     ) -> Result<()> {
         self.check_device(storage)?;
         let s = &storage.samples;
-        // Writes into one block read the table only there (see core's
+        // Writes into one block read the table only there (see hal's
         // `SampleSet::lock_block`): other threads' claims stay theirs.
-        let block = gpu_counters_core::bookkeeping::BLOCK;
+        let block = gpu_counters_hal::bookkeeping::BLOCK;
         let mut slots = match indices {
             [first, rest @ ..] if rest.iter().all(|i| i / block == first / block) => {
                 s.lock_block(*first)?
@@ -863,12 +874,12 @@ impl WgpuRecorder {
         .into()
     }
 
-    /// Checks the feature and does core's bookkeeping for a pass's start and
+    /// Checks the feature and does hal's bookkeeping for a pass's start and
     /// end timestamp indices (compute and render passes alike).
     #[inline]
     fn reserve_pass_timestamps(
         &mut self,
-        buffer: &WgpuSampleBuffer,
+        buffer: &CounterSampleBuffer,
         start: Option<u32>,
         end: Option<u32>,
     ) -> Result<()> {
@@ -879,11 +890,11 @@ impl WgpuRecorder {
             "pass timestamp writes need it",
         )?;
         let (indices, count) = Self::pass_indices(start, end)?;
-        self.note_writes(&buffer.storage, &indices[..count])
+        self.note_writes(buffer.storage(), &indices[..count])
     }
 
     /// The timestamp writes of a compute pass into `buffer[start]` and
-    /// `buffer[end]`, for the caller's `ComputePassDescriptor`, after core's
+    /// `buffer[end]`, for the caller's `ComputePassDescriptor`, after hal's
     /// bookkeeping for both indices. Put it in the pass you record into this
     /// recorder's encoder: an index handed back and never written by a pass
     /// reads as wgpu's 0, which resolves `NotWritten` (the error value) once
@@ -895,41 +906,41 @@ impl WgpuRecorder {
     #[inline]
     pub fn compute_pass_timestamp_writes<'a>(
         &mut self,
-        buffer: &'a WgpuSampleBuffer,
+        buffer: &'a CounterSampleBuffer,
         start: Option<u32>,
         end: Option<u32>,
     ) -> Result<wgpu::ComputePassTimestampWrites<'a>> {
         self.reserve_pass_timestamps(buffer, start, end)?;
         Ok(wgpu::ComputePassTimestampWrites {
-            query_set: &buffer.storage.query_set,
+            query_set: &buffer.storage().query_set,
             beginning_of_pass_write_index: start,
             end_of_pass_write_index: end,
         })
     }
 
-    /// As [`WgpuRecorder::compute_pass_timestamp_writes`], for a render pass.
+    /// As [`Recorder::compute_pass_timestamp_writes`], for a render pass.
     #[inline]
     pub fn render_pass_timestamp_writes<'a>(
         &mut self,
-        buffer: &'a WgpuSampleBuffer,
+        buffer: &'a CounterSampleBuffer,
         start: Option<u32>,
         end: Option<u32>,
     ) -> Result<wgpu::RenderPassTimestampWrites<'a>> {
         self.reserve_pass_timestamps(buffer, start, end)?;
         Ok(wgpu::RenderPassTimestampWrites {
-            query_set: &buffer.storage.query_set,
+            query_set: &buffer.storage().query_set,
             beginning_of_pass_write_index: start,
             end_of_pass_write_index: end,
         })
     }
 
     /// A timestamp into `storage[index]` between passes.
-    fn encoder_timestamp(&mut self, storage: &Arc<Storage>, index: u32) -> Result<()> {
+    fn encoder_timestamp(&mut self, storage: &Arc<QuerySetStorage>, index: u32) -> Result<()> {
         self.pass.check()?;
         self.device.require(
             wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS,
             "TIMESTAMP_QUERY_INSIDE_ENCODERS",
-            "timestamps between passes need it (pass timestamp writes still work: see WgpuRecorder::compute_pass_timestamp_writes)",
+            "timestamps between passes need it (pass timestamp writes still work: see Recorder::compute_pass_timestamp_writes)",
         )?;
         self.note_writes(storage, &[index])?;
         let set = storage.query_set.clone();
@@ -938,7 +949,7 @@ impl WgpuRecorder {
     }
 }
 
-impl Drop for WgpuRecorder {
+impl Drop for Recorder {
     fn drop(&mut self) {
         // A leaked pass's statistics query: closed first, while its
         // samples are still this recording's (so no other recording's open

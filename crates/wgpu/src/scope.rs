@@ -11,14 +11,14 @@
 //! With statistics, the generic profiler's
 //! [`gpu_counters_profiler::Frame::scope`] and
 //! [`gpu_counters_profiler::Scope::end`] sample through
-//! [`gpu_counters_core::BackendRecorder::sample_counters`]; while a profiled
-//! pass is set up, the recorder captures those samples (with core's
+//! [`gpu_counters_hal::BackendRecorder::sample_counters`]; while a profiled
+//! pass is set up, the recorder captures those samples (with hal's
 //! bookkeeping) instead of writing them between passes, and the pass it then
 //! begins writes them.
 
 use crate::stats::Open;
-use crate::{WgpuRecorder, WgpuSampleBuffer};
-use gpu_counters_core::{CommonCounterSet, Error, Result};
+use crate::{CounterSampleBuffer, Recorder};
+use gpu_counters_hal::{CommonCounterSet, Error, Result};
 
 /// The samples of one profiled pass's scope, as the profiler asked for
 /// them. It lives in its recorder and is filled in place (a capture is made
@@ -29,23 +29,27 @@ pub(crate) struct Capture {
     pub(crate) active: bool,
     /// The buffer of the scope's timestamps (the first one's), and whether
     /// the second was of another buffer.
-    timestamp_buffer: Option<WgpuSampleBuffer>,
+    timestamp_buffer: Option<CounterSampleBuffer>,
     mixed: bool,
     /// The start and end timestamp indices, the first `timestamps` of them.
     timestamp_indices: [u32; 2],
     timestamps: usize,
     /// The start statistic sample, until the end one comes.
-    statistic_start: Option<(WgpuSampleBuffer, u32)>,
+    statistic_start: Option<(CounterSampleBuffer, u32)>,
     /// The statistics query: buffer, start index, the open chain.
-    statistics: Option<(WgpuSampleBuffer, u32, Open)>,
+    statistics: Option<(CounterSampleBuffer, u32, Open)>,
 }
 
-impl WgpuRecorder {
+impl Recorder {
     /// A sample the profiler asked for while a profiled pass is set up:
-    /// core's bookkeeping now (so that a refused index fails the profiler's
+    /// hal's bookkeeping now (so that a refused index fails the profiler's
     /// scope), the write by the pass.
-    pub(crate) fn capture_sample(&mut self, buffer: &WgpuSampleBuffer, index: u32) -> Result<()> {
-        match buffer.storage.samples.set {
+    pub(crate) fn capture_sample(
+        &mut self,
+        buffer: &CounterSampleBuffer,
+        index: u32,
+    ) -> Result<()> {
+        match buffer.storage().samples.set {
             CommonCounterSet::Timestamp => {
                 let k = self.capture.timestamps;
                 if k >= 2 {
@@ -58,12 +62,12 @@ impl WgpuRecorder {
                     "TIMESTAMP_QUERY",
                     "profiled passes need it",
                 )?;
-                self.note_writes(&buffer.storage, &[index])?;
+                self.note_writes(buffer.storage(), &[index])?;
                 let capture = &mut self.capture;
                 match &capture.timestamp_buffer {
                     // The usual second timestamp: the same buffer, kept once.
                     Some(b) => {
-                        capture.mixed |= !std::sync::Arc::ptr_eq(&b.storage, &buffer.storage)
+                        capture.mixed |= !std::sync::Arc::ptr_eq(b.storage(), buffer.storage())
                     }
                     None => capture.timestamp_buffer = Some(buffer.clone()),
                 }
@@ -72,14 +76,14 @@ impl WgpuRecorder {
             }
             CommonCounterSet::Statistic => match self.capture.statistic_start.take() {
                 None if self.capture.statistics.is_none() => {
-                    self.check_device(&buffer.storage)?;
-                    let s = &buffer.storage.samples;
+                    self.check_device(buffer.storage())?;
+                    let s = &buffer.storage().samples;
                     let slots = s.lock()?;
                     s.check_write(&slots, index, false, self.ticket.id())?;
                     self.capture.statistic_start = Some((buffer.clone(), index));
                 }
                 Some((start_buffer, start))
-                    if std::sync::Arc::ptr_eq(&start_buffer.storage, &buffer.storage) =>
+                    if std::sync::Arc::ptr_eq(start_buffer.storage(), buffer.storage()) =>
                 {
                     let open = self.note_statistics(buffer, start, index)?;
                     self.capture.statistics = Some((buffer.clone(), start, open));
@@ -103,23 +107,23 @@ impl WgpuRecorder {
 #[cfg(feature = "profiler")]
 mod profiled {
     use super::Capture;
-    use crate::{WgpuComputePass, WgpuDevice, WgpuRecorder, WgpuRenderPass, WgpuSampleBuffer};
-    use gpu_counters_core::timeline::PassKind;
-    use gpu_counters_core::Error;
+    use crate::{ComputePass, CounterSampleBuffer, Device, Recorder, RenderPass};
+    use gpu_counters_hal::timeline::PassKind;
+    use gpu_counters_hal::Error;
     use gpu_counters_profiler::{Frame, ProfilerError};
 
     /// A profiled pass's timestamp writes, `(buffer, start, end)`, where
     /// the scope owns them (with statistics).
-    type OwnedStamps = Option<(WgpuSampleBuffer, u32, u32)>;
+    type OwnedStamps = Option<(CounterSampleBuffer, u32, u32)>;
 
     /// A profiled pass's statistics query: buffer, start index, the open
     /// chain.
-    type Counted = Option<(WgpuSampleBuffer, u32, crate::stats::Open)>;
+    type Counted = Option<(CounterSampleBuffer, u32, crate::stats::Open)>;
 
     /// The timestamp writes of a profiled pass: `(query set, start, end)`.
     type Stamps<'a> = Option<(&'a wgpu::QuerySet, u32, u32)>;
 
-    impl WgpuRecorder {
+    impl Recorder {
         /// The scope of a profiled pass labelled `label`: its timestamp
         /// writes, borrowed from `frame` or from `owned`, and its
         /// statistics query.
@@ -127,12 +131,12 @@ mod profiled {
         /// Without statistics, through [`Frame::pass_scope`]: the scope's
         /// two timestamps are noted at once, as a pass's pair of writes (one
         /// claim check), with nothing captured. With statistics, through
-        /// the frame's `scope` and `end` (see [`WgpuRecorder::profiled_scope`]),
+        /// the frame's `scope` and `end` (see [`Recorder::profiled_scope`]),
         /// into `owned`.
         #[inline]
         fn profiled_pass_scope<'a>(
             &mut self,
-            frame: &'a Frame<'_, WgpuDevice>,
+            frame: &'a Frame<'_, Device>,
             label: &str,
             kind: PassKind,
             owned: &'a mut OwnedStamps,
@@ -142,7 +146,7 @@ mod profiled {
                 *owned = timestamps;
                 let stamps = owned
                     .as_ref()
-                    .map(|(b, start, end)| (&b.storage.query_set, *start, *end));
+                    .map(|(b, start, end)| (&b.storage().query_set, *start, *end));
                 return Ok((stamps, counted));
             }
             let Some(scope) = frame.pass_scope(self, label, kind)? else {
@@ -155,14 +159,14 @@ mod profiled {
                 return Err(scope.failed(e));
             }
             scope.recorded();
-            Ok((Some((&buffer.storage.query_set, start, end)), None))
+            Ok((Some((&buffer.storage().query_set, start, end)), None))
         }
 
         /// Begins and ends `frame`'s scope `label` with the recorder
         /// capturing its samples: what the pass must write.
         fn profiled_scope(
             &mut self,
-            frame: &Frame<'_, WgpuDevice>,
+            frame: &Frame<'_, Device>,
             label: &str,
             kind: PassKind,
         ) -> Result<(OwnedStamps, Counted), ProfilerError> {
@@ -208,9 +212,9 @@ mod profiled {
         #[inline]
         pub fn begin_profiled_compute_pass<'e>(
             &'e mut self,
-            frame: &Frame<'_, WgpuDevice>,
+            frame: &Frame<'_, Device>,
             label: &str,
-        ) -> Result<WgpuComputePass<'e>, ProfilerError> {
+        ) -> Result<ComputePass<'e>, ProfilerError> {
             self.pass.check()?;
             let mut owned = None;
             let (stamps, counted) =
@@ -229,25 +233,25 @@ mod profiled {
                 Some((b, start, open)) => self.guarded_compute_pass(
                     &descriptor,
                     label,
-                    Some((&b.storage.query_set, start, open)),
+                    Some((&b.storage().query_set, start, open)),
                 ),
                 None => self.guarded_compute_pass(&descriptor, label, None),
             })
         }
 
-        /// As [`WgpuRecorder::begin_profiled_compute_pass`], for a render pass
+        /// As [`Recorder::begin_profiled_compute_pass`], for a render pass
         /// of `descriptor` (whose label is the scope's label, `"render pass"`
         /// without one; its `timestamp_writes` must be `None`: the scope's
         /// take their place).
         #[inline]
         pub fn begin_profiled_render_pass<'e>(
             &'e mut self,
-            frame: &Frame<'_, WgpuDevice>,
+            frame: &Frame<'_, Device>,
             descriptor: &wgpu::RenderPassDescriptor<'_>,
-        ) -> Result<WgpuRenderPass<'e>, ProfilerError> {
+        ) -> Result<RenderPass<'e>, ProfilerError> {
             self.pass.check()?;
             if descriptor.timestamp_writes.is_some() {
-                return Err(Error::from(gpu_counters_core::InvalidInput::Argument(
+                return Err(Error::from(gpu_counters_hal::InvalidInput::Argument(
                     "a profiled render pass's descriptor has timestamp writes of its own: the scope's take their place".into(),
                 ))
                 .into());
@@ -270,7 +274,7 @@ mod profiled {
                 Some((b, start, open)) => self.guarded_render_pass(
                     &descriptor,
                     label,
-                    Some((&b.storage.query_set, start, open)),
+                    Some((&b.storage().query_set, start, open)),
                 ),
                 None => self.guarded_render_pass(&descriptor, label, None),
             })

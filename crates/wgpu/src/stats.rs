@@ -9,7 +9,7 @@
 //!   (nothing is counted before the chain's first sample);
 //! - `end` is never a wgpu query of its own (its resolved 0 is ignored); it
 //!   resolves to the query's values, so
-//!   [`gpu_counters_core::ResolvedCounters::statistics_between`]`(start, end)`
+//!   [`gpu_counters_hal::ResolvedCounters::statistics_between`]`(start, end)`
 //!   is exactly the pass's work.
 //!
 //! Two passes' samples have different origins: comparing them is
@@ -17,10 +17,10 @@
 //! (tessellation, post-tessellation vertices, fragments passed) hold the
 //! error value.
 
-use crate::storage::Storage;
-use crate::{WgpuRecorder, WgpuSampleBuffer};
-use gpu_counters_core::bookkeeping::NONE;
-use gpu_counters_core::{CommonCounterSet, Error, InvalidInput, Result};
+use crate::storage::QuerySetStorage;
+use crate::{CounterSampleBuffer, Recorder};
+use gpu_counters_hal::bookkeeping::NONE;
+use gpu_counters_hal::{CommonCounterSet, Error, InvalidInput, Result};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,7 +32,7 @@ fn next_chain() -> u64 {
 
 /// The open statistics query of a pass: `start` and `end` of `storage`.
 pub(crate) struct Open {
-    storage: Arc<Storage>,
+    storage: Arc<QuerySetStorage>,
     start: u32,
     end: u32,
 }
@@ -49,9 +49,9 @@ impl Drop for Open {
     }
 }
 
-/// The pass a recorder's guard ([`WgpuComputePass`], [`WgpuRenderPass`])
+/// The pass a recorder's guard ([`ComputePass`], [`RenderPass`])
 /// holds open on the recorder's encoder. Every guard the recorder hands out
-/// is begun through here ([`WgpuRecorder::guarded`]) and clears it when
+/// is begun through here ([`Recorder::guarded`]) and clears it when
 /// dropped. A guard borrows its recorder for as long as it lives, so where
 /// the recorder is used again while a pass is still open, its guard was
 /// leaked (`mem::forget`): wgpu keeps the encoder locked for ever. The
@@ -67,7 +67,7 @@ pub(crate) struct PassSlot {
     /// Its statistics query, if it counts: ended by the guard's drop;
     /// closed in the bookkeeping by the recorder's drop if leaked.
     statistics: Option<Open>,
-    /// Where [`WgpuRecorder::encoder`] records once a guard was leaked:
+    /// Where [`Recorder::encoder`] records once a guard was leaked:
     /// never submitted.
     detached: Option<wgpu::CommandEncoder>,
 }
@@ -131,9 +131,9 @@ impl PassSlot {
     }
 }
 
-/// A compute pass begun by a [`WgpuRecorder`]: counting its pipeline
+/// A compute pass begun by a [`Recorder`]: counting its pipeline
 /// statistics into a statistic sample buffer (see
-/// [`WgpuRecorder::begin_compute_pass_with_statistics`]), or a profiled
+/// [`Recorder::begin_compute_pass_with_statistics`]), or a profiled
 /// pass. Dereferences to the [`wgpu::ComputePass`]; dropping it ends the
 /// statistics query, then the pass.
 ///
@@ -143,26 +143,26 @@ impl PassSlot {
 /// recording, dropped, is abandoned (its samples resolve `NotWritten`,
 /// never wgpu's 0), and the pass's statistic samples stay open (refused to
 /// other recordings) until then.
-pub struct WgpuComputePass<'e> {
+pub struct ComputePass<'e> {
     pub(crate) pass: wgpu::ComputePass<'e>,
     /// The recorder's pass slot, cleared by the drop.
     slot: &'e mut PassSlot,
 }
 
-impl<'e> Deref for WgpuComputePass<'e> {
+impl<'e> Deref for ComputePass<'e> {
     type Target = wgpu::ComputePass<'e>;
     fn deref(&self) -> &Self::Target {
         &self.pass
     }
 }
 
-impl DerefMut for WgpuComputePass<'_> {
+impl DerefMut for ComputePass<'_> {
     fn deref_mut(&mut self) -> &mut Self::Target {
         &mut self.pass
     }
 }
 
-impl Drop for WgpuComputePass<'_> {
+impl Drop for ComputePass<'_> {
     fn drop(&mut self) {
         if let Some(open) = self.slot.end() {
             self.pass.end_pipeline_statistics_query();
@@ -171,31 +171,31 @@ impl Drop for WgpuComputePass<'_> {
     }
 }
 
-/// A render pass begun by a [`WgpuRecorder`], as [`WgpuComputePass`] is for
-/// compute (see [`WgpuRecorder::begin_render_pass_with_statistics`]).
+/// A render pass begun by a [`Recorder`], as [`ComputePass`] is for
+/// compute (see [`Recorder::begin_render_pass_with_statistics`]).
 /// Dereferences to the [`wgpu::RenderPass`]; dropping it ends the
 /// statistics query, then the pass. Leaking it is safe, with the same
-/// outcome as leaking a [`WgpuComputePass`].
-pub struct WgpuRenderPass<'e> {
+/// outcome as leaking a [`ComputePass`].
+pub struct RenderPass<'e> {
     pub(crate) pass: wgpu::RenderPass<'e>,
     /// The recorder's pass slot, cleared by the drop.
     slot: &'e mut PassSlot,
 }
 
-impl<'e> Deref for WgpuRenderPass<'e> {
+impl<'e> Deref for RenderPass<'e> {
     type Target = wgpu::RenderPass<'e>;
     fn deref(&self) -> &Self::Target {
         &self.pass
     }
 }
 
-impl DerefMut for WgpuRenderPass<'_> {
+impl DerefMut for RenderPass<'_> {
     fn deref_mut(&mut self) -> &mut Self::Target {
         &mut self.pass
     }
 }
 
-impl Drop for WgpuRenderPass<'_> {
+impl Drop for RenderPass<'_> {
     fn drop(&mut self) {
         if let Some(open) = self.slot.end() {
             self.pass.end_pipeline_statistics_query();
@@ -204,7 +204,7 @@ impl Drop for WgpuRenderPass<'_> {
     }
 }
 
-impl WgpuRecorder {
+impl Recorder {
     /// Begins a compute pass of `descriptor` on the wrapped encoder, its
     /// guard holding the recorder's pass slot (labelled `label`), with the
     /// statistics query of `statistics` (`(query set, start, open)`) begun
@@ -214,30 +214,30 @@ impl WgpuRecorder {
         descriptor: &wgpu::ComputePassDescriptor<'_>,
         label: &str,
         statistics: Option<(&wgpu::QuerySet, u32, Open)>,
-    ) -> WgpuComputePass<'e> {
+    ) -> ComputePass<'e> {
         let (query, open) = split(statistics);
         let (encoder, slot) = self.guarded(label, open);
         let mut pass = encoder.begin_compute_pass(descriptor);
         if let Some((set, start)) = query {
             pass.begin_pipeline_statistics_query(set, start);
         }
-        WgpuComputePass { pass, slot }
+        ComputePass { pass, slot }
     }
 
-    /// As [`WgpuRecorder::guarded_compute_pass`], for a render pass.
+    /// As [`Recorder::guarded_compute_pass`], for a render pass.
     pub(crate) fn guarded_render_pass<'e>(
         &'e mut self,
         descriptor: &wgpu::RenderPassDescriptor<'_>,
         label: &str,
         statistics: Option<(&wgpu::QuerySet, u32, Open)>,
-    ) -> WgpuRenderPass<'e> {
+    ) -> RenderPass<'e> {
         let (query, open) = split(statistics);
         let (encoder, slot) = self.guarded(label, open);
         let mut pass = encoder.begin_render_pass(descriptor);
         if let Some((set, start)) = query {
             pass.begin_pipeline_statistics_query(set, start);
         }
-        WgpuRenderPass { pass, slot }
+        RenderPass { pass, slot }
     }
 }
 
@@ -252,17 +252,17 @@ fn split(
     }
 }
 
-impl WgpuRecorder {
-    /// Core's bookkeeping of a counted pass: `start` and `end` of `buffer`
+impl Recorder {
+    /// The hal's bookkeeping of a counted pass: `start` and `end` of `buffer`
     /// checked, then recorded as a new two-sample chain, both open until the
     /// pass ends.
     pub(crate) fn note_statistics(
         &mut self,
-        buffer: &WgpuSampleBuffer,
+        buffer: &CounterSampleBuffer,
         start: u32,
         end: u32,
     ) -> Result<Open> {
-        let storage = &buffer.storage;
+        let storage = buffer.storage();
         self.check_device(storage)?;
         if storage.samples.set != CommonCounterSet::Statistic {
             return Err(InvalidInput::Argument(format!(
@@ -312,36 +312,36 @@ impl WgpuRecorder {
     pub fn begin_compute_pass_with_statistics<'e>(
         &'e mut self,
         descriptor: &wgpu::ComputePassDescriptor<'_>,
-        buffer: &WgpuSampleBuffer,
+        buffer: &CounterSampleBuffer,
         start: u32,
         end: u32,
-    ) -> Result<WgpuComputePass<'e>> {
+    ) -> Result<ComputePass<'e>> {
         self.pass.check()?;
         let open = self.note_statistics(buffer, start, end)?;
         let label = descriptor.label.unwrap_or("compute pass");
         Ok(self.guarded_compute_pass(
             descriptor,
             label,
-            Some((&buffer.storage.query_set, start, open)),
+            Some((&buffer.storage().query_set, start, open)),
         ))
     }
 
-    /// As [`WgpuRecorder::begin_compute_pass_with_statistics`], for a render
+    /// As [`Recorder::begin_compute_pass_with_statistics`], for a render
     /// pass.
     pub fn begin_render_pass_with_statistics<'e>(
         &'e mut self,
         descriptor: &wgpu::RenderPassDescriptor<'_>,
-        buffer: &WgpuSampleBuffer,
+        buffer: &CounterSampleBuffer,
         start: u32,
         end: u32,
-    ) -> Result<WgpuRenderPass<'e>> {
+    ) -> Result<RenderPass<'e>> {
         self.pass.check()?;
         let open = self.note_statistics(buffer, start, end)?;
         let label = descriptor.label.unwrap_or("render pass");
         Ok(self.guarded_render_pass(
             descriptor,
             label,
-            Some((&buffer.storage.query_set, start, open)),
+            Some((&buffer.storage().query_set, start, open)),
         ))
     }
 }

@@ -1,8 +1,9 @@
 //! One sample buffer's or heap's query set, the values read back from it,
 //! and their availability.
 
-use gpu_counters_core::bookkeeping::{QueryRead, SampleSet, Ticket};
-use gpu_counters_core::{Error, Result};
+use gpu_counters_hal::bookkeeping::{QueryRead, SampleSet, Ticket};
+use gpu_counters_hal::storage::SampleStorage;
+use gpu_counters_hal::{Error, Result};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -18,8 +19,8 @@ const MAP_FAILED: u8 = 2;
 /// flight per frame, a few frames.
 const SPARE_READBACKS: usize = 4;
 
-// A claimed block is one word of `Written` (`Storage::note_claimed_writes`).
-const _: () = assert!(gpu_counters_core::bookkeeping::BLOCK == 64);
+// A claimed block is one word of `Written` (`QuerySetStorage::note_claimed_writes`).
+const _: () = assert!(gpu_counters_hal::bookkeeping::BLOCK == 64);
 
 /// The indices one recording wrote into one storage, as a bit per index
 /// (a write is one OR: this runs for every sample recorded).
@@ -29,7 +30,7 @@ pub(crate) struct Written {
 
 impl Written {
     /// None written of `storage`'s queries.
-    pub(crate) fn new(storage: &Storage) -> Self {
+    pub(crate) fn new(storage: &QuerySetStorage) -> Self {
         Self {
             words: vec![0; storage.latest.len().div_ceil(64)].into(),
         }
@@ -95,7 +96,7 @@ pub(crate) struct Readback {
     /// Where `map_async` got to.
     mapped: Arc<AtomicU8>,
     /// The submission's ticket: values count only once it is done, and its
-    /// id names the writes (see [`Storage::latest`]).
+    /// id names the writes (see [`QuerySetStorage::latest`]).
     ticket: Ticket,
 }
 
@@ -112,12 +113,14 @@ struct Host {
     spare: Vec<(wgpu::Buffer, wgpu::Buffer)>,
 }
 
-/// A sample buffer's or heap's wgpu query set and host values.
-pub(crate) struct Storage {
+/// A sample buffer's or heap's wgpu query set and host values: the
+/// storage of [`CounterSampleBuffer`](crate::CounterSampleBuffer) and
+/// [`CounterHeap`](crate::CounterHeap).
+pub struct QuerySetStorage {
     pub(crate) samples: SampleSet,
     pub(crate) query_set: wgpu::QuerySet,
     /// The device it belongs to: a recorder of another refuses it.
-    pub(crate) device_id: gpu_counters_core::DeviceId,
+    pub(crate) device_id: gpu_counters_hal::DeviceId,
     device: wgpu::Device,
     /// `u64` values per query.
     values: u32,
@@ -132,11 +135,11 @@ pub(crate) struct Storage {
     host: Mutex<Host>,
 }
 
-impl Storage {
+impl QuerySetStorage {
     pub(crate) fn new(
         samples: SampleSet,
         query_set: wgpu::QuerySet,
-        device: (wgpu::Device, gpu_counters_core::DeviceId),
+        device: (wgpu::Device, gpu_counters_hal::DeviceId),
         values: u32,
     ) -> Self {
         let n = samples.count as usize;
@@ -173,7 +176,7 @@ impl Storage {
     /// Notes the writes of the recording of ticket `id` made under a claim
     /// that just ended, with the sample set's lock held: the indices
     /// `first + i` for each bit `i` of `mask` (`first` is a block's first
-    /// index, a multiple of 64), as [`Storage::begin_writes`] does.
+    /// index, a multiple of 64), as [`QuerySetStorage::begin_writes`] does.
     pub(crate) fn note_claimed_writes(
         &self,
         first: u32,
@@ -291,7 +294,7 @@ impl Storage {
     /// timestamp that came back 0 was never written by the GPU (a pass's
     /// timestamp write handed out and never used: wgpu reads it as 0, and no
     /// GPU clock reads exactly 0 ticks): the bookkeeping forgets that write
-    /// ([`SampleTable::forget_unwritten`](gpu_counters_core::bookkeeping::SampleTable::forget_unwritten)),
+    /// ([`SampleTable::forget_unwritten`](gpu_counters_hal::bookkeeping::SampleTable::forget_unwritten)),
     /// so it resolves NotWritten, not NotReady for ever.
     pub(crate) fn harvest(&self) -> Result<()> {
         self.device
@@ -306,7 +309,7 @@ impl Storage {
         // Timestamps that came back unwritten: (index, the write's ticket).
         let mut unwritten: Vec<(u32, u64)> = Vec::new();
         let values = self.values as usize;
-        let timestamps = self.samples.set == gpu_counters_core::CommonCounterSet::Timestamp;
+        let timestamps = self.samples.set == gpu_counters_hal::CommonCounterSet::Timestamp;
         for rb in pending {
             match rb.mapped.load(Ordering::Acquire) {
                 MAP_PENDING => {
@@ -434,9 +437,27 @@ impl Storage {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Forgets `first..first+count` on the host: no value, no write. With
-    /// the sample set's lock held.
-    pub(crate) fn clear(&self, first: u32, count: u32) {
+    /// The wgpu query set, for the caller's own pass descriptors (record
+    /// through [`Recorder`](crate::Recorder) so the bookkeeping knows of the
+    /// writes).
+    pub fn query_set(&self) -> &wgpu::QuerySet {
+        &self.query_set
+    }
+}
+
+/// A resolve or host reset first takes in the read-backs that arrived
+/// (a poll of the device, then the read-backs mapped since).
+impl SampleStorage for QuerySetStorage {
+    fn samples(&self) -> &SampleSet {
+        &self.samples
+    }
+
+    fn update(&self) -> Result<()> {
+        self.harvest()
+    }
+
+    /// Forgets `first..first+count` on the host: no value, no write.
+    fn clear(&self, first: u32, count: u32) {
         let range = first as usize..(first as usize + count as usize);
         let mut host = lock(&self.host);
         if let Some(arrived) = host.arrived.get_mut(range.clone()) {
@@ -448,7 +469,7 @@ impl Storage {
     }
 }
 
-impl QueryRead for Storage {
+impl QueryRead for QuerySetStorage {
     fn values(&self) -> u32 {
         self.values
     }

@@ -67,7 +67,7 @@ impl CallerCommandBuffer {
     /// `Device::queue`'s lock (once).
     pub fn submit(&mut self) -> Result<(), WorkloadError> {
         if self.submitted {
-            return Err(WorkloadError::Vulkan(gpu_counters_core::Error::Internal(
+            return Err(WorkloadError::Vulkan(gpu_counters_hal::Error::Internal(
                 "a caller's command buffer submitted twice".into(),
             )));
         }
@@ -75,7 +75,7 @@ impl CallerCommandBuffer {
         let infos = [vk::CommandBufferSubmitInfo::default().command_buffer(self.raw)];
         let submit = [vk::SubmitInfo2::default().command_buffer_infos(&infos)];
         let queue = self.device.queue().lock().map_err(|_| {
-            WorkloadError::Vulkan(gpu_counters_core::Error::Internal(
+            WorkloadError::Vulkan(gpu_counters_hal::Error::Internal(
                 "queue lock poisoned".into(),
             ))
         })?;

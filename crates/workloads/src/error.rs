@@ -11,25 +11,25 @@ pub enum WorkloadError {
     Shader(String),
     /// A Vulkan call failed, or the device lacks a format the workload
     /// needs. The error is [`gpu_counters_vulkan::map_vk_error`]'s, naming
-    /// the call: [`gpu_counters_core::Error::OutOfMemory`],
-    /// [`gpu_counters_core::Error::DeviceLost`] or
-    /// [`gpu_counters_core::Error::Internal`].
+    /// the call: [`gpu_counters_hal::Error::OutOfMemory`],
+    /// [`gpu_counters_hal::Error::DeviceLost`] or
+    /// [`gpu_counters_hal::Error::Internal`].
     #[error("{0}")]
-    Vulkan(gpu_counters_core::Error),
+    Vulkan(gpu_counters_hal::Error),
     /// A wgpu call failed while building a wgpu workload (feature `wgpu`):
     /// an error caught by the device's error scopes, naming what was being
-    /// built, as [`gpu_counters_core::Error::OutOfMemory`] or
-    /// [`gpu_counters_core::Error::Internal`].
+    /// built, as [`gpu_counters_hal::Error::OutOfMemory`] or
+    /// [`gpu_counters_hal::Error::Internal`].
     #[error("{0}")]
-    Wgpu(gpu_counters_core::Error),
+    Wgpu(gpu_counters_hal::Error),
     /// A CUDA driver call failed while building or launching the CUDA
     /// workload (feature `cuda`): gpu-counters-cuda's `map_driver_error`
     /// of the driver's error, naming the call, as
-    /// [`gpu_counters_core::Error::OutOfMemory`],
-    /// [`gpu_counters_core::Error::DeviceLost`] or
-    /// [`gpu_counters_core::Error::Internal`].
+    /// [`gpu_counters_hal::Error::OutOfMemory`],
+    /// [`gpu_counters_hal::Error::DeviceLost`] or
+    /// [`gpu_counters_hal::Error::Internal`].
     #[error("{0}")]
-    Cuda(gpu_counters_core::Error),
+    Cuda(gpu_counters_hal::Error),
     /// No memory type of the device fits the resource named in the message.
     #[error("no suitable memory type for {0}")]
     NoMemoryType(&'static str),

@@ -253,8 +253,8 @@ impl RenderWorkload {
         height: u32,
     ) -> Result<Self, WorkloadError> {
         if !ctx.dynamic_rendering {
-            return Err(WorkloadError::Vulkan(gpu_counters_core::Error::from(
-                gpu_counters_core::InvalidInput::Unsupported(
+            return Err(WorkloadError::Vulkan(gpu_counters_hal::Error::from(
+                gpu_counters_hal::InvalidInput::Unsupported(
                     "the render workload needs the dynamicRendering feature enabled on the device"
                         .into(),
                 ),

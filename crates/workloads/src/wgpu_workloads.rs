@@ -17,7 +17,7 @@
 use crate::compute::{check_sizes as check_compute_sizes, compute_source, ComputeLimits};
 use crate::error::WorkloadError;
 use crate::render::{check_sizes as check_render_sizes, ndc_vertices, Layout, SHADER_SOURCE};
-use gpu_counters_core::Error;
+use gpu_counters_hal::Error;
 
 /// The color format of the render target (as the Vulkan workload's
 /// `R8G8B8A8_UNORM`).

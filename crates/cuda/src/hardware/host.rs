@@ -60,6 +60,35 @@ params! {
     CUpti_RangeProfiler_DecodeData_Params => CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE,
     CUpti_RangeProfiler_GetCounterDataInfo_Params => CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
     CUpti_RangeProfiler_CounterData_GetRangeInfo_Params => CUpti_RangeProfiler_CounterData_GetRangeInfo_Params_STRUCT_SIZE,
+    CUpti_PmSampling_SetConfig_Params => CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE,
+    CUpti_PmSampling_Enable_Params => CUpti_PmSampling_Enable_Params_STRUCT_SIZE,
+    CUpti_PmSampling_Disable_Params => CUpti_PmSampling_Disable_Params_STRUCT_SIZE,
+    CUpti_PmSampling_Start_Params => CUpti_PmSampling_Start_Params_STRUCT_SIZE,
+    CUpti_PmSampling_Stop_Params => CUpti_PmSampling_Stop_Params_STRUCT_SIZE,
+    CUpti_PmSampling_DecodeData_Params => CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE,
+    CUpti_PmSampling_GetCounterAvailability_Params => CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE,
+    CUpti_PmSampling_GetCounterDataSize_Params => CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE,
+    CUpti_PmSampling_CounterDataImage_Initialize_Params => CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE,
+    CUpti_PmSampling_GetCounterDataInfo_Params => CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE,
+    CUpti_PmSampling_CounterData_GetSampleInfo_Params => CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE,
+}
+
+/// Which of CUPTI's profilers a host object builds configs for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Profiler {
+    /// The range profiler (per range or kernel, with replay).
+    Range,
+    /// PM sampling (over time, one pass).
+    PmSampling,
+}
+
+impl Profiler {
+    fn raw(self) -> cs::CUpti_ProfilerType {
+        match self {
+            Profiler::Range => cs::CUpti_ProfilerType::CUPTI_PROFILER_TYPE_RANGE_PROFILER,
+            Profiler::PmSampling => cs::CUpti_ProfilerType::CUPTI_PROFILER_TYPE_PM_SAMPLING,
+        }
+    }
 }
 
 /// A parameter struct, zeroed, with its `structSize`.
@@ -185,15 +214,27 @@ pub(crate) struct HostObject {
 unsafe impl Send for HostObject {}
 
 impl HostObject {
-    /// A host object for `chip`, with the device's counter availability
-    /// image where there is one (what the device makes available).
+    /// A range-profiler host object for `chip`, with the device's counter
+    /// availability image where there is one (what the device makes
+    /// available).
     pub(super) fn new(
         api: &'static cs::Cupti,
         chip: &CStr,
         availability: Option<&[u8]>,
     ) -> Result<Self, HardwareError> {
+        Self::of(api, Profiler::Range, chip, availability)
+    }
+
+    /// A host object of `profiler` for `chip`, with the device's counter
+    /// availability image of that profiler where there is one.
+    pub(super) fn of(
+        api: &'static cs::Cupti,
+        profiler: Profiler,
+        chip: &CStr,
+        availability: Option<&[u8]>,
+    ) -> Result<Self, HardwareError> {
         let mut p: cs::CUpti_Profiler_Host_Initialize_Params = params();
-        p.profilerType = cs::CUpti_ProfilerType::CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+        p.profilerType = profiler.raw();
         p.pChipName = chip.as_ptr();
         p.pCounterAvailabilityImage = availability.map_or(std::ptr::null(), <[u8]>::as_ptr);
         // SAFETY: valid parameters; the chip name and image outlive the
@@ -441,6 +482,28 @@ pub(super) fn counter_availability(
     // SAFETY: `image` holds the size CUPTI asked for.
     let r = unsafe { api.cuptiProfilerGetCounterAvailability(&mut p) };
     check(api, "cuptiProfilerGetCounterAvailability", r)?;
+    image.truncate(p.counterAvailabilityImageSize);
+    Ok(image)
+}
+
+/// The PM-sampling counter availability image of device ordinal `ordinal`:
+/// which counters PM sampling may use there now (it may fail while a
+/// profiling or sampling session is active on the device).
+pub(super) fn pm_counter_availability(
+    api: &cs::Cupti,
+    ordinal: usize,
+) -> Result<Vec<u8>, HardwareError> {
+    let mut p: cs::CUpti_PmSampling_GetCounterAvailability_Params = params();
+    p.deviceIndex = ordinal;
+    // SAFETY: valid parameters; a null image asks for the size.
+    let r = unsafe { api.cuptiPmSamplingGetCounterAvailability(&mut p) };
+    check(api, "cuptiPmSamplingGetCounterAvailability", r)?;
+    let mut image = vec![0u8; p.counterAvailabilityImageSize];
+    p.pCounterAvailabilityImage = image.as_mut_ptr();
+    p.counterAvailabilityImageSize = image.len();
+    // SAFETY: `image` holds the size CUPTI asked for.
+    let r = unsafe { api.cuptiPmSamplingGetCounterAvailability(&mut p) };
+    check(api, "cuptiPmSamplingGetCounterAvailability", r)?;
     image.truncate(p.counterAvailabilityImageSize);
     Ok(image)
 }

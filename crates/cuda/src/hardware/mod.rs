@@ -36,21 +36,27 @@
 //!   Compute), an unknown metric (named), too many passes.
 //!
 //! Offered only where the profiler initializes on the device and measures
-//! `sm__cycles_elapsed.max` in one pass: [`crate::CudaDevice::open`] probes
+//! `sm__cycles_elapsed.max` in one pass: a device opened with them asked
+//! for ([`crate::DeviceOptions::hardware_counters`]) probes
 //! that once per device per process (a session is enabled and disabled on
-//! the context), and [`crate::CudaDevice::hardware_counters_unavailable`]
+//! the context), and [`crate::Device::hardware_counters_unavailable`]
 //! says why not where not.
 
+mod chip;
 mod host;
 pub(crate) use host::result_name;
+mod per_kernel;
+pub mod pm;
 mod range;
 
+pub use chip::{device_chips, ChipMetrics, MetricsOf};
+pub use per_kernel::{CycleRanges, KernelCounters, Replay};
 pub(crate) use range::{release_idle, Session};
 
 use crate::lock;
 use cudarc::driver::{CudaContext, CudaStream};
-use gpu_counters_core::{CounterResultStageUtilization, COUNTER_ERROR_VALUE};
 use gpu_counters_cupti_sys as cs;
+use gpu_counters_hal::{CounterResultStageUtilization, COUNTER_ERROR_VALUE};
 use host::HostObject;
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -129,6 +135,13 @@ pub enum HardwareError {
         /// The most a pass holds.
         limit: usize,
     },
+    /// PM sampling already runs on the device in this process (one session
+    /// per device).
+    #[error("PM sampling already runs on CUDA device {ordinal} in this process (one session per device)")]
+    SamplerBusy {
+        /// The device's ordinal.
+        ordinal: usize,
+    },
     /// A range-profiler session is already running on the context.
     #[error("a range-profiler session is already running on this context: end it (submit the recorder sampling stage utilization, end the HardwareRange) first")]
     Busy,
@@ -163,13 +176,14 @@ pub enum HardwareError {
     },
 }
 
-impl From<HardwareError> for gpu_counters_core::Error {
+impl From<HardwareError> for gpu_counters_hal::Error {
     fn from(e: HardwareError) -> Self {
-        use gpu_counters_core::{Error, InvalidInput};
+        use gpu_counters_hal::{Error, InvalidInput};
         match e {
             HardwareError::UnknownMetric { .. }
             | HardwareError::TooManyPasses { .. }
             | HardwareError::TooManyRanges { .. }
+            | HardwareError::SamplerBusy { .. }
             | HardwareError::Busy => Error::Invalid(InvalidInput::Unsupported(e.to_string())),
             HardwareError::NoCupti { .. }
             | HardwareError::NotSupported { .. }
@@ -799,7 +813,7 @@ mod tests {
             m.contains("ERR_NVGPUCTRPERM") && m.contains("INSUFFICIENT_PRIVILEGES"),
             "{m}"
         );
-        let core: gpu_counters_core::Error = HardwareError::Busy.into();
+        let core: gpu_counters_hal::Error = HardwareError::Busy.into();
         assert!(core.invalid().is_some(), "{core}");
     }
 
@@ -884,7 +898,11 @@ mod tests {
             eprintln!("skipped experiment_restart_after_decode: no CUDA device");
             return;
         }
-        let d = crate::CudaDevice::open(0).unwrap();
+        let options = crate::DeviceOptions {
+            hardware_counters: true,
+            ..crate::DeviceOptions::default()
+        };
+        let d = crate::Device::open_with(0, &options).unwrap();
         let hw = d.hardware_counters().unwrap().clone();
         let config = hw
             .profiler

@@ -71,11 +71,25 @@ pub(crate) struct DecodedRange {
     pub(crate) values: Vec<f64>,
 }
 
+/// How a session's ranges are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RangeMode {
+    /// Ranges pushed and popped by the caller; passes replayed by the
+    /// caller (CUPTI's user range and user replay).
+    User,
+    /// A range around each kernel, named `0`, `1`, ... in launch order
+    /// within a pass; each kernel replayed inside its launch as many
+    /// times as the passes need, device memory saved and restored (CUPTI's
+    /// auto range and kernel replay).
+    AutoKernelReplay,
+}
+
 /// A range-profiler session (see the module docs).
 pub(crate) struct Session {
     api: &'static cs::Cupti,
     ctx: Arc<CudaContext>,
     config: Arc<Config>,
+    mode: RangeMode,
     object: *mut cs::CUpti_RangeProfiler_Object,
     /// The counter data image CUPTI decodes into (its address is given to
     /// CUPTI: never reallocated).
@@ -105,6 +119,7 @@ impl Session {
     ) -> Result<Self, HardwareError> {
         if let Some(mut s) = take_idle(ctx.cu_ctx() as usize) {
             if Arc::ptr_eq(&s.config, &config)
+                && s.mode == RangeMode::User
                 && s.max_ranges == max_ranges
                 && s.reinitialize_counter_data().is_ok()
             {
@@ -133,6 +148,19 @@ impl Session {
         config: Arc<Config>,
         max_ranges: usize,
     ) -> Result<Self, HardwareError> {
+        Self::with_mode(api, ctx, config, max_ranges, RangeMode::User)
+    }
+
+    /// Enables the range profiler on `ctx` for `config`, its ranges made as
+    /// `mode` says, with room for `max_ranges` ranges (not nested) per
+    /// pass.
+    pub(crate) fn with_mode(
+        api: &'static cs::Cupti,
+        ctx: &Arc<CudaContext>,
+        config: Arc<Config>,
+        max_ranges: usize,
+        mode: RangeMode,
+    ) -> Result<Self, HardwareError> {
         let claim = Claim::take(ctx.cu_ctx() as usize)?;
         bind(ctx)?;
         let mut enable: cs::CUpti_RangeProfiler_Enable_Params = params();
@@ -146,6 +174,7 @@ impl Session {
             api,
             ctx: ctx.clone(),
             config,
+            mode,
             object: enable.pRangeProfilerObject,
             counter_data: Box::new([]),
             max_ranges,
@@ -192,8 +221,16 @@ impl Session {
         set.pConfig = self.config.image.as_ptr();
         set.counterDataImageSize = self.counter_data.len();
         set.pCounterDataImage = self.counter_data.as_mut_ptr();
-        set.range = cs::CUpti_ProfilerRange::CUPTI_UserRange;
-        set.replayMode = cs::CUpti_ProfilerReplayMode::CUPTI_UserReplay;
+        (set.range, set.replayMode) = match self.mode {
+            RangeMode::User => (
+                cs::CUpti_ProfilerRange::CUPTI_UserRange,
+                cs::CUpti_ProfilerReplayMode::CUPTI_UserReplay,
+            ),
+            RangeMode::AutoKernelReplay => (
+                cs::CUpti_ProfilerRange::CUPTI_AutoRange,
+                cs::CUpti_ProfilerReplayMode::CUPTI_KernelReplay,
+            ),
+        };
         set.maxRangesPerPass = self.max_ranges;
         set.numNestingLevels = 1;
         set.minNestingLevel = 1;

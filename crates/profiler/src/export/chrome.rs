@@ -36,8 +36,8 @@
 //! it, and writes through a buffer of [`BUFFER_BYTES`](super::BUFFER_BYTES).
 //! [`to_chrome_trace_json`] returns the whole trace as a JSON value.
 
-use gpu_counters_core::timeline::{MultiTimeline, Timeline, TimelineFrame, TimelineInterval};
-use gpu_counters_core::CounterResultStatistic;
+use gpu_counters_hal::timeline::{MultiTimeline, Timeline, TimelineFrame, TimelineInterval};
+use gpu_counters_hal::CounterResultStatistic;
 use serde_json::{json, Map, Value};
 use std::io::{self, Write};
 
@@ -256,7 +256,7 @@ fn single(timeline: &Timeline) -> (Trace<'_>, Value) {
 
 /// The trace of several devices ([`to_chrome_trace_json_multi`]).
 fn multi(timeline: &MultiTimeline) -> (Trace<'_>, Value) {
-    let label = |id: usize, dev: &gpu_counters_core::timeline::DeviceTimeline| {
+    let label = |id: usize, dev: &gpu_counters_hal::timeline::DeviceTimeline| {
         format!("{id}: {}", dev.timeline.device)
     };
     let trace = Trace::new(timeline.devices.iter().enumerate().map(|(id, dev)| {

@@ -10,7 +10,7 @@
 //! [`write_csv`] writes row by row through the `csv` crate's buffer of 8
 //! KiB (about one `write` call per 8 KiB), keeping one row in memory.
 
-use gpu_counters_core::timeline::Timeline;
+use gpu_counters_hal::timeline::Timeline;
 use std::io::{self, Write};
 
 /// The header row, in column order.

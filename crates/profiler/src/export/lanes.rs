@@ -12,7 +12,7 @@
 //! Its memory is one stack per lane, as deep as the deepest nesting, and it
 //! is emptied at the end of every [`Lanes::place`] call (a frame).
 
-use gpu_counters_core::timeline::TimelineFrame;
+use gpu_counters_hal::timeline::TimelineFrame;
 
 /// One event of a lane: an interval begins or ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! Exporters for a [`Timeline`](gpu_counters_core::timeline::Timeline).
+//! Exporters for a [`Timeline`](gpu_counters_hal::timeline::Timeline).
 //!
 //! - [`chrome`]: Chrome trace event JSON, which Perfetto UI and
 //!   `chrome://tracing` open; one track per queue, statistics as counters.
@@ -12,13 +12,13 @@
 //! - [`svg`]: a timeline picture, frames stacked and aligned on their CPU
 //!   submit time.
 //!
-//! Several devices ([`MultiTimeline`](gpu_counters_core::timeline::MultiTimeline)):
+//! Several devices ([`MultiTimeline`](gpu_counters_hal::timeline::MultiTimeline)):
 //! [`chrome::to_chrome_trace_json_multi`] writes one process per device,
 //! each with a track per queue; CSV and SVG draw
-//! [`MultiTimeline::flattened`](gpu_counters_core::timeline::MultiTimeline::flattened),
+//! [`MultiTimeline::flattened`](gpu_counters_hal::timeline::MultiTimeline::flattened),
 //! where each queue is named after its device. A Perfetto export keyed by
 //! device name writes each device's frames under
-//! [`MultiTimeline::device_label`](gpu_counters_core::timeline::MultiTimeline::device_label)
+//! [`MultiTimeline::device_label`](gpu_counters_hal::timeline::MultiTimeline::device_label)
 //! (unique even for two logical devices of one GPU).
 //!
 //! All times in a timeline are CPU `CLOCK_MONOTONIC` nanoseconds; every
@@ -69,8 +69,8 @@ pub use self::csv::{write_csv, CSV_HEADER};
 pub use self::perfetto::{write_perfetto, PerfettoError, PerfettoWriter};
 pub use self::svg::{render_svg, write_svg, SvgOptions};
 
-use gpu_counters_core::timeline::TimelineInterval;
-use gpu_counters_core::CounterResultStatistic;
+use gpu_counters_hal::timeline::TimelineInterval;
+use gpu_counters_hal::CounterResultStatistic;
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 use thiserror::Error;
@@ -198,7 +198,7 @@ pub(crate) fn buffered<W: Write>(w: W) -> io::BufWriter<Fused<W>> {
 }
 
 /// Queue names in order of first appearance over all frames.
-pub(crate) fn queues_in_order(timeline: &gpu_counters_core::timeline::Timeline) -> Vec<&str> {
+pub(crate) fn queues_in_order(timeline: &gpu_counters_hal::timeline::Timeline) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     for frame in &timeline.frames {
         for interval in &frame.intervals {

@@ -22,7 +22,7 @@
 //!     stepping as the Chrome export's counters do (the innermost running
 //!     interval's value, 0 when none runs); a statistic gets its track the
 //!     first time it is not 0 on the queue, and values that are
-//!     [`COUNTER_ERROR_VALUE`](gpu_counters_core::COUNTER_ERROR_VALUE) (not counted) are left out;
+//!     [`COUNTER_ERROR_VALUE`](gpu_counters_hal::COUNTER_ERROR_VALUE) (not counted) are left out;
 //! - intervals that overlap without nesting (frames in flight, two command
 //!   buffers) go on extra tracks beside their queue's, `<queue> (overlap N)`
 //!   (`CPU submit→complete (overlap N)` for frames), since a Perfetto track's
@@ -64,8 +64,8 @@
 //! protobuf encoding is written by hand here.
 
 use super::lanes::{frame_queues, queue_items, LaneEvent, Lanes};
-use gpu_counters_core::timeline::{Timeline, TimelineFrame, TimelineInterval};
-use gpu_counters_core::CounterResultStatistic;
+use gpu_counters_hal::timeline::{Timeline, TimelineFrame, TimelineInterval};
+use gpu_counters_hal::CounterResultStatistic;
 use perfetto_protos::builtin_clock::BuiltinClock;
 use perfetto_protos::clock_snapshot::{clock_snapshot::Clock, ClockSnapshot};
 use perfetto_protos::counter_descriptor::{counter_descriptor::Unit, CounterDescriptor};

@@ -33,7 +33,7 @@
 //! picture as a `String`.
 
 use super::ExportError;
-use gpu_counters_core::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
+use gpu_counters_hal::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 

@@ -37,7 +37,7 @@
 //! - **Plots**: each statistic of each scope, `<device> / <queue>: <label>
 //!   <statistic>` (a point per scope, so one series per pass over frames;
 //!   a plot starts where its value is first not 0, and
-//!   [`COUNTER_ERROR_VALUE`](gpu_counters_core::COUNTER_ERROR_VALUE), not
+//!   [`COUNTER_ERROR_VALUE`](gpu_counters_hal::COUNTER_ERROR_VALUE), not
 //!   counted, is left out), and each context's **error bound**,
 //!   `<device> / <queue>: error bound ns`, a point per frame (its largest
 //!   bound). Tracy stamps plot points when they are sent, not at GPU time.
@@ -60,8 +60,8 @@
 //! queue name it was given.
 
 use super::lanes::{frame_queues, queue_items, LaneEvent, Lanes};
-use gpu_counters_core::timeline::{TimelineFrame, TimelineInterval};
-use gpu_counters_core::{BackendKind, Calibration, TimestampPair};
+use gpu_counters_hal::timeline::{TimelineFrame, TimelineInterval};
+use gpu_counters_hal::{BackendKind, Calibration, TimestampPair};
 
 /// Most plot names a planner makes (each is leaked by Tracy's client).
 pub const MAX_PLOTS: usize = 4096;
@@ -358,7 +358,7 @@ impl TracyPlanner {
             for i in frame.intervals.iter().filter(|i| i.queue == queue) {
                 let Some(stats) = &i.statistics else { continue };
                 for (stat, value) in stats.named() {
-                    if value == gpu_counters_core::COUNTER_ERROR_VALUE {
+                    if value == gpu_counters_hal::COUNTER_ERROR_VALUE {
                         continue;
                     }
                     self.plot(

@@ -6,8 +6,8 @@
 //! a client.
 
 use super::tracy::{TracyCall, TracyClock, TracyPlanner};
-use gpu_counters_core::timeline::TimelineFrame;
-use gpu_counters_core::{cpu_monotonic_ns, BackendKind, Calibration};
+use gpu_counters_hal::timeline::TimelineFrame;
+use gpu_counters_hal::{cpu_monotonic_ns, BackendKind, Calibration};
 use std::collections::HashMap;
 use tracy_client::{Client, PlotName};
 use tracy_client_sys as sys;
@@ -180,7 +180,7 @@ impl TracySink {
 impl crate::FrameSink for TracySink {
     fn frame(
         &mut self,
-        device: &gpu_counters_core::DeviceInfo,
+        device: &gpu_counters_hal::DeviceInfo,
         calibration: &Calibration,
         frame: &crate::FrameResult,
     ) {

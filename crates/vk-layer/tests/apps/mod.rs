@@ -11,7 +11,7 @@ use std::ffi::CString;
 
 /// `CLOCK_MONOTONIC` ns.
 pub fn now() -> u64 {
-    gpu_counters_core::cpu_monotonic_ns()
+    gpu_counters_hal::cpu_monotonic_ns()
 }
 
 /// An instance, a device on the first physical device's graphics queue.

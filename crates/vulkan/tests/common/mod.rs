@@ -26,12 +26,12 @@ pub fn assert_no_validation_messages(device: &Device) {
 /// A counter sample buffer of `n` samples of `set` on `device`.
 pub fn sample_buffer(
     device: &Device,
-    set: gpu_counters_core::CommonCounterSet,
+    set: gpu_counters_hal::CommonCounterSet,
     label: &str,
     n: u32,
 ) -> gpu_counters_vulkan::CounterSampleBuffer {
     device
-        .make_counter_sample_buffer(&gpu_counters_core::CounterSampleBufferDescriptor::new(
+        .make_counter_sample_buffer(&gpu_counters_hal::CounterSampleBufferDescriptor::new(
             set, label, n,
         ))
         .expect("make a counter sample buffer")

@@ -1,4 +1,4 @@
-//! What core's CPU resolve costs beyond reading the backend's queries: N
+//! What hal's CPU resolve costs beyond reading the backend's queries: N
 //! timestamps, recorded and available, resolved from host memory (a
 //! backend whose read is a copy, or one that loads each word atomically, as
 //! the CUDA backend reads its mapped memory), against a plain copy of the
@@ -6,13 +6,13 @@
 //! adds to its driver's read.
 //!
 //! ```text
-//! cargo run --release -p gpu-counters-core --example resolve_layout -- 100000 atomic
+//! cargo run --release -p gpu-counters-hal --example resolve_layout -- 100000 atomic
 //! ```
 //!
 //! Prints the best of 200 resolves into a result kept between them, in ms.
 
-use gpu_counters_core::bookkeeping::{QueryRead, SampleSet, ABSENT, NONE};
-use gpu_counters_core::{CommonCounterSet, ResolvedCounters, Result, SampleStatus, StorageMode};
+use gpu_counters_hal::bookkeeping::{QueryRead, SampleSet, ABSENT, NONE};
+use gpu_counters_hal::{CommonCounterSet, ResolvedCounters, Result, SampleStatus, StorageMode};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 

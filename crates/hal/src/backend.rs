@@ -1,4 +1,4 @@
-//! The backend interface: what differs per GPU API, as the layers above core
+//! The backend interface: what differs per GPU API, as the layers above hal
 //! (the profiler, the exporters' timelines, the command line) use it.
 //!
 //! Like wgpu-hal's `Api`, one trait, [`Backend`], names a backend's types;
@@ -13,7 +13,9 @@
 //! - [`BackendRecorder`]: what commands are recorded into (a Vulkan command
 //!   buffer, a wgpu encoder, a CUDA stream's range of work), sampled between
 //!   passes at a placement;
-//! - [`BackendMarker`]: signals once all work submitted before it finished.
+//! - [`BackendMarker`]: signals once all work submitted before it finished;
+//! - [`BackendSubmission`]: a recorder's submitted work, with its CPU submit
+//!   time, polled or waited for.
 //!
 //! Everything backend-neutral is written once over these: the sample
 //! bookkeeping and CPU resolve ([`crate::bookkeeping`]), the calibration math
@@ -27,6 +29,7 @@ use crate::{
     Calibration, CounterHeapDescriptor, CounterSampleBufferDescriptor, DeviceId, DeviceInfo,
     ResolvedCounters, ResolvedTimestamps, Result, TimestampGranularity, TimestampPair,
 };
+use std::any::{Any, TypeId};
 use std::ops::Range;
 
 /// A GPU API gpu-counters runs on: the types it brings.
@@ -41,9 +44,11 @@ pub trait Backend: Sized + Send + Sync + 'static {
     type Recorder: BackendRecorder<Backend = Self>;
     /// A completion marker on the device's queue.
     type Marker: BackendMarker;
+    /// Submitted work: a recorder once it was handed to the device's queue.
+    type Submission: BackendSubmission;
 }
 
-/// A device, as the layers above core use it. Cloning shares it.
+/// A device, as the layers above hal use it. Cloning shares it.
 pub trait BackendDevice: Clone + Send + Sync + std::fmt::Debug + 'static {
     /// The backend it belongs to.
     type Backend: Backend<Device = Self>;
@@ -76,7 +81,7 @@ pub trait BackendDevice: Clone + Send + Sync + std::fmt::Debug + 'static {
     fn sample_timestamps(&self) -> Result<TimestampPair>;
 
     /// A calibration of the device's timestamps onto the CPU clock, from a
-    /// fresh pair; core's calibration math over the device's period and
+    /// fresh pair; hal's calibration math over the device's period and
     /// valid bits.
     fn calibration(&self) -> Result<Calibration> {
         let info = self.info();
@@ -217,10 +222,12 @@ pub trait BackendRecorder {
     /// profiler's frames do.
     fn device_id(&self) -> DeviceId;
 
-    /// The profiler's record of the scopes open on this recorder. Each
-    /// recorder holds its own (new and empty when it begins recording), so
-    /// that scopes nest per recorder, and their state moves with it between
-    /// threads, with no lock shared by every recorder.
+    /// What the layer above keeps on this recorder (the profiler: the
+    /// scopes open on it). Each recorder holds its own
+    /// (`ScopeStack::default()` when it begins recording), so that scopes
+    /// nest per recorder, and their state moves with it between threads,
+    /// with no lock shared by every recorder. The stack is opaque to the
+    /// backend: nothing it does with it can make the layer above unsound.
     fn scope_stack(&mut self) -> &mut ScopeStack;
 
     /// Samples `buffer[index]` between passes. Timestamps are taken after all
@@ -269,188 +276,94 @@ pub trait BackendRecorder {
     }
 }
 
-/// The profiler's state on one recorder, per frame: the innermost scope open
-/// on it (the profiler keeps each scope's parent, so this is a whole stack),
-/// and the scope ids it claimed from the frame and has not used yet.
-/// Backends hold one per recorder and hand it out through
-/// [`BackendRecorder::scope_stack`]; only the profiler reads and changes it.
+/// What the layer above keeps on one recorder (the profiler: the scopes
+/// open on it and the scope ids it holds), so that it moves with the
+/// recorder between threads and takes no lock shared by every recorder.
+/// Backends hold one per recorder, made with `Default`, and hand it out
+/// through [`BackendRecorder::scope_stack`].
 ///
-/// Frames are told apart by a key unique in the process. A recorder rarely
-/// has scopes of more than one frame open, so the first frame's entry is
-/// kept inline: a recorder allocates nothing here in the usual case.
-///
-/// The profiler writes a scope's record without a lock because each id is
-/// handed to one recorder only, and a recorder's innermost scope was begun
-/// on it. So a stack cannot be cloned, and what changes it is `unsafe`.
-#[derive(Debug, Default)]
+/// It is opaque: a layer keeps a value of its own type here
+/// ([`ScopeStack::state`]), which only the crate that names the type can
+/// read or change. Whatever a backend does with the stack (drops it,
+/// swaps it with another recorder's, hands out another), no layer's value
+/// can be forged or copied into it, so a layer's soundness rests on its own
+/// code alone.
 pub struct ScopeStack {
-    first: StackEntry,
-    /// Entries of further frames.
-    more: Vec<StackEntry>,
+    /// The type of the value kept (`NoState`'s while there is none),
+    /// compared without a virtual call.
+    kind: TypeId,
+    /// The value kept, of type `kind`.
+    state: Box<dyn Any + Send + Sync>,
 }
 
-/// One frame's entry in a [`ScopeStack`]; frame 0 is no entry.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct StackEntry {
-    frame: u64,
-    innermost: Option<u32>,
-    /// Claimed ids not used yet: `next..end`.
-    next: u32,
-    end: u32,
-    /// How many ids the recorder asked for in its last claim (it may have
-    /// got fewer).
-    block: u32,
+/// What a [`ScopeStack`] keeps while it keeps nothing: private, so no
+/// caller's type is it, and a zero-sized type, so a new stack allocates
+/// nothing.
+struct NoState;
+
+impl Default for ScopeStack {
+    fn default() -> Self {
+        Self {
+            kind: TypeId::of::<NoState>(),
+            state: Box::new(NoState),
+        }
+    }
+}
+
+impl std::fmt::Debug for ScopeStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopeStack")
+            .field("holds", &(self.kind != TypeId::of::<NoState>()))
+            .finish()
+    }
 }
 
 impl ScopeStack {
+    /// The value of type `T` kept on the recorder, made with `T::default()`
+    /// where it holds none, or one of another type (which is dropped: one
+    /// layer's value at a time).
     #[inline]
-    fn entry(&self, frame: u64) -> Option<&StackEntry> {
-        if frame == 0 {
-            return None;
-        }
-        if self.first.frame == frame {
-            return Some(&self.first);
-        }
-        self.more.iter().find(|e| e.frame == frame)
-    }
-
-    /// The entry of `frame`, if there is one.
-    #[inline]
-    fn existing_mut(&mut self, frame: u64) -> Option<&mut StackEntry> {
-        if frame == 0 {
-            return None;
-        }
-        if self.first.frame == frame {
-            return Some(&mut self.first);
-        }
-        self.more.iter_mut().find(|e| e.frame == frame)
-    }
-
-    /// The entry of `frame`, made if there is none. A new entry takes the
-    /// place of one with no scope open (its unused ids are given up).
-    #[inline]
-    fn entry_mut(&mut self, frame: u64) -> &mut StackEntry {
-        if self.first.frame != frame {
-            if self.first.innermost.is_some() {
-                return self.more_mut(frame);
-            }
-            if let Some(i) = self.more.iter().position(|e| e.frame == frame) {
-                std::mem::swap(&mut self.first, &mut self.more[i]);
-            } else {
-                self.first = StackEntry {
-                    frame,
-                    ..StackEntry::default()
-                };
-            }
-        }
-        &mut self.first
-    }
-
-    #[cold]
-    fn more_mut(&mut self, frame: u64) -> &mut StackEntry {
-        let fresh = StackEntry {
-            frame,
-            ..StackEntry::default()
-        };
-        let i = match self.more.iter().position(|e| e.frame == frame) {
-            Some(i) => i,
-            None => match self.more.iter().position(|e| e.innermost.is_none()) {
-                Some(i) => {
-                    self.more[i] = fresh;
-                    i
-                }
-                None => {
-                    self.more.push(fresh);
-                    self.more.len() - 1
-                }
-            },
-        };
-        &mut self.more[i]
-    }
-
-    /// The innermost scope open on the recorder in frame `frame`, as the
-    /// profiler last set it.
-    #[inline]
-    pub fn innermost(&self, frame: u64) -> Option<u32> {
-        self.entry(frame).and_then(|e| e.innermost)
-    }
-
-    /// Sets the innermost open scope of frame `frame` (`None`: no scope of
-    /// the frame is open on the recorder). Frame 0 is ignored.
-    ///
-    /// # Safety
-    /// `scope` is a scope of frame `frame` begun on this stack's recorder
-    /// (and, once it is set, its record was written): the profiler reads
-    /// the record of the innermost scope without a lock.
-    #[inline]
-    pub unsafe fn set_innermost(&mut self, frame: u64, scope: Option<u32>) {
-        if frame == 0 || (scope.is_none() && self.entry(frame).is_none()) {
-            return;
-        }
-        self.entry_mut(frame).innermost = scope;
-    }
-
-    /// Ends the innermost scope of frame `frame`, `from`, if it is the
-    /// innermost one: sets `outer` in its place and returns true, in one
-    /// lookup of the frame's entry; returns false, changing nothing,
-    /// otherwise.
-    ///
-    /// # Safety
-    /// As [`ScopeStack::set_innermost`] of `outer`.
-    #[inline]
-    pub unsafe fn end_innermost(&mut self, frame: u64, from: u32, outer: Option<u32>) -> bool {
-        match self.existing_mut(frame) {
-            Some(e) if e.innermost == Some(from) => {
-                e.innermost = outer;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Takes the next unused id this recorder claimed from frame `frame`.
-    #[inline]
-    pub fn take_claimed(&mut self, frame: u64) -> Option<u32> {
-        let e = self.existing_mut(frame)?;
-        if e.next < e.end {
-            e.next += 1;
-            Some(e.next - 1)
+    pub fn state<T: Any + Default + Send + Sync>(&mut self) -> &mut T {
+        let value: *mut T = if self.kind == TypeId::of::<T>() {
+            let value: *mut (dyn Any + Send + Sync) = &mut *self.state;
+            value.cast::<T>()
         } else {
-            None
-        }
+            self.replace::<T>()
+        };
+        // SAFETY: `value` points into the box `self.state`, which holds a
+        // `T`: `kind` is the type id of what it holds (both are written
+        // together, by `default` and `replace` only), and it is `T`'s. The
+        // box lives, unmoved, as long as `self` is borrowed.
+        unsafe { &mut *value }
     }
 
-    /// How many ids the recorder asked for when it last claimed from frame
-    /// `frame` (0 if it did not).
-    #[inline]
-    pub fn last_claim(&self, frame: u64) -> u32 {
-        self.entry(frame).map_or(0, |e| e.block)
+    /// Keeps a new `T::default()` in place of what the stack held.
+    #[cold]
+    #[inline(never)]
+    fn replace<T: Any + Default + Send + Sync>(&mut self) -> *mut T {
+        self.state = Box::new(T::default());
+        self.kind = TypeId::of::<T>();
+        let value: *mut (dyn Any + Send + Sync) = &mut *self.state;
+        value.cast::<T>()
     }
+}
 
-    /// Keeps the ids of `claim`, claimed from frame `frame` when `asked`
-    /// were asked for, but its first (which the caller uses), for
-    /// [`ScopeStack::take_claimed`], in place of what was left of the last
-    /// claim. Frame 0 is ignored.
-    ///
-    /// # Safety
-    /// `claim` was claimed from frame `frame`'s counter for this stack
-    /// alone: the profiler writes the record of an id it takes from here
-    /// without a lock.
-    pub unsafe fn keep_claimed(&mut self, frame: u64, claim: std::ops::Range<u32>, asked: u32) {
-        if frame == 0 {
-            return;
-        }
-        let e = self.entry_mut(frame);
-        e.block = asked;
-        (e.next, e.end) = (claim.start.saturating_add(1), claim.end);
-    }
+/// A recorder's submitted work: when it was submitted on the CPU clock,
+/// whether the GPU finished it, and a wait for it. Every backend's
+/// `Submission` has these as inherent methods with the same signatures.
+pub trait BackendSubmission {
+    /// [`cpu_monotonic_ns`](crate::cpu_monotonic_ns) just before the work
+    /// was submitted (or, where work starts as it is recorded, as on a CUDA
+    /// stream, when recording began): no part of it ran earlier.
+    fn cpu_submit_ns(&self) -> u64;
 
-    /// Whether no scope of any frame is open on the recorder (as far as the
-    /// profiler set it).
-    #[inline]
-    pub fn no_open_scopes(&self) -> bool {
-        self.first.innermost.is_none() && self.more.iter().all(|e| e.innermost.is_none())
-    }
+    /// Whether the GPU finished the work, without waiting.
+    fn is_done(&self) -> Result<bool>;
+
+    /// Waits until the GPU finished the work and its samples can be
+    /// resolved; returns [`cpu_monotonic_ns`](crate::cpu_monotonic_ns)
+    /// right after: no part of the work ran later.
+    fn wait(&self) -> Result<u64>;
 }
 
 /// Signals once all work submitted before it finished
@@ -467,49 +380,22 @@ pub trait BackendMarker: Send + Sync + 'static {
 mod scope_stack_tests {
     use super::ScopeStack;
 
-    /// Entries per frame: the innermost scope and the claimed ids of each
-    /// frame are kept apart, a second frame goes beside the first, and an
-    /// entry with no scope open makes room for another frame.
+    #[derive(Default)]
+    struct A(u32);
+    #[derive(Default)]
+    struct B(&'static str);
+
+    /// A stack keeps one value, of one type: asking for another type's
+    /// drops it and starts from that type's default.
     #[test]
-    #[allow(unsafe_code)]
-    fn entries_per_frame() {
+    fn one_value_per_type_at_a_time() {
         let mut s = ScopeStack::default();
-        assert_eq!(s.innermost(1), None);
-        assert_eq!(s.take_claimed(1), None);
-        assert!(s.no_open_scopes());
-        // SAFETY: a test of the bookkeeping alone; no records are read.
-        unsafe {
-            s.keep_claimed(1, 10..14, 4);
-            s.set_innermost(1, Some(10));
-            s.keep_claimed(2, 20..22, 3);
-            s.set_innermost(2, Some(20));
-        }
-        assert_eq!(s.last_claim(1), 4);
-        assert_eq!(s.last_claim(2), 3, "what it asked for");
-        assert_eq!((s.take_claimed(1), s.take_claimed(1)), (Some(11), Some(12)));
-        assert_eq!((s.take_claimed(2), s.take_claimed(2)), (Some(21), None));
-        assert_eq!((s.innermost(1), s.innermost(2)), (Some(10), Some(20)));
-        assert!(!s.no_open_scopes());
-        // SAFETY: as above.
-        unsafe { s.set_innermost(1, None) };
-        assert_eq!(s.innermost(1), None);
-        // Frame 1 keeps its ids while it has no scope open...
-        assert_eq!(s.take_claimed(1), Some(13));
-        // SAFETY: as above.
-        unsafe {
-            s.set_innermost(2, None);
-            // ...until a new frame takes its place.
-            s.keep_claimed(3, 30..31, 1);
-        }
-        assert!(s.no_open_scopes());
-        assert_eq!(s.take_claimed(3), None, "the first id is the caller's");
-        assert_eq!(s.last_claim(3), 1);
-        // Frame 0 is no frame.
-        // SAFETY: as above.
-        unsafe {
-            s.set_innermost(0, Some(1));
-            s.keep_claimed(0, 0..8, 8);
-        }
-        assert_eq!((s.innermost(0), s.take_claimed(0)), (None, None));
+        assert_eq!(s.state::<A>().0, 0);
+        s.state::<A>().0 = 7;
+        assert_eq!(s.state::<A>().0, 7);
+        s.state::<B>().0 = "b";
+        assert_eq!(s.state::<B>().0, "b");
+        assert_eq!(s.state::<A>().0, 0, "B's value replaced A's");
+        assert_eq!(format!("{s:?}"), "ScopeStack { holds: true }");
     }
 }

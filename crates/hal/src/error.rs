@@ -1,4 +1,4 @@
-use crate::{CommonCounterSet, ConversionError, CounterSamplingPoint};
+use crate::{CommonCounterSet, ConversionError, CounterSamplingPoint, RenderStage};
 use thiserror::Error;
 
 /// The three kinds of counter-sampling error Metal defines
@@ -54,6 +54,15 @@ pub enum InvalidInput {
     UnsupportedSamplingPoint {
         /// The sampling point asked for.
         point: CounterSamplingPoint,
+        /// The device's name.
+        device: String,
+    },
+    /// A render stage the backend or device does not have, for a timestamp
+    /// written after it.
+    #[error("device `{device}` has no {stage} stage to write a timestamp after")]
+    UnsupportedRenderStage {
+        /// The stage asked for.
+        stage: RenderStage,
         /// The device's name.
         device: String,
     },
@@ -148,6 +157,19 @@ pub enum InvalidInput {
     /// A GPU timestamp that cannot be mapped onto the CPU clock.
     #[error("{0}")]
     TimestampConversion(ConversionError),
+    /// A duration whose end sample was taken before its start sample
+    /// ([`Calibration::duration`](crate::Calibration::duration)).
+    #[error("timestamp sample {end} ({end_ns} ns) is before sample {start} ({start_ns} ns): it cannot end a duration that starts there")]
+    EndBeforeStart {
+        /// The start sample's index within the resolve.
+        start: u64,
+        /// The end sample's index within the resolve.
+        end: u64,
+        /// The start sample's time on the CPU clock.
+        start_ns: u64,
+        /// The end sample's time on the CPU clock.
+        end_ns: u64,
+    },
     /// Any other malformed argument, with a message naming it.
     #[error("{0}")]
     Argument(String),
@@ -216,5 +238,18 @@ mod tests {
         assert!(e.invalid().is_none());
         assert_eq!(e.to_string(), "device lost (seen by vkWaitForFences)");
         assert!(!Error::Internal("vkWaitForFences failed".into()).is_device_lost());
+    }
+
+    #[test]
+    fn an_unsupported_render_stage_names_the_stage_and_device() {
+        let e = Error::from(InvalidInput::UnsupportedRenderStage {
+            stage: RenderStage::Tile,
+            device: "llvmpipe".into(),
+        });
+        assert_eq!(e.kind(), CounterErrorKind::Invalid);
+        assert_eq!(
+            e.to_string(),
+            "invalid: device `llvmpipe` has no tile stage to write a timestamp after"
+        );
     }
 }

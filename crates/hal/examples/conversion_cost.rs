@@ -3,15 +3,15 @@
 //! without an error bound or drift):
 //!
 //! ```text
-//! cargo run --release -p gpu-counters-core --example conversion_cost
+//! cargo run --release -p gpu-counters-hal --example conversion_cost
 //! ```
 //!
-//! Converts 8,192 timestamps with one [`Converter`](gpu_counters_core::Converter)
+//! Converts 8,192 timestamps with one [`Converter`](gpu_counters_hal::Converter)
 //! 200 times and prints the fastest run's ns per timestamp, for times
 //! between the two newest anchors (a calibration refreshed after the work)
 //! and after the newest (the usual case between refits).
 
-use gpu_counters_core::{Calibration, CalibrationMethod, TimestampPair};
+use gpu_counters_hal::{Calibration, CalibrationMethod, TimestampPair};
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -80,15 +80,24 @@ pub struct CounterHeapDescriptor {
     pub heap_type: CounterHeapType,
     /// The number of entries; at least 1.
     pub count: u32,
+    /// A name for debugging tools and error messages (`MTL4CounterHeap.label`).
+    pub label: String,
 }
 
 impl CounterHeapDescriptor {
-    /// A timestamp heap of `count` entries.
+    /// A timestamp heap of `count` entries, labelled `timestamp heap of {count}`.
     pub fn timestamp(count: u32) -> Self {
         Self {
             heap_type: CounterHeapType::Timestamp,
             count,
+            label: format!("timestamp heap of {count}"),
         }
+    }
+
+    /// The same descriptor with `label`.
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.label = label.into();
+        self
     }
 }
 
@@ -102,4 +111,80 @@ pub enum TimestampGranularity {
     Relaxed,
     /// A timestamp taken exactly after all prior work has finished.
     Precise,
+}
+
+/// The render stage that must complete before a render encoder writes a
+/// timestamp (Metal's `MTLRenderStages`, as passed to
+/// `MTL4RenderCommandEncoder.writeTimestamp(granularity:after:counterHeap:index:)`).
+///
+/// Each backend maps a stage onto its own pipeline stages; a stage it lacks
+/// is [`InvalidInput::UnsupportedRenderStage`](crate::InvalidInput::UnsupportedRenderStage).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RenderStage {
+    /// Vertex shading (`MTLRenderStages.vertex`).
+    Vertex,
+    /// Fragment shading (`MTLRenderStages.fragment`).
+    Fragment,
+    /// Tile shading (`MTLRenderStages.tile`), of Apple GPUs.
+    Tile,
+    /// Object shading (`MTLRenderStages.object`), before mesh shading.
+    Object,
+    /// Mesh shading (`MTLRenderStages.mesh`).
+    Mesh,
+}
+
+impl RenderStage {
+    /// Every stage, in the order of Metal's `MTLRenderStages` bits.
+    pub const ALL: [RenderStage; 5] = [
+        RenderStage::Vertex,
+        RenderStage::Fragment,
+        RenderStage::Tile,
+        RenderStage::Object,
+        RenderStage::Mesh,
+    ];
+
+    /// Metal's name of the stage: `vertex`, `fragment`, `tile`, `object`, `mesh`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RenderStage::Vertex => "vertex",
+            RenderStage::Fragment => "fragment",
+            RenderStage::Tile => "tile",
+            RenderStage::Object => "object",
+            RenderStage::Mesh => "mesh",
+        }
+    }
+}
+
+impl std::fmt::Display for RenderStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heap_descriptors_carry_a_label() {
+        let d = CounterHeapDescriptor::timestamp(4);
+        assert_eq!(d.label, "timestamp heap of 4");
+        let d = d.with_label("frame times");
+        assert_eq!(
+            (d.heap_type, d.count, d.label.as_str()),
+            (CounterHeapType::Timestamp, 4, "frame times")
+        );
+    }
+
+    #[test]
+    fn render_stages_have_metal_names() {
+        let names: Vec<String> = RenderStage::ALL.iter().map(|s| s.to_string()).collect();
+        assert_eq!(names, ["vertex", "fragment", "tile", "object", "mesh"]);
+        for s in RenderStage::ALL {
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(json, format!("\"{}\"", s.name()));
+            assert_eq!(serde_json::from_str::<RenderStage>(&json).unwrap(), s);
+        }
+    }
 }

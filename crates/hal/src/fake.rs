@@ -1,4 +1,4 @@
-//! A backend on the CPU with scripted work: for testing what sits above core
+//! A backend on the CPU with scripted work: for testing what sits above hal
 //! (the profiler, timelines, exporters) on a machine with no GPU and no
 //! Vulkan loader. It is not a GPU mock for checking backends: it records
 //! through the same bookkeeping ([`crate::bookkeeping`]) as real backends,
@@ -14,19 +14,18 @@
 //!   [`FakeDevice::run_all`] is called, never on their own, so tests can look
 //!   at work that is submitted and not yet done.
 
-use crate::backend::{
-    Backend, BackendDevice, BackendHeap, BackendMarker, BackendRecorder, BackendSampleBuffer,
-};
-use crate::bookkeeping::{Phase, QueryRead, SampleSet, SlotState, Ticket, ABSENT, NONE};
+use crate::backend::{Backend, BackendDevice, BackendRecorder, BackendSubmission};
+use crate::bookkeeping::{Phase, QueryRead, SampleSet, SampleTable, Ticket, ABSENT, NONE};
+use crate::marker::{Marker, MarkerFlag, MarkerSignal};
+use crate::storage::{CounterHeap, CounterSampleBuffer, SampleStorage};
 use crate::{
     cpu_monotonic_ns, BackendKind, CalibrationMethod, CommonCounter, CommonCounterSet,
     CounterHeapDescriptor, CounterSampleBufferDescriptor, CounterSamplingPoint, CounterSet,
-    DeviceId, DeviceInfo, DeviceType, Error, InvalidInput, ResolvedCounters, ResolvedTimestamps,
-    Result, TimestampGranularity, TimestampPair,
+    DeviceId, DeviceInfo, DeviceType, Error, InvalidInput, Result, TimestampGranularity,
+    TimestampPair,
 };
 use std::collections::VecDeque;
-use std::ops::Range;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// The fake backend.
@@ -39,6 +38,7 @@ impl Backend for Fake {
     type Heap = FakeHeap;
     type Recorder = FakeRecorder;
     type Marker = FakeMarker;
+    type Submission = FakeSubmission;
 }
 
 /// Added to `CLOCK_MONOTONIC` to make the fake GPU clock: GPU ticks never
@@ -54,12 +54,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// One command the fake GPU runs.
 enum Op {
-    Timestamp(Arc<Storage>, u32),
-    Begin(Arc<Storage>, u32),
-    End(Arc<Storage>, u32),
-    Reset(Arc<Storage>, u32),
+    Timestamp(Arc<FakeStorage>, u32),
+    Begin(Arc<FakeStorage>, u32),
+    End(Arc<FakeStorage>, u32),
+    Reset(Arc<FakeStorage>, u32),
     Dispatch(u64),
-    Marker(Arc<AtomicU8>),
+    Marker(MarkerFlag),
     Done(Ticket),
 }
 
@@ -163,6 +163,17 @@ impl FakeDevice {
         })
     }
 
+    /// The storage of `samples`: nothing written.
+    fn make_storage(&self, samples: SampleSet) -> Arc<FakeStorage> {
+        let n = samples.count as usize;
+        Arc::new(FakeStorage {
+            samples,
+            device_id: self.shared.id,
+            data: Mutex::new(vec![0; 2 * n]),
+            begun: Mutex::new(vec![0; n]),
+        })
+    }
+
     /// The fake GPU clock now.
     fn ticks(&self) -> u64 {
         cpu_monotonic_ns().wrapping_add(self.shared.offset) & self.shared.mask
@@ -204,6 +215,7 @@ impl FakeDevice {
         Ok(FakeSubmission {
             device: self.clone(),
             number,
+            ticket: recorder.ticket.clone(),
             cpu_submit_ns,
         })
     }
@@ -238,9 +250,9 @@ impl FakeDevice {
                     let begun = lock(&s.begun)[i as usize];
                     s.write(i, &[gpu.invocations - begun]);
                 }
-                Op::Reset(s, i) => s.clear(i),
+                Op::Reset(s, i) => s.clear_one(i),
                 Op::Dispatch(n) => gpu.invocations += n,
-                Op::Marker(m) => m.store(SIGNALED, Ordering::Release),
+                Op::Marker(m) => m.signal(),
                 Op::Done(t) => t.complete(),
             }
         }
@@ -252,6 +264,8 @@ impl FakeDevice {
 pub struct FakeSubmission {
     device: FakeDevice,
     number: u64,
+    /// Its recorder's ticket: done once its ops ran.
+    ticket: Ticket,
     cpu_submit_ns: u64,
 }
 
@@ -259,6 +273,12 @@ impl FakeSubmission {
     /// `CLOCK_MONOTONIC` just before it was submitted.
     pub fn cpu_submit_ns(&self) -> u64 {
         self.cpu_submit_ns
+    }
+
+    /// Whether its ops ran (the fake GPU runs them only when a submission
+    /// is waited for, or [`FakeDevice::run_all`]).
+    pub fn is_done(&self) -> bool {
+        self.ticket.is_done()
     }
 
     /// Runs everything submitted up to and including this; returns
@@ -269,8 +289,24 @@ impl FakeSubmission {
     }
 }
 
-/// Query values and availability of one fake sample buffer.
-struct Storage {
+/// The fake backend cannot fail to run its work: the trait's results are
+/// always `Ok`.
+impl BackendSubmission for FakeSubmission {
+    fn cpu_submit_ns(&self) -> u64 {
+        FakeSubmission::cpu_submit_ns(self)
+    }
+
+    fn is_done(&self) -> Result<bool> {
+        Ok(FakeSubmission::is_done(self))
+    }
+
+    fn wait(&self) -> Result<u64> {
+        Ok(FakeSubmission::wait(self))
+    }
+}
+
+/// Query values and availability of one fake sample buffer or heap.
+pub struct FakeStorage {
     samples: SampleSet,
     /// The device it belongs to.
     device_id: DeviceId,
@@ -280,7 +316,7 @@ struct Storage {
     begun: Mutex<Vec<u64>>,
 }
 
-impl Storage {
+impl FakeStorage {
     fn write(&self, index: u32, values: &[u64]) {
         let i = index as usize * 2;
         let mut data = lock(&self.data);
@@ -288,12 +324,31 @@ impl Storage {
         data[i + 1] = 1;
     }
 
-    fn clear(&self, index: u32) {
+    fn clear_one(&self, index: u32) {
         lock(&self.data)[index as usize * 2 + 1] = 0;
     }
 }
 
-impl QueryRead for Storage {
+/// Nothing to take in (the fake GPU runs only when asked to); a host reset
+/// is refused while a submission that wrote the samples is not done.
+impl SampleStorage for FakeStorage {
+    fn samples(&self) -> &SampleSet {
+        &self.samples
+    }
+
+    fn check_host_reset(&self, slots: &SampleTable, first: u32, count: u32) -> Result<()> {
+        self.samples.check_not_submitted(slots, first, count)
+    }
+
+    fn clear(&self, first: u32, count: u32) {
+        let mut data = lock(&self.data);
+        for i in first as usize..(first + count) as usize {
+            data[2 * i + 1] = 0;
+        }
+    }
+}
+
+impl QueryRead for FakeStorage {
     fn values(&self) -> u32 {
         1
     }
@@ -314,130 +369,20 @@ impl QueryRead for Storage {
 }
 
 /// A fake counter sample buffer. Cloning shares it.
-#[derive(Clone)]
-pub struct FakeSampleBuffer {
-    storage: Arc<Storage>,
-}
-
-impl BackendSampleBuffer for FakeSampleBuffer {
-    fn sample_count(&self) -> u32 {
-        self.storage.samples.count
-    }
-
-    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        self.storage
-            .samples
-            .resolve_cpu(range, &*self.storage, None)
-    }
-
-    fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        self.storage
-            .samples
-            .resolve_cpu_into(range, &*self.storage, None, out)
-    }
-
-    fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        self.storage
-            .samples
-            .resolve_timestamps_into(range, &*self.storage, out)
-    }
-
-    fn reset(&self) -> Result<()> {
-        self.reset_range(0..u64::from(self.storage.samples.count))
-    }
-
-    fn reset_range(&self, range: Range<u64>) -> Result<()> {
-        let s = &self.storage.samples;
-        let (first, count) = s.check_range(&range)?;
-        let mut slots = s.lock()?;
-        s.check_not_submitted(&slots, first, count)?;
-        s.check_host_reset(&mut slots, &*self.storage, first, count, "reset")?;
-        for i in first..first + count {
-            self.storage.clear(i);
-        }
-        s.host_reset_table(&mut slots, first, count, SlotState::Fresh);
-        Ok(())
-    }
-}
+pub type FakeSampleBuffer = CounterSampleBuffer<FakeStorage>;
 
 /// A fake Metal 4 counter heap of timestamps. Cloning shares it.
-#[derive(Clone)]
-pub struct FakeHeap {
-    storage: Arc<Storage>,
-}
+pub type FakeHeap = CounterHeap<FakeStorage>;
 
-impl BackendHeap for FakeHeap {
-    fn count(&self) -> u32 {
-        self.storage.samples.count
-    }
+/// A fake completion marker: signaled when the fake GPU runs past it.
+pub type FakeMarker = Marker<FakeSignal>;
 
-    fn resolve_counter_range(&self, range: Range<u64>) -> Result<ResolvedCounters> {
-        self.storage
-            .samples
-            .resolve_cpu(range, &*self.storage, None)
-    }
+/// What signals a [`FakeMarker`]: the fake GPU, when it runs past it.
+pub struct FakeSignal;
 
-    fn resolve_counter_range_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedCounters,
-    ) -> Result<()> {
-        self.storage
-            .samples
-            .resolve_cpu_into(range, &*self.storage, None, out)
-    }
-
-    fn resolve_timestamps_into(
-        &self,
-        range: Range<u64>,
-        out: &mut ResolvedTimestamps,
-    ) -> Result<()> {
-        self.storage
-            .samples
-            .resolve_timestamps_into(range, &*self.storage, out)
-    }
-
-    fn invalidate_counter_range(&self, range: Range<u64>) -> Result<()> {
-        let s = &self.storage.samples;
-        let (first, count) = s.check_range(&range)?;
-        let mut slots = s.lock()?;
-        s.check_not_submitted(&slots, first, count)?;
-        s.check_host_reset(&mut slots, &*self.storage, first, count, "invalidating")?;
-        for i in first..first + count {
-            self.storage.clear(i);
-        }
-        s.host_reset_table(&mut slots, first, count, SlotState::Invalidated);
-        Ok(())
-    }
-}
-
-const IDLE: u8 = 0;
-const SUBMITTED: u8 = 1;
-const SIGNALED: u8 = 2;
-
-/// A fake completion marker.
-pub struct FakeMarker {
-    state: Arc<AtomicU8>,
-}
-
-impl BackendMarker for FakeMarker {
-    fn is_signaled(&self) -> Result<bool> {
-        Ok(self.state.load(Ordering::Acquire) == SIGNALED)
-    }
-
-    fn reset(&self) -> Result<()> {
-        self.state
-            .compare_exchange(SIGNALED, IDLE, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
-            .map_err(|_| Error::Internal("fake marker reset before it signaled".into()))
+impl MarkerSignal for FakeSignal {
+    fn poll(&self) -> Result<bool> {
+        Ok(false)
     }
 }
 
@@ -447,9 +392,9 @@ pub struct FakeRecorder {
     device_id: DeviceId,
     ops: Vec<Op>,
     /// The open statistic chain: buffer, index, chain id.
-    chain: Option<(Arc<Storage>, u32, u64)>,
+    chain: Option<(Arc<FakeStorage>, u32, u64)>,
     ticket: Ticket,
-    held: Vec<Arc<Storage>>,
+    held: Vec<Arc<FakeStorage>>,
     submitted: bool,
     /// The profiler's scopes open on it.
     scope_stack: crate::ScopeStack,
@@ -461,7 +406,7 @@ impl FakeRecorder {
         self.ops.push(Op::Dispatch(invocations));
     }
 
-    fn hold(&mut self, s: &Arc<Storage>) -> bool {
+    fn hold(&mut self, s: &Arc<FakeStorage>) -> bool {
         if self.held.iter().any(|h| Arc::ptr_eq(h, s)) {
             return false;
         }
@@ -511,7 +456,7 @@ impl BackendRecorder for FakeRecorder {
         index: u32,
         _placement: TimestampGranularity,
     ) -> Result<()> {
-        self.sample(buffer.storage.clone(), index, "counter sample buffer")
+        self.sample(buffer.storage().clone(), index, "counter sample buffer")
     }
 
     fn write_timestamp(
@@ -520,7 +465,7 @@ impl BackendRecorder for FakeRecorder {
         heap: &FakeHeap,
         index: u32,
     ) -> Result<()> {
-        self.sample(heap.storage.clone(), index, "counter heap")
+        self.sample(heap.storage().clone(), index, "counter heap")
     }
 
     fn end_statistics(&mut self) -> Result<()> {
@@ -535,7 +480,7 @@ impl BackendRecorder for FakeRecorder {
 impl FakeRecorder {
     /// Records a sample of `s[index]`: a timestamp, or a statistic chain
     /// element. Another device's storage (`what`) is refused.
-    fn sample(&mut self, s: Arc<Storage>, index: u32, what: &'static str) -> Result<()> {
+    fn sample(&mut self, s: Arc<FakeStorage>, index: u32, what: &'static str) -> Result<()> {
         self.device_id.check(s.device_id, what)?;
         let samples = &s.samples;
         let mut slots = samples.lock()?;
@@ -614,22 +559,17 @@ impl BackendDevice for FakeDevice {
                 .into())
             }
         }
-        Ok(FakeSampleBuffer {
-            storage: Arc::new(Storage {
-                samples: SampleSet::new(
-                    descriptor.label.clone(),
-                    descriptor.counter_set,
-                    descriptor.storage_mode,
-                    n,
-                    field_map,
-                    self.shared.mask,
-                    "sample",
-                )?,
-                device_id: self.shared.id,
-                data: Mutex::new(vec![0; 2 * n as usize]),
-                begun: Mutex::new(vec![0; n as usize]),
-            }),
-        })
+        Ok(FakeSampleBuffer::from_storage(self.make_storage(
+            SampleSet::new(
+                descriptor.label.clone(),
+                descriptor.counter_set,
+                descriptor.storage_mode,
+                n,
+                field_map,
+                self.shared.mask,
+                "sample",
+            )?,
+        )))
     }
 
     fn make_counter_heap(&self, descriptor: &CounterHeapDescriptor) -> Result<FakeHeap> {
@@ -641,22 +581,15 @@ impl BackendDevice for FakeDevice {
             }
             .into());
         }
-        Ok(FakeHeap {
-            storage: Arc::new(Storage {
-                samples: SampleSet::new(
-                    format!("timestamp heap of {n}"),
-                    CommonCounterSet::Timestamp,
-                    crate::StorageMode::Shared,
-                    n,
-                    [ABSENT; 8],
-                    self.shared.mask,
-                    "heap entry",
-                )?,
-                device_id: self.shared.id,
-                data: Mutex::new(vec![0; 2 * n as usize]),
-                begun: Mutex::new(vec![0; n as usize]),
-            }),
-        })
+        Ok(FakeHeap::from_storage(self.make_storage(SampleSet::new(
+            descriptor.label.clone(),
+            CommonCounterSet::Timestamp,
+            crate::StorageMode::Shared,
+            n,
+            [ABSENT; 8],
+            self.shared.mask,
+            "heap entry",
+        )?)))
     }
 
     fn sample_timestamps(&self) -> Result<TimestampPair> {
@@ -670,23 +603,18 @@ impl BackendDevice for FakeDevice {
     }
 
     fn make_marker(&self) -> Result<FakeMarker> {
-        Ok(FakeMarker {
-            state: Arc::new(AtomicU8::new(IDLE)),
-        })
+        Ok(FakeMarker::new(FakeSignal))
     }
 
     fn submit_marker(&self, marker: &FakeMarker) -> Result<()> {
-        marker
-            .state
-            .compare_exchange(IDLE, SUBMITTED, Ordering::AcqRel, Ordering::Acquire)
-            .map_err(|_| Error::Internal("fake marker submitted twice".into()))?;
-        let mut gpu = lock(&self.shared.gpu);
-        let number = gpu.next;
-        gpu.next += 1;
-        gpu.markers += 1;
-        gpu.queue
-            .push_back((number, Op::Marker(marker.state.clone())));
-        Ok(())
+        marker.submit(|_, flag| {
+            let mut gpu = lock(&self.shared.gpu);
+            let number = gpu.next;
+            gpu.next += 1;
+            gpu.markers += 1;
+            gpu.queue.push_back((number, Op::Marker(flag.clone())));
+            Ok(())
+        })
     }
 
     fn wait_idle(&self) -> Result<()> {

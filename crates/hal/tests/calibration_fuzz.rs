@@ -12,7 +12,7 @@
 //! the probe's true time; conversions are monotonic in the unwrapped tick;
 //! every anchor is accepted without a restart.
 
-use gpu_counters_core::{
+use gpu_counters_hal::{
     CalibratedTime, Calibration, CalibrationMethod, TimestampPair, REFIT_INTERVAL_NS,
 };
 use proptest::prelude::*;
@@ -227,7 +227,7 @@ fn check(s: &Scenario) -> Result<(), String> {
 /// wrap). Prints the number of cases run and failed.
 ///
 /// Reproduce a million cases (about 30 s):
-/// `PROPTEST_CASES=1000000 cargo test --release -p gpu-counters-core --test calibration_fuzz -- --nocapture`
+/// `PROPTEST_CASES=1000000 cargo test --release -p gpu-counters-hal --test calibration_fuzz -- --nocapture`
 #[test]
 fn conversions_inside_bound_and_monotonic() {
     use proptest::test_runner::{TestCaseError, TestRunner};

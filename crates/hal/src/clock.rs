@@ -12,7 +12,7 @@
 
 #[cfg(not(any(unix, windows)))]
 compile_error!(
-    "gpu-counters-core needs a monotonic CPU clock: Unix (clock_gettime) or Windows (QueryPerformanceCounter)"
+    "gpu-counters-hal needs a monotonic CPU clock: Unix (clock_gettime) or Windows (QueryPerformanceCounter)"
 );
 
 /// The name of [`cpu_monotonic_ns`]'s clock on this platform, for exports and

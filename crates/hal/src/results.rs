@@ -187,6 +187,19 @@ impl<T> SampleValue<T> {
             _ => None,
         }
     }
+
+    /// The same status for a result of another type, derived from a sample
+    /// that lacks a value (a value here, which callers rule out, is
+    /// `Error`: never a made-up number).
+    pub(crate) fn without_value<U>(self) -> SampleValue<U> {
+        match self {
+            SampleValue::Value(_) | SampleValue::Error => SampleValue::Error,
+            SampleValue::NotWritten => SampleValue::NotWritten,
+            SampleValue::NotReady => SampleValue::NotReady,
+            SampleValue::Invalidated => SampleValue::Invalidated,
+            SampleValue::NotComparable => SampleValue::NotComparable,
+        }
+    }
 }
 
 /// Counter data resolved into Metal's standard layout: packed result structs
@@ -318,16 +331,7 @@ impl ResolvedCounters {
         let b = self.sample::<T>(end)?;
         let (a, b) = match (a, b) {
             (SampleValue::Value(a), SampleValue::Value(b)) => (a, b),
-            (SampleValue::Value(_), other) | (other, _) => {
-                return Ok(match other {
-                    SampleValue::Value(_) => SampleValue::Error,
-                    SampleValue::NotWritten => SampleValue::NotWritten,
-                    SampleValue::NotReady => SampleValue::NotReady,
-                    SampleValue::Error => SampleValue::Error,
-                    SampleValue::Invalidated => SampleValue::Invalidated,
-                    SampleValue::NotComparable => SampleValue::NotComparable,
-                })
-            }
+            (SampleValue::Value(_), other) | (other, _) => return Ok(other.without_value()),
         };
         if self.origins.is_empty() || self.origins[start] != self.origins[end] {
             return Ok(SampleValue::NotComparable);
