@@ -21,9 +21,12 @@ if [ "${1:-}" = "--cross" ]; then
   exit 0
 fi
 $SUDO apt-get update -qq
+# vulkan-tools (vkcube) and xvfb: the Vulkan layer's test runs vkcube, a
+# program no one here wrote, on a virtual X display.
 $SUDO apt-get install -y -qq --no-install-recommends \
-  libvulkan1 mesa-vulkan-drivers vulkan-validationlayers fonts-dejavu-core ca-certificates >/dev/null
-echo "gpu-counters: Vulkan loader, lavapipe, validation layer and fonts installed"
+  libvulkan1 mesa-vulkan-drivers vulkan-validationlayers fonts-dejavu-core ca-certificates \
+  vulkan-tools xvfb >/dev/null
+echo "gpu-counters: Vulkan loader, lavapipe, validation layer, vkcube, Xvfb and fonts installed"
 
 # The Perfetto export's tests decode its traces with Perfetto's own schema:
 # `perfetto_trace_pb2` from the `perfetto` package on PyPI, pinned, in a

@@ -1,12 +1,18 @@
 //! `gpu-counters record [-o FILE.pftrace] [options] -- CMD ARGS...`: runs a
-//! program with the CUDA and NVTX injection library, streams what every
+//! program with the CUDA and NVTX injection library and the Vulkan layer
+//! (`VK_LAYER_GPU_COUNTERS_timing`, where its library is found: enabled
+//! through the loader's `VK_ADD_LAYER_PATH` and `VK_INSTANCE_LAYERS`, with
+//! a manifest written into the private directory), streams what every
 //! process of it sends into one Perfetto trace, and prints a summary.
 //!
 //! Before the program starts, bad input exits 2 with one `error:` line and
 //! nothing written: no command; `CUDA_INJECTION64_PATH` or
 //! `NVTX_INJECTION64_PATH` already set (another tool injects); a metric
 //! name that is not one; `--gpu-metrics` with `--counters`; `--summary-only`
-//! with `-o`; the injection library not found; an output path `run` would
+//! with `-o`; the injection library not found; `--level` other than pass,
+//! draw or dispatch; `--no-vulkan` with `--level` or `--statistics`;
+//! `GPU_COUNTERS_VK_LAYER_LIB` not a file, or the layer not found where
+//! `--level` or `--statistics` asks for it; an output path `run` would
 //! refuse, or the default `gpu-counters.pftrace` when it exists.
 //!
 //! Metrics are checked against each device's chip with CUPTI's host API
@@ -46,6 +52,8 @@ use std::time::{Duration, Instant};
 
 /// The injection library's file name.
 pub const INJECT_LIB: &str = "libgpu_counters_inject.so";
+/// Overrides where the Vulkan layer's library is found.
+pub const VK_LAYER_LIB_VAR: &str = "GPU_COUNTERS_VK_LAYER_LIB";
 /// Overrides where the injection library is found.
 pub const INJECT_LIB_VAR: &str = "GPU_COUNTERS_INJECT_LIB";
 /// The trace written when `-o` is not given (never over an existing file).
@@ -107,6 +115,20 @@ pub struct RecordArgs {
     #[arg(long)]
     pub no_nvtx: bool,
 
+    /// Do not enable the Vulkan layer (VK_LAYER_GPU_COUNTERS_timing).
+    #[arg(long)]
+    pub no_vulkan: bool,
+
+    /// How finely the Vulkan layer times command buffers: pass (render
+    /// passes, runs of dispatches and of copies, debug labels), draw (also
+    /// each draw) or dispatch (also each dispatch) [default: pass]
+    #[arg(long, value_name = "LEVEL")]
+    pub level: Option<String>,
+
+    /// Take Vulkan pipeline statistics per render pass and compute run
+    #[arg(long)]
+    pub statistics: bool,
+
     /// List, for each CUDA device, the metrics PM sampling offers and the
     /// defaults `--gpu-metrics` samples there, then exit (no command)
     #[arg(long)]
@@ -142,6 +164,8 @@ struct Plan {
     env: Vec<(OsString, OsString)>,
     config: serde_json::Value,
     drain: Duration,
+    /// The Vulkan layer's library, when the layer is enabled.
+    vk_layer: Option<PathBuf>,
     /// PM sampling was asked for.
     pm: bool,
     /// The CUPTI library found for programs that load none.
@@ -203,6 +227,74 @@ fn find_injection() -> Result<PathBuf, CliError> {
          gpu-counters or set {INJECT_LIB_VAR} to its path",
         looked.join(" and ")
     )))
+}
+
+/// Finds the Vulkan layer's library: `$GPU_COUNTERS_VK_LAYER_LIB` (which
+/// must name a file), else beside the executable, else
+/// `../lib/gpu-counters/` from it. `Ok(None)` where it is not installed.
+fn find_vk_layer() -> Result<Option<PathBuf>, CliError> {
+    use gpu_counters_record::vk_layer::LIBRARY;
+    if let Some(p) = std::env::var_os(VK_LAYER_LIB_VAR) {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return std::fs::canonicalize(&p)
+                .map(Some)
+                .map_err(|e| usage(format!("{VK_LAYER_LIB_VAR}={}: {e}", p.display())));
+        }
+        return Err(usage(format!(
+            "{VK_LAYER_LIB_VAR}={}: not a file",
+            p.display()
+        )));
+    }
+    let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    else {
+        return Ok(None);
+    };
+    for c in [
+        dir.join(LIBRARY),
+        dir.join("../lib/gpu-counters").join(LIBRARY),
+    ] {
+        if c.is_file() {
+            if let Ok(abs) = std::fs::canonicalize(&c) {
+                return Ok(Some(abs));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The loader environment that enables the Vulkan layer whose manifest is
+/// in `dir`: `VK_ADD_LAYER_PATH` first names `dir`, `VK_INSTANCE_LAYERS`
+/// first names the layer (closest to the application, above any layer the
+/// user enables, such as the validation layer, which then checks the
+/// layer's own commands too).
+fn vk_layer_env(dir: &Path) -> Vec<(OsString, OsString)> {
+    let join = |first: OsString, var: &str| -> OsString {
+        match std::env::var_os(var).filter(|v| !v.is_empty()) {
+            Some(v) => {
+                let mut s = first;
+                s.push(":");
+                s.push(v);
+                s
+            }
+            None => first,
+        }
+    };
+    vec![
+        (
+            "VK_ADD_LAYER_PATH".into(),
+            join(dir.as_os_str().to_owned(), "VK_ADD_LAYER_PATH"),
+        ),
+        (
+            "VK_INSTANCE_LAYERS".into(),
+            join(
+                gpu_counters_record::vk_layer::LAYER_NAME.into(),
+                "VK_INSTANCE_LAYERS",
+            ),
+        ),
+    ]
 }
 
 /// A CUPTI library for programs that load none themselves:
@@ -325,11 +417,38 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
         Some(p) => return Err(usage(format!("--cupti {}: not a file", p.display()))),
         None => None,
     };
+    let level = match a.level.as_deref() {
+        None => "pass",
+        Some(l @ ("pass" | "draw" | "dispatch")) => l,
+        Some(other) => {
+            return Err(usage(format!(
+                "--level {other}: must be pass, draw or dispatch"
+            )))
+        }
+    };
+    if a.no_vulkan && (a.level.is_some() || a.statistics) {
+        return Err(usage(
+            "--no-vulkan with --level or --statistics: those apply to the Vulkan layer",
+        ));
+    }
     // The program's own libcupti, where it maps one, wins in the library
     // (one CUPTI per process); this is for programs that map none, and for
     // the check below.
     let cupti = cupti.or_else(find_cupti);
     let lib = find_injection()?;
+    let vk_layer = if a.no_vulkan {
+        None
+    } else {
+        let found = find_vk_layer()?;
+        if found.is_none() && (a.level.is_some() || a.statistics) {
+            return Err(usage(format!(
+                "--level and --statistics need the Vulkan layer {}, which was not found beside \
+                 gpu-counters; install it there or set {VK_LAYER_LIB_VAR} to its path",
+                gpu_counters_record::vk_layer::LIBRARY
+            )));
+        }
+        found
+    };
     let output = if a.summary_only {
         None
     } else {
@@ -356,7 +475,7 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
     if let Some(c) = &cupti {
         env.push(("GPU_COUNTERS_CUPTI".into(), c.clone().into()));
     }
-    let config = config_json(
+    let mut config = config_json(
         &api,
         !a.no_nvtx,
         pm_hz,
@@ -364,11 +483,13 @@ fn plan(a: &RecordArgs) -> Result<Plan, CliError> {
         &a.counters,
         replay,
     );
+    config["vulkan"] = serde_json::json!({"level": level, "statistics": a.statistics});
     Ok(Plan {
         output,
         env,
         config,
         drain: Duration::from_secs_f64(a.drain_timeout),
+        vk_layer,
         pm: pm_hz.is_some(),
         cupti,
     })
@@ -774,6 +895,21 @@ fn record(a: &RecordArgs) -> Result<ExitCode, CliError> {
         gpu_counters_record::client::RECORD_DIR_VAR.into(),
         collector.dir().as_os_str().to_owned(),
     ));
+    if let Some(layer) = &plan.vk_layer {
+        // The manifest goes in the private directory, naming the library
+        // found: nothing needs installing beside the loader's own paths.
+        use gpu_counters_record::vk_layer::{manifest_json, MANIFEST};
+        let dir = collector.dir().join("vulkan");
+        std::fs::create_dir(&dir)
+            .and_then(|()| std::fs::write(dir.join(MANIFEST), manifest_json(layer)))
+            .map_err(|e| {
+                CliError::Failure(format!(
+                    "record: writing the Vulkan layer's manifest in {}: {e}",
+                    dir.display()
+                ))
+            })?;
+        plan.env.extend(vk_layer_env(&dir));
+    }
 
     // The writer thread: streams the trace into the pending output.
     let abort = Arc::new(AtomicBool::new(false));

@@ -15,6 +15,7 @@ use std::process::{Command, Output, Stdio};
 struct Env {
     dir: tempfile::TempDir,
     lib: PathBuf,
+    layer: PathBuf,
     tmp: PathBuf,
 }
 
@@ -23,9 +24,16 @@ impl Env {
         let dir = tempfile::tempdir().unwrap();
         let lib = dir.path().join("libgpu_counters_inject.so");
         fs::write(&lib, b"").unwrap();
+        let layer = dir.path().join("libgpu_counters_vk_layer.so");
+        fs::write(&layer, b"").unwrap();
         let tmp = dir.path().join("tmp");
         fs::create_dir(&tmp).unwrap();
-        Env { dir, lib, tmp }
+        Env {
+            dir,
+            lib,
+            layer,
+            tmp,
+        }
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -38,6 +46,9 @@ impl Env {
             .args(args)
             .current_dir(self.dir.path())
             .env("GPU_COUNTERS_INJECT_LIB", &self.lib)
+            .env("GPU_COUNTERS_VK_LAYER_LIB", &self.layer)
+            .env_remove("VK_ADD_LAYER_PATH")
+            .env_remove("VK_INSTANCE_LAYERS")
             .env("TMPDIR", &self.tmp)
             .env_remove("CUDA_INJECTION64_PATH")
             .env_remove("NVTX_INJECTION64_PATH")
@@ -137,6 +148,146 @@ test -S "$GPU_COUNTERS_RECORD_DIR/sock" && test -f "$GPU_COUNTERS_RECORD_DIR/con
         "echo \"[$NVTX_INJECTION64_PATH]\"",
     ]);
     assert_eq!(String::from_utf8(o.stdout).unwrap().trim(), "[]");
+}
+
+/// The Vulkan layer is enabled through the loader's environment: its
+/// manifest (naming the library found) in the private directory, first on
+/// `VK_ADD_LAYER_PATH` and the layer first on `VK_INSTANCE_LAYERS` (before
+/// the user's own), and the level and statistics in `config.json`;
+/// `--no-vulkan` leaves the loader's environment alone.
+#[test]
+fn the_vulkan_layer_environment_reaches_the_program() {
+    let e = Env::new();
+    let script = r#"echo "$VK_ADD_LAYER_PATH|$VK_INSTANCE_LAYERS"
+dir=${VK_ADD_LAYER_PATH%%:*}
+grep library_path "$dir/VkLayer_gpu_counters_timing.json"
+grep '"name": "VK_LAYER_GPU_COUNTERS_timing"' "$dir/VkLayer_gpu_counters_timing.json"
+cat "$GPU_COUNTERS_RECORD_DIR/config.json""#;
+    let o = e
+        .cmd(&[
+            "--summary-only",
+            "--level",
+            "draw",
+            "--statistics",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .env("VK_ADD_LAYER_PATH", "/opt/more-layers")
+        .env("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    let (paths, layers) = lines[0].split_once('|').unwrap();
+    assert!(paths.ends_with("/vulkan:/opt/more-layers"), "{paths}");
+    assert_eq!(
+        layers,
+        "VK_LAYER_GPU_COUNTERS_timing:VK_LAYER_KHRONOS_validation"
+    );
+    let layer = fs::canonicalize(&e.layer).unwrap();
+    assert_eq!(
+        lines[1].trim(),
+        format!("\"library_path\": \"{}\",", layer.display())
+    );
+    let config: serde_json::Value = serde_json::from_str(lines[3]).unwrap();
+    assert_eq!(
+        config["vulkan"],
+        serde_json::json!({"level": "draw", "statistics": true})
+    );
+    let o = e.run(&[
+        "--summary-only",
+        "--no-vulkan",
+        "--",
+        "sh",
+        "-c",
+        "echo \"[$VK_ADD_LAYER_PATH][$VK_INSTANCE_LAYERS]\"",
+    ]);
+    assert_eq!(String::from_utf8(o.stdout).unwrap().trim(), "[][]");
+    e.assert_clean();
+}
+
+/// An X server on a free display for vkcube; stopped when dropped.
+struct Xvfb(std::process::Child, String);
+
+impl Xvfb {
+    fn start() -> Xvfb {
+        let base = 300 + std::process::id() % 500;
+        let n = (base..base + 200)
+            .find(|n| {
+                !Path::new(&format!("/tmp/.X{n}-lock")).exists()
+                    && !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
+            })
+            .expect("a free X display");
+        let child = Command::new("Xvfb")
+            .args([
+                format!(":{n}").as_str(),
+                "-screen",
+                "0",
+                "640x480x24",
+                "-nolisten",
+                "tcp",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("Xvfb (scripts/setup.sh installs it)");
+        let socket = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(std::time::Instant::now() < until, "Xvfb :{n} did not start");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Xvfb(child, format!(":{n}"))
+    }
+}
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The layer library this test's build made (a dev-dependency): cargo
+/// leaves it in `deps/`, and beside the command when it is built itself.
+fn built_layer() -> PathBuf {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_gpu-counters"));
+    let name = "libgpu_counters_vk_layer.so";
+    [
+        exe.with_file_name(name),
+        exe.with_file_name("deps").join(name),
+    ]
+    .into_iter()
+    .filter(|p| p.is_file())
+    .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+    .unwrap_or_else(|| panic!("{name} not built beside {}", exe.display()))
+}
+
+/// `gpu-counters record -- vkcube` with the real layer: vkcube is timed,
+/// frame by frame, in the trace and the JSON summary.
+#[test]
+fn vkcube_under_record_is_timed_through_the_layer() {
+    let layer = built_layer();
+    let x = Xvfb::start();
+    let e = Env::new();
+    let o = e
+        .cmd(&["-o", "t.pftrace", "--json", "--", "vkcube", "--c", "30"])
+        .env("GPU_COUNTERS_VK_LAYER_LIB", &layer)
+        .env("DISPLAY", &x.1)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["vulkan_initialized"], true, "{s:#}");
+    assert_eq!(s["processes"][0]["vulkan"], true);
+    assert!(s["vulkan"]["frames"].as_u64().unwrap() >= 30, "{s:#}");
+    assert!(s["vulkan"]["executions"].as_u64().unwrap() >= 30, "{s:#}");
+    assert_eq!(s["vulkan"]["untimed_scopes"], 0);
+    assert!(e.path("t.pftrace").is_file());
+    e.assert_clean();
 }
 
 #[test]
@@ -320,6 +471,27 @@ fn bad_input_exits_2_with_one_line_and_destroys_nothing() {
             vec!["--summary-only", "--", "true"],
             vec![("GPU_COUNTERS_INJECT_LIB", "/nonexistent.so")],
             "GPU_COUNTERS_INJECT_LIB=/nonexistent.so: not a file",
+        ),
+        (
+            vec!["--summary-only", "--", "true"],
+            vec![("GPU_COUNTERS_VK_LAYER_LIB", "/nonexistent.so")],
+            "GPU_COUNTERS_VK_LAYER_LIB=/nonexistent.so: not a file",
+        ),
+        (
+            vec!["--summary-only", "--level", "frame", "--", "true"],
+            vec![],
+            "--level frame: must be pass, draw or dispatch",
+        ),
+        (
+            vec![
+                "--summary-only",
+                "--no-vulkan",
+                "--statistics",
+                "--",
+                "true",
+            ],
+            vec![],
+            "--no-vulkan with --level or --statistics",
         ),
     ];
     for (args, env, says) in cases {

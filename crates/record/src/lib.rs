@@ -6,6 +6,7 @@
 //!   queue with counted drops, a sender that connects lazily and sends
 //!   numbered frames, and a sender thread.
 //! - [`synthetic`]: scripted record streams for tests and benchmarks.
+//! - [`vk_layer`]: the Vulkan layer's name and loader manifest.
 //! - `collector` (feature `collector`, default): the private directory and
 //!   listening socket, a reader thread per connection, a bounded channel to
 //!   one writer thread that streams the Perfetto GPU trace and aggregates
@@ -18,6 +19,7 @@
 pub mod client;
 pub mod protocol;
 pub mod synthetic;
+pub mod vk_layer;
 
 #[cfg(feature = "collector")]
 pub mod collector;

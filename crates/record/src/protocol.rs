@@ -28,6 +28,13 @@ use std::fmt;
 use std::marker::PhantomData;
 use thiserror::Error;
 
+#[path = "protocol_vk.rs"]
+mod vk;
+pub use vk::{
+    execution_correlation, frame_flags, scope_kind, scope_status, VkDevice, VkFrame, VkQueue,
+    VkScope, VkStatNames, VkStats, VK_STAT_FIELDS, VK_STAT_LOSSES,
+};
+
 /// The frame magic, `GCR1` in little-endian byte order.
 pub const MAGIC: u32 = 0x3152_4347;
 /// The protocol version this crate speaks.
@@ -96,6 +103,18 @@ pub mod tag {
     pub const NOTICE: u8 = 41;
     /// [`Goodbye`](super::Goodbye).
     pub const GOODBYE: u8 = 42;
+    /// [`VkDevice`](super::VkDevice).
+    pub const VK_DEVICE: u8 = 50;
+    /// [`VkQueue`](super::VkQueue).
+    pub const VK_QUEUE: u8 = 51;
+    /// [`VkScope`](super::VkScope).
+    pub const VK_SCOPE: u8 = 52;
+    /// [`VkFrame`](super::VkFrame).
+    pub const VK_FRAME: u8 = 53;
+    /// [`VkStatNames`](super::VkStatNames).
+    pub const VK_STAT_NAMES: u8 = 54;
+    /// [`VkStats`](super::VkStats).
+    pub const VK_STATS: u8 = 55;
 }
 
 /// Bits of [`Hello::flags`] and [`Init::flags`]: what the process set up.
@@ -104,6 +123,8 @@ pub mod init {
     pub const CUDA: u32 = 1;
     /// An NVTX instance called the injection (`InitializeInjectionNvtx2`).
     pub const NVTX: u32 = 2;
+    /// The Vulkan layer is loaded (its connection's `Hello`).
+    pub const VULKAN: u32 = 4;
 }
 
 /// Bits of the `flags` of [`Kernel`], [`MemCopy`] and [`Memset`].
@@ -326,6 +347,18 @@ impl Le for u32 {
     }
     fn get(b: &[u8]) -> Self {
         u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    }
+}
+
+impl Le for u64 {
+    const SIZE: usize = 8;
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> Self {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[..8]);
+        u64::from_le_bytes(a)
     }
 }
 
@@ -936,6 +969,18 @@ pub enum Record<'a> {
     Notice(Notice<'a>),
     /// See [`Goodbye`].
     Goodbye(Goodbye),
+    /// See [`VkDevice`].
+    VkDevice(VkDevice),
+    /// See [`VkQueue`].
+    VkQueue(VkQueue),
+    /// See [`VkScope`].
+    VkScope(VkScope<'a>),
+    /// See [`VkFrame`].
+    VkFrame(VkFrame),
+    /// See [`VkStatNames`].
+    VkStatNames(VkStatNames<'a>),
+    /// See [`VkStats`].
+    VkStats(VkStats<'a>),
     /// A tag this version does not know: skipped, counted.
     Unknown {
         /// The tag.
@@ -1054,6 +1099,12 @@ impl Record<'_> {
             Record::Stats(_) => tag::STATS,
             Record::Notice(_) => tag::NOTICE,
             Record::Goodbye(_) => tag::GOODBYE,
+            Record::VkDevice(_) => tag::VK_DEVICE,
+            Record::VkQueue(_) => tag::VK_QUEUE,
+            Record::VkScope(_) => tag::VK_SCOPE,
+            Record::VkFrame(_) => tag::VK_FRAME,
+            Record::VkStatNames(_) => tag::VK_STAT_NAMES,
+            Record::VkStats(_) => tag::VK_STATS,
             Record::Unknown { tag, .. } => *tag,
         }
     }
@@ -1170,6 +1221,24 @@ impl Record<'_> {
             Record::Goodbye(g) => {
                 w.u8(g.reason).u64(g.unsent);
             }
+            Record::VkDevice(d) => {
+                w.vk_device(d);
+            }
+            Record::VkQueue(q) => {
+                w.vk_queue(q);
+            }
+            Record::VkScope(s) => {
+                w.vk_scope(s);
+            }
+            Record::VkFrame(f) => {
+                w.vk_frame(f);
+            }
+            Record::VkStatNames(n) => {
+                w.u32(n.device).seq(&n.names);
+            }
+            Record::VkStats(s) => {
+                w.seq(&s.values);
+            }
             Record::Unknown { payload, .. } => {
                 w.0.extend_from_slice(payload);
             }
@@ -1177,7 +1246,9 @@ impl Record<'_> {
         let len = out.len() - start - RECORD_HEADER_LEN;
         let too_long = len > MAX_PAYLOAD
             || matches!(self, Record::PmConfig(MetricConfig { metrics: s, .. }) | Record::CounterConfig(MetricConfig { metrics: s, .. }) if s.len() > u16::MAX as usize)
-            || matches!(self, Record::PmSample(PmSample { values: s, .. }) | Record::KernelCounters(KernelCounters { values: s, .. }) if s.len() > u16::MAX as usize);
+            || matches!(self, Record::PmSample(PmSample { values: s, .. }) | Record::KernelCounters(KernelCounters { values: s, .. }) if s.len() > u16::MAX as usize)
+            || matches!(self, Record::VkScope(VkScope { stats: s, .. }) | Record::VkStats(VkStats { values: s }) if s.len() > u16::MAX as usize)
+            || matches!(self, Record::VkStatNames(VkStatNames { names: s, .. }) if s.len() > u16::MAX as usize);
         if too_long {
             out.truncate(start);
             return Err(EncodeError::TooLong { tag, len });
@@ -1431,6 +1502,17 @@ impl<'a> Rd<'a> {
             tag::GOODBYE => Record::Goodbye(Goodbye {
                 reason: self.u8("reason")?,
                 unsent: self.u64("unsent")?,
+            }),
+            tag::VK_DEVICE => Record::VkDevice(self.vk_device()?),
+            tag::VK_QUEUE => Record::VkQueue(self.vk_queue()?),
+            tag::VK_SCOPE => Record::VkScope(self.vk_scope()?),
+            tag::VK_FRAME => Record::VkFrame(self.vk_frame()?),
+            tag::VK_STAT_NAMES => Record::VkStatNames(VkStatNames {
+                device: self.u32("device")?,
+                names: self.seq("names")?,
+            }),
+            tag::VK_STATS => Record::VkStats(VkStats {
+                values: self.seq("values")?,
             }),
             other => {
                 let payload = &self.b[self.pos..];

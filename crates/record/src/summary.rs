@@ -7,6 +7,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::rc::Rc;
 
+#[path = "summary_vk.rs"]
+mod vk;
+pub(crate) use vk::VkAggregates;
+pub use vk::{ScopeRow, VkQueueRow, VulkanSummary, TOP_SCOPES};
+
 /// Kernels in the summary's top list.
 pub const TOP_KERNELS: usize = 20;
 /// Busy intervals older than this behind the newest end are folded into a
@@ -43,6 +48,8 @@ pub struct ProcessSummary {
     pub cuda: bool,
     /// Whether NVTX called the injection in it.
     pub nvtx: bool,
+    /// Whether the Vulkan layer ran in it.
+    pub vulkan: bool,
     /// How its connection ended: `goodbye (atexit)`, `ended without goodbye`, ...
     pub ended: String,
     /// Whether it said goodbye.
@@ -221,7 +228,11 @@ impl Drops {
     pub fn injected_losses(&self) -> impl Iterator<Item = (&str, u64)> {
         self.injected
             .iter()
-            .filter(|(k, &v)| v > 0 && LOSSES.contains(&k.as_str()))
+            .filter(|(k, &v)| {
+                v > 0
+                    && (LOSSES.contains(&k.as_str())
+                        || crate::protocol::VK_STAT_LOSSES.contains(&k.as_str()))
+            })
             .map(|(k, &v)| (k.as_str(), v))
     }
 
@@ -309,6 +320,8 @@ pub struct Summary {
     pub wall_ns: u64,
     /// Whether any process initialized CUDA.
     pub cuda_initialized: bool,
+    /// Whether the Vulkan layer ran in any process.
+    pub vulkan_initialized: bool,
     /// Every process that connected.
     pub processes: Vec<ProcessSummary>,
     /// Every GPU seen.
@@ -323,6 +336,8 @@ pub struct Summary {
     pub gpu_busy: Vec<BusyRow>,
     /// NVTX ranges by (domain, name), by total CPU time.
     pub nvtx: Vec<RangeRow>,
+    /// What the Vulkan layer timed.
+    pub vulkan: VulkanSummary,
     /// Clock calibrations.
     pub clock: ClockSummary,
     /// What was lost.
@@ -377,16 +392,17 @@ impl Summary {
         for p in &self.processes {
             let _ = writeln!(
                 s,
-                "    pid {} (parent {}): {}{}{}; {}",
+                "    pid {} (parent {}): {}{}{}{}; {}",
                 p.pid,
                 p.ppid,
                 p.cmdline.join(" "),
                 if p.cuda { " [cuda]" } else { "" },
                 if p.nvtx { " [nvtx]" } else { "" },
+                if p.vulkan { " [vulkan]" } else { "" },
                 p.ended
             );
         }
-        if !self.cuda_initialized {
+        if !self.cuda_initialized && !self.vulkan_initialized {
             let _ = writeln!(s, "  {NO_CUDA}");
         }
         for d in &self.devices {
@@ -474,6 +490,7 @@ impl Summary {
                 );
             }
         }
+        self.vulkan.render_text(&mut s);
         if self.clock.calibrations > 0 {
             let _ = writeln!(
                 s,

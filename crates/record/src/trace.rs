@@ -16,7 +16,9 @@ use crate::protocol::{
     activity, api_kind, copy_kind, decode_frame, init, memory_kind, severity, FrameHeader, Name,
     Record, Stats, Text, Work,
 };
-use crate::summary::{Aggregates, DeviceSummary, Drops, ProcessSummary, Summary, TraceSummary};
+use crate::summary::{
+    Aggregates, DeviceSummary, Drops, ProcessSummary, Summary, TraceSummary, VkAggregates,
+};
 use gpu_counters_profiler::export::perfetto_gpu::{
     ClockReadings, CounterUnit, GpuCounterSpec, GpuTraceWriter, RenderStage, StageCategory,
     GRAPHICS_API_CUDA,
@@ -24,6 +26,9 @@ use gpu_counters_profiler::export::perfetto_gpu::{
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
 use std::rc::Rc;
+
+#[path = "trace_vk.rs"]
+mod vk;
 
 /// Processes listed in the summary at most (all are counted and traced).
 const SUMMARY_PROCESSES: usize = 10_000;
@@ -170,6 +175,8 @@ struct Conn {
     recent: HashMap<u32, (u64, usize)>,
     recent_order: VecDeque<u32>,
     drops_track: u64,
+    vk: vk::VkConn,
+    vk_stats: Vec<(String, u64)>,
 }
 
 /// Everything the writer thread keeps; see the module documentation.
@@ -193,6 +200,8 @@ pub(crate) struct State<W: Write> {
     kernels: u64,
     pm_ran: bool,
     serialized: bool,
+    vk: VkAggregates,
+    vulkan: bool,
 }
 
 fn event_id(pid: u32, correlation: u32) -> u64 {
@@ -266,6 +275,8 @@ impl<W: Write> State<W> {
             kernels: 0,
             pm_ran: false,
             serialized: false,
+            vk: VkAggregates::new(caps.summary_ranges),
+            vulkan: false,
         }
     }
 
@@ -533,6 +544,9 @@ impl<W: Write> State<W> {
                     conn.last_ts = h.start_ns;
                     if h.flags & init::CUDA != 0 {
                         self.cuda = true;
+                    }
+                    if h.flags & init::VULKAN != 0 {
+                        self.vulkan = true;
                     }
                     self.process_track(conn);
                 }
@@ -1067,6 +1081,14 @@ impl<W: Write> State<W> {
                 conn.goodbye = Some(g.reason);
                 self.drops.unsent_at_exit += g.unsent;
             }
+            Record::VkDevice(_)
+            | Record::VkQueue(_)
+            | Record::VkScope(_)
+            | Record::VkFrame(_)
+            | Record::VkStatNames(_)
+            | Record::VkStats(_) => {
+                self.vk_record(conn, r);
+            }
             Record::Unknown { .. } => self.drops.unknown_records += 1,
         }
     }
@@ -1259,6 +1281,9 @@ impl<W: Write> State<W> {
         for (k, v) in conn.stats.named() {
             *self.drops.injected.entry(k.to_string()).or_default() += v;
         }
+        for (k, v) in std::mem::take(&mut conn.vk_stats) {
+            *self.drops.injected.entry(k).or_default() += v;
+        }
         if conn.hello {
             if self.processes.len() < SUMMARY_PROCESSES {
                 self.processes.push(ProcessSummary {
@@ -1267,6 +1292,7 @@ impl<W: Write> State<W> {
                     cmdline: conn.cmdline.clone(),
                     cuda: conn.flags & init::CUDA != 0,
                     nvtx: conn.flags & init::NVTX != 0,
+                    vulkan: conn.flags & init::VULKAN != 0,
                     ended: how,
                     goodbye: conn.goodbye.is_some(),
                     frames_lost: conn.frames_lost,
@@ -1295,8 +1321,11 @@ impl<W: Write> State<W> {
                 self.out.error.get_or_insert(e);
             }
         }
+        let vk = std::mem::take(&mut self.vk);
         let mut summary = Summary {
             cuda_initialized: self.cuda,
+            vulkan_initialized: self.vulkan,
+            vulkan: vk.fill(),
             processes: std::mem::take(&mut self.processes),
             devices: self
                 .gpus

@@ -186,6 +186,68 @@ fn every_record() -> Vec<Record<'static>> {
             reason: goodbye::ATEXIT,
             unsent: 3,
         }),
+        Record::VkDevice(VkDevice {
+            id: 1,
+            uuid: [9; 16],
+            name: 4,
+            driver: 5,
+            api_version: 4_206_822,
+            period_ps: 1000,
+            calibration: 1,
+        }),
+        Record::VkQueue(VkQueue {
+            id: 0x1_0001,
+            device: 1,
+            family: 2,
+            index: 3,
+            flags: 7,
+            valid_bits: 36,
+        }),
+        Record::VkScope(VkScope {
+            queue: 0x1_0001,
+            kind: scope_kind::RENDER_PASS,
+            status: scope_status::TIMED,
+            depth: 2,
+            execution: 77,
+            frame: 12,
+            start_ns: 1_000,
+            end_ns: 2_000,
+            bound_ns: 30,
+            name: Name::Id(6),
+            stats: Seq::Slice(&[36, 12, 12, 73_424, 0, 0, 0]),
+        }),
+        Record::VkScope(VkScope {
+            queue: 0x1_0001,
+            kind: scope_kind::LABEL,
+            status: scope_status::NOT_READY,
+            depth: 1,
+            execution: 78,
+            frame: 12,
+            start_ns: 0,
+            end_ns: 0,
+            bound_ns: 0,
+            name: Name::Text(Text::from_str("shadow pass")),
+            stats: Seq::Slice(&[]),
+        }),
+        Record::VkFrame(VkFrame {
+            device: 1,
+            frame: 12,
+            cpu_start_ns: 900,
+            cpu_end_ns: 2_500,
+            gpu_start_ns: 1_000,
+            gpu_end_ns: 2_000,
+            bound_ns: 30,
+            executions: 2,
+            untimed: 1,
+            flags: frame_flags::PRESENTED,
+        }),
+        Record::VkStatNames(VkStatNames {
+            device: 1,
+            names: Seq::Slice(&[10, 11, 12]),
+        }),
+        Record::VkStats(VkStats {
+            values: Seq::Slice(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]),
+        }),
         Record::Unknown {
             tag: 200,
             payload: &[1, 2, 3],
@@ -269,6 +331,74 @@ fn a_payload_too_short_or_too_long_for_its_fields_is_an_error() {
             extra: 3
         })
     );
+}
+
+/// The Vulkan records: a scope's statistics and a frame's fields decode as
+/// sent; counts name themselves in order, and a newer layer's extra counts
+/// are named by position; a VkScope cut inside its statistics is an error
+/// naming the field; an older collector sees the tags as unknown (they are
+/// new tags of version 1).
+#[test]
+fn vulkan_records_decode_as_sent_and_name_their_counts() {
+    let stats = VkStats {
+        values: Seq::Slice(&[5, 6]),
+    };
+    let named: Vec<(String, u64)> = stats.named().map(|(k, v)| (k.into_owned(), v)).collect();
+    assert_eq!(
+        named,
+        vec![
+            ("vk_executions".to_string(), 5),
+            ("vk_scopes".to_string(), 6)
+        ]
+    );
+    let more: Vec<u64> = (0..VK_STAT_FIELDS.len() as u64 + 2).collect();
+    let extra = VkStats {
+        values: Seq::Slice(&more),
+    };
+    let last = extra.named().last().unwrap();
+    assert_eq!(last.0, format!("vk_stat_{}", VK_STAT_FIELDS.len() + 1));
+    for l in VK_STAT_LOSSES {
+        assert!(VK_STAT_FIELDS.contains(&l), "{l}");
+    }
+
+    let scope = Record::VkScope(VkScope {
+        queue: 1,
+        kind: scope_kind::COMPUTE,
+        status: scope_status::TIMED,
+        depth: 1,
+        execution: 2,
+        frame: 3,
+        start_ns: 4,
+        end_ns: 5,
+        bound_ns: 6,
+        name: Name::Id(7),
+        stats: Seq::Slice(&[1, 2, 3]),
+    });
+    let frame = frame_of(&[scope], 0);
+    let (_, mut recs) = decode_frame(&frame).unwrap();
+    match recs.next().unwrap().unwrap() {
+        Record::VkScope(s) => {
+            assert_eq!(s.stats.iter().collect::<Vec<u64>>(), vec![1, 2, 3]);
+            assert_eq!(s.name, Name::Id(7));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Cut inside the statistics, the lengths patched to match: the list
+    // runs past its record.
+    let mut cut = frame.clone();
+    cut.truncate(frame.len() - 8);
+    let len = (cut.len() - HEADER_LEN - RECORD_HEADER_LEN) as u16;
+    cut[HEADER_LEN + 2..HEADER_LEN + 4].copy_from_slice(&len.to_le_bytes());
+    assert_eq!(
+        validate_frame(&cut),
+        Err(DecodeError::Truncated {
+            offset: HEADER_LEN,
+            tag: tag::VK_SCOPE,
+            field: "stats"
+        })
+    );
+    assert_eq!(execution_correlation(5) & 0x8000_0000, 0x8000_0000);
+    assert_eq!(execution_correlation(5) & 0x3FFF_FFFF, 5);
 }
 
 #[test]

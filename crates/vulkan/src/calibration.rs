@@ -3,18 +3,12 @@
 //! timestamp-only submission bracketed by two CPU clock reads.
 
 use crate::command::CommandBuffer;
-use crate::device::{mask, CalibratedLoader, Device};
+use crate::clock::{CalibratedClock, CALIBRATION_BURST};
+use crate::device::{mask, Device};
 use crate::query::QueryPool;
-use crate::util::vk_err;
 use ash::vk;
 use gpu_counters_hal::bookkeeping::QueryRead;
 use gpu_counters_hal::{cpu_monotonic_ns, Calibration, Error, Result, TimestampPair};
-
-/// Calibration reads taken per [`Device::sample_timestamps`]; the one with the
-/// smallest max deviation wins. On NVIDIA a read takes about 5.5 us and its
-/// deviation varies from about 3 to 15 us, so a burst of 32 (about 0.2 ms)
-/// almost always finds one near the driver's best.
-const CALIBRATION_BURST: usize = 32;
 
 impl Device {
     /// A CPU `CLOCK_MONOTONIC` time and a GPU timestamp taken together, with
@@ -25,16 +19,7 @@ impl Device {
     /// timestamp-only submission between two CPU clock reads.
     pub fn sample_timestamps(&self) -> Result<TimestampPair> {
         match &self.shared.calibrated {
-            Some(loader) => {
-                let mut best: Option<TimestampPair> = None;
-                for _ in 0..CALIBRATION_BURST {
-                    let pair = self.calibrated_read(loader)?;
-                    if best.is_none_or(|b| pair.max_deviation_ns < b.max_deviation_ns) {
-                        best = Some(pair);
-                    }
-                }
-                best.ok_or_else(|| Error::Internal("no calibration read".into()))
-            }
+            Some(clock) => clock.read_best(CALIBRATION_BURST),
             None => self.bracketed_read(),
         }
     }
@@ -44,31 +29,8 @@ impl Device {
         self.shared
             .calibrated
             .as_ref()
-            .map(|l| self.calibrated_read(l))
+            .map(CalibratedClock::read)
             .transpose()
-    }
-
-    fn calibrated_read(&self, loader: &CalibratedLoader) -> Result<TimestampPair> {
-        let infos = [
-            vk::CalibratedTimestampInfoKHR::default().time_domain(vk::TimeDomainKHR::DEVICE),
-            vk::CalibratedTimestampInfoKHR::default()
-                .time_domain(vk::TimeDomainKHR::CLOCK_MONOTONIC),
-        ];
-        // SAFETY: the extension was enabled on this device (loader exists
-        // only then) and both domains were checked to be calibrateable.
-        let (values, deviation) = unsafe {
-            match loader {
-                CalibratedLoader::Khr(l) => l.get_calibrated_timestamps(&infos),
-                CalibratedLoader::Ext(l) => l.get_calibrated_timestamps(&infos),
-            }
-        }
-        .map_err(vk_err("vkGetCalibratedTimestamps"))?;
-        let mask = mask(self.shared.caps.timestamp_valid_bits);
-        Ok(TimestampPair {
-            cpu_ns: values[1],
-            gpu_ticks: values[0] & mask,
-            max_deviation_ns: deviation,
-        })
     }
 
     fn bracketed_read(&self) -> Result<TimestampPair> {

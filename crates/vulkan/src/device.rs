@@ -1,5 +1,6 @@
 //! The logical device: opened by gpu-counters or wrapped from the caller's.
 
+use crate::clock::CalibratedClock;
 use crate::instance::{CalibratedTimestamps, Capabilities, Instance, InstanceOptions};
 use crate::resolve::ResolvePipeline;
 use crate::util::vk_err;
@@ -54,10 +55,6 @@ const REQUIRED_COMMANDS: [&CStr; 7] = [
     c"vkCmdBeginRenderPass2",
 ];
 
-pub(crate) enum CalibratedLoader {
-    Khr(ash::khr::calibrated_timestamps::Device),
-    Ext(ash::ext::calibrated_timestamps::Device),
-}
 
 /// A Vulkan device with one graphics+compute queue, ready for counter
 /// sampling. Cloning shares it.
@@ -81,7 +78,7 @@ pub(crate) struct DeviceShared {
     /// completes those it waited for.
     pub(crate) submitted: Mutex<Vec<Ticket>>,
     pub(crate) memory: vk::PhysicalDeviceMemoryProperties,
-    pub(crate) calibrated: Option<CalibratedLoader>,
+    pub(crate) calibrated: Option<CalibratedClock>,
     pub(crate) push_descriptor: Option<ash::khr::push_descriptor::Device>,
     pub(crate) resolve: OnceLock<std::result::Result<ResolvePipeline, Error>>,
     /// `info.sampling_points` as flags indexed by `CounterSamplingPoint as
@@ -341,12 +338,13 @@ impl Device {
         let raw = instance.raw();
         let calibrated = match (caps.calibration, caps.calibration_ext) {
             (CalibrationMethod::Bracketing, _) | (_, None) => None,
-            (_, Some(CalibratedTimestamps::Khr)) => Some(CalibratedLoader::Khr(
-                ash::khr::calibrated_timestamps::Device::new(raw, &device),
-            )),
-            (_, Some(CalibratedTimestamps::Ext)) => Some(CalibratedLoader::Ext(
-                ash::ext::calibrated_timestamps::Device::new(raw, &device),
-            )),
+            (_, Some(ext)) => {
+                let bits = caps.timestamp_valid_bits;
+                // SAFETY: the extension is enabled on the device (opened so,
+                // or the caller's promise of `from_raw`) and its domains
+                // were checked.
+                Some(unsafe { CalibratedClock::new(raw, &device, ext, bits) })
+            }
         };
         let push_descriptor = caps
             .push_descriptor

@@ -431,43 +431,12 @@ impl Capabilities {
                 exts.iter()
                     .any(|e| e.extension_name_as_c_str().ok() == Some(name))
             };
-            // The EXT and KHR extensions are the same; where a driver has both,
-            // EXT is taken because older validation layers (Debian 12's
-            // 1.3.239) know only EXT and warn about KHR.
-            let calibration_ext = if has(ash::ext::calibrated_timestamps::NAME) {
-                Some(CalibratedTimestamps::Ext)
-            } else if has(ash::khr::calibrated_timestamps::NAME) {
-                Some(CalibratedTimestamps::Khr)
-            } else {
-                None
-            };
             // Calibrated timestamps help only if both the device and the CPU
             // monotonic clock are among the calibrateable domains.
+            let calibration_ext =
+                crate::clock::calibration_extension(&instance.shared.entry, raw, pd, &exts);
             let calibration = match calibration_ext {
-                Some(m) => {
-                    let domains = match m {
-                        CalibratedTimestamps::Khr => {
-                            ash::khr::calibrated_timestamps::Instance::new(
-                                &instance.shared.entry,
-                                raw,
-                            )
-                            .get_physical_device_calibrateable_time_domains(pd)
-                        }
-                        _ => ash::ext::calibrated_timestamps::Instance::new(
-                            &instance.shared.entry,
-                            raw,
-                        )
-                        .get_physical_device_calibrateable_time_domains(pd),
-                    }
-                    .unwrap_or_default();
-                    if domains.contains(&vk::TimeDomainKHR::DEVICE)
-                        && domains.contains(&vk::TimeDomainKHR::CLOCK_MONOTONIC)
-                    {
-                        CalibrationMethod::CalibratedPair
-                    } else {
-                        CalibrationMethod::Bracketing
-                    }
-                }
+                Some(_) => CalibrationMethod::CalibratedPair,
                 None => CalibrationMethod::Bracketing,
             };
             let api = props.api_version;

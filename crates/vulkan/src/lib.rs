@@ -38,6 +38,7 @@
 mod backend;
 mod buffer;
 mod calibration;
+mod clock;
 mod command;
 mod descriptors;
 mod device;
@@ -57,6 +58,7 @@ mod writes;
 pub use ash;
 pub use backend::{Marker, Vulkan};
 pub use buffer::{BufferRef, GpuBuffer, MemoryLocation};
+pub use clock::{calibration_extension, CalibratedClock, CALIBRATION_BURST};
 pub use command::{CommandBuffer, Completion, Submission};
 pub use descriptors::{
     BlitPassDescriptor, ComputePassDescriptor, PassSampleBufferAttachment, RenderPassDescriptor,
@@ -69,5 +71,6 @@ pub use instance::{
     VALIDATION_LAYER,
 };
 pub use resolve::compile_wgsl;
+pub use samples::VK_STATISTICS;
 pub use sample_buffer::{CounterHeap, CounterSampleBuffer};
 pub use util::map_vk_error;

@@ -49,8 +49,10 @@ impl Deref for Samples {
     }
 }
 
-/// Vulkan's pipeline statistics in bit order, with the Metal field each feeds.
-const VK_STATISTICS: [(vk::QueryPipelineStatisticFlags, CommonCounter); 7] = [
+/// Vulkan's pipeline statistics gpu-counters reads, in bit order, with the
+/// Metal field each feeds (a query of these flags writes its values in
+/// this order).
+pub const VK_STATISTICS: [(vk::QueryPipelineStatisticFlags, CommonCounter); 7] = [
     (
         vk::QueryPipelineStatisticFlags::VERTEX_SHADER_INVOCATIONS,
         CommonCounter::VertexInvocations,
