@@ -94,3 +94,9 @@ pub use gpu_counters_cuda as cuda;
 pub mod wgpu {
     pub use gpu_counters_wgpu::*;
 }
+
+// README.md's Vulkan example, compiled with the crate's doc tests so that it
+// stays true.
+#[cfg(all(doctest, feature = "vulkan"))]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
