@@ -1,8 +1,8 @@
 //! Hooks for a whole-process tracer (the `gpu-counters record` injection):
 //! every CUPTI callback of the domains it asks for, and every activity
 //! record CUPTI hands back, through the process's one subscriber and one
-//! set of buffer callbacks, which this crate owns ([`crate::launches`],
-//! [`crate::activity`]).
+//! set of buffer callbacks, which this crate owns (its private `launches`
+//! and `activity` modules).
 //!
 //! - [`observe_api`]: an [`ApiObserver`] sees the callbacks of the ids it
 //!   enables (API calls at entry and exit, resource and synchronization
