@@ -22,10 +22,11 @@
 //!   its first. Its `context` is an interned `InternedGraphicsContext`
 //!   ([`GpuTraceWriter::graphics_context`]).
 //! - CPU side: process and thread track descriptors, named tracks
-//!   ([`GpuTraceWriter::named_track`]: top-level or child, ordered by rank,
-//!   slice or counter tracks), slices (`TYPE_SLICE_BEGIN`/`END`, names and categories
-//!   interned, debug annotations with interned names), and instants. A
-//!   slice begin may name the render-stage event it launched:
+//!   ([`GpuTraceWriter::named_track`]: top-level or child, ordered by
+//!   rank, slice or counter tracks), slices (`TYPE_SLICE_BEGIN`/`END`,
+//!   names and categories interned, debug annotations with interned
+//!   names), and instants. A slice begin may name the render-stage event
+//!   it launched:
 //!   Perfetto v55+ joins the two through `TrackEvent` extension field 3000
 //!   (`gpu_correlation.render_stage_submission_event_ids`), written here as
 //!   an unknown field since the Rust schema predates it; older readers
