@@ -16,7 +16,8 @@ installs a pinned version into .venv-perfetto/). Prints one JSON object:
 - "errors": what does not follow the rules the tests rely on (an event on an
   unknown track, an interned name never defined, an end without a begin, a
   slice left open, a track's events going back in time, a packet off the
-  sequence or on another clock than CLOCK_MONOTONIC).
+  sequence or on another clock than CLOCK_MONOTONIC: a packet's own
+  timestamp_clock_id, else its sequence's packet defaults').
 """
 import json
 import sys
@@ -47,12 +48,18 @@ def main(path):
     last_ts = {}  # track uuid -> last event time
     primary_clock = None
     cleared = False
+    default_clock = None  # the sequence's trace_packet_defaults clock
 
     for n, p in enumerate(trace.packet):
         if p.trusted_packet_sequence_id != 1:
             errors.append(f"packet {n}: sequence id {p.trusted_packet_sequence_id}")
         if p.sequence_flags & TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
             cleared = True
+        if p.HasField("trace_packet_defaults"):
+            d = p.trace_packet_defaults
+            if d.HasField("timestamp_clock_id"):
+                default_clock = d.timestamp_clock_id
+        clock = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else default_clock
         if p.HasField("interned_data"):
             i = p.interned_data
             names.update({e.iid: e.name for e in i.event_names})
@@ -72,8 +79,8 @@ def main(path):
             }
         elif data == "track_event":
             e = p.track_event
-            if p.timestamp_clock_id != BuiltinClock.BUILTIN_CLOCK_MONOTONIC:
-                errors.append(f"packet {n}: clock {p.timestamp_clock_id}")
+            if clock != BuiltinClock.BUILTIN_CLOCK_MONOTONIC:
+                errors.append(f"packet {n}: clock {clock}")
             if not cleared:
                 errors.append(f"packet {n}: event before the incremental state was cleared")
             if e.track_uuid not in tracks:

@@ -239,6 +239,8 @@ pub const MAX_INVOCATIONS: u64 = u32::MAX as u64;
 pub const MAX_ITERATIONS: u32 = 1_000_000;
 /// Most `--triangles`: the draw's vertex count 3T is a `u32`.
 pub const MAX_TRIANGLES: u32 = u32::MAX / 3;
+/// Most indices a `--device` list may hold: each names a device, once.
+pub const MAX_LISTED_DEVICES: usize = 256;
 
 /// Options of `run`.
 #[derive(Debug, Args)]
@@ -452,11 +454,7 @@ mod tests {
         };
         for (sub, id, limit) in [
             ("run", "frames", MAX_FRAMES.to_string()),
-            (
-                "run",
-                "device",
-                crate::multi::MAX_LISTED_DEVICES.to_string(),
-            ),
+            ("run", "device", MAX_LISTED_DEVICES.to_string()),
             ("run", "dispatches", MAX_DISPATCHES.to_string()),
             ("run", "workgroup_size", MAX_INVOCATIONS.to_string()),
             ("run", "iterations", MAX_ITERATIONS.to_string()),

@@ -33,11 +33,15 @@
 // links.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+mod choice;
 mod cli;
 mod devices;
 mod error;
+mod measure;
 mod multi;
 mod output;
+mod plan;
+mod progress;
 mod record;
 mod report;
 mod run;

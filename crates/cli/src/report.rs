@@ -2,7 +2,8 @@
 
 use crate::devices::{device_json, with_statistics_unavailable};
 use crate::error::{CliError, CliResult};
-use crate::run::{Measured, Plan};
+use crate::measure::{stat, Measured, PassCheck};
+use crate::plan::Plan;
 use crate::stdio::outln;
 use gpu_counters_hal::{
     BackendKind, CommonCounter, CommonCounterSet, CounterResultStatistic, DeviceInfo,
@@ -10,53 +11,6 @@ use gpu_counters_hal::{
 };
 use gpu_counters_profiler::FrameResult;
 use serde_json::{json, Map, Value};
-
-/// One pass's statistics in one frame, and what they should have been.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PassCheck {
-    /// The counts known in advance, for the counters the device offers.
-    pub expected: Vec<(CommonCounter, u64)>,
-    /// What the GPU counted (end minus start), where both samples have values.
-    pub statistics: Option<CounterResultStatistic>,
-    /// Why there are no statistics although the device offers them.
-    pub problem: Option<String>,
-}
-
-/// The value of statistic `counter` in `s`.
-fn stat(s: &CounterResultStatistic, counter: CommonCounter) -> Option<u64> {
-    s.named()
-        .iter()
-        .find(|(name, _)| *name == counter.name())
-        .map(|(_, v)| *v)
-}
-
-impl PassCheck {
-    /// Every way the pass differs from what was expected, as messages.
-    pub fn mismatches(&self) -> Vec<String> {
-        if let Some(p) = &self.problem {
-            return vec![p.clone()];
-        }
-        let Some(s) = &self.statistics else {
-            return Vec::new();
-        };
-        self.expected
-            .iter()
-            .filter_map(|&(c, want)| {
-                let got = stat(s, c)?;
-                (got != want).then(|| format!("{} = {got}, expected {want}", c.name()))
-            })
-            .collect()
-    }
-
-    /// Whether the statistics match (`None` when there is nothing to check).
-    pub fn matches(&self) -> Option<bool> {
-        if self.problem.is_some() {
-            return Some(false);
-        }
-        self.statistics.as_ref()?;
-        Some(self.mismatches().is_empty())
-    }
-}
 
 /// Everything `run` reports.
 pub struct RunReport<'a> {

@@ -12,15 +12,15 @@
 //! between (grid × block threads each). Where it does not, the report says
 //! so and why ([`gcu::Device::statistics_unavailable`]). The render and
 //! mixed workloads are refused before anything runs
-//! ([`crate::run::Plan::check_backend`]): CUDA has no render pipeline.
+//! ([`crate::plan::Plan::check_backend`]): CUDA has no render pipeline.
 
+use crate::choice::{pick_device, DeviceChoice, DeviceOrder};
+use crate::cli::Backend;
 use crate::devices;
 use crate::error::{CliError, CliResult};
-use crate::multi::DeviceChoice;
-use crate::run::{
-    self, workload_error, Backend, DeviceOrder, FrameSource, Pass, PassExpectation, Plan, Ran,
-    RanDevice, RanMany, Validation,
-};
+use crate::measure::{self, FrameSource, Ran, RanDevice, RanMany, Validation};
+use crate::plan::{workload_error, Pass, PassExpectation, Plan};
+use crate::progress::Bar;
 use gpu_counters_cuda as gcu;
 use gpu_counters_profiler::Frame;
 use gpu_counters_workloads::CudaComputeWorkload;
@@ -33,7 +33,7 @@ struct Work {
     dispatches: u32,
 }
 
-/// The CUDA device and the frame's passes, as [`run::profile`] runs them.
+/// The CUDA device and the frame's passes, as [`measure::profile`] runs them.
 struct CudaFrames {
     device: gcu::Device,
     passes: Vec<Pass<Work>>,
@@ -126,18 +126,18 @@ fn with_statistics() -> gcu::DeviceOptions {
 /// Picks the CUDA device (`--device`, else device 0), opens it (without a
 /// driver: `no CUDA driver: ...`, exit 1), builds the workload and runs the
 /// frames through a profiler, one scope per pass.
-pub fn execute(device: Option<usize>, plan: &Plan, bar: &run::Bar) -> CliResult<Ran> {
+pub fn execute(device: Option<usize>, plan: &Plan, bar: &Bar) -> CliResult<Ran> {
     let count = gpu_counters_cuda::device_count().map_err(devices::cuda_error)?;
     let default = (count > 0).then_some(devices::DEFAULT_CUDA_DEVICE);
-    let index = run::pick_device(Backend::Cuda, device, count, default)?;
+    let index = pick_device(Backend::Cuda, device, count, default)?;
     let device = gcu::Device::open_with(index, &with_statistics()).map_err(devices::cuda_error)?;
     let info = device.info().clone();
     let statistics_unavailable = device.statistics_unavailable().map(str::to_string);
     let measured = (|| {
-        run::check_timestamps(&info, Backend::Cuda, index)?;
+        measure::check_timestamps(&info, Backend::Cuda, index)?;
         let passes = build_passes(&device, plan)?;
         let frames = CudaFrames { device, passes };
-        run::profile(&frames, plan, bar)
+        measure::profile(&frames, plan, bar)
     })();
     Ok(Ran {
         is_default: Some(index) == default,
@@ -151,11 +151,11 @@ pub fn execute(device: Option<usize>, plan: &Plan, bar: &run::Bar) -> CliResult<
 /// Opens every CUDA device `choice` names (`all` or a list; without a
 /// driver: `no CUDA driver: ...`, exit 1), builds the workload on each
 /// device's stream and runs the frames on all of them at once, one
-/// profiler per device ([`run::profile_many`]).
+/// profiler per device ([`measure::profile_many`]).
 pub fn execute_many(
     choice: &DeviceChoice,
     plan: &Plan,
-    bar: &run::Bar,
+    bar: &Bar,
     order: DeviceOrder,
 ) -> CliResult<RanMany> {
     let count = gpu_counters_cuda::device_count().map_err(devices::cuda_error)?;
@@ -178,11 +178,11 @@ pub fn execute_many(
     let measured = (|| {
         let mut frames = Vec::with_capacity(opened.len());
         for (i, device) in opened {
-            run::check_timestamps(device.info(), Backend::Cuda, i)?;
+            measure::check_timestamps(device.info(), Backend::Cuda, i)?;
             let passes = build_passes(&device, plan)?;
             frames.push(CudaFrames { device, passes });
         }
-        run::profile_many(&frames, plan, bar, order)
+        measure::profile_many(&frames, plan, bar, order)
     })();
     Ok(RanMany {
         devices: ran,

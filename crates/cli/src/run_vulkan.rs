@@ -5,13 +5,13 @@
 //! prior work at either end and, where the device offers statistics, the
 //! pipeline statistics counted in between), a full barrier between passes.
 
+use crate::choice::{pick_device, DeviceChoice, DeviceOrder};
+use crate::cli::Backend;
 use crate::devices;
 use crate::error::CliResult;
-use crate::multi::DeviceChoice;
-use crate::run::{
-    self, workload_error, Backend, DeviceOrder, FrameSource, Pass, PassExpectation, Plan, Ran,
-    RanDevice, RanMany, Validation,
-};
+use crate::measure::{self, FrameSource, Ran, RanDevice, RanMany, Validation};
+use crate::plan::{workload_error, Pass, PassExpectation, Plan};
+use crate::progress::Bar;
 use gpu_counters_hal::timeline::PassKind;
 use gpu_counters_profiler::Frame;
 use gpu_counters_vulkan::ash::vk;
@@ -209,7 +209,7 @@ fn record_frame(
     Ok(())
 }
 
-/// The Vulkan device and its passes, as [`run::profile`] runs them.
+/// The Vulkan device and its passes, as [`measure::profile`] runs them.
 struct VulkanFrames {
     device: Device,
     passes: Passes,
@@ -249,12 +249,13 @@ impl Validation for VulkanValidation {
 /// Picks the Vulkan device (`--device`, else the default one), opens it,
 /// builds the workloads and runs the frames through a profiler, one scope
 /// per pass.
-pub fn execute(device: Option<usize>, plan: &Plan, bar: &run::Bar) -> CliResult<Ran> {
+pub fn execute(device: Option<usize>, plan: &Plan, bar: &Bar) -> CliResult<Ran> {
     let instance = Instance::new(&InstanceOptions::default())?;
     let (devices, default) = devices::list(&instance)?;
-    let index = run::pick_device(Backend::Vulkan, device, devices.len(), default)?;
+    let index = pick_device(Backend::Vulkan, device, devices.len(), default)?;
     let info = devices[index].clone();
-    let measured = open_frames(&instance, index, plan).and_then(|f| run::profile(&f, plan, bar));
+    let measured =
+        open_frames(&instance, index, plan).and_then(|f| measure::profile(&f, plan, bar));
     Ok(Ran {
         is_default: Some(index) == default,
         info,
@@ -268,18 +269,18 @@ pub fn execute(device: Option<usize>, plan: &Plan, bar: &run::Bar) -> CliResult<
 /// workloads on it.
 fn open_frames(instance: &Instance, index: usize, plan: &Plan) -> CliResult<VulkanFrames> {
     let device = Device::open(instance, index)?;
-    run::check_timestamps(device.info(), Backend::Vulkan, index)?;
+    measure::check_timestamps(device.info(), Backend::Vulkan, index)?;
     let passes = build_passes(&device, plan)?;
     Ok(VulkanFrames { device, passes })
 }
 
 /// Opens every Vulkan device `choice` names (`all` or a list), builds the
 /// workloads on each and runs the frames on all of them at once, one
-/// profiler per device ([`run::profile_many`]).
+/// profiler per device ([`measure::profile_many`]).
 pub fn execute_many(
     choice: &DeviceChoice,
     plan: &Plan,
-    bar: &run::Bar,
+    bar: &Bar,
     order: DeviceOrder,
 ) -> CliResult<RanMany> {
     let instance = Instance::new(&InstanceOptions::default())?;
@@ -298,7 +299,7 @@ pub fn execute_many(
             .iter()
             .map(|&i| open_frames(&instance, i, plan))
             .collect::<CliResult<Vec<_>>>()?;
-        run::profile_many(&frames, plan, bar, order)
+        measure::profile_many(&frames, plan, bar, order)
     })();
     Ok(RanMany {
         devices: ran,

@@ -11,15 +11,17 @@
 //! own timestamp writes and, where the adapter has
 //! `PIPELINE_STATISTICS_QUERY`, counted by the pass's own statistics query.
 //! The mixed workload is refused before anything runs
-//! ([`crate::run::Plan::check_backend`]): its copy pass cannot be measured
+//! ([`crate::plan::Plan::check_backend`]): its copy pass cannot be measured
 //! on wgpu. Every frame has one pass, so no barrier between passes is
 //! needed (wgpu has no explicit one).
 
+use crate::choice::pick_device;
+use crate::cli::Backend;
 use crate::devices;
 use crate::error::CliResult;
-use crate::run::{
-    self, workload_error, Backend, FrameSource, Pass, PassExpectation, Plan, Ran, Validation,
-};
+use crate::measure::{self, FrameSource, Ran, Validation};
+use crate::plan::{workload_error, Pass, PassExpectation, Plan};
+use crate::progress::Bar;
 use gpu_counters_profiler::Frame;
 use gpu_counters_wgpu as gcw;
 use gpu_counters_workloads::{WgpuComputeWorkload, WgpuRenderWorkload};
@@ -30,7 +32,7 @@ enum Work {
     Render(WgpuRenderWorkload),
 }
 
-/// The wgpu device and the frame's passes, as [`run::profile`] runs them.
+/// The wgpu device and the frame's passes, as [`measure::profile`] runs them.
 struct WgpuFrames {
     device: gcw::Device,
     passes: Vec<Pass<Work>>,
@@ -128,18 +130,18 @@ impl Validation for WgpuValidation {
 /// (with the adapter's own limits, so that sizes go up to them), builds
 /// the workloads and runs the frames through a profiler, one profiled pass
 /// per scope.
-pub fn execute(device: Option<usize>, plan: &Plan, bar: &run::Bar) -> CliResult<Ran> {
+pub fn execute(device: Option<usize>, plan: &Plan, bar: &Bar) -> CliResult<Ran> {
     let instance = devices::wgpu_instance();
     let adapters = devices::wgpu_adapters(&instance);
     let default = devices::default_wgpu_adapter(&adapters);
-    let index = run::pick_device(Backend::Wgpu, device, adapters.len(), default)?;
+    let index = pick_device(Backend::Wgpu, device, adapters.len(), default)?;
     let adapter = &adapters[index];
     let (device, info) = devices::open_wgpu(adapter, index, adapter.limits())?;
     let measured = (|| {
-        run::check_timestamps(&info, Backend::Wgpu, index)?;
+        measure::check_timestamps(&info, Backend::Wgpu, index)?;
         let passes = build_passes(&device, plan)?;
         let frames = WgpuFrames { device, passes };
-        run::profile(&frames, plan, bar)
+        measure::profile(&frames, plan, bar)
     })();
     Ok(Ran {
         is_default: Some(index) == default,

@@ -73,16 +73,16 @@
 //! the start of the next (armed) launch. A precise sample right after a
 //! traced launch does not arm: that launch's end is its value.
 
+mod buffers;
+
+use crate::cupti::{check, cupti_api};
+use crate::launches::{LaunchKind, LaunchObserver, Launches};
 use crate::lock;
 use cudarc::driver::sys as ds;
 use gpu_counters_cupti_sys as cs;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-
-/// Bytes of one activity buffer handed to CUPTI: small, so that a buffer
-/// held back by one record of unfinished work holds few others.
-const BUFFER_BYTES: usize = 256 * 1024;
 
 /// Records kept for launches whose callback has not run yet (the race
 /// between CUPTI's worker thread and a launch's exit), at most.
@@ -94,66 +94,6 @@ const KINDS: [cs::CUpti_ActivityKind; 3] = [
     cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
     cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
 ];
-
-/// Where the fields read lie in a record. CUPTI hands out the record
-/// structure of its own version (CUDA 13.0: `CUpti_ActivityKernel10`,
-/// `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemset4`); the fields read here
-/// have kept their offsets since CUDA 12 (checked against the binding's
-/// structures below, CUPTI 13.0's).
-struct Layout {
-    start: usize,
-    end: usize,
-    context: usize,
-    stream: usize,
-    correlation: usize,
-}
-
-const KERNEL: Layout = Layout {
-    start: 16,
-    end: 24,
-    context: 44,
-    stream: 48,
-    correlation: 92,
-};
-
-const COPY: Layout = Layout {
-    start: 16,
-    end: 24,
-    context: 36,
-    stream: 40,
-    correlation: 44,
-};
-
-const _: () = {
-    use std::mem::offset_of;
-    type K = cs::CUpti_ActivityKernel10;
-    assert!(offset_of!(K, start) == KERNEL.start);
-    assert!(offset_of!(K, end) == KERNEL.end);
-    assert!(offset_of!(K, contextId) == KERNEL.context);
-    assert!(offset_of!(K, streamId) == KERNEL.stream);
-    assert!(offset_of!(K, correlationId) == KERNEL.correlation);
-    type C = cs::CUpti_ActivityMemcpy6;
-    assert!(offset_of!(C, start) == COPY.start);
-    assert!(offset_of!(C, end) == COPY.end);
-    assert!(offset_of!(C, contextId) == COPY.context);
-    assert!(offset_of!(C, streamId) == COPY.stream);
-    assert!(offset_of!(C, correlationId) == COPY.correlation);
-    type S = cs::CUpti_ActivityMemset4;
-    assert!(offset_of!(S, start) == COPY.start);
-    assert!(offset_of!(S, end) == COPY.end);
-    assert!(offset_of!(S, contextId) == COPY.context);
-    assert!(offset_of!(S, streamId) == COPY.stream);
-    assert!(offset_of!(S, correlationId) == COPY.correlation);
-};
-
-/// What a launch callback saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LaunchKind {
-    /// A kernel, copy or memset: one record.
-    Single,
-    /// A graph: a record per node.
-    Graph,
-}
 
 /// A launch's records as they arrive: the earliest start, the latest end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -308,25 +248,6 @@ thread_local! {
 /// the state lock).
 static REQUESTED: AtomicU64 = AtomicU64::new(0);
 
-/// CUPTI, loaded once per process (`gpu_counters_cupti_sys::cupti`: the
-/// library the process already mapped, else `GPU_COUNTERS_CUPTI`, else by
-/// name), or why not.
-pub(crate) fn cupti_api() -> Result<&'static cs::Cupti, String> {
-    cs::cupti().map_err(|e| format!("{}: {e}", crate::launches::NO_CUPTI))
-}
-
-pub(crate) fn check(what: &str, r: cs::CUptiResult) -> Result<(), String> {
-    if r == cs::CUptiResult::CUPTI_SUCCESS {
-        Ok(())
-    } else {
-        let name = match cs::cupti() {
-            Ok(api) => crate::hardware::result_name(api, r),
-            Err(_) => format!("CUptiResult {}", r.0),
-        };
-        Err(format!("{what}: {name}"))
-    }
-}
-
 /// CUPTI's timestamp callback: `CLOCK_MONOTONIC` ns.
 unsafe extern "C" fn monotonic_ns() -> u64 {
     gpu_counters_hal::cpu_monotonic_ns()
@@ -400,7 +321,7 @@ impl Activity {
                 let r = unsafe { self.api.cuptiActivityEnable(kind) };
                 if let Err(e) = check("cuptiActivityEnable", r) {
                     for k in &KINDS[..i] {
-                        if !crate::trace::permanent(*k) {
+                        if !crate::tracer::permanent(*k) {
                             // SAFETY: as above.
                             let _ = unsafe { self.api.cuptiActivityDisable(*k) };
                         }
@@ -718,7 +639,7 @@ impl Drop for Enabled {
         ENABLED.store(*n, Ordering::Release);
         if *n == 0 {
             for kind in KINDS {
-                if crate::trace::permanent(kind) {
+                if crate::tracer::permanent(kind) {
                     continue;
                 }
                 // SAFETY: a plain CUPTI call. Launches already made keep
@@ -729,9 +650,28 @@ impl Drop for Enabled {
     }
 }
 
+/// The launch callback's observer: activity tracing's side of every
+/// launch (registered by [`set_up`]).
+struct LaunchHooks;
+
+impl LaunchObserver for LaunchHooks {
+    fn tracks(&self, stream: ds::CUstream) -> bool {
+        tracks(stream)
+    }
+    fn entering(&self, stream: ds::CUstream) {
+        launch_entering(stream);
+    }
+    fn launched(&self, stream: ds::CUstream, correlation: u32, kind: LaunchKind) {
+        launched(stream, correlation, kind);
+    }
+    fn exited(&self) {
+        launch_exited();
+    }
+}
+
 /// Called by the launch callback for every successful launch, copy or
 /// memset on `stream`, with its correlation id.
-pub(crate) fn launched(stream: ds::CUstream, c: u32, kind: LaunchKind) {
+fn launched(stream: ds::CUstream, c: u32, kind: LaunchKind) {
     if let Some(Ok(a)) = ACTIVITY.get() {
         a.launched(stream, c, kind);
     }
@@ -745,7 +685,7 @@ pub(crate) fn newest_buffer() -> u64 {
 
 /// Whether a zero-intrusion device tracks `stream` (only those streams'
 /// launches are noted; asked before anything costlier is done for one).
-pub(crate) fn tracks(stream: ds::CUstream) -> bool {
+fn tracks(stream: ds::CUstream) -> bool {
     match ACTIVITY.get() {
         Some(Ok(a)) => lock(&a.state).streams.contains_key(&(stream as usize)),
         _ => false,
@@ -755,7 +695,7 @@ pub(crate) fn tracks(stream: ds::CUstream) -> bool {
 /// Called by the launch callback at the entry of every launch, copy or
 /// memset on `stream`: where a sample armed the stream, tracing is turned
 /// on for this launch (until [`launch_exited`] on this thread).
-pub(crate) fn launch_entering(stream: ds::CUstream) {
+fn launch_entering(stream: ds::CUstream) {
     if ARMED.load(Ordering::Acquire) == 0 {
         return;
     }
@@ -777,7 +717,7 @@ pub(crate) fn launch_entering(stream: ds::CUstream) {
 
 /// Called by the launch callback at the exit of every launch (after
 /// [`launched`]): tracing turned on at its entry is let go.
-pub(crate) fn launch_exited() {
+fn launch_exited() {
     // `try_with`: a launch from a thread being torn down has nothing here.
     let _ = LAUNCH_TRACING.try_with(|t| t.borrow_mut().take());
 }
@@ -785,7 +725,8 @@ pub(crate) fn launch_exited() {
 fn set_up() -> Result<Activity, String> {
     let api = cupti_api()?;
     // The correlation ids of launches come from the launch callbacks.
-    crate::launches::Launches::get()?;
+    Launches::get()?;
+    crate::launches::observe_launches(&LaunchHooks);
     // SAFETY: registers a function of CUPTI's callback type; before any
     // activity kind is enabled, as CUPTI asks.
     check("cuptiActivityRegisterTimestampCallback", unsafe {
@@ -793,7 +734,10 @@ fn set_up() -> Result<Activity, String> {
     })?;
     // SAFETY: registers two functions of CUPTI's buffer callback types.
     check("cuptiActivityRegisterCallbacks", unsafe {
-        api.cuptiActivityRegisterCallbacks(Some(buffer_requested), Some(buffer_completed))
+        api.cuptiActivityRegisterCallbacks(
+            Some(buffers::buffer_requested),
+            Some(buffers::buffer_completed),
+        )
     })?;
     let a = Activity {
         api,
@@ -805,152 +749,12 @@ fn set_up() -> Result<Activity, String> {
         // SAFETY: plain CUPTI calls.
         let r = unsafe { api.cuptiActivityEnable(kind) };
         check("cuptiActivityEnable", r).map_err(|e| format!("{e} (kind {})", kind.0))?;
-        if !crate::trace::permanent(kind) {
+        if !crate::tracer::permanent(kind) {
             // SAFETY: as above.
             let _ = unsafe { api.cuptiActivityDisable(kind) };
         }
     }
     Ok(a)
-}
-
-/// CUPTI asks for a buffer: [`BUFFER_BYTES`], 8-byte aligned.
-unsafe extern "C" fn buffer_requested(
-    buffer: *mut *mut u8,
-    size: *mut usize,
-    max_records: *mut usize,
-) {
-    if buffer.is_null() || size.is_null() || max_records.is_null() {
-        return;
-    }
-    let mut words: Vec<u64> = Vec::new();
-    let ok = words.try_reserve_exact(BUFFER_BYTES / 8).is_ok();
-    let Some(Ok(a)) = ACTIVITY.get() else {
-        // SAFETY: CUPTI's out-pointers, checked non-null.
-        unsafe {
-            *buffer = std::ptr::null_mut();
-            *size = 0;
-            *max_records = 0;
-        }
-        return;
-    };
-    if !ok {
-        lock(&a.state).stats.buffers_refused += 1;
-        // SAFETY: as above: no buffer, CUPTI drops (and counts) records.
-        unsafe {
-            *buffer = std::ptr::null_mut();
-            *size = 0;
-            *max_records = 0;
-        }
-        return;
-    }
-    words.resize(BUFFER_BYTES / 8, 0);
-    let p = Box::into_raw(words.into_boxed_slice()) as *mut u64 as *mut u8;
-    let mut st = lock(&a.state);
-    st.requested += 1;
-    let n = st.requested;
-    st.outstanding.insert(n);
-    st.numbers.insert(p as usize, n);
-    st.stats.buffers_requested += 1;
-    REQUESTED.store(n, Ordering::Release);
-    // SAFETY: CUPTI's out-pointers, checked non-null; the buffer is ours
-    // until CUPTI hands it back through `buffer_completed`.
-    unsafe {
-        *buffer = p;
-        *size = BUFFER_BYTES;
-        *max_records = 0;
-    }
-}
-
-/// Reads a `T` at `offset` of a record.
-///
-/// # Safety
-///
-/// `offset + size_of::<T>()` must lie inside the record.
-unsafe fn field<T: Copy>(record: *const u8, offset: usize) -> T {
-    // SAFETY: the caller's promise; records are only 8-byte aligned.
-    unsafe { std::ptr::read_unaligned(record.add(offset) as *const T) }
-}
-
-/// CUPTI hands a buffer back: its records are parsed and it is freed.
-unsafe extern "C" fn buffer_completed(
-    _context: cs::CUcontext,
-    _stream: u32,
-    buffer: *mut u8,
-    _size: usize,
-    valid: usize,
-) {
-    if buffer.is_null() {
-        return;
-    }
-    let Some(Ok(a)) = ACTIVITY.get() else {
-        return;
-    };
-    let mut st = lock(&a.state);
-    let mut record: *mut cs::CUpti_Activity = std::ptr::null_mut();
-    loop {
-        // SAFETY: a buffer CUPTI filled, with its valid size; `record` is
-        // CUPTI's cursor.
-        let r = unsafe { a.api.cuptiActivityGetNextRecord(buffer, valid, &mut record) };
-        if r != cs::CUptiResult::CUPTI_SUCCESS || record.is_null() {
-            break;
-        }
-        let base = record as *const u8;
-        // The kind as a plain u32: a newer CUPTI may use kinds the binding's
-        // enum lacks.
-        // SAFETY: every record starts with its kind.
-        let kind: u32 = unsafe { field(base, 0) };
-        let layout = if kind == cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL.0
-            || kind == cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_KERNEL.0
-        {
-            &KERNEL
-        } else if kind == cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY.0
-            || kind == cs::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET.0
-        {
-            &COPY
-        } else {
-            if crate::trace::sinking() {
-                // SAFETY: a whole record of CUPTI's, of kind `kind`, valid
-                // until the buffer is freed below.
-                unsafe { crate::trace::sink(base, kind, false) };
-            }
-            continue;
-        };
-        // SAFETY: the offsets lie inside records of these kinds (see
-        // `Layout`).
-        let (start, end, context, stream, c) = unsafe {
-            (
-                field::<u64>(base, layout.start),
-                field::<u64>(base, layout.end),
-                field::<u32>(base, layout.context),
-                field::<u32>(base, layout.stream),
-                field::<u32>(base, layout.correlation),
-            )
-        };
-        a.record(&mut st, context, stream, c, start, end);
-        if crate::trace::sinking() {
-            let ours = st.ids.contains(&(context, stream));
-            // SAFETY: as above; the sink takes no lock of this module.
-            unsafe { crate::trace::sink(base, kind, ours) };
-        }
-    }
-    if let Some(n) = st.numbers.remove(&(buffer as usize)) {
-        st.outstanding.remove(&n);
-        st.stats.buffers_returned += 1;
-        let back_to = st.outstanding.first().map_or(st.requested, |&m| m - 1);
-        drop(st);
-        if crate::trace::sinking() {
-            crate::trace::buffers_returned(back_to);
-        }
-        // SAFETY: `buffer` is one of ours (it was in `numbers`), made by
-        // `buffer_requested` from a boxed slice of BUFFER_BYTES / 8 words;
-        // CUPTI is done with it.
-        drop(unsafe {
-            Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                buffer as *mut u64,
-                BUFFER_BYTES / 8,
-            ))
-        });
-    }
 }
 
 #[cfg(test)]

@@ -40,6 +40,51 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
 
+/// What a launch callback saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LaunchKind {
+    /// A kernel, copy or memset: one record.
+    Single,
+    /// A graph: a record per node.
+    Graph,
+}
+
+/// Sees the launches, copies and memsets of the streams it tracks: the
+/// zero-intrusion activity tracing registers one once it is set up
+/// ([`observe_launches`]). Runs on the launching thread, inside the call.
+pub(crate) trait LaunchObserver: Send + Sync {
+    /// Whether it tracks `stream` (asked before anything costlier is done
+    /// for a launch).
+    fn tracks(&self, stream: ds::CUstream) -> bool;
+    /// At the entry of every launch, copy or memset on `stream`.
+    fn entering(&self, stream: ds::CUstream);
+    /// A successful launch, copy or memset on a tracked `stream` (not
+    /// being captured), with its correlation id, at the call's exit.
+    fn launched(&self, stream: ds::CUstream, correlation: u32, kind: LaunchKind);
+    /// At the exit of every launch, copy or memset (after
+    /// [`LaunchObserver::launched`]), however it returns.
+    fn exited(&self);
+}
+
+static OBSERVER: OnceLock<&'static dyn LaunchObserver> = OnceLock::new();
+
+/// Registers `o` as the process's launch observer (the first holds).
+pub(crate) fn observe_launches(o: &'static dyn LaunchObserver) {
+    let _ = OBSERVER.set(o);
+}
+
+/// Whether the launch observer tracks `stream`.
+fn tracked(stream: ds::CUstream) -> bool {
+    OBSERVER.get().is_some_and(|o| o.tracks(stream))
+}
+
+/// Tells the launch observer of a launch on a tracked stream.
+fn launched(stream: ds::CUstream, correlation: u32, kind: LaunchKind) {
+    if let Some(o) = OBSERVER.get() {
+        o.launched(stream, correlation, kind);
+    }
+}
+
 /// A stream's count: invocations launched so far, and its epoch (bumped by
 /// each graph launch).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -291,11 +336,8 @@ struct InstantiateHead {
 /// the device, which no callback sees.
 const DEVICE_LAUNCH: u64 = 4;
 
-/// What is said where CUPTI's library cannot be loaded.
-pub(crate) const NO_CUPTI: &str = "no CUPTI library (libcupti.so): put the directory holding it (CUDA's extras/CUPTI/lib64, or targets/x86_64-linux/lib) on LD_LIBRARY_PATH, or its path in GPU_COUNTERS_CUPTI";
-
 fn subscribe() -> Result<Launches, String> {
-    let api = crate::activity::cupti_api()?;
+    let api = crate::cupti::cupti_api()?;
     let mut subscriber: cs::CUpti_SubscriberHandle = std::ptr::null_mut();
     // SAFETY: `subscriber` is a valid out-pointer; `on_launch` has the
     // callback signature and uses no user data.
@@ -303,7 +345,7 @@ fn subscribe() -> Result<Launches, String> {
     if r != cs::CUptiResult::CUPTI_SUCCESS {
         return Err(format!(
             "{} (CUPTI allows one subscriber per process: is another profiler attached?)",
-            crate::activity::check("cuptiSubscribe", r).unwrap_err()
+            crate::cupti::check("cuptiSubscribe", r).unwrap_err()
         ));
     }
     for &cbid in CALLBACKS.iter().chain(&GRAPH_CHANGES) {
@@ -322,7 +364,7 @@ fn subscribe() -> Result<Launches, String> {
             // that could still be running with this failure returned.
             let _ = unsafe { api.cuptiUnsubscribe(subscriber) };
             return Err(
-                crate::activity::check(&format!("cuptiEnableCallback({})", cbid.0), r).unwrap_err(),
+                crate::cupti::check(&format!("cuptiEnableCallback({})", cbid.0), r).unwrap_err(),
             );
         }
     }
@@ -353,7 +395,7 @@ unsafe extern "C" fn on_launch(
     // The trace observer sees every callback first (every domain it
     // enabled), whatever this module does with it.
     // SAFETY: CUPTI's callback data for `domain`, valid during the call.
-    unsafe { crate::trace::dispatch(domain, cbid, cbdata) };
+    unsafe { crate::tracer::dispatch(domain, cbid, cbdata) };
     if domain != cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API {
         return;
     }
@@ -376,7 +418,9 @@ unsafe extern "C" fn on_launch(
         // Zero-intrusion samples that want this launch traced turn tracing
         // on before the driver launches it.
         if let Some(stream) = launch_stream(cbid, data.functionParams) {
-            crate::activity::launch_entering(stream);
+            if let Some(o) = OBSERVER.get() {
+                o.entering(stream);
+            }
         }
         return;
     }
@@ -387,7 +431,9 @@ unsafe extern "C" fn on_launch(
     struct Exit;
     impl Drop for Exit {
         fn drop(&mut self) {
-            crate::activity::launch_exited();
+            if let Some(o) = OBSERVER.get() {
+                o.exited();
+            }
         }
     }
     let _exit = Exit;
@@ -451,8 +497,8 @@ unsafe extern "C" fn on_launch(
         return;
     }
     if let Some(stream) = copy_stream(cbid, params) {
-        if crate::activity::tracks(stream) && !capturing(stream) {
-            crate::activity::launched(stream, correlation, crate::activity::LaunchKind::Single);
+        if tracked(stream) && !capturing(stream) {
+            launched(stream, correlation, LaunchKind::Single);
         }
         return;
     }
@@ -468,14 +514,14 @@ unsafe extern "C" fn on_launch(
             [p.blockDimX, p.blockDimY, p.blockDimZ],
         );
         let stream: ds::CUstream = p.hStream.cast();
-        let tracked = crate::activity::tracks(stream);
+        let tracked = tracked(stream);
         // A launch into a stream being captured runs only with its graph.
         if (counting || tracked) && !capturing(stream) {
             if counting {
                 launches.add(p.f.cast(), stream, n);
             }
             if tracked {
-                crate::activity::launched(stream, correlation, crate::activity::LaunchKind::Single);
+                launched(stream, correlation, LaunchKind::Single);
             }
         }
     } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)
@@ -494,13 +540,13 @@ unsafe extern "C" fn on_launch(
             [c.blockDimX, c.blockDimY, c.blockDimZ],
         );
         let stream: ds::CUstream = c.hStream.cast();
-        let tracked = crate::activity::tracks(stream);
+        let tracked = tracked(stream);
         if (counting || tracked) && !capturing(stream) {
             if counting {
                 launches.add(p.f.cast(), stream, n);
             }
             if tracked {
-                crate::activity::launched(stream, correlation, crate::activity::LaunchKind::Single);
+                launched(stream, correlation, LaunchKind::Single);
             }
         }
     } else if is(Id::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)
@@ -509,13 +555,13 @@ unsafe extern "C" fn on_launch(
         // SAFETY: as above, cuGraphLaunch_params.
         let p = unsafe { &*(params as *const cs::cuGraphLaunch_params_st) };
         let stream: ds::CUstream = p.hStream.cast();
-        let tracked = crate::activity::tracks(stream);
+        let tracked = tracked(stream);
         if (counting || tracked) && !capturing(stream) {
             if counting {
                 launches.graph_launched(p.hGraph.cast(), stream);
             }
             if tracked {
-                crate::activity::launched(stream, correlation, crate::activity::LaunchKind::Graph);
+                launched(stream, correlation, LaunchKind::Graph);
             }
         }
     }

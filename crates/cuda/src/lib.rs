@@ -56,6 +56,8 @@ mod activity;
 mod backend;
 mod calibrate;
 #[cfg(feature = "cupti")]
+mod cupti;
+#[cfg(feature = "cupti")]
 pub mod hardware;
 mod kernels;
 #[cfg(feature = "cupti")]
@@ -64,6 +66,8 @@ mod pass;
 mod storage;
 #[cfg(feature = "cupti")]
 pub mod trace;
+#[cfg(feature = "cupti")]
+mod tracer;
 #[cfg(feature = "cupti")]
 mod zero;
 

@@ -49,7 +49,7 @@
 
 #![warn(missing_docs)]
 // Only the Tracy client layer (feature `tracy`) calls C, and a scope's
-// record cell (`frame::RecordCell`) is written without a lock by the one
+// record cell (`store::RecordCell`) is written without a lock by the one
 // thread that owns its id.
 #![deny(unsafe_code)]
 
@@ -61,12 +61,20 @@ mod profiler;
 mod result;
 mod shared_str;
 mod stack;
+mod store;
 
 pub use error::{ProfilerError, Result};
 pub use frame::{Frame, PassScope, Scope};
 pub use profiler::{
-    FrameSink, Profiler, ProfilerOptions, Recorder, Submission, WhenFull, MAX_FRAMES_IN_FLIGHT,
-    MAX_RING_SCOPES,
+    FrameSink, Profiler, ProfilerOptions, WhenFull, MAX_FRAMES_IN_FLIGHT, MAX_RING_SCOPES,
 };
 pub use result::{to_timeline, DropCounts, FrameResult, ScopeResult};
 pub use shared_str::SharedStr;
+pub use store::{Recorder, Submission};
+
+/// Locks `m`, whether or not a thread panicked holding it.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The profiler's critical sections run no user code; state stays
+    // consistent even if a panic interrupted one.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,24 +1,27 @@
-//! The profiler: options, the ring of sample buffers, and collection.
+//! The profiler: options, the ring of sample buffers, and collection
+//! (frames begin and end in [`crate::frame`]; their samples resolve in
+//! [`resolve`]).
+
+mod resolve;
 
 use crate::error::{ProfilerError, Result};
-use crate::frame::{state, Frame, FrameStore, RecordCell, Recorders, NO_SCOPE};
+use crate::lock;
 use crate::result::{to_timeline, DropCounts, FrameResult, ScopeResult};
 use crate::shared_str::Interner;
+use crate::store::{FrameStore, Page, RecordCell, Recorders};
 use gpu_counters_hal::timeline::Timeline;
 use gpu_counters_hal::{
-    cpu_monotonic_ns, Calibration, CommonCounterSet, CounterSampleBufferDescriptor,
-    ResolvedCounters, ResolvedTimestamps, SampleStatus, SampleValue,
+    cpu_monotonic_ns, BackendDevice, BackendMarker, BackendSampleBuffer, Calibration,
+    CommonCounterSet, CounterSampleBufferDescriptor, DeviceInfo,
 };
-use gpu_counters_hal::{
-    BackendDevice, BackendMarker, BackendSampleBuffer, BackendSubmission, DeviceInfo,
-};
+use resolve::Resolved;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// What [`Profiler::begin_frame`] does when the next ring slot still holds a
-/// frame the GPU has not finished, and what [`Frame::scope`] does when a
+/// frame the GPU has not finished, and what [`Frame::scope`](crate::Frame::scope) does when a
 /// frame's slot has no room for another scope.
 ///
 /// Whatever the policy, a frame still being recorded in that slot (not
@@ -105,36 +108,18 @@ impl Default for ProfilerOptions {
     }
 }
 
-/// A backend's sample buffer type, for the device type `D`.
-pub(crate) type Buf<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::SampleBuffer;
-/// A backend's recorder type (what commands are recorded into).
-pub type Recorder<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::Recorder;
-/// A backend's submission type (a recorder handed to the device's queue).
-pub type Submission<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::Submission;
 type Marker<D> = <<D as BackendDevice>::Backend as gpu_counters_hal::Backend>::Marker;
 
-/// One set of sample buffers, `2 * max_scopes_per_frame` samples each, and
-/// the records of the scopes that sample them.
-pub(crate) struct Page<D: BackendDevice> {
-    pub(crate) timestamps: Buf<D>,
-    pub(crate) statistics: Option<Buf<D>>,
-    /// `max_scopes_per_frame` records: the one of scope `id` at `id % per`.
-    pub(crate) records: Box<[RecordCell]>,
-}
-
-impl<D: BackendDevice> Page<D> {
-    /// Record `at`, without the bounds check: a scope's begin and end each
-    /// look theirs up, next to the driver's command.
-    ///
-    /// # Safety
-    /// `at` is below `max_scopes_per_frame`, the number of records.
-    #[inline(always)]
-    #[allow(unsafe_code)]
-    pub(crate) unsafe fn record_unchecked(&self, at: u32) -> &RecordCell {
-        debug_assert!((at as usize) < self.records.len());
-        // SAFETY: per the contract, `at` is inside `records`.
-        unsafe { self.records.get_unchecked(at as usize) }
-    }
+/// What [`Profiler::lend_slot`] hands a new frame.
+pub(crate) struct Lent<D: BackendDevice> {
+    /// The frame's number.
+    pub(crate) index: u64,
+    /// Its ring slot; `None` for a frame without one.
+    pub(crate) slot: Option<usize>,
+    /// The slot's store (a store of its own without a slot).
+    pub(crate) store: Arc<FrameStore<D>>,
+    /// The recorders the slot keeps, lent to the frame while it records.
+    pub(crate) recorders: Recorders,
 }
 
 struct RingSlot<D: BackendDevice> {
@@ -193,9 +178,9 @@ struct State<D: BackendDevice> {
 /// ranges, from several threads, over a ring of counter sample buffers for
 /// frames in flight.
 ///
-/// Per frame: [`Profiler::begin_frame`], [`Frame::scope`] /
+/// Per frame: [`Profiler::begin_frame`], [`Frame::scope`](crate::Frame::scope) /
 /// [`Scope::end`](crate::Scope::end) around work recorded into command
-/// buffers (from any thread; a [`Frame`] is shared by reference), submit the
+/// buffers (from any thread; a [`Frame`](crate::Frame) is shared by reference), submit the
 /// command buffers yourself, [`Profiler::end_frame`], and now and then
 /// [`Profiler::collect`] the frames the GPU finished. Sample buffers are
 /// reset and reused, so a steady state allocates nothing on the GPU.
@@ -223,10 +208,11 @@ struct State<D: BackendDevice> {
 /// Its slot gets new sample buffers; the frame keeps the old ones, so what
 /// it recorded, even submitted later, writes no other frame's samples (a
 /// leaked frame's buffers are leaked with it). From then on
-/// [`Frame::scope`], [`Frame::pass_scope`] and [`Profiler::end_frame`] on
-/// it fail with [`ProfilerError::FrameAbandoned`] (its open scopes may still
+/// [`Frame::scope`](crate::Frame::scope),
+/// [`Frame::pass_scope`](crate::Frame::pass_scope) and
+/// [`Profiler::end_frame`] on it fail with [`ProfilerError::FrameAbandoned`] (its open scopes may still
 /// be ended, for their command buffers' sake, and have no result);
-/// [`Frame::is_abandoned`] tells. A
+/// [`Frame::is_abandoned`](crate::Frame::is_abandoned) tells. A
 /// scope begun on another thread at the very moment of abandoning is
 /// counted when the frame ends. A frame is never abandoned while at most
 /// `frames_in_flight - 1` frames were begun after it: raise
@@ -267,19 +253,6 @@ impl<D: BackendDevice> std::fmt::Debug for Profiler<D> {
             .field("ring_size", &self.ring_size())
             .finish()
     }
-}
-
-const _: fn() = || {
-    fn send_sync<T: Send + Sync>() {}
-    send_sync::<Profiler<gpu_counters_hal::fake::FakeDevice>>();
-    send_sync::<Frame<'static, gpu_counters_hal::fake::FakeDevice>>();
-    send_sync::<crate::Scope<'static, gpu_counters_hal::fake::FakeDevice>>();
-};
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The profiler's critical sections run no user code; state stays
-    // consistent even if a panic interrupted one.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<D: BackendDevice> Profiler<D> {
@@ -390,19 +363,10 @@ impl<D: BackendDevice> Profiler<D> {
         lock(&self.calibration).clone()
     }
 
-    /// Begins the next frame on the next ring slot. When that slot still
-    /// holds an unfinished frame, [`ProfilerOptions::when_full`] decides:
-    /// wait for it, grow the ring, or begin the frame without a slot. When
-    /// the frame holding it is still being recorded, it is abandoned and the
-    /// new frame takes the slot: at once under [`WhenFull::Grow`] and
-    /// [`WhenFull::Drop`], once the timeout ran out under
-    /// [`WhenFull::Wait`] (see [`Profiler`]).
-    ///
-    /// # Errors
-    /// [`ProfilerError::RingFull`] under [`WhenFull::Wait`] when the slot's
-    /// frame, ended, is still unfinished after the timeout; the backend's
-    /// error when a slot's sample buffers cannot be allocated.
-    pub fn begin_frame(&self) -> Result<Frame<'_, D>> {
+    /// Takes the next ring slot (or none) for a new frame, as
+    /// [`Profiler::begin_frame`] says: waits, grows the ring, or abandons
+    /// the frame still recording in it, as the options decide.
+    pub(crate) fn lend_slot(&self) -> Result<Lent<D>> {
         let started = Instant::now();
         let mut nap = Duration::from_micros(50);
         loop {
@@ -449,55 +413,6 @@ impl<D: BackendDevice> Profiler<D> {
             }
             return Ok(self.lend(&mut st, Some(s)));
         }
-    }
-
-    /// Ends `frame`'s recording. Scopes begun and not ended are counted in
-    /// [`DropCounts::not_ended`].
-    ///
-    /// `submissions` are the frame's recorders as submitted to the device's
-    /// queue (each backend's `Submission`, e.g. `[&submission]`, or
-    /// `&submissions` for a `Vec`): the frame's CPU submit time is the
-    /// earliest one's [`cpu_submit_ns`](BackendSubmission::cpu_submit_ns).
-    /// Where every recorder's backend learns by itself when the GPU finished
-    /// it ([`BackendRecorder::ticket`](gpu_counters_hal::BackendRecorder::ticket):
-    /// the Vulkan backend's own command buffers, once committed), the frame
-    /// is done when they are: on Vulkan, once their `Submission`s are waited
-    /// for, polled, reused or dropped, or `Device::wait_idle` returned.
-    /// Nothing is submitted for it then; only a caller blocked on the frame
-    /// ([`Profiler::begin_frame`] waiting for its slot,
-    /// [`Profiler::wait_collect_all`]) queues a marker behind it, in case
-    /// nobody looks at those submissions. Otherwise the profiler queues a
-    /// completion marker behind the frame now
-    /// ([`BackendDevice::submit_marker`]), whose signal says the frame's work
-    /// is done.
-    ///
-    /// No submissions (`[]`) says the frame's work was submitted outside
-    /// gpu-counters (a caller's own command buffers or queue), or not yet:
-    /// the frame has no CPU submit time, and the marker is queued once all
-    /// the frame's samples are seen available. Dropping a frame ends it so.
-    ///
-    /// # Errors
-    /// [`ProfilerError::ForeignFrame`] for a frame of another profiler;
-    /// [`ProfilerError::FrameAbandoned`] for a frame the profiler abandoned
-    /// (its scopes were counted then, and those begun since are counted in
-    /// [`Profiler::dropped_scopes_total`] now); the backend's error when a
-    /// frame marker cannot be submitted.
-    pub fn end_frame<'s>(
-        &self,
-        mut frame: Frame<'_, D>,
-        submissions: impl IntoIterator<Item = &'s Submission<D>>,
-    ) -> Result<()>
-    where
-        Submission<D>: 's,
-    {
-        if !std::ptr::eq(frame.profiler, self) {
-            return Err(ProfilerError::ForeignFrame);
-        }
-        let cpu_submit_ns = submissions
-            .into_iter()
-            .map(BackendSubmission::cpu_submit_ns)
-            .min();
-        frame.finish(cpu_submit_ns)
     }
 
     /// The frames the GPU has finished, oldest first, never waiting. A frame
@@ -613,7 +528,7 @@ impl<D: BackendDevice> Profiler<D> {
     }
 
     /// Hands the next slot (or none) to a new frame.
-    fn lend(&self, st: &mut State<D>, slot: Option<usize>) -> Frame<'_, D> {
+    fn lend(&self, st: &mut State<D>, slot: Option<usize>) -> Lent<D> {
         let index = st.next_frame;
         st.next_frame += 1;
         let (store, recorders) = match slot {
@@ -631,7 +546,12 @@ impl<D: BackendDevice> Profiler<D> {
             stage: Stage::Recording,
             recording: Some(store.clone()),
         });
-        Frame::new(self, index, slot, store, recorders)
+        Lent {
+            index,
+            slot,
+            store,
+            recorders,
+        }
     }
 
     /// Takes back what a frame used when it ends: the ids `0..used` of
@@ -968,236 +888,6 @@ impl<D: BackendDevice> Profiler<D> {
             }
         }
     }
-
-    /// Resolves a frame's samples, with how many scopes the resolve found
-    /// dropped (not ended, abandoned, failed on the GPU); `None` while any
-    /// sample is not available yet.
-    /// One CPU resolve per used page and counter set, covering only the
-    /// samples the frame's scopes took.
-    #[allow(unsafe_code)]
-    fn resolve(
-        &self,
-        store: &FrameStore<D>,
-        ids: u32,
-        drops: DropCounts,
-        index: u64,
-        cpu_submit_ns: Option<u64>,
-    ) -> Result<Option<(FrameResult, u32)>> {
-        let n = ids as usize;
-        let per = self.options.max_scopes_per_frame as usize;
-        let used = n.div_ceil(per);
-        let mut resolved = lock(&self.resolved);
-        let Resolved {
-            stamps,
-            stats,
-            position,
-        } = &mut *resolved;
-        stamps.resize_with(stamps.len().max(used), ResolvedTimestamps::default);
-        let mut pages_with_stats = 0;
-        for (p, page, count) in store.used_pages(ids, per as u32) {
-            let range = 0..2 * count as u64;
-            let r = &mut stamps[p];
-            page.timestamps.resolve_timestamps_into(range.clone(), r)?;
-            if r.count(SampleStatus::NotReady) > 0 {
-                return Ok(None);
-            }
-            if let Some(sb) = &page.statistics {
-                if stats.len() <= p {
-                    stats.resize_with(p + 1, ResolvedCounters::default);
-                }
-                let r = &mut stats[p];
-                sb.resolve_counter_range_into(range, r)?;
-                if r.count(SampleStatus::NotReady) > 0 {
-                    return Ok(None);
-                }
-                pages_with_stats += 1;
-            }
-        }
-        let stats = &stats[..pages_with_stats.min(stats.len())];
-        let with_stats = self.options.statistics && pages_with_stats == used;
-
-        let cpu_complete_ns = cpu_monotonic_ns();
-        let mut calibration = lock(&self.calibration);
-        self.device.refresh_calibration(&mut calibration)?;
-
-        let mut drops = drops;
-        let mut gpu_failed = 0u32;
-        let mut abandoned = 0u32;
-        let mut not_ended = 0u32;
-        // Result position of each scope, NO_SCOPE where it has none.
-        position.clear();
-        position.resize(n, NO_SCOPE);
-        // A spare vector still holds an earlier frame's results: the first
-        // `len` become this frame's, overwritten in place; the rest go.
-        let mut scopes: Vec<ScopeResult> = lock(&self.spare_scopes).pop().unwrap_or_default();
-        scopes.reserve(n.saturating_sub(scopes.len()));
-        let mut len = 0usize;
-        let convert = calibration.converter();
-        for (p, page, count) in store.used_pages(ids, per as u32) {
-            let stamps = &stamps[p];
-            if stamps.span_count() != count {
-                return Err(ProfilerError::Counters(gpu_counters_hal::Error::Internal(
-                    format!(
-                        "profiler: a page of {count} scopes resolved {} samples",
-                        stamps.len()
-                    ),
-                )));
-            }
-            // Scope `k` of the page sampled `2 * k` and the next index: the
-            // page's span `k`, in step with its record. The closure is
-            // inlined into both of the loops (one a scope).
-            let records = &page.records[..count];
-            stamps.for_each_span_with(
-                records,
-                #[inline(always)]
-                |k, rec, (t0, s0), (t1, s1)| {
-                    // Failed scopes were counted when the recording failed.
-                    let word = rec.load();
-                    if word.state() != state::ENDED {
-                        not_ended +=
-                            u32::from(matches!(word.state(), state::OPEN | state::DROPPED));
-                        return;
-                    }
-                    let at = 2 * k;
-                    if s0 == SampleStatus::NotWritten && s1 == SampleStatus::NotWritten {
-                        // Recorded, so only a command buffer dropped unsubmitted
-                        // leaves both unwritten.
-                        abandoned += 1;
-                        return;
-                    }
-                    if s0 != SampleStatus::Written || s1 != SampleStatus::Written {
-                        gpu_failed += 1;
-                        return;
-                    }
-                    // SAFETY: the store is back in its ring slot (its frame
-                    // ended), so no scope of it is being recorded.
-                    let meta = unsafe { rec.meta() };
-                    let statistics = if self.options.statistics && word.statistics() {
-                        match stats
-                            .get(p)
-                            .filter(|_| with_stats)
-                            .map(|r| r.statistics_between(at, at + 1))
-                        {
-                            Some(Ok(SampleValue::Value(counted))) => Some(Box::new(counted)),
-                            _ => {
-                                gpu_failed += 1;
-                                return;
-                            }
-                        }
-                    } else {
-                        None
-                    };
-                    // The nearest enclosing scope that has a result.
-                    let mut parent = NO_SCOPE;
-                    let mut up = word.parent();
-                    while up != NO_SCOPE {
-                        let pos = position[up as usize];
-                        if pos != NO_SCOPE {
-                            parent = pos;
-                            break;
-                        }
-                        up = store.cell(up, per as u32).map_or(NO_SCOPE, |c| c.parent());
-                    }
-                    let (parent, depth) = match parent {
-                        NO_SCOPE => (None, 0),
-                        p => (Some(p as usize), scopes[p as usize].depth + 1),
-                    };
-                    // A scope whose timestamps do not convert (or end before they
-                    // start) failed: it gets no made-up time.
-                    let Ok((start_ns, end_ns, error_bound_ns)) = convert.span_to_cpu_ns(t0, t1)
-                    else {
-                        gpu_failed += 1;
-                        return;
-                    };
-                    if end_ns < start_ns {
-                        gpu_failed += 1;
-                        return;
-                    }
-                    position[p * per + k] = len as u32;
-                    match scopes.get_mut(len) {
-                        Some(old) => {
-                            // Overwritten in place. Every field is named, so
-                            // a new one cannot be left out. A steady frame
-                            // repeats its labels and threads: where an
-                            // earlier frame's result holds the same shared
-                            // string, it stays (no drop, no clone).
-                            let ScopeResult {
-                                label: old_label,
-                                kind: old_kind,
-                                thread: old_thread,
-                                depth: old_depth,
-                                parent: old_parent,
-                                start_ns: old_start_ns,
-                                end_ns: old_end_ns,
-                                duration_ns: old_duration_ns,
-                                start_ticks: old_start_ticks,
-                                end_ticks: old_end_ticks,
-                                error_bound_ns: old_error_bound_ns,
-                                statistics: old_statistics,
-                            } = old;
-                            if !old_label.is_same(&meta.label) {
-                                *old_label = meta.label.clone();
-                            }
-                            if !old_thread.is_same(&meta.thread) {
-                                *old_thread = meta.thread.clone();
-                            }
-                            *old_kind = word.kind();
-                            *old_depth = depth;
-                            *old_parent = parent;
-                            *old_start_ns = start_ns;
-                            *old_end_ns = end_ns;
-                            *old_duration_ns = end_ns - start_ns;
-                            *old_start_ticks = t0;
-                            *old_end_ticks = t1;
-                            *old_error_bound_ns = error_bound_ns;
-                            *old_statistics = statistics;
-                        }
-                        None => scopes.push(ScopeResult {
-                            label: meta.label.clone(),
-                            kind: word.kind(),
-                            thread: meta.thread.clone(),
-                            depth,
-                            parent,
-                            start_ns,
-                            end_ns,
-                            duration_ns: end_ns - start_ns,
-                            start_ticks: t0,
-                            end_ticks: t1,
-                            error_bound_ns,
-                            statistics,
-                        }),
-                    }
-                    len += 1;
-                },
-            );
-        }
-        scopes.truncate(len);
-        drop(calibration);
-        drops.failed += gpu_failed;
-        drops.abandoned += abandoned;
-        drops.not_ended += not_ended;
-        let result = FrameResult {
-            index,
-            queue: self.queue_name.clone(),
-            cpu_submit_ns,
-            cpu_complete_ns,
-            scopes,
-            dropped_scopes: drops.total(),
-            drops,
-        };
-        Ok(Some((result, gpu_failed + abandoned + not_ended)))
-    }
-}
-
-/// What frames are resolved into, kept between collects so that resolving
-/// allocates nothing.
-#[derive(Default)]
-struct Resolved {
-    /// Per page: timestamps, and statistics.
-    stamps: Vec<ResolvedTimestamps>,
-    stats: Vec<ResolvedCounters>,
-    /// Per scope: its place in the results.
-    position: Vec<u32>,
 }
 
 impl<D: BackendDevice> Drop for Profiler<D> {

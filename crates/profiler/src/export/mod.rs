@@ -4,7 +4,9 @@
 //!   `chrome://tracing` open; one track per queue, statistics as counters.
 //! - [`perfetto`] (feature `perfetto`, on by default): Perfetto's native
 //!   protobuf trace, written frame by frame in bounded memory; GPU tracks
-//!   per device and queue, statistics as counter tracks.
+//!   per device and queue, statistics as counter tracks. It writes through
+//!   [`perfetto_gpu`]'s streaming writer, which `gpu-counters record`
+//!   writes its traces with too.
 //! - [`tracy`]: what to hand to the Tracy profiler for each frame, as a
 //!   sequence of calls; with the feature `tracy`, a sink that streams a
 //!   profiler's frames into a running Tracy client.

@@ -1,4 +1,6 @@
-//! Perfetto's native protobuf trace, written frame by frame.
+//! Perfetto's native protobuf trace, written frame by frame through
+//! [`GpuTraceWriter`], the writer `gpu-counters record` writes its traces
+//! with: one encoder of Perfetto's model for both.
 //!
 //! Open the file in <https://ui.perfetto.dev> (or `trace_processor`). Unlike
 //! the Chrome JSON export, which Perfetto imports "best effort", this is the
@@ -7,10 +9,11 @@
 //!
 //! # Layout
 //!
-//! Every packet is on one trusted sequence and stamped on
-//! `BUILTIN_CLOCK_MONOTONIC`, the clock of the timeline; a clock snapshot
-//! first names it the trace's primary clock, so the times Perfetto shows are
-//! the timeline's `CLOCK_MONOTONIC` nanoseconds, unconverted.
+//! Every packet is on one trusted sequence; the first sets
+//! `BUILTIN_CLOCK_MONOTONIC`, the clock of the timeline, as every packet's
+//! clock (the sequence's packet defaults) and, in a clock snapshot, as the
+//! trace's primary clock, so the times Perfetto shows are the timeline's
+//! `CLOCK_MONOTONIC` nanoseconds, unconverted.
 //!
 //! - one track per device, `GPU <device>`, grouping:
 //!   - `CPU submit→complete`: one slice per frame (`frame N`) from its CPU
@@ -37,20 +40,19 @@
 //!
 //! # Bounded memory
 //!
-//! [`PerfettoWriter`] encodes each frame's packets as the frame arrives (in
-//! batches of at most [`BATCH_PACKETS`] packets, each batch one `Trace`
-//! message: concatenated `Trace` messages are one trace) and writes them
-//! through a buffer of [`BUFFER_BYTES`](super::BUFFER_BYTES), so a frame
-//! costs about what a `BufWriter` write does, whatever the writer; the
-//! buffer reaches the writer when full, at [`PerfettoWriter::flush`] and at
-//! [`PerfettoWriter::finish`]. What it keeps between frames is per track
-//! (devices, queues, overlap lanes, counter tracks: one entry per distinct
-//! name it was given) and a table of interned slice names: at most
-//! [`MAX_INTERNED_NAMES`] names of at most [`MAX_INTERNED_NAME_BYTES`]
+//! [`PerfettoWriter`] encodes each frame's packets as the frame arrives and
+//! writes them through a buffer of [`BUFFER_BYTES`](super::BUFFER_BYTES),
+//! so a frame costs about what a `BufWriter` write does, whatever the
+//! writer; the buffer reaches the writer when full, at
+//! [`PerfettoWriter::flush`] and at [`PerfettoWriter::finish`]. What it
+//! keeps between frames is per track (devices, queues, overlap lanes,
+//! counter tracks: one entry per distinct name it was given) and
+//! [`GpuTraceWriter`]'s tables of interned names: at most
+//! [`MAX_INTERNED_NAMES`] slice names of at most [`MAX_INTERNED_NAME_BYTES`]
 //! bytes each (under 24 MiB with the table's own overhead; other names are
-//! written inline in their events). A trace of any number of frames is
-//! written in memory bounded by the largest frame, the tracks and that
-//! table.
+//! written inline in their events), and the few categories and annotation
+//! names. A trace of any number of frames is written in memory bounded by
+//! the largest frame, the tracks and those tables.
 //!
 //! # Why `perfetto_protos`
 //!
@@ -60,42 +62,20 @@
 //! crate on crates.io that ships Perfetto's trace schema as plain messages;
 //! `perfetto-sdk` (Google's) records live in-process through the Perfetto C
 //! library rather than writing a trace from data we already hold, and the
-//! other crates bundle hand-picked subsets inside unrelated frameworks. No
-//! protobuf encoding is written by hand here.
+//! other crates bundle hand-picked subsets inside unrelated frameworks.
 
 use super::lanes::{frame_queues, queue_items, LaneEvent, Lanes};
+use super::perfetto_gpu::{
+    AnnotationValue, ClockReadings, CounterUnit, GpuTraceWriter, Slice, TrackSpec, TrackUuid,
+};
+use super::Fused;
 use gpu_counters_hal::timeline::{Timeline, TimelineFrame, TimelineInterval};
 use gpu_counters_hal::CounterResultStatistic;
-use perfetto_protos::builtin_clock::BuiltinClock;
-use perfetto_protos::clock_snapshot::{clock_snapshot::Clock, ClockSnapshot};
-use perfetto_protos::counter_descriptor::{counter_descriptor::Unit, CounterDescriptor};
-use perfetto_protos::debug_annotation::{debug_annotation, DebugAnnotation, DebugAnnotationName};
-use perfetto_protos::interned_data::InternedData;
-use perfetto_protos::trace::Trace;
-use perfetto_protos::trace_packet::{trace_packet::SequenceFlags, TracePacket};
-use perfetto_protos::track_descriptor::{track_descriptor, TrackDescriptor};
-use perfetto_protos::track_event::{track_event, EventCategory, EventName, TrackEvent};
-use protobuf::{EnumOrUnknown, Message, MessageField};
-use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
 use thiserror::Error;
 
 pub use super::chrome::CPU_TRACK_NAME;
-
-/// Packets written per `Trace` message at most.
-pub const BATCH_PACKETS: usize = 4096;
-
-/// Distinct slice names interned at most; names first seen after the table
-/// is full are written inline in their events.
-pub const MAX_INTERNED_NAMES: usize = 65_536;
-
-/// Longest slice name interned, in bytes; longer names are written inline
-/// in each of their events, so the table of interned names stays under
-/// [`MAX_INTERNED_NAMES`] times this.
-pub const MAX_INTERNED_NAME_BYTES: usize = 256;
-
-/// The packet sequence every packet is on.
-const SEQUENCE_ID: u32 = 1;
+pub use super::perfetto_gpu::{MAX_INTERNED_NAMES, MAX_INTERNED_NAME_BYTES};
 
 /// The first track uuid (the rest count up from it): an arbitrary constant,
 /// so that the tracks of a trace are the same from one run to the next and
@@ -123,52 +103,35 @@ impl From<PerfettoError> for io::Error {
     }
 }
 
+/// The trace writer's error, typed: an encoding error that it carried
+/// inside an [`io::Error`] comes out as [`PerfettoError::Encode`].
+fn typed(e: io::Error) -> PerfettoError {
+    if !e.get_ref().is_some_and(|r| r.is::<protobuf::Error>()) {
+        return PerfettoError::Io(e);
+    }
+    match e.into_inner().map(|r| r.downcast::<protobuf::Error>()) {
+        Some(Ok(p)) => PerfettoError::Encode(*p),
+        Some(Err(r)) => PerfettoError::Io(io::Error::other(r)),
+        None => PerfettoError::Io(io::Error::other("encoding the Perfetto trace")),
+    }
+}
+
 /// The result type of this module.
 pub type Result<T, E = PerfettoError> = std::result::Result<T, E>;
 
-/// Names of the debug annotations, interned once per trace; an annotation's
-/// iid is its index here plus one.
-const ANNOTATIONS: [&str; 14] = [
-    "frame",
-    "depth",
-    "thread",
-    "start_ns",
-    "end_ns",
-    "duration_ns",
-    "start_ticks",
-    "end_ticks",
-    "error_bound_ns",
-    "cpu_submit_ns",
-    "cpu_complete_ns",
-    "intervals",
-    "gpu_start_ns",
-    "gpu_end_ns",
-];
-/// The statistics' annotations come after [`ANNOTATIONS`].
-const STATISTICS_IID: u64 = ANNOTATIONS.len() as u64 + 1;
-
-fn annotation_iid(name: &str) -> u64 {
-    ANNOTATIONS
-        .iter()
-        .position(|a| *a == name)
-        .map_or(0, |i| i as u64 + 1)
-}
-
-/// Categories, interned once per trace: the pass kinds and `cpu`.
-const CATEGORIES: [&str; 5] = ["compute", "render", "blit", "scope", "cpu"];
-
-fn category_iid(name: &str) -> u64 {
-    CATEGORIES
-        .iter()
-        .position(|c| *c == name)
-        .map_or(0, |i| i as u64 + 1)
+/// The output before the first packet, then the trace writer on it.
+enum Output<W: Write> {
+    Idle(BufWriter<Fused<W>>),
+    Writing(Box<GpuTraceWriter<BufWriter<Fused<W>>>>),
+    /// Starting the trace failed: the output went with the error.
+    Lost,
 }
 
 /// One logical track and its overlap lanes (lane 0 is the track itself).
 #[derive(Debug)]
 struct LaneTracks {
     name: String,
-    uuids: Vec<u64>,
+    uuids: Vec<TrackUuid>,
     lanes: Lanes<usize>,
 }
 
@@ -186,13 +149,13 @@ impl LaneTracks {
 struct QueueTracks {
     slices: LaneTracks,
     /// Counter track uuid per statistic, once it has one.
-    counters: [Option<u64>; CounterResultStatistic::FIELDS],
+    counters: [Option<TrackUuid>; CounterResultStatistic::FIELDS],
 }
 
 #[derive(Debug)]
 struct DeviceTracks {
     name: String,
-    uuid: u64,
+    uuid: TrackUuid,
     cpu: LaneTracks,
     queues: Vec<QueueTracks>,
     /// Next `sibling_order_rank` of a child track.
@@ -202,15 +165,18 @@ struct DeviceTracks {
 /// A streaming Perfetto trace writer (see the [module documentation](self)
 /// for the layout): [`PerfettoWriter::write_frame`] as frames arrive, then
 /// [`PerfettoWriter::finish`].
-#[derive(Debug)]
 pub struct PerfettoWriter<W: Write> {
-    out: io::BufWriter<super::Fused<W>>,
-    batch: Trace,
-    started: bool,
-    next_uuid: u64,
+    out: Output<W>,
     devices: Vec<DeviceTracks>,
-    names: HashMap<String, u64>,
-    packets: u64,
+}
+
+impl<W: Write> std::fmt::Debug for PerfettoWriter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerfettoWriter")
+            .field("devices", &self.devices)
+            .field("packets", &self.packets())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Writes `timeline` as a Perfetto trace to `w` (see the
@@ -225,29 +191,10 @@ pub fn write_perfetto<W: Write + ?Sized>(timeline: &Timeline, w: &mut W) -> io::
     Ok(())
 }
 
-fn uint(iid: u64, value: u64) -> DebugAnnotation {
-    let mut a = DebugAnnotation::new();
-    a.name_field = Some(debug_annotation::Name_field::NameIid(iid));
-    a.value = Some(debug_annotation::Value::UintValue(value));
-    a
-}
-
-fn string(iid: u64, value: &str) -> DebugAnnotation {
-    let mut a = DebugAnnotation::new();
-    a.name_field = Some(debug_annotation::Name_field::NameIid(iid));
-    a.value = Some(debug_annotation::Value::StringValue(value.to_string()));
-    a
-}
-
-fn track(uuid: u64, parent: Option<u64>, name: &str, rank: Option<i32>) -> TrackDescriptor {
-    let mut t = TrackDescriptor::new();
-    t.uuid = Some(uuid);
-    t.parent_uuid = parent;
-    t.static_or_dynamic_name = Some(track_descriptor::Static_or_dynamic_name::Name(
-        name.to_string(),
-    ));
-    t.sibling_order_rank = rank;
-    t
+fn lane_of<T>(e: &LaneEvent<T>) -> usize {
+    match e {
+        LaneEvent::Begin { lane, .. } | LaneEvent::End { lane, .. } => *lane,
+    }
 }
 
 impl<W: Write> PerfettoWriter<W> {
@@ -255,19 +202,17 @@ impl<W: Write> PerfettoWriter<W> {
     /// written before the first frame (or [`PerfettoWriter::finish`]).
     pub fn new(out: W) -> Self {
         Self {
-            out: super::buffered(out),
-            batch: Trace::new(),
-            started: false,
-            next_uuid: FIRST_UUID,
+            out: Output::Idle(super::buffered(out)),
             devices: Vec::new(),
-            names: HashMap::new(),
-            packets: 0,
         }
     }
 
     /// Packets written so far (including those still buffered).
     pub fn packets(&self) -> u64 {
-        self.packets
+        match &self.out {
+            Output::Writing(w) => w.packets_written(),
+            Output::Idle(_) | Output::Lost => 0,
+        }
     }
 
     /// Writes every frame of `timeline`, on its device.
@@ -293,10 +238,9 @@ impl<W: Write> PerfettoWriter<W> {
         for e in events.drain(..) {
             let uuid = self.lane_uuid(d, None, lane_of(&e))?;
             match e {
-                LaneEvent::Begin { at, .. } => self.frame_begin(uuid, at, frame),
-                LaneEvent::End { at, .. } => self.slice_end(uuid, at),
+                LaneEvent::Begin { at, .. } => self.frame_begin(uuid, at, frame)?,
+                LaneEvent::End { at, .. } => self.slice_end(uuid, at)?,
             }
-            self.maybe_flush()?;
         }
 
         // The intervals, queue by queue in order of first appearance.
@@ -311,11 +255,10 @@ impl<W: Write> PerfettoWriter<W> {
                 let uuid = self.lane_uuid(d, Some(q), lane_of(&e))?;
                 match e {
                     LaneEvent::Begin { item, at, .. } => {
-                        self.interval_begin(uuid, at, frame.index, &frame.intervals[item])
+                        self.interval_begin(uuid, at, frame.index, &frame.intervals[item])?
                     }
-                    LaneEvent::End { at, .. } => self.slice_end(uuid, at),
+                    LaneEvent::End { at, .. } => self.slice_end(uuid, at)?,
                 }
-                self.maybe_flush()?;
             }
 
             let with_stats: Vec<(&TimelineInterval, CounterResultStatistic)> = frame
@@ -334,20 +277,22 @@ impl<W: Write> PerfettoWriter<W> {
                         None if v == 0 => continue,
                         None => self.counter_track(d, q, k)?,
                     };
-                    self.counter(uuid, t, v);
-                    self.maybe_flush()?;
+                    self.trace()?.counter(uuid, t, v).map_err(typed)?;
                 }
             }
         }
-        self.flush_batch()
+        Ok(())
     }
 
     /// Writes what is buffered and flushes the output: what the output
     /// holds is then a trace of the frames written so far (empty before
     /// the first frame).
     pub fn flush(&mut self) -> Result<()> {
-        self.flush_batch()?;
-        self.out.flush()?;
+        match &mut self.out {
+            Output::Idle(out) => out.flush()?,
+            Output::Writing(w) => w.flush()?,
+            Output::Lost => return Err(Self::lost()),
+        }
         Ok(())
     }
 
@@ -355,86 +300,43 @@ impl<W: Write> PerfettoWriter<W> {
     /// writer given no frame writes a trace with just its clock snapshot.
     pub fn finish(mut self) -> Result<W> {
         self.start(0)?;
-        self.flush()?;
-        let out = self.out.into_inner().map_err(|e| e.into_error())?;
+        let Output::Writing(w) = self.out else {
+            return Err(Self::lost());
+        };
+        let out = w.into_inner().map_err(typed)?;
+        let out = out.into_inner().map_err(|e| e.into_error())?;
         Ok(out.into_inner())
     }
 
-    fn push(&mut self, mut packet: TracePacket) {
-        packet.set_trusted_packet_sequence_id(SEQUENCE_ID);
-        self.batch.packet.push(packet);
-        self.packets += 1;
+    fn lost() -> PerfettoError {
+        PerfettoError::Io(io::Error::other("an earlier write to this output failed"))
     }
 
-    fn maybe_flush(&mut self) -> Result<()> {
-        if self.batch.packet.len() >= BATCH_PACKETS {
-            self.flush_batch()?;
+    /// The trace writer, once started.
+    fn trace(&mut self) -> Result<&mut GpuTraceWriter<BufWriter<Fused<W>>>> {
+        match &mut self.out {
+            Output::Writing(w) => Ok(w),
+            Output::Idle(_) | Output::Lost => Err(Self::lost()),
         }
-        Ok(())
     }
 
-    fn flush_batch(&mut self) -> Result<()> {
-        if !self.batch.packet.is_empty() {
-            self.batch.write_to_writer(&mut self.out)?;
-            self.batch.packet.clear();
-        }
-        Ok(())
-    }
-
-    /// The first packet: the clock snapshot that makes `CLOCK_MONOTONIC`
-    /// the trace's clock, and the interned annotation names and categories.
+    /// The first packet: the packet defaults and the clock snapshot that
+    /// make `CLOCK_MONOTONIC` the trace's clock.
     fn start(&mut self, now_ns: u64) -> Result<()> {
-        if self.started {
+        if !matches!(self.out, Output::Idle(_)) {
             return Ok(());
         }
-        self.started = true;
-        let mut snapshot = ClockSnapshot::new();
-        let mut clock = Clock::new();
-        clock.clock_id = Some(BuiltinClock::BUILTIN_CLOCK_MONOTONIC as u32);
-        clock.timestamp = Some(now_ns);
-        snapshot.clocks.push(clock);
-        snapshot.primary_trace_clock =
-            Some(EnumOrUnknown::new(BuiltinClock::BUILTIN_CLOCK_MONOTONIC));
-        let mut interned = InternedData::new();
-        let statistics = CounterResultStatistic::default().named();
-        for (n, name) in ANNOTATIONS
-            .iter()
-            .copied()
-            .chain(statistics.iter().map(|(name, _)| *name))
-            .enumerate()
-        {
-            let mut a = DebugAnnotationName::new();
-            a.iid = Some(n as u64 + 1);
-            a.name = Some(name.to_string());
-            interned.debug_annotation_names.push(a);
-        }
-        for (n, name) in CATEGORIES.iter().enumerate() {
-            let mut c = EventCategory::new();
-            c.iid = Some(n as u64 + 1);
-            c.name = Some(name.to_string());
-            interned.event_categories.push(c);
-        }
-        let mut packet = TracePacket::new();
-        packet.timestamp = Some(now_ns);
-        packet.timestamp_clock_id = Some(BuiltinClock::BUILTIN_CLOCK_MONOTONIC as u32);
-        packet.set_clock_snapshot(snapshot);
-        packet.interned_data = MessageField::some(interned);
-        packet.sequence_flags = Some(SequenceFlags::SEQ_INCREMENTAL_STATE_CLEARED as u32);
-        packet.first_packet_on_sequence = Some(true);
-        self.push(packet);
+        let Output::Idle(out) = std::mem::replace(&mut self.out, Output::Lost) else {
+            return Ok(());
+        };
+        let clocks = ClockReadings {
+            monotonic_ns: now_ns,
+            boottime_ns: None,
+            realtime_ns: None,
+        };
+        let w = GpuTraceWriter::with_first_uuid(out, clocks, FIRST_UUID).map_err(typed)?;
+        self.out = Output::Writing(Box::new(w));
         Ok(())
-    }
-
-    fn uuid(&mut self) -> u64 {
-        let u = self.next_uuid;
-        self.next_uuid += 1;
-        u
-    }
-
-    fn descriptor(&mut self, t: TrackDescriptor) {
-        let mut packet = TracePacket::new();
-        packet.set_track_descriptor(t);
-        self.push(packet);
     }
 
     /// The device's index, writing its track (and its CPU track's) when new.
@@ -442,12 +344,12 @@ impl<W: Write> PerfettoWriter<W> {
         if let Some(d) = self.devices.iter().position(|d| d.name == name) {
             return Ok(d);
         }
-        let uuid = self.uuid();
-        let mut t = track(uuid, None, &format!("GPU {name}"), None);
-        t.child_ordering = Some(EnumOrUnknown::new(
-            track_descriptor::ChildTracksOrdering::EXPLICIT,
-        ));
-        self.descriptor(t);
+        let track = format!("GPU {name}");
+        let spec = TrackSpec {
+            ranked_children: true,
+            ..TrackSpec::root(&track)
+        };
+        let uuid = self.trace()?.named_track(&spec).map_err(typed)?;
         self.devices.push(DeviceTracks {
             name: name.to_string(),
             uuid,
@@ -484,6 +386,16 @@ impl<W: Write> PerfettoWriter<W> {
         r
     }
 
+    /// Writes a child track of device `d`, next in its order.
+    fn child_track(&mut self, d: usize, name: &str, counter: Option<CounterUnit>) -> Result<u64> {
+        let spec = TrackSpec {
+            rank: Some(self.rank(d)),
+            counter,
+            ..TrackSpec::child(self.devices[d].uuid, name)
+        };
+        self.trace()?.named_track(&spec).map_err(typed)
+    }
+
     /// The uuid of lane `lane` of the CPU track (`queue` `None`) or of a
     /// queue's track, writing the lane's track when new.
     fn lane_uuid(&mut self, d: usize, queue: Option<usize>, lane: usize) -> Result<u64> {
@@ -499,10 +411,7 @@ impl<W: Write> PerfettoWriter<W> {
             0 => tracks.name.clone(),
             n => format!("{} (overlap {n})", tracks.name),
         };
-        let uuid = self.uuid();
-        let rank = self.rank(d);
-        let parent = self.devices[d].uuid;
-        self.descriptor(track(uuid, Some(parent), &name, Some(rank)));
+        let uuid = self.child_track(d, &name, None)?;
         let tracks = match queue {
             None => &mut self.devices[d].cpu,
             Some(q) => &mut self.devices[d].queues[q].slices,
@@ -513,134 +422,78 @@ impl<W: Write> PerfettoWriter<W> {
 
     /// Writes the counter track of statistic `k` on queue `q` of device `d`.
     fn counter_track(&mut self, d: usize, q: usize, k: usize) -> Result<u64> {
-        let uuid = self.uuid();
-        let rank = self.rank(d);
-        let parent = self.devices[d].uuid;
         let stat = CounterResultStatistic::default().named()[k].0;
         let name = format!("{} {stat}", self.devices[d].queues[q].slices.name);
-        let mut t = track(uuid, Some(parent), &name, Some(rank));
-        let mut c = CounterDescriptor::new();
-        c.unit = Some(EnumOrUnknown::new(Unit::UNIT_COUNT));
-        t.counter = MessageField::some(c);
-        self.descriptor(t);
+        let uuid = self.child_track(d, &name, Some(CounterUnit::Count))?;
         self.devices[d].queues[q].counters[k] = Some(uuid);
         Ok(uuid)
     }
 
-    fn event_packet(&mut self, at: u64, event: TrackEvent, interned: Option<InternedData>) {
-        let mut packet = TracePacket::new();
-        packet.timestamp = Some(at);
-        packet.timestamp_clock_id = Some(BuiltinClock::BUILTIN_CLOCK_MONOTONIC as u32);
-        packet.sequence_flags = Some(SequenceFlags::SEQ_NEEDS_INCREMENTAL_STATE as u32);
-        if let Some(i) = interned {
-            packet.interned_data = MessageField::some(i);
-        }
-        packet.set_track_event(event);
-        self.push(packet);
-    }
-
-    /// Sets the event's name, interned when the table has room (the new
-    /// name's interned data is returned, for the event's packet).
-    fn name(&mut self, event: &mut TrackEvent, name: &str) -> Option<InternedData> {
-        if let Some(&iid) = self.names.get(name) {
-            event.name_field = Some(track_event::Name_field::NameIid(iid));
-            return None;
-        }
-        if self.names.len() >= MAX_INTERNED_NAMES || name.len() > MAX_INTERNED_NAME_BYTES {
-            event.name_field = Some(track_event::Name_field::Name(name.to_string()));
-            return None;
-        }
-        let iid = self.names.len() as u64 + 1;
-        self.names.insert(name.to_string(), iid);
-        event.name_field = Some(track_event::Name_field::NameIid(iid));
-        let mut n = EventName::new();
-        n.iid = Some(iid);
-        n.name = Some(name.to_string());
-        let mut interned = InternedData::new();
-        interned.event_names.push(n);
-        Some(interned)
-    }
-
-    fn begin_event(track_uuid: u64, category: &str) -> TrackEvent {
-        let mut e = TrackEvent::new();
-        e.type_ = Some(EnumOrUnknown::new(track_event::Type::TYPE_SLICE_BEGIN));
-        e.track_uuid = Some(track_uuid);
-        e.category_iids.push(category_iid(category));
-        e
-    }
-
-    fn interval_begin(&mut self, uuid: u64, at: u64, frame: u64, i: &TimelineInterval) {
-        let mut e = Self::begin_event(uuid, i.kind.name());
-        let interned = self.name(&mut e, &i.label);
-        let a = &mut e.debug_annotations;
-        a.push(uint(annotation_iid("frame"), frame));
-        a.push(uint(annotation_iid("depth"), u64::from(i.depth)));
+    fn interval_begin(
+        &mut self,
+        uuid: u64,
+        at: u64,
+        frame: u64,
+        i: &TimelineInterval,
+    ) -> Result<()> {
+        use AnnotationValue::Uint;
+        let mut a = Vec::with_capacity(9 + CounterResultStatistic::FIELDS);
+        a.push(("frame", Uint(frame)));
+        a.push(("depth", Uint(u64::from(i.depth))));
         if let Some(thread) = &i.thread {
-            a.push(string(annotation_iid("thread"), thread));
+            a.push(("thread", AnnotationValue::Str(thread)));
         }
-        a.push(uint(annotation_iid("start_ns"), i.start_ns));
-        a.push(uint(annotation_iid("end_ns"), i.end_ns));
-        a.push(uint(annotation_iid("duration_ns"), i.duration_ns()));
-        a.push(uint(annotation_iid("start_ticks"), i.start_ticks));
-        a.push(uint(annotation_iid("end_ticks"), i.end_ticks));
-        a.push(uint(annotation_iid("error_bound_ns"), i.error_bound_ns));
+        a.push(("start_ns", Uint(i.start_ns)));
+        a.push(("end_ns", Uint(i.end_ns)));
+        a.push(("duration_ns", Uint(i.duration_ns())));
+        a.push(("start_ticks", Uint(i.start_ticks)));
+        a.push(("end_ticks", Uint(i.end_ticks)));
+        a.push(("error_bound_ns", Uint(i.error_bound_ns)));
         if let Some(stats) = &i.statistics {
-            for (k, value) in stats.to_array().into_iter().enumerate() {
-                a.push(uint(STATISTICS_IID + k as u64, value));
-            }
+            a.extend(stats.named().map(|(name, value)| (name, Uint(value))));
         }
-        self.event_packet(at, e, interned);
+        let slice = Slice {
+            name: &i.label,
+            intern_name: true,
+            category: Some(i.kind.name()),
+            launched: None,
+            annotations: &a,
+        };
+        self.trace()?.begin_slice(uuid, at, &slice).map_err(typed)
     }
 
-    fn frame_begin(&mut self, uuid: u64, at: u64, frame: &TimelineFrame) {
-        let mut e = Self::begin_event(uuid, "cpu");
-        e.name_field = Some(track_event::Name_field::Name(format!(
-            "frame {}",
-            frame.index
-        )));
-        let a = &mut e.debug_annotations;
-        a.push(uint(annotation_iid("frame"), frame.index));
-        a.push(uint(annotation_iid("cpu_submit_ns"), frame.cpu_submit_ns));
-        a.push(uint(
-            annotation_iid("cpu_complete_ns"),
-            frame.cpu_complete_ns,
-        ));
-        a.push(uint(
-            annotation_iid("duration_ns"),
-            frame.cpu_complete_ns.saturating_sub(frame.cpu_submit_ns),
-        ));
-        a.push(uint(
-            annotation_iid("intervals"),
-            frame.intervals.len() as u64,
-        ));
+    fn frame_begin(&mut self, uuid: u64, at: u64, frame: &TimelineFrame) -> Result<()> {
+        use AnnotationValue::Uint;
+        let mut a = vec![
+            ("frame", Uint(frame.index)),
+            ("cpu_submit_ns", Uint(frame.cpu_submit_ns)),
+            ("cpu_complete_ns", Uint(frame.cpu_complete_ns)),
+            (
+                "duration_ns",
+                Uint(frame.cpu_complete_ns.saturating_sub(frame.cpu_submit_ns)),
+            ),
+            ("intervals", Uint(frame.intervals.len() as u64)),
+        ];
         if let (Some(s), Some(end)) = (
             frame.intervals.iter().map(|i| i.start_ns).min(),
             frame.intervals.iter().map(|i| i.end_ns).max(),
         ) {
-            a.push(uint(annotation_iid("gpu_start_ns"), s));
-            a.push(uint(annotation_iid("gpu_end_ns"), end));
+            a.push(("gpu_start_ns", Uint(s)));
+            a.push(("gpu_end_ns", Uint(end)));
         }
-        self.event_packet(at, e, None);
+        // A name used once is smaller inline.
+        let name = format!("frame {}", frame.index);
+        let slice = Slice {
+            name: &name,
+            intern_name: false,
+            category: Some("cpu"),
+            launched: None,
+            annotations: &a,
+        };
+        self.trace()?.begin_slice(uuid, at, &slice).map_err(typed)
     }
 
-    fn slice_end(&mut self, uuid: u64, at: u64) {
-        let mut e = TrackEvent::new();
-        e.type_ = Some(EnumOrUnknown::new(track_event::Type::TYPE_SLICE_END));
-        e.track_uuid = Some(uuid);
-        self.event_packet(at, e, None);
-    }
-
-    fn counter(&mut self, uuid: u64, at: u64, value: i64) {
-        let mut e = TrackEvent::new();
-        e.type_ = Some(EnumOrUnknown::new(track_event::Type::TYPE_COUNTER));
-        e.track_uuid = Some(uuid);
-        e.counter_value_field = Some(track_event::Counter_value_field::CounterValue(value));
-        self.event_packet(at, e, None);
-    }
-}
-
-fn lane_of<T>(e: &LaneEvent<T>) -> usize {
-    match e {
-        LaneEvent::Begin { lane, .. } | LaneEvent::End { lane, .. } => *lane,
+    fn slice_end(&mut self, uuid: u64, at: u64) -> Result<()> {
+        self.trace()?.slice_end(uuid, at).map_err(typed)
     }
 }

@@ -21,9 +21,12 @@
 //!   iid space, so a kernel's name and shape cost nothing per kernel after
 //!   its first. Its `context` is an interned `InternedGraphicsContext`
 //!   ([`GpuTraceWriter::graphics_context`]).
-//! - CPU side: process and thread track descriptors, named child tracks,
-//!   slices (`TYPE_SLICE_BEGIN`/`END`, names and categories interned), and
-//!   instants. A slice begin may name the render-stage event it launched:
+//! - CPU side: process and thread track descriptors, named tracks
+//!   ([`GpuTraceWriter::named_track`]: top-level or child, ordered by
+//!   rank, slice or counter tracks), slices (`TYPE_SLICE_BEGIN`/`END`,
+//!   names and categories interned, debug annotations with interned
+//!   names), and instants. A slice begin may name the render-stage event
+//!   it launched:
 //!   Perfetto v55+ joins the two through `TrackEvent` extension field 3000
 //!   (`gpu_correlation.render_stage_submission_event_ids`), written here as
 //!   an unknown field since the Rust schema predates it; older readers
@@ -33,14 +36,17 @@
 //!
 //! # Caps
 //!
-//! Interned slice names are capped at [`MAX_INTERNED_NAMES`] and categories
-//! at [`MAX_INTERNED_CATEGORIES`]; past the caps names go inline (bigger,
-//! still correct). The writer keeps no other per-event state; callers cap
-//! their own tables of queues and stages.
+//! Interned slice names are capped at [`MAX_INTERNED_NAMES`], categories and
+//! debug annotation names at [`MAX_INTERNED_CATEGORIES`] each, and every
+//! interned one of them at [`MAX_INTERNED_NAME_BYTES`]; other names go
+//! inline (bigger, still correct), so the tables stay under about 26 MiB
+//! however long a trace runs. The writer keeps no other per-event state;
+//! callers cap their own tables of queues and stages.
 
 use perfetto_protos::builtin_clock::BuiltinClock;
 use perfetto_protos::clock_snapshot::{clock_snapshot::Clock, ClockSnapshot};
 use perfetto_protos::counter_descriptor::{counter_descriptor::Unit, CounterDescriptor};
+use perfetto_protos::debug_annotation::{debug_annotation, DebugAnnotation, DebugAnnotationName};
 use perfetto_protos::gpu_counter_descriptor::{gpu_counter_descriptor, GpuCounterDescriptor};
 use perfetto_protos::gpu_counter_event::{gpu_counter_event, GpuCounterEvent};
 use perfetto_protos::gpu_render_stage_event::{
@@ -52,7 +58,7 @@ use perfetto_protos::process_descriptor::ProcessDescriptor;
 use perfetto_protos::thread_descriptor::ThreadDescriptor;
 use perfetto_protos::trace_packet::{trace_packet::SequenceFlags, TracePacket};
 use perfetto_protos::trace_packet_defaults::TracePacketDefaults;
-use perfetto_protos::track_descriptor::TrackDescriptor;
+use perfetto_protos::track_descriptor::{track_descriptor::ChildTracksOrdering, TrackDescriptor};
 use perfetto_protos::track_event::{track_event, EventCategory, EventName, TrackEvent};
 use protobuf::{EnumOrUnknown, Message, MessageField};
 use std::collections::HashMap;
@@ -60,8 +66,12 @@ use std::io::{self, Write};
 
 /// Distinct slice names interned at most.
 pub const MAX_INTERNED_NAMES: usize = 65_536;
-/// Distinct categories interned at most.
+/// Distinct categories interned at most; the same cap holds for debug
+/// annotation names.
 pub const MAX_INTERNED_CATEGORIES: usize = 4096;
+/// Longest name, category or annotation name interned, in bytes; longer
+/// ones are written inline in each of their events.
+pub const MAX_INTERNED_NAME_BYTES: usize = 256;
 
 /// The packet sequence every packet is on.
 const SEQUENCE_ID: u32 = 1;
@@ -137,6 +147,71 @@ pub struct RenderStage<'a> {
     pub extra: &'a [(&'a str, &'a str)],
 }
 
+/// A named track to write with [`GpuTraceWriter::named_track`].
+#[derive(Debug, Clone, Copy)]
+pub struct TrackSpec<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// The track it belongs to; `None` for a top-level track.
+    pub parent: Option<TrackUuid>,
+    /// Its place among its parent's children, where the parent ranks them
+    /// (`sibling_order_rank`).
+    pub rank: Option<i32>,
+    /// Whether its own children are shown in the order of their ranks.
+    pub ranked_children: bool,
+    /// A counter track of this unit; `None` for a slice track.
+    pub counter: Option<CounterUnit>,
+}
+
+impl<'a> TrackSpec<'a> {
+    /// A top-level slice track named `name`.
+    pub fn root(name: &'a str) -> Self {
+        Self {
+            name,
+            parent: None,
+            rank: None,
+            ranked_children: false,
+            counter: None,
+        }
+    }
+
+    /// A slice track named `name` under `parent`.
+    pub fn child(parent: TrackUuid, name: &'a str) -> Self {
+        Self {
+            parent: Some(parent),
+            ..Self::root(name)
+        }
+    }
+}
+
+/// A debug annotation's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AnnotationValue<'a> {
+    /// An unsigned integer.
+    Uint(u64),
+    /// A signed integer.
+    Int(i64),
+    /// A string.
+    Str(&'a str),
+}
+
+/// A slice to begin with [`GpuTraceWriter::begin_slice`].
+#[derive(Debug, Clone, Copy)]
+pub struct Slice<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Whether the name is interned (within the caps); a name used once,
+    /// such as `frame 12`, is smaller inline.
+    pub intern_name: bool,
+    /// Its category, interned.
+    pub category: Option<&'a str>,
+    /// The render-stage event (its `event_id`) this slice launched, joined
+    /// by Perfetto v55+.
+    pub launched: Option<u64>,
+    /// Debug annotations, their names interned.
+    pub annotations: &'a [(&'a str, AnnotationValue<'a>)],
+}
+
 /// Streams a Perfetto trace to `W`; see the module documentation.
 pub struct GpuTraceWriter<W: Write> {
     out: W,
@@ -148,6 +223,7 @@ pub struct GpuTraceWriter<W: Write> {
     next_context_iid: u64,
     names: HashMap<String, u64>,
     categories: HashMap<String, u64>,
+    annotation_names: HashMap<String, u64>,
     pending: Option<InternedData>,
 }
 
@@ -223,18 +299,26 @@ fn varint(mut v: u64, out: &mut Vec<u8>) {
 
 impl<W: Write> GpuTraceWriter<W> {
     /// Starts a trace on `out`, writing its first packet (defaults, clock
-    /// snapshot of `clocks`) at once.
+    /// snapshot of `clocks`) at once. Track uuids count up from 1.
     pub fn new(out: W, clocks: ClockReadings) -> io::Result<Self> {
+        Self::with_first_uuid(out, clocks, 1)
+    }
+
+    /// [`GpuTraceWriter::new`] with track uuids counting up from
+    /// `first_uuid` (a trace meant to be merged with others picks a range
+    /// of its own).
+    pub fn with_first_uuid(out: W, clocks: ClockReadings, first_uuid: u64) -> io::Result<Self> {
         let mut w = GpuTraceWriter {
             out,
             buf: Vec::with_capacity(256),
             bytes: 0,
             packets: 0,
-            next_uuid: 1,
+            next_uuid: first_uuid,
             next_spec_iid: 1,
             next_context_iid: 1,
             names: HashMap::new(),
             categories: HashMap::new(),
+            annotation_names: HashMap::new(),
             pending: None,
         };
         let mut packet = TracePacket::new();
@@ -362,15 +446,29 @@ impl<W: Write> GpuTraceWriter<W> {
         self.descriptor(t)
     }
 
-    /// Writes a named track under `parent` and returns its uuid.
-    pub fn track(&mut self, parent: TrackUuid, name: &str) -> io::Result<TrackUuid> {
+    /// Writes the track `spec` describes and returns its uuid.
+    pub fn named_track(&mut self, spec: &TrackSpec<'_>) -> io::Result<TrackUuid> {
         let uuid = self.uuid();
         let mut t = TrackDescriptor::new();
         t.uuid = Some(uuid);
-        t.parent_uuid = Some(parent);
-        t.set_name(name.to_string());
+        t.parent_uuid = spec.parent;
+        t.set_name(spec.name.to_string());
+        t.sibling_order_rank = spec.rank;
+        if spec.ranked_children {
+            t.child_ordering = Some(EnumOrUnknown::new(ChildTracksOrdering::EXPLICIT));
+        }
+        if let Some(u) = spec.counter {
+            let mut c = CounterDescriptor::new();
+            c.unit = Some(EnumOrUnknown::new(unit(u)));
+            t.counter = MessageField::some(c);
+        }
         self.descriptor(t)?;
         Ok(uuid)
+    }
+
+    /// Writes a named track under `parent` and returns its uuid.
+    pub fn track(&mut self, parent: TrackUuid, name: &str) -> io::Result<TrackUuid> {
+        self.named_track(&TrackSpec::child(parent, name))
     }
 
     /// Writes a counter track under `parent` and returns its uuid.
@@ -378,18 +476,12 @@ impl<W: Write> GpuTraceWriter<W> {
         &mut self,
         parent: TrackUuid,
         name: &str,
-        unit_: CounterUnit,
+        unit: CounterUnit,
     ) -> io::Result<TrackUuid> {
-        let uuid = self.uuid();
-        let mut t = TrackDescriptor::new();
-        t.uuid = Some(uuid);
-        t.parent_uuid = Some(parent);
-        t.set_name(name.to_string());
-        let mut c = CounterDescriptor::new();
-        c.unit = Some(EnumOrUnknown::new(unit(unit_)));
-        t.counter = MessageField::some(c);
-        self.descriptor(t)?;
-        Ok(uuid)
+        self.named_track(&TrackSpec {
+            counter: Some(unit),
+            ..TrackSpec::child(parent, name)
+        })
     }
 
     /// Interns a graphics context of process `pid` with API `api` (e.g.
@@ -475,7 +567,7 @@ impl<W: Write> GpuTraceWriter<W> {
         if let Some(&iid) = self.names.get(name) {
             return Some(iid);
         }
-        if self.names.len() >= MAX_INTERNED_NAMES {
+        if self.names.len() >= MAX_INTERNED_NAMES || name.len() > MAX_INTERNED_NAME_BYTES {
             return None;
         }
         let iid = self.names.len() as u64 + 1;
@@ -491,7 +583,8 @@ impl<W: Write> GpuTraceWriter<W> {
         if let Some(&iid) = self.categories.get(name) {
             return Some(iid);
         }
-        if self.categories.len() >= MAX_INTERNED_CATEGORIES {
+        if self.categories.len() >= MAX_INTERNED_CATEGORIES || name.len() > MAX_INTERNED_NAME_BYTES
+        {
             return None;
         }
         let iid = self.categories.len() as u64 + 1;
@@ -503,17 +596,51 @@ impl<W: Write> GpuTraceWriter<W> {
         Some(iid)
     }
 
+    fn annotation_name_iid(&mut self, name: &str) -> Option<u64> {
+        if let Some(&iid) = self.annotation_names.get(name) {
+            return Some(iid);
+        }
+        if self.annotation_names.len() >= MAX_INTERNED_CATEGORIES
+            || name.len() > MAX_INTERNED_NAME_BYTES
+        {
+            return None;
+        }
+        let iid = self.annotation_names.len() as u64 + 1;
+        self.annotation_names.insert(name.to_string(), iid);
+        let mut n = DebugAnnotationName::new();
+        n.iid = Some(iid);
+        n.name = Some(name.to_string());
+        self.interned().debug_annotation_names.push(n);
+        Some(iid)
+    }
+
+    fn annotation(&mut self, name: &str, value: AnnotationValue<'_>) -> DebugAnnotation {
+        let mut a = DebugAnnotation::new();
+        a.name_field = Some(match self.annotation_name_iid(name) {
+            Some(iid) => debug_annotation::Name_field::NameIid(iid),
+            None => debug_annotation::Name_field::Name(name.to_string()),
+        });
+        a.value = Some(match value {
+            AnnotationValue::Uint(v) => debug_annotation::Value::UintValue(v),
+            AnnotationValue::Int(v) => debug_annotation::Value::IntValue(v),
+            AnnotationValue::Str(v) => debug_annotation::Value::StringValue(v.to_string()),
+        });
+        a
+    }
+
     fn named_event(
         &mut self,
         ty: track_event::Type,
         track: TrackUuid,
         name: &str,
+        intern: bool,
         category: Option<&str>,
     ) -> TrackEvent {
         let mut e = TrackEvent::new();
         e.type_ = Some(EnumOrUnknown::new(ty));
         e.track_uuid = Some(track);
-        e.name_field = Some(match self.name_iid(name) {
+        let iid = if intern { self.name_iid(name) } else { None };
+        e.name_field = Some(match iid {
             Some(iid) => track_event::Name_field::NameIid(iid),
             None => track_event::Name_field::Name(name.to_string()),
         });
@@ -543,13 +670,35 @@ impl<W: Write> GpuTraceWriter<W> {
         category: Option<&str>,
         launched: Option<u64>,
     ) -> io::Result<()> {
-        let mut e = self.named_event(track_event::Type::TYPE_SLICE_BEGIN, track, name, category);
-        if let Some(id) = launched {
+        let slice = Slice {
+            name,
+            intern_name: true,
+            category,
+            launched,
+            annotations: &[],
+        };
+        self.begin_slice(track, ts, &slice)
+    }
+
+    /// Begins `slice` on `track`.
+    pub fn begin_slice(&mut self, track: TrackUuid, ts: u64, slice: &Slice<'_>) -> io::Result<()> {
+        let mut e = self.named_event(
+            track_event::Type::TYPE_SLICE_BEGIN,
+            track,
+            slice.name,
+            slice.intern_name,
+            slice.category,
+        );
+        if let Some(id) = slice.launched {
             let mut body = vec![0x08];
             varint(id, &mut body);
             e.special_fields
                 .mut_unknown_fields()
                 .add_length_delimited(GPU_CORRELATION_FIELD, body);
+        }
+        for &(name, value) in slice.annotations {
+            let a = self.annotation(name, value);
+            e.debug_annotations.push(a);
         }
         self.event(ts, e)
     }
@@ -570,7 +719,7 @@ impl<W: Write> GpuTraceWriter<W> {
         name: &str,
         category: Option<&str>,
     ) -> io::Result<()> {
-        let e = self.named_event(track_event::Type::TYPE_INSTANT, track, name, category);
+        let e = self.named_event(track_event::Type::TYPE_INSTANT, track, name, true, category);
         self.event(ts, e)
     }
 
