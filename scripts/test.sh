@@ -23,7 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== 1/5 hal, and the profiler and exporters on the fake backend, before installing anything"
+echo "== 1/6 hal, and the profiler and exporters on the fake backend, before installing anything"
 # BENCHMARKS.md is generated from docs/bench/: it must match (Python 3's
 # standard library only; on a machine without python3 yet, after setup).
 if command -v python3 >/dev/null; then python3 scripts/benchmarks.py --check; else bench_check_later=1; fi
@@ -35,14 +35,14 @@ else
   echo "hal and fake-backend tests passed with no Vulkan loader installed: they need none"
 fi
 
-echo "== 2/5 scripts/setup.sh"
+echo "== 2/6 scripts/setup.sh"
 bash scripts/setup.sh
 if [ -n "${bench_check_later:-}" ]; then python3 scripts/benchmarks.py --check; fi
 
-echo "== 3/5 cargo test --workspace --locked"
+echo "== 3/6 cargo test --workspace --locked"
 cargo test --workspace --locked
 
-echo "== 4/5 the CUDA backend's tests again, their output shown (each GPU test says so where it skips: no CUDA driver)"
+echo "== 4/6 the CUDA backend's tests again, their output shown (each GPU test says so where it skips: no CUDA driver)"
 # The binary step 3 built (asking cargo for it rebuilds nothing; building
 # the package alone would, with other features).
 cuda_tests=$(cargo test --workspace --locked --no-run --message-format=json 2>/dev/null | python3 -c '
@@ -55,7 +55,7 @@ for line in sys.stdin:
 ')
 for t in $cuda_tests; do "$t" --nocapture --test-threads=1; done
 
-echo "== 5/5 the wgpu backend on its portable path (no wgpu-hal)"
+echo "== 5/6 the wgpu backend on its portable path (no wgpu-hal)"
 cargo test --locked -p gpu-counters-wgpu --no-default-features --features profiler
 
 echo "== 6/6 cross-platform: cargo check for Windows and macOS, and the fake-backend tests under Wine"
