@@ -89,8 +89,5 @@ pub use gpu_counters_vulkan as vulkan;
 #[cfg(feature = "cuda")]
 pub use gpu_counters_cuda as cuda;
 
-/// The wgpu backend (feature `wgpu`): the `gpu-counters-wgpu` crate's items.
 #[cfg(feature = "wgpu")]
-pub mod wgpu {
-    pub use gpu_counters_wgpu::*;
-}
+pub mod wgpu;
