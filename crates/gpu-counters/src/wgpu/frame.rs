@@ -262,7 +262,13 @@ impl FrameData {
                 None
             } else if !ran(rec.root) {
                 roots_missed[rec.root as usize] = true;
-                drops.abandoned += 1;
+                // A scope open at `end_frame` kept its encoder from being
+                // submitted before it: not ended is the cause to report.
+                if rec.ended {
+                    drops.abandoned += 1;
+                } else {
+                    drops.not_ended += 1;
+                }
                 None
             } else if !rec.ended {
                 drops.not_ended += 1;

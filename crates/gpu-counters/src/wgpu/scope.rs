@@ -140,7 +140,7 @@ pub(crate) fn render_pass<'a>(
 /// so a scope cannot span two command buffers: the encoder cannot be
 /// finished while a scope on it is open.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0505
 /// # fn f(profiler: &gpu_counters::wgpu::Profiler, device: &wgpu::Device) {
 /// let mut encoder = device.create_command_encoder(&Default::default());
 /// let scope = profiler.scope("frame", &mut encoder);
