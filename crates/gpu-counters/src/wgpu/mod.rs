@@ -147,6 +147,12 @@ thread_local! {
 }
 
 impl Profiler {
+    /// The features it times with: scoped passes need
+    /// [`wgpu::Features::TIMESTAMP_QUERY`], scopes over encoders
+    /// [`wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS`] too.
+    pub const ALL_WGPU_TIMER_FEATURES: wgpu::Features =
+        wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
+
     /// A profiler on the application's `device` and `queue`, calibrated by
     /// a bracketed submission (a device opened with
     /// [`gpu_counters_wgpu::Device::request`] gets a calibrated pair: use
