@@ -614,3 +614,57 @@ fn a_device_without_timestamps_is_refused_by_name() {
     );
     app.check();
 }
+
+/// Scopes begun on four threads' encoders in one frame, submitted together
+/// by the application: all reported, each with its thread's name, nested
+/// on its own encoder.
+#[test]
+fn scopes_from_threads_into_one_frame() {
+    let Some((app, profiler)) = setup() else {
+        return;
+    };
+    let buffers: Vec<wgpu::CommandBuffer> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let (app, profiler) = (&app, &profiler);
+                std::thread::Builder::new()
+                    .name(format!("recorder {t}"))
+                    .spawn_scoped(s, move || {
+                        let mut e = app.encoder("thread");
+                        {
+                            let mut scope = profiler.scope(format!("t{t}"), &mut e);
+                            let mut p = scope.scoped_compute_pass(format!("t{t} pass"));
+                            app.dispatch(&mut p, 1);
+                        }
+                        e.finish()
+                    })
+                    .unwrap()
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let before = cpu_monotonic_ns();
+    app.queue.submit(buffers);
+    profiler.end_frame().unwrap();
+    let frames = app.collect(&profiler);
+    let after = cpu_monotonic_ns();
+    let f = &frames[0];
+    assert_eq!(f.scopes().len(), 8);
+    assert_eq!((f.root_scopes, f.root_scopes_not_run), (4, 0));
+    assert_eq!(f.result.drops.total(), 0);
+    assert_inside(f.scopes(), before, after);
+    for (i, s) in f.scopes().iter().enumerate() {
+        let t = s
+            .thread
+            .strip_prefix("recorder ")
+            .expect("the thread's name");
+        match s.parent {
+            None => assert_eq!(s.label, format!("t{t}")),
+            Some(p) => {
+                assert_eq!(s.label, format!("t{t} pass"));
+                assert_eq!(f.scopes()[p].thread, s.thread, "scope {i}");
+            }
+        }
+    }
+    app.check();
+}
