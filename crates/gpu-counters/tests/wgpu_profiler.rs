@@ -668,3 +668,40 @@ fn scopes_from_threads_into_one_frame() {
     }
     app.check();
 }
+
+/// Scopes inside a scoped pass, nested, timed by timestamps written in the
+/// pass: each inside its parent and the CPU window.
+#[test]
+fn scopes_inside_a_pass_nest() {
+    let wanted = features() | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+    let app = app_with(wanted);
+    if !app.device.features().contains(wanted) {
+        eprintln!("skipped: the adapter lacks {wanted:?}");
+        return;
+    }
+    let profiler = Profiler::new(&app.device, &app.queue, Default::default()).unwrap();
+    let mut e = app.encoder("in pass");
+    {
+        let mut pass = profiler.scoped_compute_pass("pass", &mut e);
+        {
+            let mut first = pass.scope("first");
+            app.dispatch(&mut first, 2);
+            let mut inner = first.scope("inner");
+            app.dispatch(&mut inner, 1);
+        }
+        let mut second = pass.scope("second");
+        app.dispatch(&mut second, 1);
+    }
+    let before = cpu_monotonic_ns();
+    app.queue.submit([e.finish()]);
+    profiler.end_frame().unwrap();
+    let frames = app.collect(&profiler);
+    let after = cpu_monotonic_ns();
+    let f = &frames[0];
+    assert_eq!(labels(f), ["pass", "first", "inner", "second"]);
+    let parents: Vec<_> = f.scopes().iter().map(|s| s.parent).collect();
+    assert_eq!(parents, [None, Some(0), Some(1), Some(0)]);
+    assert_eq!(f.result.drops.total(), 0);
+    assert_inside(f.scopes(), before, after);
+    app.check();
+}

@@ -44,7 +44,7 @@ mod results;
 mod scope;
 
 pub use results::{ProfiledFrame, TimerQueryResult};
-pub use scope::{OwningScope, Scope, ScopedComputePass, ScopedRenderPass};
+pub use scope::{OwningScope, PassCommands, PassScope, Scope, ScopedComputePass, ScopedRenderPass};
 
 use frame::{lock, FrameData, Readback, Resources, ScopeRecord, Untimed};
 use gpu_counters_hal::timeline::{PassKind, Timeline};
@@ -57,6 +57,17 @@ use std::sync::{Arc, Mutex};
 
 /// A root scope's marker slot where the frame had no room for it.
 const NO_ROOT: u32 = u32::MAX;
+
+/// Where a scope writes its timestamps.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum On {
+    /// A pass's own timestamp writes.
+    Pass,
+    /// The encoder, between passes (`TIMESTAMP_QUERY_INSIDE_ENCODERS`).
+    Encoder,
+    /// Inside a pass (`TIMESTAMP_QUERY_INSIDE_PASSES`).
+    InPass,
+}
 
 /// What [`Profiler`] does; `Default` is wgpu-profiler's defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,6 +128,8 @@ pub struct Profiler {
     settings: ProfilerSettings,
     /// Scopes over encoders write timestamps.
     encoder_timestamps: bool,
+    /// Scopes inside passes write timestamps.
+    pass_timestamps: bool,
     /// Passes count statistics.
     statistics: bool,
     /// `COPY_SRC`: one non-zero word, the root scopes' marker.
@@ -149,9 +162,11 @@ thread_local! {
 impl Profiler {
     /// The features it times with: scoped passes need
     /// [`wgpu::Features::TIMESTAMP_QUERY`], scopes over encoders
-    /// [`wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS`] too.
-    pub const ALL_WGPU_TIMER_FEATURES: wgpu::Features =
-        wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
+    /// [`wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS`] too, and scopes
+    /// inside passes [`wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES`].
+    pub const ALL_WGPU_TIMER_FEATURES: wgpu::Features = wgpu::Features::TIMESTAMP_QUERY
+        .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+        .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
 
     /// A profiler on the application's `device` and `queue`, calibrated by
     /// a bracketed submission (a device opened with
@@ -245,6 +260,8 @@ impl Profiler {
             counters: counters.clone(),
             encoder_timestamps: settings.enable_timer_queries
                 && features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS),
+            pass_timestamps: settings.enable_timer_queries
+                && features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
             statistics,
             ones,
             current: Mutex::new(Arc::new(FrameData::new(0, first))),
@@ -447,11 +464,38 @@ impl Profiler {
         parent: Option<(Arc<FrameData>, u32)>,
         encoder: &mut wgpu::CommandEncoder,
     ) -> Open<'_> {
+        let on = if kind == PassKind::Scope {
+            On::Encoder
+        } else {
+            On::Pass
+        };
+        self.begin_on(label, kind, on, parent, Some(encoder))
+    }
+
+    /// A scope inside a pass, a child of `parent`'s record.
+    pub(crate) fn begin_in_pass(
+        &self,
+        label: SharedStr,
+        parent: (Arc<FrameData>, u32),
+    ) -> Open<'_> {
+        self.begin_on(label, PassKind::Scope, On::InPass, Some(parent), None)
+    }
+
+    /// [`Profiler::begin`] for a scope timed as `on` says; `encoder` is
+    /// where a root's marker is copied (a root always has one).
+    fn begin_on(
+        &self,
+        label: SharedStr,
+        kind: PassKind,
+        on: On,
+        parent: Option<(Arc<FrameData>, u32)>,
+        encoder: Option<&mut wgpu::CommandEncoder>,
+    ) -> Open<'_> {
         let (frame, parent) = match parent {
             Some((f, id)) => (f, Some(id)),
             None => (lock(&self.current).clone(), None),
         };
-        let pass = kind != PassKind::Scope;
+        let pass = on == On::Pass;
         let (id, root, query, statistics) = {
             let mut st = lock(&frame.state);
             let id = st.scopes.len() as u32;
@@ -464,10 +508,10 @@ impl Profiler {
                     st.roots - 1
                 }
             };
-            let timed = if pass {
-                self.settings.enable_timer_queries
-            } else {
-                self.encoder_timestamps
+            let timed = match on {
+                On::Pass => self.settings.enable_timer_queries,
+                On::Encoder => self.encoder_timestamps,
+                On::InPass => self.pass_timestamps,
             };
             let query = (!over && timed).then(|| {
                 st.queries += 1;
@@ -495,7 +539,7 @@ impl Profiler {
             });
             (id, root, query, statistics)
         };
-        if parent.is_none() && root != NO_ROOT {
+        if let (None, Some(encoder), false) = (parent, encoder, root == NO_ROOT) {
             encoder.copy_buffer_to_buffer(
                 &self.ones,
                 0,

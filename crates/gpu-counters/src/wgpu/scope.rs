@@ -339,7 +339,7 @@ pub struct ScopedRenderPass<'a> {
 
 macro_rules! pass_guard {
     ($guard:ident, $pass:ty) => {
-        impl $guard<'_> {
+        impl<'a> $guard<'a> {
             /// Closes what the scope opened in the pass (its statistics
             /// query, its debug group) and marks it ended; the pass writes
             /// the end timestamp when it ends.
@@ -362,6 +362,13 @@ macro_rules! pass_guard {
             /// As [`Scope::end`].
             pub fn end(mut self) -> Result<()> {
                 self.finish()
+            }
+
+            /// A scope inside the pass, timed by timestamps written in the
+            /// pass (needs [`wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES`];
+            /// without it the scope is counted as failed).
+            pub fn scope(&mut self, label: impl Into<String>) -> PassScope<'_, $pass> {
+                PassScope::begin(&self.open, label.into(), &mut self.pass)
             }
         }
 
@@ -397,3 +404,111 @@ macro_rules! pass_guard {
 
 pass_guard!(ScopedComputePass, wgpu::ComputePass<'a>);
 pass_guard!(ScopedRenderPass, wgpu::RenderPass<'a>);
+
+/// A pass whose commands a scope inside it brackets (wgpu's compute and
+/// render passes).
+pub trait PassCommands {
+    /// The pass's `write_timestamp`.
+    fn write_timestamp(&mut self, set: &wgpu::QuerySet, index: u32);
+    /// The pass's `push_debug_group`.
+    fn push_debug_group(&mut self, label: &str);
+    /// The pass's `pop_debug_group`.
+    fn pop_debug_group(&mut self);
+}
+
+macro_rules! pass_commands {
+    ($pass:ty) => {
+        impl PassCommands for $pass {
+            fn write_timestamp(&mut self, set: &wgpu::QuerySet, index: u32) {
+                <$pass>::write_timestamp(self, set, index)
+            }
+            fn push_debug_group(&mut self, label: &str) {
+                <$pass>::push_debug_group(self, label)
+            }
+            fn pop_debug_group(&mut self) {
+                <$pass>::pop_debug_group(self)
+            }
+        }
+    };
+}
+
+pass_commands!(wgpu::ComputePass<'_>);
+pass_commands!(wgpu::RenderPass<'_>);
+
+/// A scope inside a pass ([`ScopedComputePass::scope`],
+/// [`ScopedRenderPass::scope`]): derefs to the pass, ends when dropped.
+pub struct PassScope<'a, P: PassCommands> {
+    pass: &'a mut P,
+    open: Open<'a>,
+}
+
+impl<'a, P: PassCommands> PassScope<'a, P> {
+    fn begin(parent: &'a Open<'_>, label: String, pass: &'a mut P) -> Self {
+        let label = SharedStr::from(label);
+        let open = parent
+            .profiler
+            .begin_in_pass(label.clone(), (parent.frame.clone(), parent.id));
+        if open.debug_group {
+            pass.push_debug_group(&label);
+        }
+        if let Some(q) = open.query {
+            pass.write_timestamp(&open.frame.res.timestamps, q);
+        }
+        Self { pass, open }
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        if self.open.ended {
+            return Ok(());
+        }
+        if let Some(q) = self.open.query {
+            self.pass
+                .write_timestamp(&self.open.frame.res.timestamps, q + 1);
+        }
+        if self.open.debug_group {
+            self.pass.pop_debug_group();
+        }
+        self.open.end_record()
+    }
+
+    /// A scope nested in this one, in the same pass.
+    pub fn scope(&mut self, label: impl Into<String>) -> PassScope<'_, P> {
+        PassScope::begin(&self.open, label.into(), self.pass)
+    }
+
+    /// Ends the scope, as dropping it does.
+    ///
+    /// # Errors
+    /// As [`Scope::end`].
+    pub fn end(mut self) -> Result<()> {
+        self.finish()
+    }
+}
+
+impl<P: PassCommands> Deref for PassScope<'_, P> {
+    type Target = P;
+    fn deref(&self) -> &P {
+        self.pass
+    }
+}
+
+impl<P: PassCommands> DerefMut for PassScope<'_, P> {
+    fn deref_mut(&mut self) -> &mut P {
+        self.pass
+    }
+}
+
+impl<P: PassCommands> Drop for PassScope<'_, P> {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+impl<P: PassCommands> std::fmt::Debug for PassScope<'_, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PassScope")
+            .field("frame", &self.open.frame.index)
+            .field("record", &self.open.id)
+            .finish()
+    }
+}
