@@ -705,3 +705,106 @@ fn scopes_inside_a_pass_nest() {
     assert_inside(f.scopes(), before, after);
     app.check();
 }
+
+/// A scoped render pass inside an encoder scope: timed, its statistics
+/// counting one triangle's three vertex invocations, the descriptor's
+/// attachments kept.
+#[test]
+fn a_scoped_render_pass_is_timed_and_counted() {
+    let Some((app, _)) = setup() else {
+        return;
+    };
+    let settings = ProfilerSettings {
+        pipeline_statistics: true,
+        ..Default::default()
+    };
+    let profiler = Profiler::new(&app.device, &app.queue, settings).unwrap();
+    let format = wgpu::TextureFormat::Rgba8Unorm;
+    let module = app
+        .device
+        .create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("triangle"),
+            source: wgpu::ShaderSource::Wgsl(
+                "@vertex fn vs(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
+                     let x = f32(i32(i) - 1);
+                     let y = f32(i32(i & 1u) * 2 - 1);
+                     return vec4<f32>(x, y, 0.0, 1.0);
+                 }
+                 @fragment fn fs() -> @location(0) vec4<f32> { return vec4<f32>(1.0); }"
+                    .into(),
+            ),
+        });
+    let pipeline = app
+        .device
+        .create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+            label: Some("triangle"),
+            layout: None,
+            vertex: wgpu::VertexState {
+                module: &module,
+                entry_point: Some("vs"),
+                compilation_options: Default::default(),
+                buffers: &[],
+            },
+            primitive: Default::default(),
+            depth_stencil: None,
+            multisample: Default::default(),
+            fragment: Some(wgpu::FragmentState {
+                module: &module,
+                entry_point: Some("fs"),
+                compilation_options: Default::default(),
+                targets: &[Some(format.into())],
+            }),
+            multiview_mask: None,
+            cache: None,
+        });
+    let target = app.device.create_texture(&wgpu::TextureDescriptor {
+        label: Some("target"),
+        size: wgpu::Extent3d {
+            width: 16,
+            height: 16,
+            depth_or_array_layers: 1,
+        },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format,
+        usage: wgpu::TextureUsages::RENDER_ATTACHMENT,
+        view_formats: &[],
+    });
+    let view = target.create_view(&Default::default());
+    let mut e = app.encoder("render");
+    {
+        let mut scope = profiler.scope("frame", &mut e);
+        let attachments = [Some(wgpu::RenderPassColorAttachment {
+            view: &view,
+            depth_slice: None,
+            resolve_target: None,
+            ops: wgpu::Operations {
+                load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                store: wgpu::StoreOp::Store,
+            },
+        })];
+        let mut pass = scope.scoped_render_pass(
+            "triangle",
+            wgpu::RenderPassDescriptor {
+                color_attachments: &attachments,
+                ..Default::default()
+            },
+        );
+        pass.set_pipeline(&pipeline);
+        pass.draw(0..3, 0..1);
+    }
+    let before = cpu_monotonic_ns();
+    app.queue.submit([e.finish()]);
+    profiler.end_frame().unwrap();
+    let frames = app.collect(&profiler);
+    let after = cpu_monotonic_ns();
+    let f = &frames[0];
+    assert_eq!(labels(f), ["frame", "triangle"]);
+    assert_eq!(f.result.drops.total(), 0);
+    assert_inside(f.scopes(), before, after);
+    let stats = f.scopes()[1].statistics.as_deref().expect("statistics");
+    assert_eq!(stats.vertex_invocations, 3);
+    assert_eq!(stats.compute_kernel_invocations, 0);
+    app.check();
+}
