@@ -808,3 +808,38 @@ fn a_scoped_render_pass_is_timed_and_counted() {
     assert_eq!(stats.compute_kernel_invocations, 0);
     app.check();
 }
+
+/// A scope guard leaked with `mem::forget` (debug groups off: its pushed
+/// group would stay open in the encoder, which wgpu refuses to finish): it
+/// never ends, so it is counted as not ended, and the frames after it are
+/// right (its frame's objects are not reused).
+#[test]
+fn a_leaked_scope_is_counted_as_not_ended() {
+    let Some((app, _)) = setup() else {
+        return;
+    };
+    let settings = ProfilerSettings {
+        enable_debug_groups: false,
+        ..Default::default()
+    };
+    let profiler = Profiler::new(&app.device, &app.queue, settings).unwrap();
+    let mut e = app.encoder("leaks");
+    drop(profiler.scope("kept", &mut e));
+    std::mem::forget(profiler.scope("leaked", &mut e));
+    app.queue.submit([e.finish()]);
+    profiler.end_frame().unwrap();
+    let frames = app.collect(&profiler);
+    assert_eq!(labels(&frames[0]), ["kept"]);
+    assert_eq!(frames[0].result.drops.not_ended, 1);
+    assert_eq!(frames[0].result.drops.total(), 1);
+    for _ in 0..2 {
+        let mut e = app.encoder("after");
+        drop(profiler.scope("after", &mut e));
+        app.queue.submit([e.finish()]);
+        profiler.end_frame().unwrap();
+        let frames = app.collect(&profiler);
+        assert_eq!(labels(&frames[0]), ["after"]);
+        assert_eq!(frames[0].result.drops.total(), 0);
+    }
+    app.check();
+}

@@ -140,6 +140,12 @@ pub(crate) fn render_pass<'a>(
 /// so a scope cannot span two command buffers: the encoder cannot be
 /// finished while a scope on it is open.
 ///
+/// A scope leaked with `mem::forget` never ends: its frame counts it as not
+/// ended, and its frame's query sets are not reused. With debug groups on,
+/// its group stays pushed, and wgpu refuses to finish the encoder (a
+/// validation error on the application's device, as for an unpopped
+/// `push_debug_group` of the application's own).
+///
 /// ```compile_fail,E0505
 /// # fn f(profiler: &gpu_counters::wgpu::Profiler, device: &wgpu::Device) {
 /// let mut encoder = device.create_command_encoder(&Default::default());
