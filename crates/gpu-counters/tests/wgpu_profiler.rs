@@ -843,3 +843,33 @@ fn a_leaked_scope_is_counted_as_not_ended() {
     }
     app.check();
 }
+
+/// Timer queries off, on a device without timestamps: the profiler works
+/// (debug groups only), and every scope is counted as failed, none
+/// reported with a time.
+#[test]
+fn timer_queries_off_count_every_scope() {
+    let app = app_with(wgpu::Features::empty());
+    let settings = ProfilerSettings {
+        enable_timer_queries: false,
+        ..Default::default()
+    };
+    let profiler = Profiler::new(&app.device, &app.queue, settings).unwrap();
+    let mut e = app.encoder("untimed");
+    {
+        let mut scope = profiler.scope("frame", &mut e);
+        let mut p = scope.scoped_compute_pass("pass");
+        app.dispatch(&mut p, 1);
+    }
+    app.queue.submit([e.finish()]);
+    profiler.end_frame().unwrap();
+    let frames = app.collect(&profiler);
+    assert!(frames[0].scopes().is_empty());
+    assert_eq!(
+        (frames[0].root_scopes, frames[0].root_scopes_not_run),
+        (1, 0)
+    );
+    assert_eq!(frames[0].result.drops.failed, 2);
+    assert_eq!(frames[0].result.drops.total(), 2);
+    app.check();
+}

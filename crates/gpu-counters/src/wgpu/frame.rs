@@ -39,7 +39,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Resources {
     /// Scopes the frame holds (two timestamps each).
     pub(crate) capacity: u32,
-    pub(crate) timestamps: wgpu::QuerySet,
+    /// Two timestamps per scope, where timer queries are on.
+    pub(crate) timestamps: Option<wgpu::QuerySet>,
     /// One statistics query per scope, where statistics are on.
     pub(crate) statistics: Option<wgpu::QuerySet>,
     /// `QUERY_RESOLVE | COPY_SRC`: the timestamps, resolved.
@@ -54,7 +55,12 @@ pub(crate) struct Resources {
 }
 
 impl Resources {
-    pub(crate) fn new(device: &wgpu::Device, capacity: u32, statistics: bool) -> Self {
+    pub(crate) fn new(
+        device: &wgpu::Device,
+        capacity: u32,
+        timestamps: bool,
+        statistics: bool,
+    ) -> Self {
         let buffer = |label: &str, size: u64, usage| {
             device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
@@ -67,10 +73,12 @@ impl Resources {
         let resolve_usage = wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC;
         Self {
             capacity,
-            timestamps: device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("gpu-counters profiler timestamps"),
-                ty: wgpu::QueryType::Timestamp,
-                count: capacity * 2,
+            timestamps: timestamps.then(|| {
+                device.create_query_set(&wgpu::QuerySetDescriptor {
+                    label: Some("gpu-counters profiler timestamps"),
+                    ty: wgpu::QueryType::Timestamp,
+                    count: capacity * 2,
+                })
             }),
             statistics: statistics.then(|| {
                 device.create_query_set(&wgpu::QuerySetDescriptor {
@@ -186,9 +194,9 @@ impl FrameData {
             return None;
         }
         let r = &self.res;
-        if state.queries > 0 {
+        if let (Some(set), true) = (&r.timestamps, state.queries > 0) {
             let n = state.queries * 2;
-            encoder.resolve_query_set(&r.timestamps, 0..n, &r.resolve, 0);
+            encoder.resolve_query_set(set, 0..n, &r.resolve, 0);
             encoder.copy_buffer_to_buffer(&r.resolve, 0, &r.read, 0, u64::from(n) * 8);
         }
         if let (Some(set), Some(resolve), true) =

@@ -254,7 +254,12 @@ impl Profiler {
             .copy_from_slice(&1u64.to_le_bytes());
         ones.unmap();
         let statistics = settings.pipeline_statistics;
-        let first = Resources::new(&device, settings.max_scopes_per_frame, statistics);
+        let first = Resources::new(
+            &device,
+            settings.max_scopes_per_frame,
+            settings.enable_timer_queries,
+            statistics,
+        );
         Ok(Self {
             queue: counters.queue().clone(),
             counters: counters.clone(),
@@ -353,6 +358,7 @@ impl Profiler {
             Resources::new(
                 &self.device,
                 self.settings.max_scopes_per_frame,
+                self.settings.enable_timer_queries,
                 self.statistics,
             )
         });
@@ -570,8 +576,8 @@ impl Profiler {
         if open.debug_group {
             encoder.push_debug_group(&label);
         }
-        if let Some(q) = open.query {
-            encoder.write_timestamp(&open.frame.res.timestamps, q);
+        if let (Some(q), Some(set)) = (open.query, &open.frame.res.timestamps) {
+            encoder.write_timestamp(set, q);
         }
         open
     }

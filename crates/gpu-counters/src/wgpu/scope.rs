@@ -53,8 +53,8 @@ impl Open<'_> {
         if self.ended {
             return Ok(());
         }
-        if let Some(q) = self.query {
-            encoder.write_timestamp(&self.frame.res.timestamps, q + 1);
+        if let (Some(q), Some(set)) = (self.query, &self.frame.res.timestamps) {
+            encoder.write_timestamp(set, q + 1);
         }
         if self.debug_group {
             encoder.pop_debug_group();
@@ -85,11 +85,14 @@ pub(crate) fn compute_pass<'a>(
     let frame = open.frame.clone();
     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
         label: Some(&label),
-        timestamp_writes: open.query.map(|q| wgpu::ComputePassTimestampWrites {
-            query_set: &frame.res.timestamps,
-            beginning_of_pass_write_index: Some(q),
-            end_of_pass_write_index: Some(q + 1),
-        }),
+        timestamp_writes: open
+            .query
+            .zip(frame.res.timestamps.as_ref())
+            .map(|(q, set)| wgpu::ComputePassTimestampWrites {
+                query_set: set,
+                beginning_of_pass_write_index: Some(q),
+                end_of_pass_write_index: Some(q + 1),
+            }),
     });
     if open.debug_group {
         pass.push_debug_group(&label);
@@ -114,11 +117,14 @@ pub(crate) fn render_pass<'a>(
     let frame = open.frame.clone();
     let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
         label: Some(&label),
-        timestamp_writes: open.query.map(|q| wgpu::RenderPassTimestampWrites {
-            query_set: &frame.res.timestamps,
-            beginning_of_pass_write_index: Some(q),
-            end_of_pass_write_index: Some(q + 1),
-        }),
+        timestamp_writes: open
+            .query
+            .zip(frame.res.timestamps.as_ref())
+            .map(|(q, set)| wgpu::RenderPassTimestampWrites {
+                query_set: set,
+                beginning_of_pass_write_index: Some(q),
+                end_of_pass_write_index: Some(q + 1),
+            }),
         ..desc
     });
     if open.debug_group {
@@ -457,8 +463,8 @@ impl<'a, P: PassCommands> PassScope<'a, P> {
         if open.debug_group {
             pass.push_debug_group(&label);
         }
-        if let Some(q) = open.query {
-            pass.write_timestamp(&open.frame.res.timestamps, q);
+        if let (Some(q), Some(set)) = (open.query, &open.frame.res.timestamps) {
+            pass.write_timestamp(set, q);
         }
         Self { pass, open }
     }
@@ -467,9 +473,8 @@ impl<'a, P: PassCommands> PassScope<'a, P> {
         if self.open.ended {
             return Ok(());
         }
-        if let Some(q) = self.open.query {
-            self.pass
-                .write_timestamp(&self.open.frame.res.timestamps, q + 1);
+        if let (Some(q), Some(set)) = (self.open.query, &self.open.frame.res.timestamps) {
+            self.pass.write_timestamp(set, q + 1);
         }
         if self.open.debug_group {
             self.pass.pop_debug_group();
