@@ -873,3 +873,63 @@ fn timer_queries_off_count_every_scope() {
     assert_eq!(frames[0].result.drops.total(), 2);
     app.check();
 }
+
+/// Statistics asked for on a device without them: refused, naming the
+/// feature.
+#[test]
+fn statistics_without_the_feature_are_refused_by_name() {
+    let app = app_with(wgpu::Features::TIMESTAMP_QUERY);
+    if !app
+        .device
+        .features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY)
+    {
+        eprintln!("skipped: the adapter lacks TIMESTAMP_QUERY");
+        return;
+    }
+    let settings = ProfilerSettings {
+        pipeline_statistics: true,
+        ..Default::default()
+    };
+    let err = Profiler::new(&app.device, &app.queue, settings).expect_err("no statistics");
+    assert!(
+        matches!(&err, Error::Invalid(InvalidInput::Unsupported(m)) if m.contains("PIPELINE_STATISTICS_QUERY")),
+        "{err}"
+    );
+    app.check();
+}
+
+/// With `TIMESTAMP_QUERY` alone (no timestamps between passes), scoped
+/// passes are timed by their own timestamp writes, and a scope over the
+/// encoder is counted as failed, its pass reported at the top.
+#[test]
+fn passes_need_only_pass_timestamps() {
+    let app = app_with(wgpu::Features::TIMESTAMP_QUERY);
+    if !app
+        .device
+        .features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY)
+    {
+        eprintln!("skipped: the adapter lacks TIMESTAMP_QUERY");
+        return;
+    }
+    let profiler = Profiler::new(&app.device, &app.queue, Default::default()).unwrap();
+    let mut e = app.encoder("passes only");
+    {
+        let mut scope = profiler.scope("frame", &mut e);
+        let mut p = scope.scoped_compute_pass("fill");
+        app.dispatch(&mut p, 2);
+    }
+    let before = cpu_monotonic_ns();
+    app.queue.submit([e.finish()]);
+    profiler.end_frame().unwrap();
+    let frames = app.collect(&profiler);
+    let after = cpu_monotonic_ns();
+    let f = &frames[0];
+    assert_eq!(labels(f), ["fill"]);
+    assert_eq!(f.scopes()[0].parent, None);
+    assert_eq!(f.result.drops.failed, 1);
+    assert_eq!(f.result.drops.total(), 1);
+    assert_inside(f.scopes(), before, after);
+    app.check();
+}
