@@ -933,3 +933,41 @@ fn passes_need_only_pass_timestamps() {
     assert_inside(f.scopes(), before, after);
     app.check();
 }
+
+/// Three frames ended before any is collected, then three more reusing
+/// their objects: each collected once, in order, with its own scopes
+/// inside its own CPU window.
+#[test]
+fn frames_in_flight_are_collected_in_order() {
+    let Some((app, profiler)) = setup() else {
+        return;
+    };
+    for round in 0..2u64 {
+        let mut windows = Vec::new();
+        for k in 0..3 {
+            let mut e = app.encoder("in flight");
+            {
+                let mut s = profiler.scope(format!("frame {round} {k}"), &mut e);
+                let mut p = s.scoped_compute_pass("pass");
+                app.dispatch(&mut p, 1 + k);
+            }
+            let before = cpu_monotonic_ns();
+            app.queue.submit([e.finish()]);
+            profiler.end_frame().unwrap();
+            app.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .unwrap();
+            windows.push((before, cpu_monotonic_ns()));
+        }
+        let frames = profiler.collect().unwrap();
+        assert_eq!(frames.len(), 3);
+        for (k, (f, (before, after))) in frames.iter().zip(windows).enumerate() {
+            assert_eq!(f.index(), round * 3 + k as u64);
+            assert_eq!(labels(f), [format!("frame {round} {k}").as_str(), "pass"]);
+            assert_eq!(f.result.drops.total(), 0);
+            assert_inside(f.scopes(), before, after);
+        }
+    }
+    assert!(profiler.collect().unwrap().is_empty());
+    app.check();
+}
