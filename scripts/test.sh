@@ -41,6 +41,10 @@ if [ -n "${bench_check_later:-}" ]; then python3 scripts/benchmarks.py --check; 
 
 echo "== 3/6 cargo test --workspace --locked"
 cargo test --workspace --locked
+# The wgpu-profiler port, three ways, on lavapipe (built by the step above).
+for example in unprofiled with_wgpu_profiler with_gpu_counters; do
+  cargo run --locked -q -p wgpu-profiler-port --example "$example" | tail -n 3
+done
 
 echo "== 4/6 the CUDA backend's tests again, their output shown (each GPU test says so where it skips: no CUDA driver)"
 # The binary step 3 built (asking cargo for it rebuilds nothing; building

@@ -14,7 +14,7 @@
 //! | Cargo line | adds |
 //! |---|---|
 //! | `gpu-counters = { version = "0.1", features = ["vulkan"] }` | `gpu_counters::vulkan`: any Vulkan 1.3 driver, through ash |
-//! | `gpu-counters = { version = "0.1", features = ["wgpu"] }` | `gpu_counters::wgpu`: the application's own wgpu device and queue |
+//! | `gpu-counters = { version = "0.1", features = ["wgpu"] }` | `gpu_counters::wgpu`: the application's own wgpu device and queue, and `gpu_counters::wgpu::Profiler`, a drop-in for wgpu-profiler |
 //! | `gpu-counters = { version = "0.1", features = ["cuda"] }` | `gpu_counters::cuda`: a cudarc context and stream (the driver and CUPTI are loaded at run time) |
 //! | `gpu-counters = { version = "0.1", features = ["perfetto"] }` | `export::perfetto`: Perfetto's protobuf trace |
 //! | `gpu-counters = { version = "0.1", features = ["tracy"] }` | `Profiler::stream_to_tracy`: frames into a running Tracy |
@@ -89,11 +89,8 @@ pub use gpu_counters_vulkan as vulkan;
 #[cfg(feature = "cuda")]
 pub use gpu_counters_cuda as cuda;
 
-/// The wgpu backend (feature `wgpu`): the `gpu-counters-wgpu` crate's items.
 #[cfg(feature = "wgpu")]
-pub mod wgpu {
-    pub use gpu_counters_wgpu::*;
-}
+pub mod wgpu;
 
 // README.md's Vulkan example, compiled with the crate's doc tests so that it
 // stays true.

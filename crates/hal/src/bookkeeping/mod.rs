@@ -77,7 +77,7 @@ use crate::{
 };
 use std::mem::MaybeUninit;
 use std::ops::Range;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// A backend's raw query storage, as the CPU resolve reads it.
 pub trait QueryRead: Sync {
@@ -1239,8 +1239,9 @@ const RESOLVE_THREADS: usize = 16;
 /// set's lock while the parts run, and only resolve parts run here, none of
 /// which takes that lock (a global pool's workers could be busy with the
 /// caller's own long tasks, too).
+#[cfg(feature = "rayon")]
 fn resolve_pool() -> Option<&'static rayon::ThreadPool> {
-    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     POOL.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         rayon::ThreadPoolBuilder::new()
@@ -1261,16 +1262,18 @@ fn resolve_threads(span: u32) -> usize {
     if parts < 2 {
         return 1;
     }
-    let threads = resolve_pool().map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        rayon::ThreadPool::current_num_threads,
-    );
+    let cores = || std::thread::available_parallelism().map_or(1, |n| n.get());
+    #[cfg(feature = "rayon")]
+    let threads = resolve_pool().map_or_else(cores, rayon::ThreadPool::current_num_threads);
+    #[cfg(not(feature = "rayon"))]
+    let threads = cores();
     threads.min(RESOLVE_THREADS).min(parts).max(1)
 }
 
 /// Runs `work` on every job in parallel, on the resolve's pool (its
 /// threads are started once per process, not once per resolve). Returns
 /// whether every job returned `true`, or the first error.
+#[cfg(feature = "rayon")]
 fn run_jobs<J: Send>(jobs: Vec<J>, work: impl Fn(J) -> Result<bool> + Sync) -> Result<bool> {
     use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
     match resolve_pool() {
@@ -1287,6 +1290,14 @@ fn run_jobs<J: Send>(jobs: Vec<J>, work: impl Fn(J) -> Result<bool> + Sync) -> R
         }),
         _ => run_on_scoped_threads(jobs, work),
     }
+}
+
+/// Runs `work` on every job in parallel, on scoped threads (without the
+/// `rayon` feature). Returns whether every job returned `true`, or the first
+/// error.
+#[cfg(not(feature = "rayon"))]
+fn run_jobs<J: Send>(jobs: Vec<J>, work: impl Fn(J) -> Result<bool> + Sync) -> Result<bool> {
+    run_on_scoped_threads(jobs, work)
 }
 
 /// Runs `work` on every job, one scoped thread each (the first on this

@@ -2,7 +2,7 @@
 //!
 //! - [`chrome`]: Chrome trace event JSON, which Perfetto UI and
 //!   `chrome://tracing` open; one track per queue, statistics as counters.
-//! - [`perfetto`] (feature `perfetto`, on by default): Perfetto's native
+//! - [`perfetto`] (feature `perfetto`, off by default; on in the command line): Perfetto's native
 //!   protobuf trace, written frame by frame in bounded memory; GPU tracks
 //!   per device and queue, statistics as counter tracks. It writes through
 //!   [`perfetto_gpu`]'s streaming writer, which `gpu-counters record`
