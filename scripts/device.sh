@@ -55,15 +55,10 @@ prep() {
   set +e
 }
 
-build() {
-  set -e
-  rm -rf .bin && mkdir -p .bin
-  cargo build --release --locked -p gpu-counters-cli
-  cp "$T/release/gpu-counters" .bin/
-  # Test binaries as test-CRATE-TARGET, examples as example-CRATE-NAME.
-  cargo test --release --locked --no-run --message-format=json \
-    -p gpu-counters-hal -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-workloads \
-    -p gpu-counters-wgpu -p gpu-counters-cuda 2>/dev/null | python3 -c '
+# Copies the test and example executables named in cargo's JSON messages
+# (stdin) into .bin: test-CRATE-TARGET, example-CRATE-NAME.
+keep_executables() {
+  python3 -c '
 import json, shutil, sys
 for line in sys.stdin:
     m = json.loads(line)
@@ -77,6 +72,20 @@ for line in sys.stdin:
     name = m["target"]["name"]
     shutil.copy(m["executable"], f".bin/{prefix}-{crate}-{name}")
 '
+}
+
+build() {
+  set -e
+  rm -rf .bin && mkdir -p .bin
+  cargo build --release --locked -p gpu-counters-cli
+  cp "$T/release/gpu-counters" .bin/
+  # Test binaries as test-CRATE-TARGET, examples as example-CRATE-NAME;
+  # the gpu-counters crate's with its wgpu drop-in on.
+  cargo test --release --locked --no-run --message-format=json \
+    -p gpu-counters-hal -p gpu-counters-vulkan -p gpu-counters-profiler -p gpu-counters-workloads \
+    -p gpu-counters-wgpu -p gpu-counters-cuda 2>/dev/null | keep_executables
+  cargo test --release --locked --no-run --message-format=json \
+    -p gpu-counters --features gpu-counters/wgpu 2>/dev/null | keep_executables
   strip .bin/* 2>/dev/null || true
   (cd .bin && tar cJf bins.tar.xz --remove-files $(ls | grep -v bins.tar.xz))
   du -sh .bin
