@@ -2,8 +2,9 @@
 # Runs every test on a fresh Debian 12 / Ubuntu machine with a Rust toolchain
 # (1.87 or later), from any directory:
 #   1. the hal crate's tests, and the profiler's and exporters' tests on the
-#      fake backend (CPU only, scripted), before anything is installed: they
-#      need no Vulkan loader, driver or GPU; and a check that BENCHMARKS.md
+#      fake backend (CPU only, scripted), and their criterion benches once
+#      each, before anything is installed: they need no Vulkan loader,
+#      driver or GPU; and a check that BENCHMARKS.md
 #      (and README.md's cost table) is what scripts/benchmarks.py generates
 #      from docs/bench/;
 #   2. scripts/setup.sh: the Vulkan loader, lavapipe, the Khronos validation
