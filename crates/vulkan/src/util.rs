@@ -101,3 +101,12 @@ mod tests {
         );
     }
 }
+
+/// The mask of a timestamp with `bits` valid bits.
+pub(crate) fn mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
