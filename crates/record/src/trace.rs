@@ -11,11 +11,11 @@
 //! aggregates. Every table has a cap from [`Caps`]; what does not fit is
 //! counted in [`Drops`] and drawn more plainly or not at all.
 
-use crate::collector::{Caps, Ended, Outcome};
 use crate::protocol::{
     activity, api_kind, copy_kind, decode_frame, init, memory_kind, severity, FrameHeader, Name,
     Record, Stats, Text, Work,
 };
+use crate::session::{Caps, Ended, Outcome};
 use crate::summary::{
     Aggregates, DeviceSummary, Drops, ProcessSummary, Summary, TraceSummary, VkAggregates,
 };
