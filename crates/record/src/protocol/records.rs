@@ -16,7 +16,7 @@ pub struct Hello<'a> {
     pub cupti_version: u32,
     /// The CUDA driver's version, 0 when not known.
     pub driver_version: i32,
-    /// What the process set up so far: bits of [`init`].
+    /// What the process set up so far: bits of [`init`](super::init).
     pub flags: u32,
     /// The executable's path.
     pub exe: Text<'a>,
@@ -78,7 +78,7 @@ pub struct Clock {
 /// An entry point of the injection ran after [`Hello`] was sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Init {
-    /// What is set up now: bits of [`init`].
+    /// What is set up now: bits of [`init`](super::init).
     pub flags: u32,
     /// CUPTI's API version, 0 when not loaded.
     pub cupti_version: u32,
@@ -134,7 +134,7 @@ pub struct Work {
     pub correlation: u32,
     /// The device's ordinal in the process.
     pub device: u8,
-    /// Bits of [`activity`].
+    /// Bits of [`activity`](super::activity).
     pub flags: u8,
     /// The CUDA context's id.
     pub context: u32,
@@ -148,9 +148,9 @@ pub struct Work {
     pub graph_id: u32,
     /// The graph node, 0 for none.
     pub graph_node: u64,
-    /// The thread whose API call launched it (with [`activity::JOINED`]).
+    /// The thread whose API call launched it (with [`activity::JOINED`](super::activity::JOINED)).
     pub launch_tid: u32,
-    /// That call's entry, `CLOCK_MONOTONIC` ns (with [`activity::JOINED`]).
+    /// That call's entry, `CLOCK_MONOTONIC` ns (with [`activity::JOINED`](super::activity::JOINED)).
     pub enter_ns: u64,
     /// The innermost NVTX range open on that thread then, 0 for none.
     pub range_id: u64,
