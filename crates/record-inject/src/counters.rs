@@ -299,7 +299,7 @@ fn cycle(s: &State, named: bool, c: &mut Ctx, restart: bool) {
                     }));
                 }
             }
-            Err(Unattributed::Uncertain) => crate::cuda::notice(
+            Err(Unattributed::Uncertain) => crate::state::notice(
                 s,
                 severity::WARNING,
                 &format!(
@@ -307,7 +307,7 @@ fn cycle(s: &State, named: bool, c: &mut Ctx, restart: bool) {
                     c.ordinal
                 ),
             ),
-            Err(Unattributed::Count { .. }) => crate::cuda::notice(
+            Err(Unattributed::Count { .. }) => crate::state::notice(
                 s,
                 severity::WARNING,
                 &format!(
@@ -318,7 +318,7 @@ fn cycle(s: &State, named: bool, c: &mut Ctx, restart: bool) {
         },
         Err(e) => {
             c.broken = true;
-            crate::cuda::notice(
+            crate::state::notice(
                 s,
                 severity::WARNING,
                 &format!("GPU{}: per-kernel counters stopped: {e}", c.ordinal),
@@ -329,7 +329,7 @@ fn cycle(s: &State, named: bool, c: &mut Ctx, restart: bool) {
     if restart {
         if let Err(e) = c.session.start() {
             c.broken = true;
-            crate::cuda::notice(
+            crate::state::notice(
                 s,
                 severity::WARNING,
                 &format!("GPU{}: per-kernel counters stopped: {e}", c.ordinal),
@@ -387,7 +387,7 @@ pub fn enter(s: &State, a: &ApiCall<'_>, kind: u8, correlation: u32, own: bool) 
     if c.named {
         if let Err(e) = x.session.push(&Cycle::name(entry, n)) {
             x.broken = true;
-            crate::cuda::notice(
+            crate::state::notice(
                 s,
                 severity::WARNING,
                 &format!("GPU{}: per-kernel counters stopped: {e}", x.ordinal),
@@ -413,7 +413,7 @@ pub fn exit(s: &State, a: &ApiCall<'_>) {
             if c.named {
                 if let Err(e) = x.session.pop() {
                     x.broken = true;
-                    crate::cuda::notice(
+                    crate::state::notice(
                         s,
                         severity::WARNING,
                         &format!("GPU{}: per-kernel counters stopped: {e}", x.ordinal),
@@ -455,7 +455,7 @@ pub fn start(s: &State, ordinal: u32, ctx: &Arc<cudarc::driver::CudaContext>) {
     let metrics: Vec<&str> = s.config.counters.iter().map(String::as_str).collect();
     let replay = if named { Replay::None } else { Replay::Kernel };
     let fail = |e: String| {
-        crate::cuda::notice(
+        crate::state::notice(
             s,
             severity::WARNING,
             &format!("GPU{ordinal}: per-kernel counters not recorded: {e}"),

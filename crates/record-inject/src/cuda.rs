@@ -13,8 +13,8 @@ use crate::join::{Kind, Launch};
 use crate::state::{self, gettid, now_ns, State};
 use gpu_counters_cuda::trace::{self, ApiCall, Callback, Domain, Record as Cupti, Site};
 use gpu_counters_record::protocol::{
-    activity, api_kind, init, severity, Api, Clock, Device, Init, Kernel, MemCopy, Memset, Notice,
-    Record, SyncEvent, Text, Work,
+    activity, api_kind, init, severity, Api, Clock, Device, Init, Kernel, MemCopy, Memset, Record,
+    SyncEvent, Work,
 };
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -369,14 +369,7 @@ impl trace::RecordSink for Sink {
     }
 }
 
-/// Sends a one-line notice.
-pub fn notice(s: &State, sev: u8, text: &str) {
-    s.push(&Record::Notice(Notice {
-        ts_ns: now_ns(),
-        severity: sev,
-        text: Text::from_str(text),
-    }));
-}
+pub use crate::state::notice;
 
 static OBSERVER: Observer = Observer;
 static SINK: Sink = Sink;

@@ -73,7 +73,7 @@ fn metrics(s: &State, ordinal: u32) -> Result<Vec<String>, HardwareError> {
     let chip = ChipMetrics::for_device(ordinal as usize, MetricsOf::PmSampling)?;
     let (chosen, missing) = chip.default_pm_metrics();
     for m in missing {
-        crate::cuda::notice(
+        crate::state::notice(
             s,
             severity::WARNING,
             &format!(
@@ -98,7 +98,7 @@ pub fn start(s: &'static State, ordinal: u32, uuid: [u8; 16]) {
     let held = match take_device(Path::new(&dir), uuid) {
         Ok(f) => f,
         Err(why) => {
-            crate::cuda::notice(
+            crate::state::notice(
                 s,
                 severity::INFO,
                 &format!("GPU{ordinal}: GPU metrics not sampled by this process: {why}"),
@@ -128,7 +128,7 @@ pub fn start(s: &'static State, ordinal: u32, uuid: [u8; 16]) {
     let sampler = match started {
         Ok(p) => p,
         Err(e) => {
-            crate::cuda::notice(
+            crate::state::notice(
                 s,
                 severity::WARNING,
                 &format!("GPU{ordinal}: GPU metrics not recorded: {e}"),
@@ -160,7 +160,7 @@ pub fn start(s: &'static State, ordinal: u32, uuid: [u8; 16]) {
             cv.notify_all();
         });
     if spawned.is_err() {
-        crate::cuda::notice(
+        crate::state::notice(
             s,
             severity::WARNING,
             &format!("GPU{ordinal}: GPU metrics not recorded: no decode thread"),
@@ -198,7 +198,7 @@ fn decode_loop(s: &State, ordinal: u32, mut sampler: PmSampler, stop: &AtomicBoo
                         let now = crate::state::now_ns();
                         let off = clock_shift(now, last.end_ns);
                         if off != 0 {
-                            crate::cuda::notice(
+                            crate::state::notice(
                                 s,
                                 severity::WARNING,
                                 &format!(
@@ -230,7 +230,7 @@ fn decode_loop(s: &State, ordinal: u32, mut sampler: PmSampler, stop: &AtomicBoo
                 }
             }
             Err(e) => {
-                crate::cuda::notice(
+                crate::state::notice(
                     s,
                     severity::WARNING,
                     &format!("GPU{ordinal}: GPU metrics stopped: {e}"),

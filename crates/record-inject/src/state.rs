@@ -11,7 +11,7 @@
 use crate::config::Config;
 use crate::join::Join;
 use gpu_counters_record::client::{socket_path_from_env, Queue, Sender, Stream, RECORD_DIR_VAR};
-use gpu_counters_record::protocol::{self, Hello, Name, Record, Str, Text, Thread};
+use gpu_counters_record::protocol::{self, Hello, Name, Notice, Record, Str, Text, Thread};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
@@ -425,6 +425,15 @@ pub fn current() -> Option<&'static State> {
     let generation = GENERATION.load(Ordering::Acquire);
     // SAFETY: as in `state_with`.
     unsafe { STATE.load(Ordering::Acquire).as_ref() }.filter(|s| s.generation == generation)
+}
+
+/// Sends a one-line notice.
+pub fn notice(s: &State, sev: u8, text: &str) {
+    s.push(&Record::Notice(Notice {
+        ts_ns: now_ns(),
+        severity: sev,
+        text: Text::from_str(text),
+    }));
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ pub mod collector;
 #[cfg(feature = "collector")]
 pub mod process;
 #[cfg(feature = "collector")]
+mod session;
+#[cfg(feature = "collector")]
 pub mod summary;
 #[cfg(feature = "collector")]
 mod trace;

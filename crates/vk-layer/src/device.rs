@@ -1,35 +1,24 @@
 //! Devices: what the layer keeps of each (its next layer's commands, queue
-//! families, calibration, query blocks, command buffers, queues, frames),
-//! `vkGetDeviceProcAddr`, and `vkDestroyDevice`.
+//! families, calibration, query blocks, command buffers, queues, frames).
+//! Made and released by [`crate::lifecycle`].
 
 use crate::blocks::BlockPool;
+use crate::chain;
 use crate::config::Level;
-use crate::instance::{Caps, Gdpa, InstanceData};
-use crate::recording::{NameRef, Recorded, Recording, STAT_BLOCK, TS_BLOCK};
-use crate::sink::{self, stat};
-use crate::{chain, global, hooks, retire, submit};
+use crate::frames::Frames;
+use crate::instance::Gdpa;
+pub use crate::instance::HostReset;
+use crate::queue::QueueData;
+use crate::recorded::{NameRef, Recorded, Recording};
+use crate::sink;
 use ash::vk;
-use gpu_counters_hal::{Calibration, CalibrationMethod};
-use gpu_counters_record::protocol::{
-    scope_kind, Clock, Record, Seq, VkDevice as VkDeviceRecord, VkStatNames,
-};
+use gpu_counters_hal::Calibration;
+use gpu_counters_record::protocol::{scope_kind, Clock, Record};
 use gpu_counters_vulkan::{CalibratedClock, CalibratedTimestamps};
 use std::collections::HashMap;
-use std::ffi::{c_char, CStr};
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-
-/// How the device resets queries on the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HostReset {
-    /// It cannot: every execution resets its queries on the GPU.
-    #[default]
-    None,
-    /// `vkResetQueryPool` (Vulkan 1.2's `hostQueryReset`).
-    Core,
-    /// `vkResetQueryPoolEXT` (`VK_EXT_host_query_reset`).
-    Ext,
-}
 
 /// What `vkCreateDevice` turned on.
 #[derive(Debug)]
@@ -207,10 +196,10 @@ pub struct Active {
     pub ash: ash::Device,
     /// The commands the layer wraps, loaded at the first
     /// `vkGetDeviceProcAddr` ([`Active::next`]).
-    next: std::sync::OnceLock<Next>,
+    pub(crate) next: std::sync::OnceLock<Next>,
     /// The next layer's `vkGetDeviceProcAddr` and the device.
-    gdpa: Gdpa,
-    device: vk::Device,
+    pub(crate) gdpa: Gdpa,
+    pub(crate) device: vk::Device,
     /// The next layer's debug-utils label commands (of its instance
     /// chain, through which the loader dispatches them).
     pub labels: crate::instance::LabelFns,
@@ -244,11 +233,11 @@ pub struct Active {
     /// Render passes with multiview.
     pub multiview: Mutex<HashMap<vk::RenderPass, bool>>,
     /// Queues, by handle.
-    pub queues: Mutex<HashMap<vk::Queue, Arc<submit::QueueData>>>,
+    pub queues: Mutex<HashMap<vk::Queue, Arc<QueueData>>>,
     /// Frames.
-    pub frames: Mutex<retire::Frames>,
+    pub frames: Mutex<Frames>,
     /// Names of scope kinds, interned once.
-    names: Mutex<HashMap<&'static str, NameRef>>,
+    pub(crate) names: Mutex<HashMap<&'static str, NameRef>>,
     /// Serializes retiring (and destruction): the Vulkan calls that read
     /// results happen under it.
     pub retire_lock: Mutex<()>,
@@ -256,7 +245,7 @@ pub struct Active {
     pub lost: AtomicBool,
     /// The device was destroyed (or the process is exiting).
     pub destroyed: AtomicBool,
-    next_queue: AtomicU32,
+    pub(crate) next_queue: AtomicU32,
 }
 
 /// What the layer keeps of a device.
@@ -267,18 +256,6 @@ pub struct DeviceData {
     pub gdpa: Gdpa,
     /// Present where the layer times this device.
     pub active: Option<Active>,
-}
-
-static NEXT_DEVICE: AtomicU32 = AtomicU32::new(1);
-
-/// The device of a dispatchable handle.
-///
-/// # Safety
-///
-/// `h` is a valid dispatchable handle of a device.
-pub unsafe fn of<H: vk::Handle>(h: H) -> Option<Arc<DeviceData>> {
-    // SAFETY: the caller's promise.
-    global::device(unsafe { global::key(h) })
 }
 
 /// The name of scope kind `kind`, interned.
@@ -300,16 +277,6 @@ pub fn static_name(dev: &Active, name: &'static str) -> NameRef {
     n
 }
 
-/// Families a test asks to treat as untimed
-/// (`GPU_COUNTERS_VK_LAYER_UNTIMED_FAMILIES=0,2`): the layer then does what
-/// it does on a driver whose family has `timestampValidBits` 0.
-fn untimed_families() -> Vec<u32> {
-    std::env::var("GPU_COUNTERS_VK_LAYER_UNTIMED_FAMILIES")
-        .ok()
-        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
-        .unwrap_or_default()
-}
-
 impl DeviceData {
     /// A device the layer does not time: calls pass straight through.
     pub fn passthrough(handle: vk::Device, gdpa: Gdpa) -> DeviceData {
@@ -318,201 +285,6 @@ impl DeviceData {
             gdpa,
             active: None,
         }
-    }
-
-    /// Registers a device the layer times.
-    ///
-    /// # Safety
-    ///
-    /// `device` was just made by the next layer from `pd` of `inst`, as
-    /// `setup` says; `app` is the application's create info.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn register(
-        inst: &InstanceData,
-        pd: vk::PhysicalDevice,
-        device: vk::Device,
-        gdpa: Gdpa,
-        set_data: chain::SetDeviceLoaderData,
-        caps: &Caps,
-        setup: DeviceSetup,
-        app: &vk::DeviceCreateInfo<'_>,
-    ) {
-        let _ = app;
-        // SAFETY: the physical device belongs to the instance.
-        let memory = unsafe { inst.instance.get_physical_device_memory_properties(pd) };
-        let Some(sink) = sink::get() else {
-            // SAFETY: the caller's promise.
-            unsafe {
-                global::add_device(
-                    global::key(device),
-                    Arc::new(Self::passthrough(device, gdpa)),
-                )
-            };
-            return;
-        };
-        // SAFETY: the next layer's commands of this device.
-        let ash_device = unsafe {
-            ash::Device::load_with(
-                |name| {
-                    std::mem::transmute::<vk::PFN_vkVoidFunction, *const std::ffi::c_void>(gdpa(
-                        device,
-                        name.as_ptr(),
-                    ))
-                },
-                device,
-            )
-        };
-        let untimed = untimed_families();
-        let families: Vec<Family> = caps
-            .families
-            .iter()
-            .enumerate()
-            .map(|(i, &(flags, bits))| Family {
-                flags,
-                valid_bits: if untimed.contains(&(i as u32)) {
-                    0
-                } else {
-                    bits
-                },
-            })
-            .collect();
-        let host_reset: Option<vk::PFN_vkResetQueryPool> = match setup.host_reset {
-            HostReset::None => None,
-            HostReset::Core => Some(ash_device.fp_v1_2().reset_query_pool),
-            // SAFETY: the command's type; the device is the next layer's.
-            HostReset::Ext => unsafe {
-                load_device::<vk::PFN_vkResetQueryPool>(gdpa, device, c"vkResetQueryPoolEXT")
-            },
-        };
-        let id = NEXT_DEVICE.fetch_add(1, Ordering::Relaxed);
-        // The instance's commands with this device's next
-        // vkGetDeviceProcAddr (the loader's instance-level lookup of it may
-        // give none), for loading the device's extension commands.
-        // SAFETY: the next layer's lookups of this instance and device.
-        let with_gdpa = unsafe {
-            let (gipa, handle) = (inst.gipa, inst.handle);
-            ash::Instance::load_with(
-                |name| {
-                    if name == c"vkGetDeviceProcAddr" {
-                        gdpa as *const std::ffi::c_void
-                    } else {
-                        std::mem::transmute::<vk::PFN_vkVoidFunction, *const std::ffi::c_void>(
-                            gipa(handle, name.as_ptr()),
-                        )
-                    }
-                },
-                handle,
-            )
-        };
-        let clocks = setup.calibration.and_then(|ext| {
-            // SAFETY: the extension was enabled on this device, whose
-            // physical device offers the DEVICE and CLOCK_MONOTONIC domains.
-            let clock = unsafe { CalibratedClock::new(&with_gdpa, &ash_device, ext, 64) };
-            let pair = clock
-                .read_best(gpu_counters_vulkan::CALIBRATION_BURST)
-                .ok()?;
-            let mut by_bits: Vec<(u32, Calibration)> = Vec::new();
-            for f in &families {
-                if f.valid_bits == 0 || by_bits.iter().any(|(b, _)| *b == f.valid_bits) {
-                    continue;
-                }
-                if let Ok(c) = Calibration::new(
-                    CalibrationMethod::CalibratedPair,
-                    caps.period_ns,
-                    f.valid_bits,
-                    pair,
-                ) {
-                    by_bits.push((f.valid_bits, c));
-                }
-            }
-            send_clock(sink, id, caps.period_ns, &pair);
-            Some(Mutex::new(Clocks { clock, by_bits }))
-        });
-        let statistics = setup.statistics.then(|| {
-            let mut flags = vk::QueryPipelineStatisticFlags::empty();
-            for (f, _) in gpu_counters_vulkan::VK_STATISTICS {
-                flags |= f;
-            }
-            (flags, gpu_counters_vulkan::VK_STATISTICS.len())
-        });
-        let max_blocks = sink.config.max_blocks;
-        let active = Active {
-            id,
-            ash: ash_device,
-            next: std::sync::OnceLock::new(),
-            gdpa,
-            device,
-            labels: inst.labels,
-            set_data,
-            families,
-            period_ns: caps.period_ns,
-            memory,
-            clocks,
-            host_reset,
-            statistics,
-            level: sink.config.level,
-            hidden: setup.added,
-            ts_blocks: BlockPool::new(
-                vk::QueryType::TIMESTAMP,
-                vk::QueryPipelineStatisticFlags::empty(),
-                TS_BLOCK,
-                max_blocks,
-            ),
-            stat_blocks: statistics.map(|(flags, _)| {
-                BlockPool::new(
-                    vk::QueryType::PIPELINE_STATISTICS,
-                    flags,
-                    STAT_BLOCK,
-                    max_blocks,
-                )
-            }),
-            pools: Mutex::new(HashMap::new()),
-            cbs: RwLock::new(HashMap::new()),
-            multiview: Mutex::new(HashMap::new()),
-            queues: Mutex::new(HashMap::new()),
-            frames: Mutex::new(retire::Frames::default()),
-            names: Mutex::new(HashMap::new()),
-            retire_lock: Mutex::new(()),
-            lost: AtomicBool::new(false),
-            destroyed: AtomicBool::new(false),
-            next_queue: AtomicU32::new(1),
-        };
-        let name = sink.intern(&caps.name).unwrap_or(0);
-        let driver = if caps.driver.is_empty() {
-            0
-        } else {
-            sink.intern(&caps.driver).unwrap_or(0)
-        };
-        sink.push(&Record::VkDevice(VkDeviceRecord {
-            id,
-            uuid: caps.uuid,
-            name,
-            driver,
-            api_version: caps.api_version,
-            period_ps: (caps.period_ns * 1000.0).round() as u64,
-            calibration: u8::from(active.clocks.is_some()),
-        }));
-        if statistics.is_some() {
-            let ids: Vec<u32> = gpu_counters_vulkan::VK_STATISTICS
-                .iter()
-                .map(|(_, c)| sink.intern(c.name()).unwrap_or(0))
-                .collect();
-            sink.push(&Record::VkStatNames(VkStatNames {
-                device: id,
-                names: Seq::Slice(&ids),
-            }));
-        }
-        // SAFETY: the caller's promise.
-        let k = unsafe { global::key(device) };
-        global::add_device(
-            k,
-            Arc::new(DeviceData {
-                handle: device,
-                gdpa,
-                active: Some(active),
-            }),
-        );
-        retire::start_thread();
     }
 }
 
@@ -563,122 +335,5 @@ impl Active {
             .get(family as usize)
             .is_some_and(|f| f.valid_bits > 0)
             && self.clocks.is_some()
-    }
-}
-
-/// The layer's `vkGetDeviceProcAddr`.
-pub(crate) unsafe extern "system" fn get_device_proc_addr(
-    device: vk::Device,
-    name: *const c_char,
-) -> vk::PFN_vkVoidFunction {
-    if device == vk::Device::null() || name.is_null() {
-        return None;
-    }
-    // SAFETY: the loader or application passes a device and a name.
-    let (dev, n) = unsafe { (of(device), CStr::from_ptr(name)) };
-    let dev = dev?;
-    if n == c"vkGetDeviceProcAddr" {
-        // SAFETY: a function of the right type.
-        return unsafe {
-            Some(
-                std::mem::transmute::<*const (), unsafe extern "system" fn()>(
-                    get_device_proc_addr as *const (),
-                ),
-            )
-        };
-    }
-    if let Some(a) = &dev.active {
-        if hooks::hidden(a, n) {
-            return None;
-        }
-        if let Some(h) = hooks::device_hook(a, n) {
-            return Some(h);
-        }
-    }
-    // SAFETY: the next layer's vkGetDeviceProcAddr.
-    unsafe { (dev.gdpa)(device, name) }
-}
-
-/// Retires and releases what the layer made of `dev`; called by
-/// `vkDestroyDevice` before the device goes.
-///
-/// # Safety
-///
-/// The application is destroying the device: no other call uses it.
-pub unsafe fn destroy(a: &Active) {
-    let _g = a.retire_lock.lock().unwrap_or_else(|e| e.into_inner());
-    if a.destroyed.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    let queues: Vec<Arc<submit::QueueData>> = a
-        .queues
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .values()
-        .cloned()
-        .collect();
-    // SAFETY: the caller's promise; the retire lock is held.
-    unsafe { retire::drain(a, &queues) };
-    if let Some(s) = sink::get() {
-        let open: u64 = queues.iter().map(|q| retire::unbalanced(q)).sum();
-        s.counts.add(stat::LABEL_UNBALANCED, open);
-    }
-    retire::flush_frames(a, true);
-    for q in &queues {
-        // SAFETY: every submission of the layer's on the queue finished (or
-        // was given up after the drain's deadline, when the device is
-        // lost or the application destroys a device with work in flight).
-        unsafe { q.destroy(a) };
-    }
-    a.cbs.write().unwrap_or_else(|e| e.into_inner()).clear();
-    // SAFETY: as above: no work of the layer's is in flight; recordings
-    // are gone, so the blocks are free.
-    unsafe {
-        a.ts_blocks.destroy(&a.ash);
-        if let Some(b) = &a.stat_blocks {
-            b.destroy(&a.ash);
-        }
-    }
-    if let Some(s) = sink::get() {
-        s.send_stats();
-    }
-}
-
-/// At exit: every device's executions still in flight are counted as not
-/// retired; no Vulkan call is made (the driver may be going away).
-pub fn exit_all() {
-    retire::EXITING.store(true, Ordering::Release);
-    for d in global::devices() {
-        let Some(a) = &d.active else { continue };
-        // Wait (bounded) for a retire in progress to finish its calls.
-        let until = std::time::Instant::now() + std::time::Duration::from_millis(500);
-        let guard = loop {
-            match a.retire_lock.try_lock() {
-                Ok(g) => break Some(g),
-                Err(std::sync::TryLockError::Poisoned(p)) => break Some(p.into_inner()),
-                Err(_) if std::time::Instant::now() >= until => break None,
-                Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
-            }
-        };
-        if a.destroyed.swap(true, Ordering::AcqRel) {
-            continue;
-        }
-        let queues: Vec<Arc<submit::QueueData>> = a
-            .queues
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        let mut n = 0;
-        for q in &queues {
-            n += q.abandon();
-        }
-        if let Some(s) = sink::get() {
-            s.counts.add(stat::UNRETIRED, n);
-        }
-        retire::flush_frames(a, true);
-        // Keep the lock: no retire runs after this.
-        std::mem::forget(guard);
     }
 }

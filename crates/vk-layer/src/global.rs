@@ -5,7 +5,7 @@
 
 use crate::device::DeviceData;
 use crate::instance::InstanceData;
-use ash::vk::Handle;
+use ash::vk::{self, Handle};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
@@ -66,4 +66,14 @@ pub fn devices() -> Vec<Arc<DeviceData>> {
     m.as_ref()
         .map(|m| m.values().cloned().collect())
         .unwrap_or_default()
+}
+
+/// The device of a dispatchable handle.
+///
+/// # Safety
+///
+/// `h` is a valid dispatchable handle of a device.
+pub unsafe fn device_of<H: vk::Handle>(h: H) -> Option<Arc<DeviceData>> {
+    // SAFETY: the caller's promise.
+    device(unsafe { key(h) })
 }

@@ -30,9 +30,13 @@ pub mod blocks;
 pub mod chain;
 pub mod config;
 pub mod device;
+pub mod frames;
 pub mod global;
 pub mod hooks;
 pub mod instance;
+pub mod lifecycle;
+pub mod queue;
+pub mod recorded;
 pub mod recording;
 pub mod retire;
 pub mod sink;
@@ -72,7 +76,7 @@ pub unsafe extern "system" fn vkNegotiateLoaderLayerInterfaceVersion(
     // an exported symbol may bind to the loader's function of the same
     // name, which the process loaded first.
     v.get_instance_proc_addr = get_instance_proc_addr;
-    v.get_device_proc_addr = device::get_device_proc_addr;
+    v.get_device_proc_addr = hooks::get_device_proc_addr;
     v.get_physical_device_proc_addr = None;
     vk::Result::SUCCESS
 }
@@ -109,10 +113,10 @@ unsafe extern "system" fn get_instance_proc_addr(
     let n = unsafe { CStr::from_ptr(name) };
     let own = match n.to_bytes() {
         b"vkGetInstanceProcAddr" => Some(get_instance_proc_addr as *const ()),
-        b"vkCreateInstance" => Some(instance::create_instance as *const ()),
-        b"vkDestroyInstance" => Some(instance::destroy_instance as *const ()),
-        b"vkCreateDevice" => Some(instance::create_device as *const ()),
-        b"vkGetDeviceProcAddr" => Some(device::get_device_proc_addr as *const ()),
+        b"vkCreateInstance" => Some(lifecycle::create_instance as *const ()),
+        b"vkDestroyInstance" => Some(lifecycle::destroy_instance as *const ()),
+        b"vkCreateDevice" => Some(lifecycle::create_device as *const ()),
+        b"vkGetDeviceProcAddr" => Some(hooks::get_device_proc_addr as *const ()),
         _ => None,
     };
     if let Some(f) = own {
@@ -152,5 +156,5 @@ pub unsafe extern "system" fn vkGetDeviceProcAddr(
     name: *const c_char,
 ) -> vk::PFN_vkVoidFunction {
     // SAFETY: the caller's promise.
-    unsafe { device::get_device_proc_addr(device, name) }
+    unsafe { hooks::get_device_proc_addr(device, name) }
 }

@@ -11,16 +11,18 @@
 //! here ever waits without a deadline.
 
 use crate::device::Active;
-use crate::recording::{Event, NameRef, NO_QUERY};
+pub use crate::frames::Frames;
+pub use crate::queue::LabelStack;
+use crate::queue::QueueState;
+use crate::queue::{Execution, QueueData};
+use crate::recorded::{Event, NameRef, NO_QUERY};
 use crate::sink::{self, stat, Sink};
-use crate::submit::{Execution, QueueData};
 use ash::vk;
 use gpu_counters_hal::bookkeeping::SlotState;
 use gpu_counters_hal::{CalibratedTime, ResolvedTimestamps, SampleStatus};
 use gpu_counters_record::protocol::{
     frame_flags, scope_kind, scope_status, severity, Name, Record, Seq, Text, VkFrame, VkScope,
 };
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
 use std::time::Duration;
@@ -99,62 +101,6 @@ pub fn start_thread() {
                 }
             });
     });
-}
-
-/// The debug labels open on a queue: name, start (or why it has none),
-/// and the execution and frame it began in.
-#[derive(Debug, Default)]
-pub struct LabelStack {
-    open: Vec<(NameRef, Result<CalibratedTime, u8>, u64, u64)>,
-}
-
-#[derive(Debug)]
-struct FrameAcc {
-    n: u64,
-    cpu_start: u64,
-    cpu_end: Option<u64>,
-    presented: bool,
-    executions: u32,
-    untimed: u32,
-    pending: u32,
-    gpu: Option<(u64, u64)>,
-    bound: u64,
-}
-
-/// A device's frames: the one open now and those waiting for their
-/// executions to be read.
-#[derive(Debug, Default)]
-pub struct Frames {
-    presented: bool,
-    next: u64,
-    open: Option<u64>,
-    frames: VecDeque<FrameAcc>,
-    boundary: u64,
-    last_submit: u64,
-}
-
-impl Frames {
-    fn find(&mut self, n: u64) -> Option<&mut FrameAcc> {
-        self.frames.iter_mut().find(|f| f.n == n)
-    }
-
-    fn open_frame(&mut self, start: u64) -> u64 {
-        self.next += 1;
-        let n = self.next;
-        self.frames.push_back(FrameAcc {
-            n,
-            cpu_start: start,
-            cpu_end: None,
-            presented: false,
-            executions: 0,
-            untimed: 0,
-            pending: 0,
-            gpu: None,
-            bound: 0,
-        });
-        self.open = Some(n);
-        n
-    }
 }
 
 /// A submission call of `total` command buffers (`untimed` of them not
@@ -449,7 +395,7 @@ fn retire_queue(a: &Active, q: &QueueData, wait: Option<Duration>) {
 }
 
 /// Reads the slots of `executions` and frees them.
-fn read_flight(st: &mut crate::submit::QueueState, executions: &[Execution]) -> Vec<Read> {
+fn read_flight(st: &mut QueueState, executions: &[Execution]) -> Vec<Read> {
     let mut out = Vec::with_capacity(executions.len());
     let Some(ring) = st.ring.as_mut() else {
         return executions

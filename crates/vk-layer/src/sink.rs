@@ -143,6 +143,16 @@ pub fn register_exit_handler() {
     }
 }
 
+/// What the exit sequence runs first, once a device is registered.
+static BEFORE_EXIT: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what the exit sequence runs before it sends the counts: the
+/// devices' part, given by the module that registers devices (so that the
+/// sink knows nothing of devices). Set once; later calls change nothing.
+pub fn set_before_exit(f: fn()) {
+    let _ = BEFORE_EXIT.set(f);
+}
+
 /// The process's sink, made on first use; `None` outside `gpu-counters
 /// record` or in a forked child of the process that made it.
 pub fn get() -> Option<&'static Sink> {
@@ -258,13 +268,16 @@ impl Sink {
         }));
     }
 
-    /// The exit sequence, once: the counts, a `Goodbye`, and what is queued
+    /// The exit sequence, once: the devices' part (see [`set_before_exit`]), the
+    /// counts, a `Goodbye`, and what is queued
     /// sent within `GPU_COUNTERS_RECORD_EXIT_MS` (default 2000).
     pub fn exit(&self, reason: u8) {
         if self.done.load(Ordering::Acquire) {
             return;
         }
-        crate::device::exit_all();
+        if let Some(before) = BEFORE_EXIT.get() {
+            before();
+        }
         if self.done.swap(true, Ordering::AcqRel) {
             return;
         }

@@ -2,10 +2,11 @@
 //! `sampleTimestamps()`): calibrated reads of both clocks, or a
 //! timestamp-only submission bracketed by two CPU clock reads.
 
-use crate::command::CommandBuffer;
 use crate::clock::{CalibratedClock, CALIBRATION_BURST};
-use crate::device::{mask, Device};
+use crate::command::CommandBuffer;
+use crate::device::Device;
 use crate::query::QueryPool;
+use crate::util::mask;
 use ash::vk;
 use gpu_counters_hal::bookkeeping::QueryRead;
 use gpu_counters_hal::{cpu_monotonic_ns, Calibration, Error, Result, TimestampPair};

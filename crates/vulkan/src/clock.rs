@@ -3,11 +3,29 @@
 //! calibrates with, usable on any `ash` device that enabled one of the
 //! extensions (the Vulkan layer's devices, for one).
 
-use crate::device::mask;
-use crate::instance::CalibratedTimestamps;
-use crate::util::vk_err;
+use crate::util::{mask, vk_err};
 use ash::vk;
 use gpu_counters_hal::{Error, Result, TimestampPair};
+use std::ffi::CStr;
+
+/// The extensions that read the GPU and CPU clocks together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CalibratedTimestamps {
+    /// `VK_KHR_calibrated_timestamps`.
+    Khr,
+    /// `VK_EXT_calibrated_timestamps`.
+    Ext,
+}
+
+impl CalibratedTimestamps {
+    /// The extension's name.
+    pub fn name(self) -> &'static CStr {
+        match self {
+            CalibratedTimestamps::Khr => ash::khr::calibrated_timestamps::NAME,
+            CalibratedTimestamps::Ext => ash::ext::calibrated_timestamps::NAME,
+        }
+    }
+}
 
 /// Calibration reads taken per [`CalibratedClock::read_best`] call that
 /// [`crate::Device::sample_timestamps`] makes; the one with the smallest

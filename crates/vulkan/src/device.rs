@@ -1,7 +1,7 @@
 //! The logical device: opened by gpu-counters or wrapped from the caller's.
 
-use crate::clock::CalibratedClock;
-use crate::instance::{CalibratedTimestamps, Capabilities, Instance, InstanceOptions};
+use crate::clock::{CalibratedClock, CalibratedTimestamps};
+use crate::instance::{Capabilities, Instance, InstanceOptions};
 use crate::resolve::ResolvePipeline;
 use crate::util::vk_err;
 use ash::vk;
@@ -54,7 +54,6 @@ const REQUIRED_COMMANDS: [&CStr; 7] = [
     c"vkCmdEndRendering",
     c"vkCmdBeginRenderPass2",
 ];
-
 
 /// A Vulkan device with one graphics+compute queue, ready for counter
 /// sampling. Cloning shares it.
@@ -587,14 +586,6 @@ impl DeviceShared {
             .into());
         }
         Ok(())
-    }
-}
-
-pub(crate) fn mask(bits: u32) -> u64 {
-    if bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
     }
 }
 

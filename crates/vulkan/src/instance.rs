@@ -1,5 +1,6 @@
 //! The Vulkan instance, device discovery and the validation-message capture.
 
+use crate::clock::CalibratedTimestamps;
 use crate::util::vk_err;
 use ash::vk;
 use gpu_counters_hal::{
@@ -348,25 +349,6 @@ impl Instance {
             .iter()
             .position(|d| d.device_type.is_hardware())
             .unwrap_or(0))
-    }
-}
-
-/// The extensions that read the GPU and CPU clocks together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CalibratedTimestamps {
-    /// `VK_KHR_calibrated_timestamps`.
-    Khr,
-    /// `VK_EXT_calibrated_timestamps`.
-    Ext,
-}
-
-impl CalibratedTimestamps {
-    /// The extension's name.
-    pub fn name(self) -> &'static CStr {
-        match self {
-            CalibratedTimestamps::Khr => ash::khr::calibrated_timestamps::NAME,
-            CalibratedTimestamps::Ext => ash::ext::calibrated_timestamps::NAME,
-        }
     }
 }
 

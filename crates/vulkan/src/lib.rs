@@ -58,7 +58,7 @@ mod writes;
 pub use ash;
 pub use backend::{Marker, Vulkan};
 pub use buffer::{BufferRef, GpuBuffer, MemoryLocation};
-pub use clock::{calibration_extension, CalibratedClock, CALIBRATION_BURST};
+pub use clock::{calibration_extension, CalibratedClock, CalibratedTimestamps, CALIBRATION_BURST};
 pub use command::{CommandBuffer, Completion, Submission};
 pub use descriptors::{
     BlitPassDescriptor, ComputePassDescriptor, PassSampleBufferAttachment, RenderPassDescriptor,
@@ -66,11 +66,8 @@ pub use descriptors::{
 };
 pub use device::{Device, EnabledFeatures};
 pub use encoder::{BlitEncoder, ComputeEncoder, RenderEncoder};
-pub use instance::{
-    CalibratedTimestamps, Instance, InstanceOptions, MAX_SAMPLE_COUNT, VALIDATION_ENV,
-    VALIDATION_LAYER,
-};
+pub use instance::{Instance, InstanceOptions, MAX_SAMPLE_COUNT, VALIDATION_ENV, VALIDATION_LAYER};
 pub use resolve::compile_wgsl;
-pub use samples::VK_STATISTICS;
 pub use sample_buffer::{CounterHeap, CounterSampleBuffer};
+pub use samples::VK_STATISTICS;
 pub use util::map_vk_error;

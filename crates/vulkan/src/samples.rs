@@ -157,7 +157,7 @@ impl Samples {
                 storage,
                 count,
                 field_map,
-                crate::device::mask(device.shared.caps.timestamp_valid_bits),
+                crate::util::mask(device.shared.caps.timestamp_valid_bits),
                 what,
             )?,
             device: device.clone(),

@@ -63,6 +63,15 @@ pub(crate) unsafe fn barrier(
     unsafe { d.cmd_pipeline_barrier2(cmd, &dep) };
 }
 
+/// The mask of a timestamp with `bits` valid bits.
+pub(crate) fn mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
