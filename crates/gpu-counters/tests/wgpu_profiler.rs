@@ -971,3 +971,53 @@ fn frames_in_flight_are_collected_in_order() {
     assert!(profiler.collect().unwrap().is_empty());
     app.check();
 }
+
+/// A scoped pass leaked with `mem::forget`, alone on its encoder and beside
+/// a kept pass in a second frame: wgpu keeps a leaked pass's encoder locked,
+/// so the application drops it unsubmitted. Each frame is still collected,
+/// the leaked pass's scope counted (open at `end_frame`: not ended), never
+/// reported with a time, never a zero; the kept pass on its own encoder is
+/// timed inside its CPU window; later frames over the pooled objects are
+/// clean, with no validation error.
+#[test]
+fn a_leaked_scoped_pass_is_counted_and_later_frames_are_clean() {
+    let Some((app, profiler)) = setup() else {
+        return;
+    };
+    let mut leaking = app.encoder("leaks");
+    std::mem::forget(profiler.scoped_compute_pass("leaked", &mut leaking));
+    drop(leaking);
+    profiler.end_frame().unwrap();
+    let frames = app.collect(&profiler);
+    assert_eq!(frames.len(), 1);
+    assert!(labels(&frames[0]).is_empty(), "{:?}", labels(&frames[0]));
+    assert_eq!(frames[0].result.drops.total(), 1, "{:?}", frames[0].result.drops);
+    assert_eq!(frames[0].result.drops.not_ended, 1, "{:?}", frames[0].result.drops);
+
+    let mut kept = app.encoder("kept");
+    {
+        let mut pass = profiler.scoped_compute_pass("kept", &mut kept);
+        app.dispatch(&mut pass, 1);
+    }
+    let mut leaking = app.encoder("leaks again");
+    std::mem::forget(profiler.scoped_compute_pass("leaked", &mut leaking));
+    drop(leaking);
+    let before = gpu_counters::cpu_monotonic_ns();
+    app.queue.submit([kept.finish()]);
+    profiler.end_frame().unwrap();
+    let frames = app.collect(&profiler);
+    let after = gpu_counters::cpu_monotonic_ns();
+    assert_eq!(labels(&frames[0]), ["kept"]);
+    assert_inside(frames[0].scopes(), before, after);
+    assert_eq!(frames[0].result.drops.total(), 1, "{:?}", frames[0].result.drops);
+    for _ in 0..2 {
+        let mut e = app.encoder("after");
+        drop(profiler.scoped_compute_pass("after", &mut e));
+        app.queue.submit([e.finish()]);
+        profiler.end_frame().unwrap();
+        let frames = app.collect(&profiler);
+        assert_eq!(labels(&frames[0]), ["after"]);
+        assert_eq!(frames[0].result.drops.total(), 0);
+    }
+    app.check();
+}
