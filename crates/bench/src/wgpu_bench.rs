@@ -6,11 +6,11 @@
 
 use crate::vulkan::{ITERATIONS, WORKGROUP_SIZE};
 use crate::{
-    check_written, timestamps_ns, BenchError, ComparisonSpec, Harness,
-    HarnessRow, Measurement, Placement, Rows, Tool, Variant, VariantSpec,
+    check_written, timestamps_ns, BenchError, ComparisonSpec, Harness, HarnessRow, Measurement,
+    Placement, Rows, Tool, Variant, VariantSpec,
 };
-use gpu_counters_hal::{Calibration, CounterSampleBufferDescriptor, DeviceInfo};
 use gpu_counters::wgpu::{Profiler, ProfilerSettings};
+use gpu_counters_hal::{Calibration, CounterSampleBufferDescriptor, DeviceInfo};
 use gpu_counters_wgpu as gcw;
 use std::cell::RefCell;
 use std::hint::black_box;
@@ -202,7 +202,6 @@ pub fn check_drop_in_frames(
     }
     Ok(())
 }
-
 
 /// The bench's workload on wgpu: one workgroup of the tiny kernel the
 /// Vulkan rows dispatch, its pipeline and data (the bench's wgpu rows, and

@@ -991,8 +991,17 @@ fn a_leaked_scoped_pass_is_counted_and_later_frames_are_clean() {
     let frames = app.collect(&profiler);
     assert_eq!(frames.len(), 1);
     assert!(labels(&frames[0]).is_empty(), "{:?}", labels(&frames[0]));
-    assert_eq!(frames[0].result.drops.total(), 1, "{:?}", frames[0].result.drops);
-    assert_eq!(frames[0].result.drops.not_ended, 1, "{:?}", frames[0].result.drops);
+    assert_eq!(
+        frames[0].result.drops.total(),
+        1,
+        "{:?}",
+        frames[0].result.drops
+    );
+    assert_eq!(
+        frames[0].result.drops.not_ended, 1,
+        "{:?}",
+        frames[0].result.drops
+    );
 
     let mut kept = app.encoder("kept");
     {
@@ -1009,7 +1018,12 @@ fn a_leaked_scoped_pass_is_counted_and_later_frames_are_clean() {
     let after = gpu_counters::cpu_monotonic_ns();
     assert_eq!(labels(&frames[0]), ["kept"]);
     assert_inside(frames[0].scopes(), before, after);
-    assert_eq!(frames[0].result.drops.total(), 1, "{:?}", frames[0].result.drops);
+    assert_eq!(
+        frames[0].result.drops.total(),
+        1,
+        "{:?}",
+        frames[0].result.drops
+    );
     for _ in 0..2 {
         let mut e = app.encoder("after");
         drop(profiler.scoped_compute_pass("after", &mut e));

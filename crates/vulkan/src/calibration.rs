@@ -2,8 +2,8 @@
 //! `sampleTimestamps()`): calibrated reads of both clocks, or a
 //! timestamp-only submission bracketed by two CPU clock reads.
 
-use crate::command::CommandBuffer;
 use crate::clock::{CalibratedClock, CALIBRATION_BURST};
+use crate::command::CommandBuffer;
 use crate::device::{mask, Device};
 use crate::query::QueryPool;
 use ash::vk;

@@ -55,7 +55,6 @@ const REQUIRED_COMMANDS: [&CStr; 7] = [
     c"vkCmdBeginRenderPass2",
 ];
 
-
 /// A Vulkan device with one graphics+compute queue, ready for counter
 /// sampling. Cloning shares it.
 #[derive(Clone)]

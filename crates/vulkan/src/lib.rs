@@ -71,6 +71,6 @@ pub use instance::{
     VALIDATION_LAYER,
 };
 pub use resolve::compile_wgsl;
-pub use samples::VK_STATISTICS;
 pub use sample_buffer::{CounterHeap, CounterSampleBuffer};
+pub use samples::VK_STATISTICS;
 pub use util::map_vk_error;

@@ -1354,10 +1354,7 @@ fn every_leaked_guard_is_refused_at_submit_and_never_reads_zero() {
     let view = target(d);
     let attachments = clear(&view);
     let ts = timestamps(d, 4);
-    for guard in [
-        Guard::ComputeStatistics,
-        Guard::RenderStatistics,
-    ] {
+    for guard in [Guard::ComputeStatistics, Guard::RenderStatistics] {
         for statistics in [false, true] {
             if !counts {
                 eprintln!("{guard:?} skipped: the adapter lacks PIPELINE_STATISTICS_QUERY");
@@ -1883,10 +1880,12 @@ fn an_encoder_scope_with_statistics_is_timed_without_them() {
     assert!(!rec.samples_statistics(), "wgpu counts only inside passes");
     let outer = frame.scope(&mut rec, "encoder", PassKind::Scope).unwrap();
     {
-        let mut pass = rec.encoder().begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("pass"),
-            timestamp_writes: None,
-        });
+        let mut pass = rec
+            .encoder()
+            .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("pass"),
+                timestamp_writes: None,
+            });
         pass.set_pipeline(&pipeline);
         pass.set_bind_group(0, &bind, &[]);
         pass.dispatch_workgroups(5, 1, 1);
