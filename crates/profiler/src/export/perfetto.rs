@@ -74,7 +74,7 @@ use gpu_counters_hal::CounterResultStatistic;
 use std::io::{self, BufWriter, Write};
 use thiserror::Error;
 
-pub use super::chrome::CPU_TRACK_NAME;
+pub use super::CPU_TRACK_NAME;
 pub use super::perfetto_gpu::{MAX_INTERNED_NAMES, MAX_INTERNED_NAME_BYTES};
 
 /// The first track uuid (the rest count up from it): an arbitrary constant,
