@@ -9,9 +9,7 @@ pub const COUNTER_ERROR_VALUE: u64 = u64::MAX;
 
 /// A resolved timestamp sample (`MTLCounterResultTimestamp`).
 #[repr(C)]
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable)]
 #[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct CounterResultTimestamp {
     /// GPU ticks, masked to the queue's valid bits; multiply by the device's
@@ -21,9 +19,7 @@ pub struct CounterResultTimestamp {
 
 /// A resolved stage-utilization sample (`MTLCounterResultStageUtilization`).
 #[repr(C)]
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable)]
 #[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct CounterResultStageUtilization {
     /// Total GPU cycles.
@@ -75,9 +71,7 @@ fn difference(a: u64, b: u64) -> u64 {
 /// field order. Each field is cumulative from the first statistic sample of
 /// the same encoder, so end minus start is what the GPU counted between them.
 #[repr(C)]
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable)]
 #[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct CounterResultStatistic {
     /// Patches read by the tessellator.
