@@ -135,7 +135,7 @@ suite() {
   step "$d" cuda-run-compute 60 .bin/gpu-counters run compute --backend cuda --frames 3 --dispatches 3 --workgroups 7 --workgroup-size 13 --json
   step "$d" devices-all 60 .bin/gpu-counters devices --backend all
   unset GPU_COUNTERS_VALIDATION
-  step "$d" example-wgpu-profile_passes 60 .bin/example-wgpu-profile_passes "$d/wgpu-trace.json"
+  step "$d" example-gpu-counters-profile_passes 60 .bin/example-gpu-counters-profile_passes "$d/wgpu-trace.json"
   step "$d" example-cuda-profile_kernels 60 .bin/example-cuda-profile_kernels "$d/cuda-trace.json"
   (cd "$OUT" && tar czf suite.tar.gz suite && rm -rf suite)
 }

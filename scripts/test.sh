@@ -123,7 +123,7 @@ echo "== 4/6 the CUDA backend's tests again, their output shown (each GPU test s
 for t in $(awk '$1 == "cuda" && $2 == "test" { print $4 }' <<<"$built"); do "$t" --nocapture --test-threads=1; done
 
 echo "== 5/6 the wgpu backend on its portable path (no wgpu-hal)"
-cargo test --locked -p gpu-counters-wgpu --no-default-features --features profiler
+cargo test --locked -p gpu-counters-wgpu --no-default-features
 
 echo "== 6/6 cross-platform: cargo check for Windows and macOS, and the fake-backend tests under Wine"
 bash scripts/setup.sh --cross

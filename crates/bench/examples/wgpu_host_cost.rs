@@ -7,7 +7,7 @@
 //! ```text
 //! cargo build --release -p gpu-counters-bench --example wgpu_host_cost
 //! HOST_COST_ROUNDS=1 target/release/examples/wgpu_host_cost \
-//!     raw-passes,raw-writes,gcw-passes,gcw-writes 4096 40
+//!     raw-passes,raw-writes,gcw-passes,gcw-writes,drop-in,wgpu-profiler 4096 40
 //! ```
 //!
 //! Arguments: `VARIANTS N ROUNDS`. `VARIANTS` is a comma-separated list
@@ -25,8 +25,9 @@
 //! - `gcw-writes`: the same with `gcw::Recorder::compute_pass_timestamp_writes`
 //!   per pass; read back with `resolve_counter_range` and converted with the
 //!   device's calibration;
-//! - `gcw-profiled`: `begin_profiled_compute_pass` per dispatch in a
-//!   gpu-counters profiler frame, `end_frame` and `collect`;
+//! - `drop-in`: `gpu_counters::wgpu::Profiler::scoped_compute_pass` per
+//!   dispatch on raw encoders, `queue.submit` and `end_frame` per frame of
+//!   at most `DROP_IN_MAX_SCOPES` scopes, and `collect`;
 //! - `wgpu-profiler`: wgpu-profiler 0.28's pass query per dispatch,
 //!   `end_frame` and `process_finished_frame`.
 //!
@@ -40,11 +41,12 @@
 //! are printed
 //! (`round R VARIANT record X resolve Y samples S`).
 
+use gpu_counters::wgpu::Profiler;
 use gpu_counters_bench::{
-    check_written, gcw_profiler_options, timestamps_ns, RawWgpuQueries, TinyCompute,
+    check_drop_in_frames, check_written, drop_in_settings, timestamps_ns, RawWgpuQueries,
+    TinyCompute, DROP_IN_MAX_SCOPES,
 };
 use gpu_counters_hal::CounterSampleBufferDescriptor;
-use gpu_counters_profiler::Profiler;
 use gpu_counters_wgpu as gcw;
 use std::error::Error;
 use std::hint::black_box;
@@ -58,7 +60,7 @@ type R<T> = Result<T, Box<dyn Error + Send + Sync>>;
 /// variant's function, for callgrind:
 /// `--toggle-collect='wgpu_host_cost::record_phase*'` (the recording phase
 /// of every variant) or
-/// `--toggle-collect='wgpu_host_cost::record_phase_gcw_profiled*'` (one
+/// `--toggle-collect='wgpu_host_cost::record_phase_drop_in*'` (one
 /// variant's, in a process where others take turns); `resolve_phase`
 /// alike. Functions of the example's own, so that their symbols name it.
 /// The two dispatchers are always inlined: a function of their name would
@@ -101,7 +103,7 @@ phases! {
     "wgpu-profiler" => record_phase_wgpu_profiler, resolve_phase_wgpu_profiler;
     "gcw-passes" => record_phase_gcw_passes, resolve_phase_gcw_passes;
     "gcw-writes" => record_phase_gcw_writes, resolve_phase_gcw_writes;
-    "gcw-profiled" => record_phase_gcw_profiled, resolve_phase_gcw_profiled;
+    "drop-in" => record_phase_drop_in, resolve_phase_drop_in;
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -166,7 +168,7 @@ fn main() -> R<()> {
         })
         .collect::<Result<_, _>>()?;
     let calibration = gc.calibration()?;
-    let gc_profiler = Profiler::new(&gc, gcw_profiler_options(n))?;
+    let drop_in = Profiler::with_device(&gc, drop_in_settings(n))?;
     let mut profiler = GpuProfiler::new(
         &device,
         GpuProfilerSettings {
@@ -179,7 +181,6 @@ fn main() -> R<()> {
     let variants: Vec<&str> = variant.split(',').collect();
     let mut rec = vec![Vec::new(); variants.len()];
     let mut res = vec![Vec::new(); variants.len()];
-    let mut frames = Vec::new();
     for round in 0..rounds * variants.len() {
         let k = (round + round / variants.len()) % variants.len();
         let variant = variants[k];
@@ -256,16 +257,26 @@ fn main() -> R<()> {
                     }
                     Ok(Some(gc.submit(recorder)?))
                 }
-                "gcw-profiled" => {
-                    let frame = gc_profiler.begin_frame()?;
-                    let mut recorder = gc.wrap(encoder);
-                    for _ in 0..n {
-                        let mut pass = recorder.begin_profiled_compute_pass(&frame, "dispatch")?;
-                        dispatch(&mut pass);
+                "drop-in" => {
+                    let mut left = n;
+                    let mut encoder = Some(encoder);
+                    while left > 0 {
+                        let mut encoder = encoder.take().unwrap_or_else(|| {
+                            device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                                label: None,
+                            })
+                        });
+                        let k = left.min(DROP_IN_MAX_SCOPES);
+                        left -= k;
+                        for _ in 0..k {
+                            let mut pass = drop_in.scoped_compute_pass("dispatch", &mut encoder);
+                            dispatch(&mut pass);
+                        }
+                        drop_in.resolve_queries(&mut encoder);
+                        queue.submit([encoder.finish()]);
+                        drop_in.end_frame()?;
                     }
-                    let submission = gc.submit(recorder)?;
-                    gc_profiler.end_frame(frame, [&submission])?;
-                    Ok(Some(submission))
+                    Ok(None)
                 }
                 other => Err(format!("unknown variant {other}").into()),
             }
@@ -304,12 +315,10 @@ fn main() -> R<()> {
                         black_box(ns);
                     }
                 }
-                "gcw-profiled" => {
-                    gc_profiler.collect_into(&mut frames)?;
-                    if frames.len() != 1 || frames[0].scopes.len() != n as usize {
-                        return Err("gcw-profiled: frame not complete".into());
-                    }
-                    black_box(&frames);
+                "drop-in" => {
+                    let frames = drop_in.collect()?;
+                    check_drop_in_frames(&frames, n)?;
+                    black_box(frames);
                 }
                 _ => {}
             }

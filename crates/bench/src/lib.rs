@@ -49,7 +49,9 @@ use serde::Serialize;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
-pub use wgpu_bench::{gcw_profiler_options, RawWgpuQueries, TinyCompute};
+pub use wgpu_bench::{
+    check_drop_in_frames, drop_in_settings, RawWgpuQueries, TinyCompute, DROP_IN_MAX_SCOPES,
+};
 
 /// Arguments of `gpu-counters bench`.
 #[derive(Debug, Clone, PartialEq, clap::Args)]

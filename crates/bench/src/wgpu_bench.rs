@@ -1,14 +1,16 @@
 //! The wgpu, wgpu-profiler and gpu-counters-wgpu variants, on wgpu's own
 //! Vulkan instance and the adapter with the same name as gpu-counters'
-//! device: one wgpu device for all three tools.
+//! device: one wgpu device for all three tools. gpu-counters' profiled
+//! passes are `gpu_counters::wgpu::Profiler`'s scoped compute passes (the
+//! drop-in for wgpu-profiler), on the same raw encoders as wgpu-profiler's.
 
 use crate::vulkan::{ITERATIONS, WORKGROUP_SIZE};
 use crate::{
-    check_profiler_frames, check_written, timestamps_ns, BenchError, ComparisonSpec, Harness,
-    HarnessRow, Measurement, Placement, Rows, Tool, Variant, VariantSpec,
+    check_written, timestamps_ns, BenchError, ComparisonSpec, Harness, HarnessRow, Measurement,
+    Placement, Rows, Tool, Variant, VariantSpec,
 };
+use gpu_counters::wgpu::{Profiler, ProfilerSettings};
 use gpu_counters_hal::{Calibration, CounterSampleBufferDescriptor, DeviceInfo};
-use gpu_counters_profiler::{Profiler, ProfilerOptions, WhenFull};
 use gpu_counters_wgpu as gcw;
 use std::cell::RefCell;
 use std::hint::black_box;
@@ -28,7 +30,7 @@ enum Kind {
     ProfilerScopesInPass,
     GcwBaselinePassPerDispatch,
     GcwPassTimestampWrites,
-    GcwProfiledPasses,
+    DropInPasses,
 }
 
 const BASELINE: &str = "wgpu baseline (1 pass)";
@@ -97,7 +99,7 @@ impl Kind {
                 2,
                 Some(GCW_BASELINE),
             ),
-            Kind::GcwProfiledPasses => (
+            Kind::DropInPasses => (
                 GCW_PROFILED_PASSES,
                 Tool::GpuCountersWgpu,
                 Placement::Pass,
@@ -111,9 +113,7 @@ impl Kind {
     fn is_gpu_counters(self) -> bool {
         matches!(
             self,
-            Kind::GcwBaselinePassPerDispatch
-                | Kind::GcwPassTimestampWrites
-                | Kind::GcwProfiledPasses
+            Kind::GcwBaselinePassPerDispatch | Kind::GcwPassTimestampWrites
         )
     }
 }
@@ -166,19 +166,41 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 ";
 
-/// The options of gpu-counters' profiler over gpu-counters-wgpu for frames
-/// of `n` scopes: a frame holds at most `MAX_SAMPLE_COUNT / 2` scopes per
-/// page, and `Grow` gives a larger frame further pages, which its ring
-/// slot keeps (after a first frame nothing is allocated). The bench's
-/// profiled-pass row, and `wgpu_host_cost`'s.
-pub fn gcw_profiler_options(n: u32) -> ProfilerOptions {
-    ProfilerOptions {
-        frames_in_flight: 2,
-        max_scopes_per_frame: n.min(gpu_counters_wgpu::MAX_SAMPLE_COUNT / 2),
-        statistics: false,
-        when_full: WhenFull::Grow,
-        queue_name: None,
+/// The settings of `gpu_counters::wgpu::Profiler` for the bench's
+/// profiled-pass row (and `wgpu_host_cost`'s): as wgpu-profiler's in the
+/// bench (timer queries, no debug groups), frames of up to `n` scopes, at
+/// most [`DROP_IN_MAX_SCOPES`].
+pub fn drop_in_settings(n: u32) -> ProfilerSettings {
+    ProfilerSettings {
+        enable_timer_queries: true,
+        enable_debug_groups: false,
+        pipeline_statistics: false,
+        max_scopes_per_frame: n.clamp(1, DROP_IN_MAX_SCOPES),
+        queue_name: "queue".into(),
     }
+}
+
+/// The scopes a frame of `gpu_counters::wgpu::Profiler` holds at most (one
+/// query set of wgpu's largest, two timestamps a scope): more dispatches
+/// are profiled over several frames, each its own encoder and submission.
+pub const DROP_IN_MAX_SCOPES: u32 = wgpu::QUERY_SET_MAX_QUERIES / 2;
+
+/// Checks the drop-in's `frames` for `n` dispatches: every scope timed
+/// (none dropped, none missing).
+pub fn check_drop_in_frames(
+    frames: &[gpu_counters::wgpu::ProfiledFrame],
+    n: u32,
+) -> Result<(), BenchError> {
+    let scopes: usize = frames.iter().map(|f| f.scopes().len()).sum();
+    let dropped: u32 = frames.iter().map(|f| f.result.dropped_scopes).sum();
+    let expected = n.div_ceil(DROP_IN_MAX_SCOPES) as usize;
+    if frames.len() != expected || scopes != n as usize || dropped != 0 {
+        return Err(BenchError::Measurement(format!(
+            "gpu_counters::wgpu::Profiler returned {} frame(s) (expected {expected}) with {scopes} scopes ({dropped} dropped) for {n} dispatches",
+            frames.len()
+        )));
+    }
+    Ok(())
 }
 
 /// The bench's workload on wgpu: one workgroup of the tiny kernel the
@@ -365,8 +387,9 @@ struct WgpuBench {
     /// (`2 * n` samples over buffers of at most
     /// [`gpu_counters_wgpu::MAX_SAMPLE_COUNT`]).
     gc_buffers: Vec<gcw::CounterSampleBuffer>,
-    /// gpu-counters' profiler over `gc`, one frame per run.
-    gc_profiler: Profiler<gcw::Device>,
+    /// `gpu_counters::wgpu::Profiler` over `gc`: a frame per
+    /// [`DROP_IN_MAX_SCOPES`] dispatches of a run.
+    drop_in: Profiler,
     /// `gc`'s calibration, for converting resolved timestamps.
     calibration: Calibration,
     device: wgpu::Device,
@@ -470,7 +493,7 @@ impl WgpuBench {
                 ))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let gc_profiler = Profiler::new(&gc, gcw_profiler_options(n))?;
+        let drop_in = Profiler::with_device(&gc, drop_in_settings(n))?;
         let calibration = gc.calibration()?;
         // Without the work, only the pass-per-dispatch rows: the in-pass
         // rows' one pass would leave their samples nothing to sit between.
@@ -495,13 +518,13 @@ impl WgpuBench {
         kinds.extend([
             Kind::GcwBaselinePassPerDispatch,
             Kind::GcwPassTimestampWrites,
-            Kind::GcwProfiledPasses,
+            Kind::DropInPasses,
         ]);
         let period_ns = queue.get_timestamp_period() as f64;
         let this = Self {
             gc,
             gc_buffers,
-            gc_profiler,
+            drop_in,
             calibration,
             device,
             queue,
@@ -575,6 +598,9 @@ impl WgpuBench {
         if kind.is_gpu_counters() {
             return self.run_gpu_counters(kind);
         }
+        if kind == Kind::DropInPasses {
+            return self.run_drop_in();
+        }
         let per = kind.describe().3;
         let samples = (per * self.n as u64) as u32;
         let n = self.n;
@@ -642,9 +668,9 @@ impl WgpuBench {
             }
             Kind::GcwBaselinePassPerDispatch
             | Kind::GcwPassTimestampWrites
-            | Kind::GcwProfiledPasses => {
+            | Kind::DropInPasses => {
                 return Err(BenchError::Measurement(format!(
-                    "{kind:?} is recorded through gpu-counters-wgpu"
+                    "{kind:?} is recorded through gpu-counters"
                 )))
             }
         }
@@ -783,13 +809,9 @@ impl WgpuBench {
         }
         let encoder = self.begin_bracket();
         let t = Instant::now();
-        let frame = match kind {
-            Kind::GcwProfiledPasses => Some(self.gc_profiler.begin_frame()?),
-            _ => None,
-        };
         let mut rec = self.gc.wrap(encoder);
-        match (kind, &frame) {
-            (Kind::GcwPassTimestampWrites, _) => {
+        match kind {
+            Kind::GcwPassTimestampWrites => {
                 for i in 0..n {
                     let (buffer, q) = self.gc_sample(2 * i)?;
                     let writes = rec.compute_pass_timestamp_writes(buffer, Some(q), Some(q + 1))?;
@@ -799,12 +821,6 @@ impl WgpuBench {
                             label: None,
                             timestamp_writes: Some(writes),
                         });
-                    self.dispatch(&mut pass);
-                }
-            }
-            (Kind::GcwProfiledPasses, Some(frame)) => {
-                for _ in 0..n {
-                    let mut pass = rec.begin_profiled_compute_pass(frame, "dispatch")?;
                     self.dispatch(&mut pass);
                 }
             }
@@ -825,12 +841,7 @@ impl WgpuBench {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         self.end_bracket(&mut end);
         self.queue.submit([end.finish()]);
-        // wgpu-profiler's `end_frame` counts as resolve: so does this one.
-        let t = Instant::now();
-        if let Some(frame) = frame {
-            self.gc_profiler.end_frame(frame, [&submission])?;
-        }
-        let mut resolve_ns = t.elapsed().as_nanos() as f64;
+        let mut resolve_ns = 0.0;
         let gpu_ns = self.wait_gpu_ns(submitted)?;
         submission.wait()?;
         let t = Instant::now();
@@ -847,14 +858,72 @@ impl WgpuBench {
                 }
                 black_box(resolved_ns);
             }
-            Kind::GcwProfiledPasses => {
-                let frames = self.gc_profiler.collect()?;
-                resolve_ns += t.elapsed().as_nanos() as f64;
-                check_profiler_frames(&frames, n, "gpu-counters-wgpu's profiler")?;
-                black_box(frames);
-            }
             _ => resolve_ns = 0.0,
         }
+        self.check_errors()?;
+        Ok(Measurement {
+            gpu_ns,
+            record_ns,
+            resolve_ns,
+        })
+    }
+}
+
+impl WgpuBench {
+    /// One measurement of the drop-in's profiled passes: a
+    /// `gpu_counters::wgpu::Profiler::scoped_compute_pass` per dispatch on
+    /// raw encoders, as wgpu-profiler's row records its pass scopes. A frame
+    /// holds at most [`DROP_IN_MAX_SCOPES`] scopes, so `n` dispatches are
+    /// `ceil(n / DROP_IN_MAX_SCOPES)` frames, each an encoder submitted
+    /// with `queue.submit` and followed by `end_frame` (the first encoder
+    /// holds the start bracket, the last the end one). Recording runs to
+    /// each `queue.submit`'s return; `end_frame` (the read-back's
+    /// submission) and `collect` count as resolve, as wgpu-profiler's
+    /// `end_frame` and `process_finished_frame` do.
+    fn run_drop_in(&mut self) -> Result<Measurement, BenchError> {
+        let n = self.n;
+        let frames = n.div_ceil(DROP_IN_MAX_SCOPES).max(1);
+        let mut record_ns = 0.0;
+        let mut resolve_ns = 0.0;
+        let mut submitted = None;
+        let mut left = n;
+        for f in 0..frames {
+            let mut encoder = if f == 0 {
+                self.begin_bracket()
+            } else {
+                self.device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
+            };
+            let t = Instant::now();
+            let k = left.min(DROP_IN_MAX_SCOPES);
+            left -= k;
+            for _ in 0..k {
+                let mut pass = self.drop_in.scoped_compute_pass("dispatch", &mut encoder);
+                self.dispatch(&mut pass);
+            }
+            self.drop_in.resolve_queries(&mut encoder);
+            let mut step_ns = t.elapsed().as_nanos() as f64;
+            if f + 1 == frames {
+                self.end_bracket(&mut encoder);
+            }
+            let t = Instant::now();
+            let commands = encoder.finish();
+            if submitted.is_none() {
+                submitted = Some(Instant::now());
+            }
+            self.queue.submit([commands]);
+            step_ns += t.elapsed().as_nanos() as f64;
+            record_ns += step_ns;
+            let t = Instant::now();
+            self.drop_in.end_frame()?;
+            resolve_ns += t.elapsed().as_nanos() as f64;
+        }
+        let gpu_ns = self.wait_gpu_ns(submitted.unwrap_or_else(Instant::now))?;
+        let t = Instant::now();
+        let done = self.drop_in.collect()?;
+        resolve_ns += t.elapsed().as_nanos() as f64;
+        check_drop_in_frames(&done, n)?;
+        black_box(done);
         self.check_errors()?;
         Ok(Measurement {
             gpu_ns,

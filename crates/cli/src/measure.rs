@@ -78,12 +78,12 @@ pub struct Measured {
 
 /// How long the profiler waits for a ring slot, or for a frame's marker
 /// once its submission has completed.
-const FRAME_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const FRAME_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The statistics check of each pass of `frame`; fails unless the frame has
 /// exactly one scope per pass, in order (the profiler drops, and counts, a
 /// scope whose samples failed).
-fn check_frame(
+pub(crate) fn check_frame(
     passes: &[PassExpectation<'_>],
     frame: &FrameResult,
     has_stats: bool,

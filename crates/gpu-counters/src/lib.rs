@@ -16,6 +16,9 @@
 //! | `gpu-counters = { version = "0.1", features = ["vulkan"] }` | `gpu_counters::vulkan`: any Vulkan 1.3 driver, through ash |
 //! | `gpu-counters = { version = "0.1", features = ["wgpu"] }` | `gpu_counters::wgpu`: the application's own wgpu device and queue, and `gpu_counters::wgpu::Profiler`, a drop-in for wgpu-profiler |
 //! | `gpu-counters = { version = "0.1", features = ["cuda"] }` | `gpu_counters::cuda`: a cudarc context and stream (the driver and CUPTI are loaded at run time) |
+//! | `gpu-counters = { version = "0.1", features = ["chrome"] }` | `export::chrome`, `export::write_chrome_trace`: Chrome trace event JSON (builds serde_json) |
+//! | `gpu-counters = { version = "0.1", features = ["csv"] }` | `export::csv`, `export::write_csv` (builds the csv crate) |
+//! | `gpu-counters = { version = "0.1", features = ["serde"] }` | `Serialize`/`Deserialize` on the model types and results (builds serde's derive) |
 //! | `gpu-counters = { version = "0.1", features = ["perfetto"] }` | `export::perfetto`: Perfetto's protobuf trace |
 //! | `gpu-counters = { version = "0.1", features = ["tracy"] }` | `Profiler::stream_to_tracy`: frames into a running Tracy |
 //!

@@ -971,3 +971,154 @@ fn frames_in_flight_are_collected_in_order() {
     assert!(profiler.collect().unwrap().is_empty());
     app.check();
 }
+
+/// A scoped pass leaked with `mem::forget`, alone on its encoder and beside
+/// a kept pass in a second frame: wgpu keeps a leaked pass's encoder locked,
+/// so the application drops it unsubmitted. Each frame is still collected,
+/// the leaked pass's scope counted (open at `end_frame`: not ended), never
+/// reported with a time, never a zero; the kept pass on its own encoder is
+/// timed inside its CPU window; later frames over the pooled objects are
+/// clean, with no validation error.
+#[test]
+fn a_leaked_scoped_pass_is_counted_and_later_frames_are_clean() {
+    let Some((app, profiler)) = setup() else {
+        return;
+    };
+    let mut leaking = app.encoder("leaks");
+    std::mem::forget(profiler.scoped_compute_pass("leaked", &mut leaking));
+    drop(leaking);
+    profiler.end_frame().unwrap();
+    let frames = app.collect(&profiler);
+    assert_eq!(frames.len(), 1);
+    assert!(labels(&frames[0]).is_empty(), "{:?}", labels(&frames[0]));
+    assert_eq!(
+        frames[0].result.drops.total(),
+        1,
+        "{:?}",
+        frames[0].result.drops
+    );
+    assert_eq!(
+        frames[0].result.drops.not_ended, 1,
+        "{:?}",
+        frames[0].result.drops
+    );
+
+    let mut kept = app.encoder("kept");
+    {
+        let mut pass = profiler.scoped_compute_pass("kept", &mut kept);
+        app.dispatch(&mut pass, 1);
+    }
+    let mut leaking = app.encoder("leaks again");
+    std::mem::forget(profiler.scoped_compute_pass("leaked", &mut leaking));
+    drop(leaking);
+    let before = gpu_counters::cpu_monotonic_ns();
+    app.queue.submit([kept.finish()]);
+    profiler.end_frame().unwrap();
+    let frames = app.collect(&profiler);
+    let after = gpu_counters::cpu_monotonic_ns();
+    assert_eq!(labels(&frames[0]), ["kept"]);
+    assert_inside(frames[0].scopes(), before, after);
+    assert_eq!(
+        frames[0].result.drops.total(),
+        1,
+        "{:?}",
+        frames[0].result.drops
+    );
+    for _ in 0..2 {
+        let mut e = app.encoder("after");
+        drop(profiler.scoped_compute_pass("after", &mut e));
+        app.queue.submit([e.finish()]);
+        profiler.end_frame().unwrap();
+        let frames = app.collect(&profiler);
+        assert_eq!(labels(&frames[0]), ["after"]);
+        assert_eq!(frames[0].result.drops.total(), 0);
+    }
+    app.check();
+}
+
+/// Scoped passes from four threads into one frame, each thread on an
+/// encoder of its own with several root passes: every pass is one scope
+/// with its own label, inside the one submission's CPU window, in its
+/// thread's recording order, none dropped; a frame too small for them
+/// drops the rest, each counted in `over_capacity`, and reports no pass
+/// twice.
+#[test]
+fn scoped_passes_from_threads_in_recording_order() {
+    let Some((app, _)) = setup() else {
+        return;
+    };
+    const THREADS: usize = 4;
+    const PASSES: usize = 3;
+    for capacity in [(THREADS * PASSES) as u32, 5] {
+        let settings = ProfilerSettings {
+            max_scopes_per_frame: capacity,
+            ..Default::default()
+        };
+        let profiler = Profiler::new(&app.device, &app.queue, settings).unwrap();
+        let buffers: Vec<wgpu::CommandBuffer> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let (app, profiler) = (&app, &profiler);
+                    std::thread::Builder::new()
+                        .name(format!("recorder {t}"))
+                        .spawn_scoped(s, move || {
+                            let mut e = app.encoder("thread");
+                            for k in 0..PASSES {
+                                let mut p =
+                                    profiler.scoped_compute_pass(format!("t{t} p{k}"), &mut e);
+                                app.dispatch(&mut p, 1);
+                            }
+                            e.finish()
+                        })
+                        .unwrap()
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let before = cpu_monotonic_ns();
+        app.queue.submit(buffers);
+        profiler.end_frame().unwrap();
+        let frames = app.collect(&profiler);
+        let after = cpu_monotonic_ns();
+        assert_eq!(frames.len(), 1);
+        let f = &frames[0];
+        let kept = (capacity as usize).min(THREADS * PASSES);
+        assert_eq!(f.scopes().len(), kept, "capacity {capacity}");
+        assert_eq!(
+            f.result.drops.over_capacity as usize,
+            THREADS * PASSES - kept,
+            "{:?}",
+            f.result.drops
+        );
+        assert_eq!(f.result.drops.total() as usize, THREADS * PASSES - kept);
+        assert_inside(f.scopes(), before, after);
+        let mut seen = std::collections::HashSet::new();
+        for t in 0..THREADS {
+            let thread = format!("recorder {t}");
+            let mine: Vec<_> = f
+                .scopes()
+                .iter()
+                .filter(|s| s.thread.as_str() == thread)
+                .collect();
+            for s in &mine {
+                assert!(s.label.starts_with(&format!("t{t} p")), "{}", s.label);
+                assert!(seen.insert(s.label.to_string()), "{} twice", s.label);
+            }
+            // In the thread's recording order: pass k before pass k + 1,
+            // on the GPU too (one encoder runs in order).
+            for w in mine.windows(2) {
+                assert!(
+                    w[0].label.as_str() < w[1].label.as_str(),
+                    "{} {}",
+                    w[0].label,
+                    w[1].label
+                );
+                assert!(w[0].end_ns <= w[1].start_ns + w[0].error_bound_ns + w[1].error_bound_ns);
+            }
+            if capacity as usize >= THREADS * PASSES {
+                assert_eq!(mine.len(), PASSES, "{thread}");
+            }
+        }
+    }
+    app.check();
+}

@@ -1,9 +1,11 @@
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The common counter sets, Metal's `MTLCommonCounterSet`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum CommonCounterSet {
     /// GPU timestamps (`MTLCommonCounterSetTimestamp`); results are
     /// [`crate::CounterResultTimestamp`].
@@ -54,8 +56,9 @@ impl fmt::Display for CommonCounterSet {
 }
 
 /// The common counters, Metal's `MTLCommonCounter`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum CommonCounter {
     /// A GPU timestamp.
     Timestamp,
@@ -146,7 +149,8 @@ impl fmt::Display for CommonCounter {
 
 /// A counter set that a device really offers, with the counters it has
 /// (Metal's `MTLCounterSet`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct CounterSet {
     /// Which common set this is.
     pub set: CommonCounterSet,
@@ -168,22 +172,23 @@ impl CounterSet {
 
 /// Where in the work a device can sample counters (Metal's
 /// `MTLCounterSamplingPoint`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub enum CounterSamplingPoint {
     /// At the start and end of pipeline stages of a pass (pass attachments).
-    #[serde(rename = "stage")]
+    #[cfg_attr(feature = "serde", serde(rename = "stage"))]
     AtStageBoundary,
     /// Between draw calls inside a render encoder.
-    #[serde(rename = "draw")]
+    #[cfg_attr(feature = "serde", serde(rename = "draw"))]
     AtDrawBoundary,
     /// Between dispatches inside a compute encoder.
-    #[serde(rename = "dispatch")]
+    #[cfg_attr(feature = "serde", serde(rename = "dispatch"))]
     AtDispatchBoundary,
     /// Between tile dispatches (Apple tile shaders); never offered on Vulkan.
-    #[serde(rename = "tile_dispatch")]
+    #[cfg_attr(feature = "serde", serde(rename = "tile_dispatch"))]
     AtTileDispatchBoundary,
     /// Between blit (transfer) commands.
-    #[serde(rename = "blit")]
+    #[cfg_attr(feature = "serde", serde(rename = "blit"))]
     AtBlitBoundary,
 }
 

@@ -1,10 +1,12 @@
 use crate::CommonCounterSet;
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 /// Who may read a counter sample buffer (Metal's `MTLStorageMode`, the two
 /// modes that apply to counter sample buffers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum StorageMode {
     /// The CPU may resolve the buffer (`resolve_counter_range`) as well as the GPU.
     #[default]
@@ -14,7 +16,8 @@ pub enum StorageMode {
 }
 
 /// Describes a counter sample buffer (Metal's `MTLCounterSampleBufferDescriptor`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct CounterSampleBufferDescriptor {
     /// The counter set every sample of the buffer holds.
     pub counter_set: CommonCounterSet,
@@ -66,15 +69,17 @@ impl CounterSampleBufferDescriptor {
 }
 
 /// The kind of data a Metal 4 counter heap holds (`MTL4CounterHeapType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum CounterHeapType {
     /// GPU timestamps, written with `write_timestamp`.
     Timestamp,
 }
 
 /// Describes a counter heap (`MTL4CounterHeapDescriptor`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct CounterHeapDescriptor {
     /// What the heap's entries hold.
     pub heap_type: CounterHeapType,
@@ -103,8 +108,9 @@ impl CounterHeapDescriptor {
 
 /// How precisely `write_timestamp` must place its timestamp
 /// (`MTL4TimestampGranularity`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum TimestampGranularity {
     /// The cheapest placement that still follows all prior work; writes inside
     /// a pass may be coalesced into one timestamp at the pass's end.
@@ -119,8 +125,9 @@ pub enum TimestampGranularity {
 ///
 /// Each backend maps a stage onto its own pipeline stages; a stage it lacks
 /// is [`InvalidInput::UnsupportedRenderStage`](crate::InvalidInput::UnsupportedRenderStage).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum RenderStage {
     /// Vertex shading (`MTLRenderStages.vertex`).
     Vertex,

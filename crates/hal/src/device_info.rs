@@ -1,9 +1,11 @@
 use crate::{CalibrationMethod, CounterSamplingPoint, CounterSet};
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 /// The GPU API a device is reached through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum BackendKind {
     /// Vulkan, through `ash`.
     Vulkan,
@@ -16,8 +18,9 @@ pub enum BackendKind {
 }
 
 /// What kind of device it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum DeviceType {
     /// A GPU separate from the CPU.
     DiscreteGpu,
@@ -43,7 +46,8 @@ impl DeviceType {
 
 /// Everything gpu-counters reports about a device. Its JSON form is the one
 /// `gpu-counters devices --json` prints.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct DeviceInfo {
     /// Position in the backend's device list.
     pub index: usize,

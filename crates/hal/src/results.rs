@@ -1,5 +1,6 @@
 use crate::{CommonCounterSet, Error, InvalidInput, Result};
 use bytemuck::{Pod, Zeroable};
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 /// The value a resolved sample holds when the GPU did not write it, had not
@@ -8,9 +9,8 @@ pub const COUNTER_ERROR_VALUE: u64 = u64::MAX;
 
 /// A resolved timestamp sample (`MTLCounterResultTimestamp`).
 #[repr(C)]
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct CounterResultTimestamp {
     /// GPU ticks, masked to the queue's valid bits; multiply by the device's
     /// timestamp period for nanoseconds, or use [`crate::Calibration`].
@@ -19,9 +19,8 @@ pub struct CounterResultTimestamp {
 
 /// A resolved stage-utilization sample (`MTLCounterResultStageUtilization`).
 #[repr(C)]
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct CounterResultStageUtilization {
     /// Total GPU cycles.
     pub total_cycles: u64,
@@ -72,9 +71,8 @@ fn difference(a: u64, b: u64) -> u64 {
 /// field order. Each field is cumulative from the first statistic sample of
 /// the same encoder, so end minus start is what the GPU counted between them.
 #[repr(C)]
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct CounterResultStatistic {
     /// Patches read by the tessellator.
     pub tessellation_input_patches: u64,
@@ -144,8 +142,9 @@ impl CounterResult for CounterResultStageUtilization {
 }
 
 /// Why a resolved sample has the value it has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum SampleStatus {
     /// The GPU wrote the sample and it is complete.
     Written,

@@ -12,11 +12,13 @@
 //! the two devices' bounds ([`TimelineInterval::ends_before`]).
 
 use crate::{Calibration, CalibrationMethod, CounterResultStatistic};
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 /// What kind of GPU work an interval covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum PassKind {
     /// A compute pass or dispatches.
     Compute,
@@ -41,7 +43,8 @@ impl PassKind {
 }
 
 /// One labelled GPU interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct TimelineInterval {
     /// The user's label.
     pub label: String,
@@ -89,7 +92,8 @@ impl TimelineInterval {
 }
 
 /// One frame: a submission and the intervals it ran.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct TimelineFrame {
     /// Frame number.
     pub index: u64,
@@ -102,7 +106,8 @@ pub struct TimelineFrame {
 }
 
 /// Frames of GPU intervals on one device.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct Timeline {
     /// The device's name.
     pub device: String,
@@ -112,7 +117,8 @@ pub struct Timeline {
 
 /// An interval that lies outside the CPU window of its frame by more than
 /// its error bound: [`Timeline::outside_cpu_windows`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct WindowViolation {
     /// The frame's number.
     pub frame: u64,
@@ -182,7 +188,8 @@ impl Timeline {
 
 /// What a device's calibration was when its timeline was taken: how its
 /// GPU clock maps onto `CLOCK_MONOTONIC`, and the bound of that mapping.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct ClockSummary {
     /// How the GPU clock is tied to the CPU clock.
     pub method: CalibrationMethod,
@@ -208,7 +215,8 @@ impl ClockSummary {
 }
 
 /// One device's part of a [`MultiTimeline`].
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct DeviceTimeline {
     /// The device's frames; `timeline.device` is its name (two logical
     /// devices of one GPU may share it: the device's position in the
@@ -221,7 +229,8 @@ pub struct DeviceTimeline {
 /// Several devices' timelines on the one CPU clock (`CLOCK_MONOTONIC`):
 /// one entry per device, in the order they were added; a device's id is
 /// its position.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct MultiTimeline {
     /// The devices, by id.
     pub devices: Vec<DeviceTimeline>,

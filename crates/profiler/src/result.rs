@@ -3,11 +3,13 @@
 use crate::shared_str::SharedStr;
 use gpu_counters_hal::timeline::{PassKind, Timeline, TimelineFrame, TimelineInterval};
 use gpu_counters_hal::CounterResultStatistic;
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 /// Why scopes of a frame have no result. Every scope asked for is either in
 /// [`FrameResult::scopes`] or counted here exactly once.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct DropCounts {
     /// The frame got no ring slot ([`WhenFull::Drop`](crate::WhenFull::Drop)
     /// with the ring full): its scopes recorded nothing.
@@ -24,13 +26,13 @@ pub struct DropCounts {
     pub failed: u32,
     /// The scope was recorded into a command buffer that was dropped without
     /// ever being submitted: the GPU never ran it.
-    #[serde(default)]
+    #[cfg_attr(feature = "serde", serde(default))]
     pub abandoned: u32,
     /// The scope's frame was abandoned while it was still being recorded
     /// (never ended: leaked with `mem::forget`, or slower than the ring
     /// allows, see [`Profiler`](crate::Profiler)): begun in it by then, the
     /// scope has no result, whether it was ended or not.
-    #[serde(default)]
+    #[cfg_attr(feature = "serde", serde(default))]
     pub frame_abandoned: u32,
 }
 
@@ -47,7 +49,8 @@ impl DropCounts {
 }
 
 /// One ended scope, resolved.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct ScopeResult {
     /// The label given to [`Frame::scope`](crate::Frame::scope), shared with
     /// every other scope of the same label (reads as a `&str`).
@@ -88,7 +91,8 @@ pub struct ScopeResult {
 
 /// One finished frame: every scope ended in it, resolved, and the count of
 /// those that were dropped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct FrameResult {
     /// Frame number, counting every frame begun (dropped ones included).
     pub index: u64,

@@ -13,6 +13,7 @@
 //! it reads every one.
 
 use arcstr::ArcStr;
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::HashSet;
 use std::fmt;
@@ -199,12 +200,14 @@ impl PartialEq<SharedStr> for String {
     }
 }
 
+#[cfg(feature = "serde")]
 impl Serialize for SharedStr {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
     }
 }
 
+#[cfg(feature = "serde")]
 impl<'de> Deserialize<'de> for SharedStr {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(String::deserialize(d)?.into())

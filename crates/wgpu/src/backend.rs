@@ -91,8 +91,9 @@ impl BackendRecorder for Recorder {
     }
 
     fn samples_statistics(&self) -> bool {
-        // Only a profiled pass's scope, whose pass holds the query.
-        self.capture.active
+        // wgpu counts statistics only inside passes: a profiler scope
+        // between passes is timed without them.
+        false
     }
 }
 
@@ -111,10 +112,6 @@ impl Recorder {
         index: u32,
         _placement: TimestampGranularity,
     ) -> Result<()> {
-        if self.capture.active {
-            // A profiled pass's scope: the pass writes it.
-            return self.capture_sample(buffer, index);
-        }
         if buffer.counter_set() == CommonCounterSet::Statistic {
             return Err(InvalidInput::Unsupported(
                 "wgpu cannot sample pipeline statistics between passes: its pipeline statistics queries can only be begun and ended inside a pass".into(),

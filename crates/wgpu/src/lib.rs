@@ -27,11 +27,11 @@
 //!   [`Recorder::begin_render_pass_with_statistics`]): each counted pass
 //!   is a two-sample chain whose `statistics_between(start, end)` is the
 //!   pass's work (see [`ComputePass`]).
-//! - Profiled passes (feature `profiler`, on by default):
-//!   `Recorder::begin_profiled_compute_pass` (and the render one) begin
-//!   a pass that is a scope of a `gpu_counters_profiler::Frame`, timed by the
-//!   pass's own timestamp writes (and counted by its statistics query): the
-//!   profiler then needs only [`wgpu::Features::TIMESTAMP_QUERY`].
+//! - Profiler scopes: the generic profiler's scopes sample between passes
+//!   (encoder timestamps, [`wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS`]).
+//!   Scopes timed by a pass's own timestamp writes, as wgpu-profiler's, are
+//!   `gpu_counters::wgpu::Profiler`'s (the facade crate, feature `wgpu`):
+//!   this crate does not depend on the profiler.
 //! - Calibration: a calibrated pair through wgpu-hal's raw device where the
 //!   backend has a call for one ([`CalibrationMethod::CalibratedPair`]);
 //!   otherwise a bracketed timestamp-only submission. Each path is a feature
@@ -63,8 +63,8 @@
 //!   wgpu 30 cannot tell an encoder's device, so [`Device::wrap`] cannot
 //!   check one: [`Device::submit`] catches another device's encoder in an
 //!   error scope and refuses it (see there).
-//! - A leaked pass guard ([`ComputePass`], [`RenderPass`], profiled
-//!   or counted): the recorder tracks the pass its guards hold open, so
+//! - A leaked pass guard ([`ComputePass`], [`RenderPass`], timed or
+//!   counted): the recorder tracks the pass its guards hold open, so
 //!   everything after the leak that would record into the locked encoder,
 //!   and the submission, is refused with `EncoderState` naming the pass; the
 //!   recording, dropped, is abandoned (samples `NotWritten`, profiler scopes
@@ -74,7 +74,6 @@ mod backend;
 // Calibrated pairs through wgpu-hal's raw device (features `vulkan`, `dx12`,
 // `metal`, where wgpu has the backend); elsewhere only wgpu's portable API.
 mod calibrated;
-mod scope;
 mod stats;
 mod storage;
 
@@ -369,7 +368,6 @@ impl Device {
             written: Vec::new(),
             claims: LocalClaims::default(),
             conflict: None,
-            capture: Default::default(),
             scope_stack: Default::default(),
         }
     }
@@ -625,9 +623,6 @@ pub struct Recorder {
     /// A write another recording made into an index this one claimed:
     /// refuses the submission.
     conflict: Option<Error>,
-    /// While a profiled pass's scope is begun and ended: the samples the
-    /// profiler asked for, to be written by the pass itself.
-    capture: scope::Capture,
     /// The profiler's scopes open on it.
     scope_stack: gpu_counters_hal::ScopeStack,
 }

@@ -7,7 +7,7 @@
 //! triangle layout and covered-pixel count. Only the objects and the
 //! recording are wgpu's. Like the Vulkan workloads they never create
 //! devices, never submit and never wait; they record into the caller's
-//! passes (profiled passes of gpu-counters-wgpu in the command line).
+//! passes (`gpu_counters::wgpu::Profiler`'s scoped passes in the command line).
 //!
 //! There is no copy workload on wgpu: wgpu records a buffer copy on the
 //! command encoder, outside any pass, where it has neither pass timestamp

@@ -6,12 +6,14 @@ use crate::error::{Error, InvalidInput, Result};
 use crate::results::{CounterResultTimestamp, ResolvedCounters, SampleValue, COUNTER_ERROR_VALUE};
 pub use convert::Converter;
 use convert::{HotSegment, MAX_FAST_SPAN};
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// How a device's GPU timestamps are tied to the CPU clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum CalibrationMethod {
     /// The driver reads the GPU and the CPU clock together
     /// ([`DeviceInfo::calibration_source`] says through what); the pair's
@@ -38,7 +40,8 @@ impl CalibrationMethod {
 
 /// A CPU time and a GPU timestamp taken at (nearly) the same moment: Metal's
 /// `sampleTimestamps()`, plus how far apart the two reads may be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct TimestampPair {
     /// Nanoseconds on the CPU clock ([`cpu_monotonic_ns`](crate::cpu_monotonic_ns)).
     pub cpu_ns: u64,
@@ -50,7 +53,8 @@ pub struct TimestampPair {
 }
 
 /// A GPU timestamp mapped onto the CPU clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct CalibratedTime {
     /// Nanoseconds on the CPU clock ([`cpu_monotonic_ns`](crate::cpu_monotonic_ns));
     /// never [`COUNTER_ERROR_VALUE`].
@@ -62,7 +66,8 @@ pub struct CalibratedTime {
 
 /// The time between two timestamp samples on the CPU clock, with its bound
 /// ([`Calibration::duration`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct CalibratedDuration {
     /// The start sample's time on the CPU clock.
     pub start: CalibratedTime,

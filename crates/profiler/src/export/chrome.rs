@@ -45,8 +45,7 @@ use std::io::{self, Write};
 pub const GPU_PID: u64 = 1;
 /// The `tid` of the `CPU submit→complete` track.
 pub const CPU_TID: u64 = 1;
-/// The name of the track that shows each frame's CPU window.
-pub const CPU_TRACK_NAME: &str = "CPU submit→complete";
+pub use super::CPU_TRACK_NAME;
 
 /// Converts CPU nanoseconds to trace microseconds.
 fn us(ns: u64) -> f64 {

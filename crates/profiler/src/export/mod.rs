@@ -1,7 +1,9 @@
 //! Exporters for a [`Timeline`](gpu_counters_hal::timeline::Timeline).
 //!
-//! - [`chrome`]: Chrome trace event JSON, which Perfetto UI and
-//!   `chrome://tracing` open; one track per queue, statistics as counters.
+//! - `chrome` (feature `chrome`, on by default here; `gpu-counters` asks
+//!   for it through its own `chrome`): Chrome trace event JSON, which
+//!   Perfetto UI and `chrome://tracing` open; one track per queue,
+//!   statistics as counters.
 //! - [`perfetto`] (feature `perfetto`, off by default; on in the command line): Perfetto's native
 //!   protobuf trace, written frame by frame in bounded memory; GPU tracks
 //!   per device and queue, statistics as counter tracks. It writes through
@@ -10,7 +12,8 @@
 //! - [`tracy`]: what to hand to the Tracy profiler for each frame, as a
 //!   sequence of calls; with the feature `tracy`, a sink that streams a
 //!   profiler's frames into a running Tracy client.
-//! - [`csv`]: one row per interval, for spreadsheets and scripts.
+//! - `csv` (feature `csv`, as `chrome`): one row per interval, for
+//!   spreadsheets and scripts.
 //! - [`svg`]: a timeline picture, frames stacked and aligned on their CPU
 //!   submit time.
 //!
@@ -50,7 +53,9 @@
 //!   streaming writers keep per-track state and bounded name tables
 //!   between frames (see each module).
 
+#[cfg(feature = "chrome")]
 pub mod chrome;
+#[cfg(feature = "csv")]
 pub mod csv;
 pub(crate) mod lanes;
 #[cfg(feature = "perfetto")]
@@ -63,16 +68,21 @@ pub mod tracy;
 #[allow(unsafe_code)]
 pub mod tracy_client;
 
+#[cfg(feature = "chrome")]
 pub use self::chrome::{
     to_chrome_trace_json, to_chrome_trace_json_multi, write_chrome_trace, write_chrome_trace_multi,
 };
+#[cfg(feature = "csv")]
 pub use self::csv::{write_csv, CSV_HEADER};
 #[cfg(feature = "perfetto")]
 pub use self::perfetto::{write_perfetto, PerfettoError, PerfettoWriter};
 pub use self::svg::{render_svg, write_svg, SvgOptions};
 
+#[cfg(any(feature = "chrome", feature = "perfetto"))]
 use gpu_counters_hal::timeline::TimelineInterval;
+#[cfg(any(feature = "chrome", feature = "perfetto"))]
 use gpu_counters_hal::CounterResultStatistic;
+#[cfg(any(feature = "chrome", feature = "perfetto"))]
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 use thiserror::Error;
@@ -80,6 +90,10 @@ use thiserror::Error;
 /// Bytes each exporter buffers before it writes to its writer (8 KiB, a
 /// `BufWriter`'s default).
 pub const BUFFER_BYTES: usize = 8 * 1024;
+
+/// The name of the track that shows each frame's CPU window (Chrome and
+/// Perfetto traces).
+pub const CPU_TRACK_NAME: &str = "CPU submit→complete";
 
 /// What can go wrong in an export with options ([`svg`]).
 #[derive(Debug, Error)]
@@ -217,7 +231,8 @@ pub(crate) fn queues_in_order(timeline: &gpu_counters_hal::timeline::Timeline) -
 /// innermost interval still running (deepest, then latest started), or all 0
 /// when none is; a step that repeats the previous values is left out.
 /// Back-to-back intervals step straight from one value to the next, and an
-/// empty interval shows nothing.
+/// empty interval shows nothing. (The Chrome and Perfetto exports.)
+#[cfg(any(feature = "chrome", feature = "perfetto"))]
 pub(crate) fn statistic_steps(
     intervals: &[(&TimelineInterval, CounterResultStatistic)],
 ) -> Vec<(u64, [u64; 8])> {

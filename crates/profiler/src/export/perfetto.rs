@@ -74,8 +74,8 @@ use gpu_counters_hal::CounterResultStatistic;
 use std::io::{self, BufWriter, Write};
 use thiserror::Error;
 
-pub use super::chrome::CPU_TRACK_NAME;
 pub use super::perfetto_gpu::{MAX_INTERNED_NAMES, MAX_INTERNED_NAME_BYTES};
+pub use super::CPU_TRACK_NAME;
 
 /// The first track uuid (the rest count up from it): an arbitrary constant,
 /// so that the tracks of a trace are the same from one run to the next and

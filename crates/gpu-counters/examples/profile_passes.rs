@@ -1,24 +1,25 @@
-//! A wgpu program profiled per pass with gpu-counters' profiler: each frame
-//! runs a compute pass (a WGSL kernel writing a storage buffer) and a render
-//! pass (triangles into an offscreen texture), each a profiler scope through
-//! `Recorder::begin_profiled_compute_pass` / `begin_profiled_render_pass`,
-//! which needs only `wgpu::Features::TIMESTAMP_QUERY` (and counts exact
-//! pipeline statistics where the device has `PIPELINE_STATISTICS_QUERY`).
-//! Prints each pass's calibrated duration and error bound, and writes a
-//! Chrome trace (chrome://tracing, Perfetto) to the first argument
-//! (default `wgpu-trace.json`).
+//! A wgpu program profiled per pass with `gpu_counters::wgpu::Profiler`,
+//! the drop-in for wgpu-profiler: each frame runs a compute pass (a WGSL
+//! kernel writing a storage buffer) and a render pass (triangles into an
+//! offscreen texture) on the application's own encoder, each a scoped pass
+//! (`scoped_compute_pass` / `scoped_render_pass`), which needs only
+//! `wgpu::Features::TIMESTAMP_QUERY` (and counts exact pipeline statistics
+//! where the device has `PIPELINE_STATISTICS_QUERY`). The application
+//! submits with its own `queue.submit`; `end_frame` follows it. Prints each
+//! pass's calibrated duration and error bound, and writes a Chrome trace
+//! (chrome://tracing, Perfetto) to the first argument (default
+//! `wgpu-trace.json`).
 //!
 //! ```sh
-//! cargo run -p gpu-counters-wgpu --example profile_passes [trace.json]
+//! cargo run -p gpu-counters --features wgpu --example profile_passes [trace.json]
 //! ```
 
-use gpu_counters_profiler::{export, FrameResult, Profiler, ProfilerOptions, WhenFull};
-use gpu_counters_wgpu::{Device, Submission};
+use gpu_counters::export;
+use gpu_counters::wgpu::{Device, ProfiledFrame, Profiler, ProfilerSettings};
 use std::collections::VecDeque;
 use std::error::Error;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const FRAMES: usize = 8;
 const FRAMES_IN_FLIGHT: usize = 3;
@@ -198,40 +199,42 @@ fn run() -> Res<()> {
     });
     let view = target.create_view(&Default::default());
 
-    let profiler = Profiler::new(
+    let profiler = Profiler::with_device(
         &d,
-        ProfilerOptions {
-            frames_in_flight: FRAMES_IN_FLIGHT,
+        ProfilerSettings {
             max_scopes_per_frame: 8,
-            statistics,
-            when_full: WhenFull::Wait {
-                timeout: Duration::from_secs(5),
-            },
-            queue_name: Some("queue".into()),
+            pipeline_statistics: statistics,
+            ..Default::default()
         },
     )?;
+    let queue = d.queue();
 
-    let mut in_flight: VecDeque<Submission> = VecDeque::new();
-    let mut results: Vec<FrameResult> = Vec::new();
+    let mut in_flight = VecDeque::new();
+    let mut results: Vec<ProfiledFrame> = Vec::new();
     for f in 0..FRAMES {
         // Keep at most FRAMES_IN_FLIGHT frames on the GPU.
         if in_flight.len() == FRAMES_IN_FLIGHT {
-            if let Some(s) = in_flight.pop_front() {
-                s.wait()?;
+            if let Some(oldest) = in_flight.pop_front() {
+                raw.poll(wgpu::PollType::Wait {
+                    submission_index: Some(oldest),
+                    timeout: None,
+                })?;
             }
         }
-        let frame = profiler.begin_frame()?;
-        let mut rec = d.recorder(Some("frame"));
+        let mut encoder = raw.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("frame"),
+        });
         {
-            let mut pass = rec.begin_profiled_compute_pass(&frame, "compute: fill buffer")?;
+            let mut pass = profiler.scoped_compute_pass("compute: fill buffer", &mut encoder);
             pass.set_pipeline(&compute);
             pass.set_bind_group(0, &bind, &[]);
             pass.dispatch_workgroups(ELEMENTS / 64, 1, 1);
         }
         {
-            let mut pass = rec.begin_profiled_render_pass(
-                &frame,
-                &wgpu::RenderPassDescriptor {
+            let mut pass = profiler.scoped_render_pass(
+                "render: triangles",
+                &mut encoder,
+                wgpu::RenderPassDescriptor {
                     label: Some("render: triangles"),
                     color_attachments: &[Some(wgpu::RenderPassColorAttachment {
                         view: &view,
@@ -244,33 +247,37 @@ fn run() -> Res<()> {
                     })],
                     ..Default::default()
                 },
-            )?;
+            );
             pass.set_pipeline(&render);
             // More triangles every frame: 1 to 4 nested ones.
             pass.draw(0..3, 0..(f % 4 + 1) as u32);
         }
-        let submission = d.submit(rec)?;
-        profiler.end_frame(frame, [&submission])?;
-        in_flight.push_back(submission);
+        profiler.resolve_queries(&mut encoder);
+        in_flight.push_back(queue.submit([encoder.finish()]));
+        profiler.end_frame()?;
         // Finished frames come back in order, a few frames later.
         results.extend(profiler.collect()?);
     }
-    for s in &in_flight {
-        s.wait()?;
-    }
-    results.extend(profiler.wait_collect_all(Duration::from_secs(10))?);
+    raw.poll(wgpu::PollType::wait_indefinitely())?;
+    results.extend(profiler.collect()?);
     if let Some(e) = errors.lock().ok().and_then(|v| v.first().cloned()) {
         return Err(format!("wgpu validation: {e}").into());
     }
+    if results.len() != FRAMES {
+        return Err(format!("{} of {FRAMES} frames collected", results.len()).into());
+    }
 
+    let mut dropped = 0;
     for f in &results {
+        let r = &f.result;
+        dropped += r.dropped_scopes;
         println!(
             "frame {}: {} scopes, {} dropped",
-            f.index,
-            f.scopes.len(),
-            f.dropped_scopes
+            r.index,
+            r.scopes.len(),
+            r.dropped_scopes
         );
-        for s in &f.scopes {
+        for s in &r.scopes {
             let mut line = format!(
                 "  {:<22} {:>9.3} us  (start and end each ± {:.3} us)",
                 s.label,
@@ -278,7 +285,7 @@ fn run() -> Res<()> {
                 s.error_bound_ns as f64 / 1e3
             );
             if let Some(st) = &s.statistics {
-                if s.kind == gpu_counters_hal::timeline::PassKind::Compute {
+                if s.kind == gpu_counters::timeline::PassKind::Compute {
                     line += &format!("  compute invocations {}", st.compute_kernel_invocations);
                 } else {
                     line += &format!(
@@ -291,12 +298,14 @@ fn run() -> Res<()> {
         }
     }
     let timeline = profiler.timeline(&results);
-    let mut file = std::fs::File::create(&out).map_err(|e| format!("creating {out}: {e}"))?;
-    export::write_chrome_trace(&timeline, &mut file).map_err(|e| format!("writing {out}: {e}"))?;
+    let file = std::fs::File::create(&out).map_err(|e| format!("creating {out}: {e}"))?;
+    let mut file = std::io::BufWriter::new(file);
+    export::write_chrome_trace(&timeline, &mut file)
+        .and_then(|()| std::io::Write::flush(&mut file))
+        .map_err(|e| format!("writing {out}: {e}"))?;
     println!(
-        "wrote {out}: {} frames, {} scopes dropped",
-        results.len(),
-        profiler.dropped_scopes_total()
+        "wrote {out}: {} frames, {dropped} scopes dropped",
+        results.len()
     );
     Ok(())
 }
