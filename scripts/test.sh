@@ -148,6 +148,7 @@ if [ ! -e "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" ]; then
 fi
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER="$wine"
 cargo test --locked --target x86_64-pc-windows-gnu -p gpu-counters-hal
-# Without the Perfetto export's schema crate (checked above, built for
-# Windows it is most of this build), which these tests do not use.
-cargo test --locked --target x86_64-pc-windows-gnu -p gpu-counters-profiler --no-default-features --lib --test fake
+# With the profiler's default features (the JSON and CSV exports), without
+# the Perfetto export's schema crate (off by default; built for Windows it
+# would be most of this build).
+cargo test --locked --target x86_64-pc-windows-gnu -p gpu-counters-profiler --lib --test fake
