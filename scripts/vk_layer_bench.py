@@ -37,6 +37,7 @@ def main():
     p.add_argument("--gpu-counters", default="target/release/gpu-counters")
     p.add_argument("--level", default="pass")
     a = p.parse_args()
+    a.gpu_counters = os.path.abspath(a.gpu_counters)  # the recorded runs start in a temporary directory
     n = free_display()
     xvfb = subprocess.Popen(["Xvfb", f":{n}", "-screen", "0", "640x480x24", "-nolisten", "tcp"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
