@@ -23,13 +23,6 @@ import tempfile
 import time
 
 
-def free_display():
-    for n in range(200, 600):
-        if not os.path.exists(f"/tmp/.X{n}-lock") and not os.path.exists(f"/tmp/.X11-unix/X{n}"):
-            return n
-    sys.exit("no free X display")
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--runs", type=int, default=10)
@@ -38,15 +31,14 @@ def main():
     p.add_argument("--level", default="pass")
     a = p.parse_args()
     a.gpu_counters = os.path.abspath(a.gpu_counters)  # the recorded runs start in a temporary directory
-    n = free_display()
-    xvfb = subprocess.Popen(["Xvfb", f":{n}", "-screen", "0", "640x480x24", "-nolisten", "tcp"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # -displayfd 1: Xvfb picks a free display and prints its number once it
+    # accepts connections (nothing printed: it did not start).
+    xvfb = subprocess.Popen(["Xvfb", "-displayfd", "1", "-screen", "0", "640x480x24", "-nolisten", "tcp"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while not os.path.exists(f"/tmp/.X11-unix/X{n}"):
-            if time.monotonic() > deadline:
-                sys.exit("Xvfb did not start")
-            time.sleep(0.02)
+        n = xvfb.stdout.readline().strip()
+        if not n.isdigit():
+            sys.exit("Xvfb did not start")
         with tempfile.TemporaryDirectory() as tmp:
             inject = os.path.join(tmp, "libgpu_counters_inject.so")
             open(inject, "wb").close()

@@ -209,37 +209,39 @@ cat "$GPU_COUNTERS_RECORD_DIR/config.json""#;
     e.assert_clean();
 }
 
-/// An X server on a free display for vkcube; stopped when dropped.
+/// An X server on a display of its own for vkcube; stopped when dropped.
 struct Xvfb(std::process::Child, String);
 
 impl Xvfb {
     fn start() -> Xvfb {
-        let base = 300 + std::process::id() % 500;
-        let n = (base..base + 200)
-            .find(|n| {
-                !Path::new(&format!("/tmp/.X{n}-lock")).exists()
-                    && !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
-            })
-            .expect("a free X display");
-        let child = Command::new("Xvfb")
+        // `-displayfd 1`: Xvfb picks a free display itself and writes its
+        // number to stdout once it accepts connections, so the read below
+        // waits for exactly that (end of file: it failed to start).
+        let mut child = Command::new("Xvfb")
             .args([
-                format!(":{n}").as_str(),
+                "-displayfd",
+                "1",
                 "-screen",
                 "0",
                 "640x480x24",
                 "-nolisten",
                 "tcp",
             ])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("Xvfb (scripts/setup.sh installs it)");
-        let socket = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(std::time::Instant::now() < until, "Xvfb :{n} did not start");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("Xvfb's stdout")),
+            &mut line,
+        )
+        .expect("Xvfb's display number");
+        let n: u32 = line.trim().parse().unwrap_or_else(|_| {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("Xvfb did not start (it wrote {line:?})")
+        });
         Xvfb(child, format!(":{n}"))
     }
 }

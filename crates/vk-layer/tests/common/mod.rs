@@ -338,35 +338,36 @@ pub struct Xvfb {
 }
 
 impl Xvfb {
-    /// Starts Xvfb and waits (at most 20 s) for its socket.
+    /// Starts Xvfb and waits until it accepts connections.
     pub fn start() -> Xvfb {
-        // A display no server holds (no lock file) and no socket names.
-        let base = 90 + std::process::id() % 800;
-        let n = (base..base + 200)
-            .find(|n| {
-                !Path::new(&format!("/tmp/.X{n}-lock")).exists()
-                    && !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
-            })
-            .expect("a free X display");
-        let child = Command::new("Xvfb")
+        // `-displayfd 1`: Xvfb picks a free display itself and writes its
+        // number to stdout once it accepts connections, so the read below
+        // waits for exactly that (end of file: it failed to start).
+        let mut child = Command::new("Xvfb")
             .args([
-                format!(":{n}").as_str(),
+                "-displayfd",
+                "1",
                 "-screen",
                 "0",
                 "640x480x24",
                 "-nolisten",
                 "tcp",
             ])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("Xvfb (apt-get install xvfb; scripts/setup.sh installs it)");
-        let socket = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
-        let until = std::time::Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(std::time::Instant::now() < until, "Xvfb :{n} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().expect("Xvfb's stdout")),
+            &mut line,
+        )
+        .expect("Xvfb's display number");
+        let n: u32 = line.trim().parse().unwrap_or_else(|_| {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("Xvfb did not start (it wrote {line:?})")
+        });
         Xvfb {
             child,
             display: format!(":{n}"),
